@@ -1,0 +1,1 @@
+"""Auditing privacy mechanisms: mechanisms, neighbours, theory, verdicts, runner, reports."""
