@@ -1,0 +1,25 @@
+"""Mechanisms to audit: the protocol, built-ins, the known-buggy suite, library adapters, the registry."""
+
+from audit.mechanisms.base import (
+    REQUIRED,
+    BaseMechanism,
+    CallableMechanism,
+    Mechanism,
+    MechanismError,
+    MechanismInfo,
+    check_output,
+)
+from audit.mechanisms.registry import list_mechanisms, make_mechanism, register
+
+__all__ = [
+    "REQUIRED",
+    "BaseMechanism",
+    "CallableMechanism",
+    "Mechanism",
+    "MechanismError",
+    "MechanismInfo",
+    "check_output",
+    "list_mechanisms",
+    "make_mechanism",
+    "register",
+]

@@ -1,0 +1,253 @@
+"""The mechanism protocol, the base class of built-ins and adapters, and output checks.
+
+A mechanism maps a dataset (a numpy array) to n independent random outputs
+of shape (n, d) (DESIGN.md, "Contract: config"; docs/architecture.md,
+"Mechanisms").  User code only has to satisfy :class:`Mechanism`; built-ins
+and library adapters derive from :class:`BaseMechanism`, which adds what the
+audit uses to compare attacks with theory (output laws, closed-form bounds,
+worst-case neighbouring pairs).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+
+class MechanismError(RuntimeError):
+    """A mechanism raised, or returned outputs that are not n finite numeric rows of a fixed width."""
+
+
+@runtime_checkable
+class Mechanism(Protocol):
+    """What the audit needs from any mechanism.
+
+    Attributes
+    ----------
+    name : str
+        Registry name, or ``"package.module:function"`` for user code.
+    params : dict
+        The parameters it was built with.
+    """
+
+    name: str
+    params: dict
+
+    def sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Return n independent outputs on ``dataset``, shape (n, d)."""
+        ...
+
+
+def check_output(out: Any, n: int, expected_dim: int | None = None) -> np.ndarray:
+    """Validate a mechanism's outputs and return them as a float array of shape (n, d).
+
+    Parameters
+    ----------
+    out : array-like
+        What the mechanism returned: shape (n, d), or (n,) read as d = 1.
+    n : int
+        The number of outputs asked for.
+    expected_dim : int or None
+        The width d of earlier outputs of the same mechanism; None accepts any d.
+
+    Returns
+    -------
+    numpy.ndarray of float, shape (n, d)
+
+    Raises
+    ------
+    MechanismError
+        On non-numeric values, NaN or inf, a number of rows other than n, more
+        than two dimensions, or a width other than ``expected_dim``.
+    """
+    array = np.asarray(out)
+    if array.dtype.kind not in "biuf":
+        raise MechanismError(
+            f"mechanism outputs must be real numbers (bool, int or float). Found dtype {array.dtype}."
+        )
+    array = array.astype(float, copy=False)
+    if array.ndim == 1:
+        array = array[:, None]
+    if array.ndim != 2 or array.shape[0] != n:
+        raise MechanismError(
+            f"mechanism outputs must have shape ({n}, d) or ({n},) for the {n} samples asked for. "
+            f"Found shape {np.shape(out)}."
+        )
+    if expected_dim is not None and array.shape[1] != expected_dim:
+        raise MechanismError(
+            f"mechanism output width changed: earlier outputs had d = {expected_dim}. "
+            f"Found d = {array.shape[1]}."
+        )
+    if not np.all(np.isfinite(array)):
+        bad = int(np.count_nonzero(~np.isfinite(array)))
+        raise MechanismError(f"mechanism outputs must be finite. Found {bad} NaN or inf values.")
+    return array
+
+
+class BaseMechanism:
+    """Base class of built-in, buggy and adapter mechanisms.
+
+    Subclasses define ``name``, ``description`` and ``privacy_claim`` (the
+    generic statement shown by ``capaudit mechanisms``), store their
+    parameters in ``__init__`` (keyword arguments with defaults: the registry
+    reads them from the signature), and implement ``_sample``.  ``sample``
+    checks every batch with :func:`check_output`.
+
+    Attributes
+    ----------
+    name, description, privacy_claim : str
+    params : dict
+        The parameters as given, after defaults.
+    library_version : str or None
+        Version of the wrapped library; None for built-ins.
+    seedable : bool
+        Whether ``rng`` fully determines the outputs.
+    true_epsilon : float or None
+        The mechanism's exact pure-DP epsilon over its neighbouring inputs
+        (``inf`` when it is not epsilon-DP for any epsilon), or None when it
+        is not known or the mechanism is not meant to be pure DP.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    privacy_claim: ClassVar[str]
+    library_version: str | None = None
+    seedable: bool = True
+
+    def __init__(self, **params: Any) -> None:
+        self.params = params
+
+    @property
+    def true_privacy(self) -> str:
+        """The mechanism's actual privacy at its parameters, in words."""
+        return self.privacy_claim
+
+    @property
+    def true_epsilon(self) -> float | None:
+        return None
+
+    def sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        """n independent outputs on ``dataset``, shape (n, d), checked by :func:`check_output`."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"n must be a positive integer. Found {n!r}.")
+        return check_output(self._sample(np.asarray(dataset, dtype=float), int(n), rng), int(n))
+
+    def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError
+
+    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any] | None:
+        """Frozen 1-D ``scipy.stats`` laws of the outputs on d and d', or None when not 1-D or unknown."""
+        return None
+
+    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
+        """The paper's closed-form value or upper bound for this (class, divergence), or None."""
+        return None
+
+    def default_pairs(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Neighbouring inputs (d, d') that exercise the mechanism's worst case."""
+        return []
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{key}={value!r}" for key, value in self.params.items())
+        return f"{type(self).__name__}({args})"
+
+
+@dataclass(frozen=True)
+class MechanismInfo:
+    """One line of ``capaudit mechanisms``: what a registry entry is and whether it can be built.
+
+    Attributes
+    ----------
+    name : str
+    kind : str
+        ``"builtin"``, ``"buggy"`` or ``"adapter"``.
+    description : str
+    parameters : dict
+        Parameter name -> default value (:data:`REQUIRED` when there is none).
+    true_privacy : str
+    requires : tuple of str
+        Modules that must import for the entry to be usable (adapters' libraries).
+    install_hint : str
+        What to run when a required module is missing, e.g. ``"pip install capaudit[opendp]"``.
+    """
+
+    name: str
+    kind: str
+    description: str
+    parameters: dict = field(default_factory=dict)
+    true_privacy: str = ""
+    requires: tuple[str, ...] = ()
+    install_hint: str = ""
+
+    @property
+    def available(self) -> bool:
+        return all(_import_error(module) is None for module in self.requires)
+
+    @property
+    def availability(self) -> str:
+        """``"available"``, or ``"unavailable: <install hint> (<import error>)"``."""
+        errors = [error for error in map(_import_error, self.requires) if error is not None]
+        if not errors:
+            return "available"
+        return f"unavailable: {self.install_hint or 'install ' + ', '.join(self.requires)} ({errors[0]})"
+
+
+@lru_cache(maxsize=None)
+def _import_error(module: str) -> str | None:
+    """None if ``module`` imports, else the error in one line (cached: imports are slow)."""
+    try:
+        importlib.import_module(module)
+    except Exception as error:  # a broken install raises more than ImportError (e.g. diffprivlib)
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+REQUIRED = "<required>"
+"""Marks a parameter without a default in :attr:`MechanismInfo.parameters`."""
+
+
+class CallableMechanism:
+    """A user function ``f(dataset, n, rng) -> (n, d)`` wrapped as a mechanism.
+
+    Exceptions of the user function and malformed outputs become
+    :class:`MechanismError` naming the callable; the output width is fixed by
+    the first call.  Nothing is known about its privacy.
+    """
+
+    description = "user mechanism"
+    privacy_claim = true_privacy = "unknown (user code)"
+    true_epsilon = None
+    library_version = None
+    seedable = True
+
+    def __init__(self, name: str, function: Callable[..., Any], params: dict | None = None) -> None:
+        self.name = name
+        self.function = function
+        self.params = dict(params or {})
+        self._dim: int | None = None
+
+    def sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        try:
+            out = self.function(np.asarray(dataset), n, rng)
+        except Exception as error:
+            raise MechanismError(f"mechanism {self.name!r} raised {type(error).__name__}: {error}") from error
+        try:
+            array = check_output(out, n, self._dim)
+        except MechanismError as error:
+            raise MechanismError(f"mechanism {self.name!r}: {error}") from None
+        self._dim = array.shape[1]
+        return array
+
+    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> None:
+        return None
+
+    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> None:
+        return None
+
+    def default_pairs(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        return []

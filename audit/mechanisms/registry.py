@@ -1,0 +1,175 @@
+"""The mechanism registry: build a mechanism by name or wrap user code, list what exists.
+
+Built-ins (``builtin.py``) and the known-buggy suite (``buggy.py``) are
+registered from their classes; library adapters register themselves from
+``audit/mechanisms/adapters/__init__.py`` with :func:`register`, naming the
+modules they need in ``MechanismInfo.requires`` so that a missing library
+shows up as "unavailable: pip install capaudit[...]" instead of an import
+crash.  Adapter modules are imported only when one is built.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from audit.mechanisms.base import REQUIRED, BaseMechanism, CallableMechanism, Mechanism, MechanismInfo
+
+Factory = Callable[..., Mechanism] | str
+_REGISTRY: dict[str, tuple[Factory, MechanismInfo]] = {}
+_LOADED = False
+
+
+def register(name: str, factory: Factory, info: MechanismInfo) -> None:
+    """Add a mechanism to the registry.
+
+    Parameters
+    ----------
+    name : str
+        The name used in configs (``[mechanism] name = ...``).
+    factory : callable or str
+        Called with the mechanism's parameters as keyword arguments; a string
+        ``"package.module:attribute"`` is imported only when the mechanism is
+        built, so a registrant need not import its library.
+    info : MechanismInfo
+        What ``capaudit mechanisms`` shows; ``info.parameters`` lists the
+        accepted parameters and their defaults and ``info.requires`` the
+        modules the factory needs.
+    """
+    if name in _REGISTRY:
+        raise ValueError(f"a mechanism named {name!r} is already registered.")
+    _REGISTRY[name] = (factory, info)
+
+
+def info_from_class(cls: type[BaseMechanism], kind: str) -> MechanismInfo:
+    """Registry record of a :class:`BaseMechanism` subclass; parameters come from its ``__init__``."""
+    parameters = {
+        parameter.name: REQUIRED if parameter.default is inspect.Parameter.empty else parameter.default
+        for parameter in list(inspect.signature(cls.__init__).parameters.values())[1:]
+        if parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
+    }
+    return MechanismInfo(
+        name=cls.name,
+        kind=kind,
+        description=cls.description,
+        parameters=parameters,
+        true_privacy=cls.privacy_claim,
+    )
+
+
+def _load() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    from audit.mechanisms import buggy, builtin
+
+    for module, kind in ((builtin, "builtin"), (buggy, "buggy")):
+        for cls in module.MECHANISMS:
+            register(cls.name, cls, info_from_class(cls, kind))
+    try:
+        importlib.import_module("audit.mechanisms.adapters")
+    except ModuleNotFoundError as error:
+        if error.name != "audit.mechanisms.adapters":
+            raise
+
+
+def list_mechanisms() -> list[MechanismInfo]:
+    """Every registered mechanism, built-ins first; see ``MechanismInfo.availability``."""
+    _load()
+    return [info for _, info in _REGISTRY.values()]
+
+
+def make_mechanism(
+    name: str | None = None, params: dict | None = None, *, callable: str | None = None
+) -> Mechanism:
+    """Build a registered mechanism by name, or wrap a user function.
+
+    Parameters
+    ----------
+    name : str, optional
+        A name from :func:`list_mechanisms`.
+    params : dict, optional
+        Keyword arguments: the mechanism's parameters, or for ``callable``
+        arguments bound to the user function with :func:`functools.partial`.
+    callable : str, optional
+        ``"package.module:function"``: a user function
+        ``f(dataset, n, rng) -> array of shape (n, d)``.
+
+    Returns
+    -------
+    Mechanism
+
+    Raises
+    ------
+    ValueError
+        On an unknown name, unknown or missing parameters, a parameter value
+        the mechanism rejects, an unavailable library, or a callable that
+        cannot be imported; the message names what was wrong.
+    """
+    params = dict(params or {})
+    if (name is None) == (callable is None):
+        raise ValueError(
+            f"give exactly one of a mechanism name or a callable 'package.module:function'. "
+            f"Found name={name!r}, callable={callable!r}."
+        )
+    if callable is not None:
+        return _wrap_callable(callable, params)
+    _load()
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown mechanism {name!r}; accepted names: {', '.join(sorted(_REGISTRY))}.")
+    factory, info = _REGISTRY[name]
+    if not info.available:
+        raise ValueError(f"mechanism {name!r} is {info.availability}.")
+    unknown = sorted(set(params) - set(info.parameters))
+    if unknown:
+        raise ValueError(
+            f"mechanism {name!r} has no parameter(s) {', '.join(unknown)}; "
+            f"accepted: {', '.join(info.parameters) or 'none'}."
+        )
+    missing = [key for key, default in info.parameters.items() if default == REQUIRED and key not in params]
+    if missing:
+        raise ValueError(f"mechanism {name!r} needs parameter(s) {', '.join(missing)}.")
+    if isinstance(factory, str):
+        factory = _import_attribute(factory, what=f"factory of mechanism {name!r}")
+    try:
+        return factory(**params)
+    except ValueError as error:
+        raise ValueError(f"mechanism {name!r}: {error}") from None
+
+
+def _import_attribute(spec: str, what: str) -> Any:
+    module_name, colon, attribute = spec.partition(":")
+    if not colon or not module_name or not attribute:
+        raise ValueError(f"{what} must be written 'package.module:function'. Found {spec!r}.")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:
+        raise ValueError(
+            f"{what} {spec!r}: cannot import module {module_name!r} ({type(error).__name__}: {error})."
+        ) from error
+    try:
+        value = module
+        for part in attribute.split("."):
+            value = getattr(value, part)
+    except AttributeError:
+        raise ValueError(f"{what} {spec!r}: module {module_name!r} has no attribute {attribute!r}.") from None
+    return value
+
+
+def _wrap_callable(spec: str, params: dict) -> CallableMechanism:
+    function = _import_attribute(spec, what="mechanism callable")
+    if not inspect.isroutine(function) and not hasattr(function, "__call__"):
+        raise ValueError(f"mechanism callable {spec!r} is not callable. Found {type(function).__name__}.")
+    if params:
+        try:
+            inspect.signature(function).bind_partial(**params)
+        except TypeError as error:
+            raise ValueError(f"mechanism callable {spec!r} does not accept params {sorted(params)}: {error}.") from None
+        except ValueError:
+            pass  # no signature available (a builtin): partial will tell at call time
+        function = partial(function, **params)
+    return CallableMechanism(spec, function, params)
