@@ -118,6 +118,7 @@ class BaseMechanism:
     privacy_claim: ClassVar[str]
     library_version: str | None = None
     seedable: bool = True
+    true_epsilon: float | None = None
 
     def __init__(self, **params: Any) -> None:
         self.params = params
@@ -125,11 +126,11 @@ class BaseMechanism:
     @property
     def true_privacy(self) -> str:
         """The mechanism's actual privacy at its parameters, in words."""
-        return self.privacy_claim
-
-    @property
-    def true_epsilon(self) -> float | None:
-        return None
+        if self.true_epsilon is None:
+            return self.privacy_claim
+        if np.isinf(self.true_epsilon):
+            return "not epsilon-DP for any finite epsilon"
+        return f"{self.true_epsilon:g}-DP (pure)"
 
     def sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         """n independent outputs on ``dataset``, shape (n, d), checked by :func:`check_output`."""

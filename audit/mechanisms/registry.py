@@ -21,6 +21,7 @@ from audit.mechanisms.base import REQUIRED, BaseMechanism, CallableMechanism, Me
 Factory = Callable[..., Mechanism] | str
 _REGISTRY: dict[str, tuple[Factory, MechanismInfo]] = {}
 _LOADED = False
+_LOAD_ERROR: Exception | None = None
 
 
 def register(name: str, factory: Factory, info: MechanismInfo) -> None:
@@ -61,20 +62,29 @@ def info_from_class(cls: type[BaseMechanism], kind: str) -> MechanismInfo:
 
 
 def _load() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True
-    from audit.mechanisms import buggy, builtin
+    """Register the built-ins and buggy suite, then import the adapters package (which registers itself).
 
-    for module, kind in ((builtin, "builtin"), (buggy, "buggy")):
-        for cls in module.MECHANISMS:
-            register(cls.name, cls, info_from_class(cls, kind))
-    try:
-        importlib.import_module("audit.mechanisms.adapters")
-    except ModuleNotFoundError as error:
-        if error.name != "audit.mechanisms.adapters":
-            raise
+    Runs once; an adapters package that fails to import is a bug in capaudit
+    (missing libraries are handled inside it), so its error is raised again
+    on every later call rather than leaving a silently shorter registry.
+    """
+    global _LOADED, _LOAD_ERROR
+    if not _LOADED:
+        _LOADED = True
+        from audit.mechanisms import buggy, builtin
+
+        for module, kind in ((builtin, "builtin"), (buggy, "buggy")):
+            for cls in module.MECHANISMS:
+                register(cls.name, cls, info_from_class(cls, kind))
+        try:
+            importlib.import_module("audit.mechanisms.adapters")
+        except ModuleNotFoundError as error:
+            if error.name != "audit.mechanisms.adapters":
+                _LOAD_ERROR = error
+        except Exception as error:
+            _LOAD_ERROR = error
+    if _LOAD_ERROR is not None:
+        raise ImportError(f"the mechanism adapters failed to load: {_LOAD_ERROR}") from _LOAD_ERROR
 
 
 def list_mechanisms() -> list[MechanismInfo]:

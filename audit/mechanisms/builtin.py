@@ -1,0 +1,567 @@
+"""Built-in mechanisms with known privacy, sampled vectorised over n.
+
+Two kinds of input (the "dataset" handed to ``sample``):
+
+* **records** (``laplace``, ``gaussian``, ``nonprivate``): an array of shape
+  (m, k), one record per row (a 1-D array is m records of one coordinate).
+  The query is the SUM over records, f(D) = sum_rows D in R^k, and the
+  sensitivity bounds how much one record moves each coordinate of f.
+* **query answers / counts** (``matrix``, ``report_noisy_max``,
+  ``sparse_vector``, ``randomized_response``): a 1-D vector, as in StatDP
+  (Ding et al. 2018, "Detecting violations of differential privacy") and
+  DP-Sniper (Bichsel et al. 2021).  Every answer has sensitivity 1; the
+  neighbouring inputs of ``default_pairs`` are StatDP's test patterns.
+
+True privacy is stated in each class docstring and as ``true_epsilon``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from audit.mechanisms.base import BaseMechanism
+
+Pair = tuple[np.ndarray, np.ndarray]
+
+
+# ---------------------------------------------------------------- validation
+
+
+def positive(name: str, value: Any) -> float:
+    """``value`` as a finite float > 0, or a ValueError naming ``name``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a positive number. Found {value!r}.") from None
+    if not np.isfinite(number) or number <= 0:
+        raise ValueError(f"{name} must be a finite positive number. Found {value!r}.")
+    return number
+
+
+def positive_int(name: str, value: Any) -> int:
+    """``value`` as an int >= 1, or a ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer. Found {value!r}.")
+    return int(value)
+
+
+def sensitivity_vector(sensitivity: Any) -> np.ndarray:
+    """Per-coordinate sensitivities v (THEORY.md section 6) as a 1-D array of positive floats."""
+    v = np.atleast_1d(np.asarray(sensitivity, dtype=float))
+    if v.ndim != 1 or v.size == 0 or not np.all(np.isfinite(v)) or np.any(v <= 0):
+        raise ValueError(
+            f"sensitivity must be a positive number or a non-empty list of positive numbers "
+            f"(one per output coordinate). Found {sensitivity!r}."
+        )
+    return v
+
+
+def sum_query(dataset: np.ndarray, dim: int | None = None) -> np.ndarray:
+    """f(D) = sum of the records (rows) of D, shape (k,); checks k == ``dim`` when given."""
+    records = dataset[:, None] if dataset.ndim == 1 else dataset
+    if records.ndim != 2:
+        raise ValueError(f"dataset must be an array of records of shape (m, k). Found shape {dataset.shape}.")
+    if dim is not None and records.shape[1] != dim:
+        raise ValueError(
+            f"dataset records have {records.shape[1]} coordinate(s) but the sensitivity has {dim}; "
+            f"give one sensitivity per coordinate. Found dataset shape {dataset.shape}."
+        )
+    return records.sum(axis=0)
+
+
+def answer_vector(dataset: np.ndarray) -> np.ndarray:
+    """The input of a query-answer mechanism as a 1-D vector (a single row or column is accepted)."""
+    vector = np.asarray(dataset, dtype=float)
+    if vector.ndim == 2 and 1 in vector.shape:
+        vector = vector.ravel()
+    if vector.ndim != 1 or vector.size == 0:
+        raise ValueError(
+            f"dataset must be a non-empty 1-D vector of query answers or counts. Found shape {vector.shape}."
+        )
+    return vector
+
+
+def statdp_pairs(num_queries: int, componentwise: bool) -> list[Pair]:
+    """StatDP's neighbouring query-answer vectors (Ding et al. 2018, section 5.1).
+
+    "One above" and "one below" change one answer by 1 (histogram
+    neighbours); with ``componentwise`` every answer may change by 1 (queries
+    of sensitivity 1 each), adding: one above rest below, one below rest
+    above, half-half, all above, all below, and the "X shape".  The same
+    patterns drive DP-Sniper (``dpsniper/input/pattern_generator.py``).
+    """
+    k, half = num_queries, num_queries // 2
+    ones = np.ones(k)
+
+    def vector(head: list[float], rest: float, head_len: int = 1) -> np.ndarray:
+        return np.array(head * head_len + [rest] * (k - head_len), dtype=float)
+
+    pairs = [(ones, vector([0.0], 1.0)), (ones, vector([2.0], 1.0))]
+    if componentwise:
+        pairs += [
+            (ones, vector([2.0], 0.0)),
+            (ones, vector([0.0], 2.0)),
+            (ones, vector([2.0], 0.0, half)),
+            (ones, np.full(k, 2.0)),
+            (ones, np.zeros(k)),
+            (vector([1.0], 0.0, half), vector([0.0], 1.0, half)),
+        ]
+    return pairs
+
+
+def function_class_name(function_class: str) -> str:
+    """Canonical class name (``poly1`` -> ``linear``) via attacks.classes."""
+    from attacks.classes import parse_function_class
+
+    return parse_function_class(function_class).name
+
+
+# ---------------------------------------------------------------- query mechanisms
+
+
+class AdditiveNoiseMechanism(BaseMechanism):
+    """Sum query plus i.i.d. noise of a fixed ``scale`` on each of the len(v) coordinates.
+
+    Subclasses set ``v`` (per-coordinate sensitivities) and ``scale`` in
+    ``__init__`` and define the noise (``_noise``) and its 1-D law (``_law``).
+    """
+
+    v: np.ndarray
+    scale: float
+
+    def _noise(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def _law(self, location: float) -> Any:
+        raise NotImplementedError
+
+    def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        return sum_query(dataset, self.v.size) + self._noise(rng, n)
+
+    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any] | None:
+        if self.v.size != 1:
+            return None
+        f, f_prime = (sum_query(np.asarray(x, dtype=float), 1)[0] for x in (d, d_prime))
+        return self._law(f), self._law(f_prime)
+
+    def default_pairs(self) -> list[Pair]:
+        """Two records of zeros vs zeros and v: the sums differ by exactly v."""
+        zero = np.zeros((2, self.v.size))
+        return [(zero, np.vstack([zero[0], self.v]))]
+
+
+class LaplaceMechanism(AdditiveNoiseMechanism):
+    """Laplace mechanism on the sum query: f(D) + Lap(0, b) per coordinate.
+
+    With per-coordinate sensitivities v (a scalar is a 1-D query), the noise
+    scale is b = ||v||_1 / epsilon on every coordinate, the usual L1
+    calibration, so the mechanism is **epsilon-DP** (pure) over datasets whose
+    sums differ by at most |v_i| in each coordinate, tightly for the default
+    pair f(D') - f(D) = v.  In THEORY.md section 6's notation (scale 1/eps_b,
+    shift v) this is eps_b = epsilon / ||v||_1; ``theory_bound`` passes
+    (eps_b, v) to ``audit.bounds``.
+
+    Parameters
+    ----------
+    epsilon : float
+        Privacy parameter, > 0.
+    sensitivity : float or list of float
+        v: how much one record can move each coordinate of the sum.
+    """
+
+    name = "laplace"
+    description = "sum query + Laplace noise of scale ||v||_1/epsilon per coordinate"
+    privacy_claim = "epsilon-DP (pure), tight"
+
+    def __init__(self, epsilon: float = 1.0, sensitivity: float | list[float] = 1.0) -> None:
+        super().__init__(epsilon=epsilon, sensitivity=sensitivity)
+        self.epsilon = self.true_epsilon = positive("epsilon", epsilon)
+        self.v = sensitivity_vector(sensitivity)
+        self.scale = float(np.sum(self.v)) / self.epsilon
+
+    def _noise(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.laplace(0.0, self.scale, size=(n, self.v.size))
+
+    def _law(self, location: float) -> Any:
+        return stats.laplace(loc=location, scale=self.scale)
+
+    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
+        """Closed forms of THEORY.md section 6 for the default pair (shift v, scale b).
+
+        ``linear`` gets CBDP's (lin, KL) exact value (appendix Thm 9, 1-D) and
+        Table 1 / Thm 5 (lin, Renyi) bound; every other class gets the
+        unrestricted value (appendix Thm 11; KL, and 2 TV for the IPM in 1-D),
+        an upper bound for any class.  ``dp``: epsilon.
+        """
+        from audit import bounds
+
+        cls = function_class_name(function_class)
+        eps_b = 1.0 / self.scale
+        if divergence == "dp":
+            return self.epsilon
+        if divergence == "kl":
+            if cls == "linear" and self.v.size == 1:
+                return bounds.laplace_linear_kl(eps_b * self.v[0])
+            return bounds.laplace_kl(eps_b, self.v)
+        if divergence == "renyi":
+            if cls == "linear":
+                return bounds.laplace_linear_renyi_bound(eps_b, alpha, self.v)
+            return bounds.laplace_renyi(eps_b, alpha, self.v)
+        if divergence == "ipm" and self.v.size == 1:
+            return 2.0 * -np.expm1(-eps_b * self.v[0] / 2.0)  # 2 TV of Laplace shifted by v
+        return None
+
+
+class GaussianMechanism(AdditiveNoiseMechanism):
+    """Gaussian mechanism on the sum query: f(D) + N(0, sigma^2) per coordinate.
+
+    Not epsilon-DP for any finite epsilon; its true privacy is Renyi-DP with
+    D_alpha = alpha ||v||_2^2 / (2 sigma^2) and KL = ||v||_2^2 / (2 sigma^2)
+    (CBDP appendix Thm 12; THEORY.md section 6), tight for the default pair
+    f(D') - f(D) = v.
+
+    Parameters
+    ----------
+    sigma : float
+        Noise standard deviation, > 0.
+    sensitivity : float or list of float
+        v: how much one record can move each coordinate of the sum.
+    """
+
+    name = "gaussian"
+    description = "sum query + N(0, sigma^2) noise per coordinate"
+    privacy_claim = "Renyi-DP alpha ||v||^2/(2 sigma^2); KL ||v||^2/(2 sigma^2); not pure DP"
+
+    def __init__(self, sigma: float = 1.0, sensitivity: float | list[float] = 1.0) -> None:
+        super().__init__(sigma=sigma, sensitivity=sensitivity)
+        self.sigma = positive("sigma", sigma)
+        self.v = sensitivity_vector(sensitivity)
+        self.scale = self.sigma
+
+    @property
+    def true_privacy(self) -> str:
+        kl = float(np.sum(self.v**2)) / (2 * self.sigma**2)
+        return f"Renyi-DP of order alpha: {kl:g} alpha; KL {kl:g}; not pure DP"
+
+    def _noise(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.normal(0.0, self.sigma, size=(n, self.v.size))
+
+    def _law(self, location: float) -> Any:
+        return stats.norm(loc=location, scale=self.sigma)
+
+    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
+        """Closed forms of THEORY.md section 6 for the default pair (shift v).
+
+        (lin, KL) = KL = ||v||^2 / (2 sigma^2) (appendix Thm 10); (lin, Renyi):
+        Table 1 / Thm 5 bound; other classes: the unrestricted Renyi value
+        (Thm 12); IPM in 1-D: 2 TV = 2 (2 Phi(v / (2 sigma)) - 1).
+        """
+        from audit import bounds
+
+        cls = function_class_name(function_class)
+        if divergence == "kl":
+            if cls == "linear":
+                return bounds.gaussian_linear_kl(self.sigma, self.v)
+            return bounds.gaussian_kl(self.sigma, self.v)
+        if divergence == "renyi":
+            if cls == "linear":
+                return bounds.gaussian_linear_renyi_bound(self.sigma, alpha, self.v)
+            return bounds.gaussian_renyi(self.sigma, alpha, self.v)
+        if divergence == "ipm" and self.v.size == 1:
+            return 2.0 * (2.0 * stats.norm.cdf(self.v[0] / (2.0 * self.sigma)) - 1.0)
+        return None
+
+
+class NonPrivateMechanism(BaseMechanism):
+    """Releases the sum query f(D) exactly: a point mass per dataset.
+
+    Not private at all: every divergence between distinct outputs is
+    infinite for any class that separates two points, which every attack
+    class does (CBDP Lemma 2, THEORY.md section 6); the IPM is 2.
+    """
+
+    name = "nonprivate"
+    description = "releases the sum query exactly (a point mass)"
+    privacy_claim = "not private (infinite epsilon, KL and Renyi)"
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    true_epsilon = float("inf")
+
+    def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        f = sum_query(dataset)
+        return np.broadcast_to(f, (n, f.size))
+
+    def default_pairs(self) -> list[Pair]:
+        return [(np.zeros((2, 1)), np.array([[0.0], [1.0]]))]
+
+    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
+        from audit import bounds
+
+        function_class_name(function_class)
+        if divergence == "ipm":
+            return 2.0
+        return bounds.non_private_release()
+
+
+class MatrixMechanism(BaseMechanism):
+    """Matrix mechanism W A^+ (A x + ||A||_1 Lap_s(0, 1/epsilon)) on a count vector x.
+
+    A (s x m strategy) is answered with the Laplace mechanism calibrated to
+    its L1 sensitivity ||A||_1 (largest column L1 norm: one count changes by
+    1); W (workload, default the identity: x is reconstructed) is linear
+    post-processing of that release.  **epsilon-DP**, tight when W A^+ is
+    injective on the range of A.  CBDP Thm 5 / Corollary 2 bound its
+    (lin, Renyi) divergence by (1/(alpha-1)) log(1 + 2^{s(alpha-1)} eps^alpha).
+
+    Parameters
+    ----------
+    A : list of lists
+        Strategy matrix, s x m.
+    W : list of lists, optional
+        Workload matrix, w x m; default the m x m identity.
+    epsilon : float
+    """
+
+    name = "matrix"
+    description = "W A^+ (A x + ||A||_1 Lap(0, 1/epsilon)) on a count vector x"
+    privacy_claim = "epsilon-DP (pure)"
+
+    def __init__(self, A: Any, W: Any = None, epsilon: float = 1.0) -> None:
+        super().__init__(A=A, W=W, epsilon=epsilon)
+        self.epsilon = self.true_epsilon = positive("epsilon", epsilon)
+        self.A = np.atleast_2d(np.asarray(A, dtype=float))
+        if self.A.ndim != 2 or not np.all(np.isfinite(self.A)) or not np.any(self.A):
+            raise ValueError(f"A must be a finite, non-zero s x m matrix. Found {A!r}.")
+        m = self.A.shape[1]
+        self.W = np.eye(m) if W is None else np.atleast_2d(np.asarray(W, dtype=float))
+        if self.W.ndim != 2 or self.W.shape[1] != m or not np.all(np.isfinite(self.W)):
+            raise ValueError(f"W must be a finite matrix with {m} columns (as many as A). Found {W!r}.")
+        self.column_norms = np.abs(self.A).sum(axis=0)
+        self.l1_sensitivity = float(self.column_norms.max())
+        self.reconstruction = self.W @ np.linalg.pinv(self.A)
+
+    def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        x = answer_vector(dataset)
+        if x.size != self.A.shape[1]:
+            raise ValueError(f"dataset must be a count vector of length {self.A.shape[1]}. Found {x.size}.")
+        noisy = self.A @ x + rng.laplace(0.0, self.l1_sensitivity / self.epsilon, size=(n, self.A.shape[0]))
+        return noisy @ self.reconstruction.T
+
+    def default_pairs(self) -> list[Pair]:
+        x = np.zeros(self.A.shape[1])
+        x_prime = x.copy()
+        x_prime[int(np.argmax(self.column_norms))] = 1.0
+        return [(x, x_prime)]
+
+    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
+        """(lin, Renyi): CBDP Thm 5 bound with s = rows of A.  Other classes and
+        divergences: the unrestricted value for the noisy A x (an upper bound by
+        post-processing), maximised over the column that changes."""
+        from audit import bounds
+
+        cls = function_class_name(function_class)
+        if divergence == "dp":
+            return self.epsilon
+        eps_b = self.epsilon / self.l1_sensitivity
+        if divergence == "renyi" and cls == "linear":
+            return bounds.matrix_linear_renyi_bound(self.epsilon, alpha, self.A.shape[0])
+        columns = [np.abs(column[column != 0]) for column in self.A.T if np.any(column)]
+        if divergence == "renyi":
+            return max(bounds.laplace_renyi(eps_b, alpha, column) for column in columns)
+        if divergence == "kl":
+            return max(bounds.laplace_kl(eps_b, column) for column in columns)
+        return None
+
+
+# ---------------------------------------------------------------- query-answer mechanisms
+
+
+class RandomizedResponse(BaseMechanism):
+    """k-ary randomized response on one value x in {0, ..., k-1}.
+
+    Reports x with probability e^eps / (e^eps + k - 1), else one of the other
+    k - 1 values uniformly: **epsilon-DP**, tight for any x != x'.
+
+    Parameters
+    ----------
+    epsilon : float
+    k : int
+        Number of categories, >= 2 (2 is binary randomized response).
+    """
+
+    name = "randomized_response"
+    description = "k-ary randomized response on one categorical value"
+    privacy_claim = "epsilon-DP (pure), tight"
+
+    def __init__(self, epsilon: float = 1.0, k: int = 2) -> None:
+        super().__init__(epsilon=epsilon, k=k)
+        self.epsilon = self.true_epsilon = positive("epsilon", epsilon)
+        self.k = positive_int("k", k)
+        if self.k < 2:
+            raise ValueError(f"k must be at least 2 categories. Found {k!r}.")
+        self.p_truth = 1.0 / (1.0 + (self.k - 1) * np.exp(-self.epsilon))
+
+    def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        x = answer_vector(dataset)
+        if x.size != 1 or x[0] not in range(self.k):
+            raise ValueError(f"dataset must be one value in 0..{self.k - 1}. Found {dataset.tolist()!r}.")
+        other = rng.integers(0, self.k - 1, size=n)
+        other = other + (other >= x[0])  # uniform over the k - 1 values other than x
+        return np.where(rng.random(n) < self.p_truth, x[0], other)
+
+    def default_pairs(self) -> list[Pair]:
+        return [(np.array([0.0]), np.array([1.0]))]
+
+
+def noisy_max(
+    answers: np.ndarray, n: int, rng: np.random.Generator, scale: float, noise: str, release: str
+) -> np.ndarray:
+    """Add i.i.d. Laplace or exponential noise of ``scale`` to every answer, n times;
+    release the index of the maximum (``"argmax"``) or its value (``"max"``)."""
+    shape = (n, answers.size)
+    draws = rng.laplace(0.0, scale, shape) if noise == "laplace" else rng.exponential(scale, shape)
+    noisy = answers + draws
+    return noisy.argmax(axis=1) if release == "argmax" else noisy.max(axis=1)
+
+
+class ReportNoisyMax(BaseMechanism):
+    """Report noisy max: the index of the largest answer after noise of scale 2/epsilon.
+
+    Answers have sensitivity 1 each and may all change (StatDP's
+    component-wise neighbours); Laplace or exponential noise of scale
+    2/epsilon makes the released index **epsilon-DP** (Ding et al. 2018,
+    Algs. 5-6; exponential noise is the exponential mechanism).
+
+    Parameters
+    ----------
+    epsilon : float
+    noise : {"laplace", "exponential"}
+    """
+
+    name = "report_noisy_max"
+    description = "index of the largest query answer after Laplace or exponential noise of scale 2/epsilon"
+    privacy_claim = "epsilon-DP (pure)"
+    release = "argmax"
+    num_queries = 5  # length of the default pairs, as in DP-Sniper's benchmark
+
+    def __init__(self, epsilon: float = 1.0, noise: str = "laplace") -> None:
+        super().__init__(epsilon=epsilon, noise=noise)
+        self.epsilon = self.true_epsilon = positive("epsilon", epsilon)
+        if noise not in ("laplace", "exponential"):
+            raise ValueError(f"noise must be 'laplace' or 'exponential'. Found {noise!r}.")
+        self.noise = noise
+
+    def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        return noisy_max(answer_vector(dataset), n, rng, 2.0 / self.epsilon, self.noise, self.release)
+
+    def default_pairs(self) -> list[Pair]:
+        return statdp_pairs(self.num_queries, componentwise=True)
+
+
+def sparse_vector(
+    answers: np.ndarray,
+    n: int,
+    rng: np.random.Generator,
+    *,
+    threshold: float,
+    threshold_scale: float,
+    query_scale: float | None,
+    cutoff: int | None,
+    resample_threshold: bool = False,
+    release_values: bool = False,
+) -> np.ndarray:
+    """The sparse vector family of Lyu, Su and Li 2017 (Algs. 1-6), n runs at once.
+
+    Query i is "above" when q_i + nu_i >= T + rho, with rho ~ Lap(threshold_scale)
+    and nu_i ~ Lap(query_scale) (no query noise when None).  After ``cutoff``
+    answers above, the remaining queries are not answered (None: never stop).
+    ``resample_threshold`` draws a fresh rho after every "above" (Alg. 2).
+
+    Returns
+    -------
+    numpy.ndarray, shape (n, k), or (n, 2k) with ``release_values``
+        Per query 1 (above), 0 (below), -1 (not answered: the cutoff was
+        reached); with ``release_values`` (Alg. 3) k more columns hold the
+        noisy answer q_i + nu_i where above and 0 elsewhere.
+    """
+    k = answers.size
+    noisy = answers + (rng.laplace(0.0, query_scale, (n, k)) if query_scale is not None else 0.0)
+    if resample_threshold:
+        # rho is redrawn after each "above": the j-th threshold noise serves until the j-th "above".
+        rhos = rng.laplace(0.0, threshold_scale, (n, cutoff))
+        above = np.zeros((n, k), dtype=bool)
+        count = np.zeros(n, dtype=int)
+        rows = np.arange(n)
+        for i in range(k):  # sequential over the (few) queries, vectorised over the n runs
+            active = count < cutoff
+            above[:, i] = active & (noisy[:, i] >= threshold + rhos[rows, np.minimum(count, cutoff - 1)])
+            count += above[:, i]
+    else:
+        above = noisy >= threshold + rng.laplace(0.0, threshold_scale, (n, 1))
+    flags = above.astype(float)
+    if cutoff is not None:
+        above_before = np.cumsum(above, axis=1) - above
+        flags[above_before >= cutoff] = -1.0
+    if not release_values:
+        return flags
+    values = np.where(flags == 1.0, noisy, 0.0)
+    return np.hstack([flags, values])
+
+
+class SparseVector(BaseMechanism):
+    """Sparse vector technique, Lyu, Su and Li 2017, Alg. 1 (the correct one).
+
+    With eps1 = eps2 = epsilon / 2, threshold noise rho ~ Lap(1/eps1) and
+    query noise nu_i ~ Lap(2c/eps2), it answers "above" / "below" for each
+    query (sensitivity 1 each) until c answers above: **epsilon-DP**
+    (Lyu et al. 2017, Thm 2).  Output per query: 1 above, 0 below, -1 not
+    reached.
+
+    Parameters
+    ----------
+    epsilon : float
+    threshold : float
+        T.
+    cutoff : int
+        c, the number of "above" answers after which it stops.
+    """
+
+    name = "sparse_vector"
+    description = "sparse vector technique (Lyu et al. 2017 Alg. 1): 1 above, 0 below, -1 not reached"
+    privacy_claim = "epsilon-DP (pure)"
+    num_queries = 10  # length of the default pairs, as in DP-Sniper's benchmark
+
+    def __init__(self, epsilon: float = 1.0, threshold: float = 1.0, cutoff: int = 1) -> None:
+        super().__init__(epsilon=epsilon, threshold=threshold, cutoff=cutoff)
+        self.epsilon = self.true_epsilon = positive("epsilon", epsilon)
+        try:
+            self.threshold = float(threshold)
+        except (TypeError, ValueError):
+            raise ValueError(f"threshold must be a number. Found {threshold!r}.") from None
+        self.cutoff = positive_int("cutoff", cutoff)
+
+    def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        half = self.epsilon / 2.0
+        return sparse_vector(
+            answer_vector(dataset), n, rng, threshold=self.threshold,
+            threshold_scale=1.0 / half, query_scale=2.0 * self.cutoff / half, cutoff=self.cutoff,
+        )
+
+    def default_pairs(self) -> list[Pair]:
+        return statdp_pairs(self.num_queries, componentwise=True)
+
+
+MECHANISMS = (
+    LaplaceMechanism,
+    GaussianMechanism,
+    MatrixMechanism,
+    RandomizedResponse,
+    ReportNoisyMax,
+    SparseVector,
+    NonPrivateMechanism,
+)
