@@ -2,6 +2,13 @@
 
 Exit codes: 0 no claim violated, 1 a violation, 2 a usage, config or
 mechanism error (a message on stderr, no traceback).
+
+``capaudit run CONFIG`` writes its report to ``--out`` (default
+``reports/<config name>``); ``capaudit demo`` writes two reports under
+``--out`` (default ``reports/demo``): ``correct/`` (a noisy histogram with
+Lap(1/epsilon) noise, which passes) and ``buggy/`` (noise scale epsilon
+instead of 1/epsilon, which is caught).  Like ``run``, ``demo`` exits 1 when it finds
+a violation, which it does by design: the buggy mechanism's claim is refuted.
 """
 
 from __future__ import annotations
@@ -9,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
 
@@ -32,21 +40,116 @@ def _parser() -> argparse.ArgumentParser:
         "--classes", nargs="+", default=["linear", "poly2", "poly3"], help="function classes (linear, polyK)"
     )
     theory.add_argument("--out", help="directory for report.md and figures/")
+
+    run = sub.add_parser("run", help="audit the claims of a TOML config")
+    run.add_argument("config", help="the audit config (TOML); see examples/")
+    run.add_argument("--out", help="output directory (default: reports/<config name>)")
+    run.add_argument("--n-jobs", type=int, help="parallel workers (overrides [run] n_jobs; -1: all cores)")
+    run.add_argument("--backend", help="joblib backend: loky, threading, dask, ray (overrides [run] backend)")
+    run.add_argument("--seed", type=int, help="the audit's seed (overrides [run] seed)")
+    run.add_argument("--resume", action="store_true", help="continue the interrupted run in --out")
+
+    demo = sub.add_parser("demo", help="audit a correct and a buggy Laplace histogram (no config needed)")
+    demo.add_argument("--out", default="reports/demo", help="output directory (default: reports/demo)")
+
+    sub.add_parser("mechanisms", help="list built-in mechanisms and library adapters")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``capaudit`` console script; returns the exit code."""
     args = _parser().parse_args(argv)
+    from audit.mechanisms import MechanismError
+
     try:
         if args.command == "theory":
             from audit.theory_report import theory_command
 
             return theory_command(args)
-    except ValueError as error:
+        if args.command == "run":
+            return _run(args)
+        if args.command == "demo":
+            return _demo(args)
+        if args.command == "mechanisms":
+            return _mechanisms()
+    except (ValueError, MechanismError) as error:
         print(f"capaudit {args.command}: error: {error}", file=sys.stderr)
         return EXIT_ERROR
+    except KeyboardInterrupt:
+        print(f"capaudit {args.command}: interrupted; finished tasks are kept in --out, continue with --resume",
+              file=sys.stderr)
+        return EXIT_ERROR
     raise AssertionError(f"unhandled command {args.command!r}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from audit.api import run_audit
+
+    out = Path(args.out) if args.out else Path("reports") / Path(args.config).stem
+    result = run_audit(
+        args.config, n_jobs=args.n_jobs, seed=args.seed, out_dir=out, resume=args.resume, backend=args.backend
+    )
+    _summary(f"audit of {args.config}", result, out)
+    return result.exit_code
+
+
+def demo_configs() -> dict[str, dict]:
+    """The demo's two audits: StatDP's noisy histograms, correct and buggy (Ding et al. 2018, Algs. 9-10).
+
+    ``noisy_hist_1`` adds Lap(1/epsilon) to each count (epsilon-DP);
+    ``noisy_hist_2`` adds Lap(epsilon) instead, so at epsilon = 0.5 it is only
+    2-DP.  Both are held to pure 0.5-DP and to the paper's (linear, Renyi
+    alpha = 2) bound log(1 + 2 epsilon^2) (CBDP Table 1) over their
+    neighbouring histograms; the first passes, the second fails both.
+    """
+    from audit.bounds import laplace_linear_renyi_bound
+
+    epsilon = 0.5
+    claims = [
+        {"divergence": "dp", "function_class": "all", "epsilon": epsilon},
+        {"divergence": "renyi", "alpha": [2.0], "function_class": "linear",
+         "epsilon": float(laplace_linear_renyi_bound(epsilon, 2.0))},
+    ]
+    attacks = {"classes": ["linear", "poly2"], "n_samples": 20_000, "confidence": 0.95}
+    return {
+        name: {"mechanism": {"name": mechanism, "params": {"epsilon": epsilon}}, "claims": claims,
+               "attacks": attacks, "run": {"seed": 0, "n_jobs": -1}}
+        for name, mechanism in (("correct", "noisy_hist_1"), ("buggy", "noisy_hist_2"))
+    }
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from audit.api import run_audit
+
+    results = {}
+    for name, config in demo_configs().items():
+        out = Path(args.out) / name
+        results[name] = run_audit(config, out_dir=out)
+        _summary(f"demo {name} ({config['mechanism']['name']})", results[name], out)
+    expected = results["correct"].verdict == "pass" and results["buggy"].verdict == "violation"
+    print("demo: " + ("as expected, the correct mechanism passes and the buggy one is caught" if expected
+                      else "UNEXPECTED: the correct mechanism should pass and the buggy one be caught"))
+    return max(result.exit_code for result in results.values())
+
+
+def _summary(title: str, result, out: Path) -> None:
+    counts = result.table["verdict"].value_counts().to_dict()
+    rows = ", ".join(f"{count} {verdict}" for verdict, count in sorted(counts.items()))
+    print(f"{title}: {result.verdict.upper()} ({rows}; {result.seconds:.1f} s) -> {out / 'report.md'}")
+
+
+def _mechanisms() -> int:
+    from tabulate import tabulate
+
+    from audit.mechanisms import list_mechanisms
+
+    rows = [
+        (info.name, info.kind, info.description, ", ".join(f"{k}={v}" for k, v in info.parameters.items()),
+         info.availability)
+        for info in list_mechanisms()
+    ]
+    print(tabulate(rows, headers=["name", "kind", "description", "parameters", "status"]))
+    return EXIT_PASS
 
 
 if __name__ == "__main__":
