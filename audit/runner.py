@@ -1,0 +1,382 @@
+"""The audit's tasks: plan, seeds, samples, parallel attacks, an append-only results file, resume.
+
+A task is one attack: (pair, direction, attack class, divergence, alpha, delta),
+named by a stable id such as ``p0|P|Q|poly3|renyi|4|0``.  Directions: ``P|Q``
+estimates Gamma(M(d) || M(d')), ``Q|P`` the reverse (THEORY.md section 1).
+A class is attacked only on the divergences it can estimate
+(:attr:`attacks.classes.FunctionClass.divergences`).
+
+Reproducibility: the samples of each (pair, dataset) and the attack of each
+task draw from their own ``numpy.random.SeedSequence([seed, h])``, h a hash of
+the name, so results do not depend on n_jobs, the backend or the order in
+which tasks finish.  Samples are drawn once per pair and dataset in the
+parent process and shared by that pair's tasks; workers only attack.
+
+Each finished task is appended as one JSON line to ``DIR/tasks.jsonl``; a
+resumed run reads it and redoes only the tasks it lacks.  The line stores the
+fitted estimate (its confidence intervals and p-values are needed by the
+verdicts) pickled in base64, without the fitted adversary; only resume from
+directories you wrote yourself, as unpickling runs code.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import pickle
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import joblib
+import numpy as np
+from tqdm import tqdm
+
+from audit.config import AuditConfig
+
+TASKS_FILE = "tasks.jsonl"
+DIRECTIONS = ("P|Q", "Q|P")
+MEMORY_FRACTION = 0.8
+"""Largest share of the available memory a plan may need."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One attack of the audit; ``id`` is stable across runs with the same config."""
+
+    pair: str
+    direction: str
+    function_class: str
+    divergence: str
+    alpha: float | None
+    delta: float
+
+    @property
+    def id(self) -> str:
+        alpha = "" if self.alpha is None else f"{self.alpha:g}"
+        return f"{self.pair}|{self.direction}|{self.function_class}|{self.divergence}|{alpha}|{self.delta:g}"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A named pair of neighbouring datasets."""
+
+    name: str
+    d: np.ndarray
+    d_prime: np.ndarray
+
+
+def plan_tasks(config: AuditConfig, pair_names: Sequence[str]) -> list[Task]:
+    """Every task: pairs x directions x attack classes x the claims' (divergence, alpha, delta).
+
+    Two claims on the same divergence and alpha share their tasks (an estimate
+    does not depend on the claimed value or class).
+    """
+    from attacks.classes import parse_function_class
+
+    targets = list(dict.fromkeys((c.divergence, a, c.delta) for c in config.claims for a in c.alpha))
+    return [
+        Task(pair, direction, name, divergence, alpha, delta)
+        for pair in pair_names
+        for direction in DIRECTIONS
+        for name in config.attacks.classes
+        for divergence, alpha, delta in targets
+        if divergence in parse_function_class(name).divergences
+    ]
+
+
+def run_tasks(
+    config: AuditConfig,
+    mechanism: Any,
+    pairs: Sequence[Pair],
+    out_dir: str | os.PathLike | None = None,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+) -> tuple[dict[str, dict], dict[str, Any]]:
+    """Run the audit's tasks in parallel and return their records.
+
+    Parameters
+    ----------
+    config : AuditConfig
+    mechanism : Mechanism
+        Built from ``config.mechanism``.
+    pairs : sequence of Pair
+    out_dir : path, optional
+        Where ``tasks.jsonl`` is written; None keeps everything in memory.
+    resume : bool
+        Keep the records of ``out_dir/tasks.jsonl`` and run only the missing tasks.
+    progress : bool
+        Show a tqdm progress bar on stderr.
+
+    Returns
+    -------
+    records : dict
+        Task id -> record (the task's fields, ``estimate``, ``unbounded``,
+        ``error``, ``note``, ``exact``, ``theory_bound``, ``seconds``).
+    evidence : dict
+        Task id -> the task's ``DivergenceEstimate`` (None when it has none).
+
+    Raises
+    ------
+    ValueError
+        When the plan would not fit in memory, or ``resume`` meets a results
+        file written by a different config.
+    """
+    tasks = plan_tasks(config, [pair.name for pair in pairs])
+    plan = _plan_hash(config, tasks)
+    path = None if out_dir is None else Path(out_dir) / TASKS_FILE
+    records, evidence = _read_finished(path, plan) if resume and path is not None else ({}, {})
+    pending = [task for task in tasks if task.id not in records]
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not resume:
+            path.write_text("")
+    pending_pairs = [pair for pair in pairs if any(task.pair == pair.name for task in pending)]
+    _check_memory(config, mechanism, pending_pairs)
+    samples = {pair.name: _draw(mechanism, pair, config.attacks.n_samples, config.run.seed) for pair in pending_pairs}
+    laws = {pair.name: _output_laws(mechanism, pair) for pair in pending_pairs}
+    jobs = (
+        joblib.delayed(_run_task)(
+            task,
+            samples[task.pair],
+            laws[task.pair],
+            _theory_bound(mechanism, task),
+            config,
+        )
+        for task in pending
+    )
+    with _backend(config.run.backend), tqdm(
+        total=len(tasks), initial=len(tasks) - len(pending), desc="attacks", file=sys.stderr, disable=not progress
+    ) as bar:
+        for record, estimate in joblib.Parallel(n_jobs=config.run.n_jobs, return_as="generator_unordered")(jobs):
+            record["plan"] = plan
+            records[record["task"]], evidence[record["task"]] = record, estimate
+            if path is not None:
+                _append(path, record, estimate)
+            bar.update()
+    order = {task.id: i for i, task in enumerate(tasks)}
+    records = dict(sorted(records.items(), key=lambda item: order[item[0]]))
+    return records, {task: evidence.get(task) for task in records}
+
+
+def task_seed(seed: int, name: str) -> np.random.SeedSequence:
+    """The seed of a named task or sample: ``SeedSequence([seed, sha256(name)])``, independent of scheduling."""
+    digest = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little")
+    return np.random.SeedSequence([seed, digest])
+
+
+def _draw(mechanism: Any, pair: Pair, n: int, seed: int) -> tuple[np.ndarray, np.ndarray] | str:
+    """The pair's samples on d and d', or the mechanism's error message."""
+    from audit.mechanisms import check_output
+
+    try:
+        p = check_output(mechanism.sample(pair.d, n, np.random.default_rng(task_seed(seed, f"{pair.name}|d"))), n)
+        q = check_output(
+            mechanism.sample(pair.d_prime, n, np.random.default_rng(task_seed(seed, f"{pair.name}|d_prime"))),
+            n,
+            p.shape[1],
+        )
+    except Exception as error:  # any failure of the audited code is reported in its rows, not raised
+        return f"mechanism {mechanism.name!r} on pair {pair.name}: {error}"
+    return p, q
+
+
+def _output_laws(mechanism: Any, pair: Pair) -> tuple[Any, Any] | None:
+    return mechanism.output_laws(pair.d, pair.d_prime)
+
+
+def _theory_bound(mechanism: Any, task: Task) -> float | None:
+    bound = mechanism.theory_bound(task.function_class, task.divergence, task.alpha)
+    return None if bound is None else float(bound)
+
+
+def _run_task(
+    task: Task,
+    samples: tuple[np.ndarray, np.ndarray] | str,
+    laws: tuple[Any, Any] | None,
+    theory_bound: float | None,
+    config: AuditConfig,
+) -> tuple[dict, Any]:
+    """Attack one task (in a worker); return its record and estimate."""
+    from attacks.estimate import estimate_divergence
+
+    start = time.perf_counter()
+    record = dict(dataclasses.asdict(task), task=task.id, estimate=math.nan, unbounded=False, error=None,
+                  note="", exact=None, theory_bound=theory_bound)
+    estimate = None
+    if isinstance(samples, str):
+        record["error"] = samples
+    else:
+        p, q = samples if task.direction == "P|Q" else samples[::-1]
+        if laws is not None:
+            record["exact"] = _exact(task, laws if task.direction == "P|Q" else laws[::-1])
+        if task.divergence != "ipm" and _deterministic_release(p, q):
+            record.update(estimate=math.inf, unbounded=True,
+                          note="deterministic release: each dataset gives one output and they differ")
+        else:
+            try:
+                estimate = estimate_divergence(
+                    p, q, task.function_class, task.divergence, alpha=task.alpha, delta=task.delta,
+                    train_fraction=config.attacks.train_fraction,
+                    random_state=int(task_seed(config.run.seed, task.id).generate_state(1)[0]),
+                    class_params=config.attacks.class_params.get(task.function_class),
+                )
+            except Exception as error:  # an attack that fails costs its row, not the audit
+                record["error"] = f"attack {task.function_class}/{task.divergence} failed: {type(error).__name__}: {error}"
+            else:
+                record.update(estimate=float(estimate.estimate), unbounded=bool(estimate.unbounded))
+                if estimate.unbounded:
+                    record["estimate"] = math.inf
+                estimate = _without_adversary(estimate)
+    record["seconds"] = time.perf_counter() - start
+    return record, estimate
+
+
+def _deterministic_release(p: np.ndarray, q: np.ndarray) -> bool:
+    """Both datasets give a single repeated output and the two differ (CBDP Lemma 2: unbounded)."""
+    return bool(np.all(p == p[0]) and np.all(q == q[0]) and np.any(p[0] != q[0]))
+
+
+def _exact(task: Task, laws: tuple[Any, Any]) -> float | None:
+    """The exact restricted divergence of the attack's class for 1-D output laws; None when not computable."""
+    from attacks.classes import parse_function_class
+    from audit.exact import restricted_divergence
+
+    if parse_function_class(task.function_class).kind not in ("poly", "threshold", "all"):
+        return None
+    try:
+        return float(restricted_divergence(*laws, function_class=task.function_class,
+                                           divergence=task.divergence, alpha=task.alpha))
+    except ValueError:  # a (class, divergence) audit.exact does not cover: the value is unknown
+        return None
+
+
+def _without_adversary(estimate: Any) -> Any:
+    """The estimate without its fitted adversary: verdicts need only its intervals and p-values."""
+    if dataclasses.is_dataclass(estimate) and "adversary" in {f.name for f in dataclasses.fields(estimate)}:
+        return dataclasses.replace(estimate, adversary=None)
+    return estimate
+
+
+def _plan_hash(config: AuditConfig, tasks: Sequence[Task]) -> str:
+    """What a resumed run must share with the interrupted one: config (minus n_jobs, backend) and tasks."""
+    raw = {key: value for key, value in config.raw.items() if key != "run"}
+    raw["seed"] = config.run.seed
+    text = json.dumps([raw, [task.id for task in tasks]], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _append(path: Path, record: dict, estimate: Any) -> None:
+    line = dict(record, evidence=None if estimate is None else base64.b64encode(pickle.dumps(estimate)).decode())
+    with path.open("a") as handle:
+        handle.write(json.dumps(line, allow_nan=True) + "\n")
+        handle.flush()
+
+
+def _read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, Any]]:
+    records: dict[str, dict] = {}
+    evidence: dict[str, Any] = {}
+    if not path.exists():
+        return records, evidence
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # the last line of an interrupted run may be cut short: redo that task
+            continue
+        if record.get("plan") != plan:
+            raise ValueError(
+                f"{path} line {number} was written by a different config, seed or plan; "
+                "run without --resume or choose another --out directory."
+            )
+        blob = record.pop("evidence")
+        records[record["task"]] = record
+        evidence[record["task"]] = None if blob is None else pickle.loads(base64.b64decode(blob))
+    return records, evidence
+
+
+@contextmanager
+def _backend(name: str) -> Iterator[None]:
+    """joblib's backend ``name``; dask and ray need their packages (checked by the config)."""
+    if name == "dask":
+        from distributed import Client, get_client
+
+        try:
+            get_client()
+            client = None
+        except ValueError:  # no cluster running: start a local one for this audit
+            client = Client(processes=True)
+        try:
+            with joblib.parallel_config(backend="dask"):
+                yield
+        finally:
+            if client is not None:
+                client.close()
+        return
+    if name == "ray":
+        from ray.util.joblib import register_ray
+
+        register_ray()
+    with joblib.parallel_config(backend=name):
+        yield
+
+
+def estimate_memory(n_samples: int, dim: int, n_pairs: int, classes: Sequence[str], n_workers: int) -> int:
+    """Bytes an audit needs, roughly: the samples plus each worker's feature matrix.
+
+    Samples: n_samples x dim x 8 bytes x 2 datasets x pairs.  Each worker
+    expands one pair's 2 n_samples outputs into the features of its class
+    (C(dim + K, K) monomials for polyK, a few hundred for kernel and mlp).
+    """
+    from attacks.classes import parse_function_class
+
+    features = [dim]
+    for name in classes:
+        function_class = parse_function_class(name)
+        if function_class.kind == "poly":
+            features.append(math.comb(dim + function_class.degree, function_class.degree))
+        elif function_class.kind in ("kernel", "mlp"):
+            features.append(300)
+    return 8 * 2 * n_samples * (dim * n_pairs + max(features) * n_workers)
+
+
+def available_memory() -> int | None:
+    """Available memory in bytes from /proc/meminfo (MemAvailable), else os.sysconf; None if unknown."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_memory(config: AuditConfig, mechanism: Any, pairs: Sequence[Pair]) -> None:
+    if not pairs:
+        return
+    try:  # the output width, from two outputs; a failing mechanism is reported by its rows instead
+        dim = np.atleast_2d(np.asarray(mechanism.sample(pairs[0].d, 2, np.random.default_rng(0))).T).shape[0]
+    except Exception:
+        return
+    workers = joblib.effective_n_jobs(config.run.n_jobs)
+    need, have = estimate_memory(config.attacks.n_samples, dim, len(pairs), config.attacks.classes, workers), available_memory()
+    if have is not None and need > MEMORY_FRACTION * have:
+        raise ValueError(
+            f"the audit would need about {need / 2**30:.1f} GiB of memory ({len(pairs)} pairs x 2 datasets x "
+            f"{config.attacks.n_samples} samples x d = {dim}, plus {workers} workers' features) but only "
+            f"{have / 2**30:.1f} GiB are available; lower attacks.n_samples or run.n_jobs. "
+            f"Found n_samples = {config.attacks.n_samples}."
+        )
+
