@@ -1,0 +1,171 @@
+"""Adapters that audit real mechanisms of OpenDP, diffprivlib and PyDP, and their registration.
+
+Every adapter releases the sum of the dataset's records through the library's
+own mechanism (the library draws the noise; nothing is re-implemented here).
+Each record is clamped to ``[0, sensitivity]`` (and rounded to an integer for
+integer mechanisms) before summing, so the declared ``sensitivity`` is the
+sum's exact sensitivity under both replace-one and add/remove neighbours:
+that is what the libraries require of their input and what their privacy
+claims assume.
+
+The libraries are optional.  Importing this package imports none of them:
+a missing or broken library (diffprivlib 0.6.6 raises on import with
+scikit-learn 1.9) shows up in ``capaudit mechanisms`` as "unavailable" with
+the pip extra to install, and :func:`audit.mechanisms.make_mechanism` on it
+raises a ``ValueError`` saying so.
+
+Libraries that draw one output per call are called in a tight loop over
+chunks of :data:`CHUNK_SIZE` outputs, each chunk seeded from the audit's
+``rng`` in a fixed order, so that ``n_jobs`` chunks can run at once (joblib)
+without changing the outputs of a seedable library.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.metadata
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, ClassVar
+
+import numpy as np
+from joblib import Parallel, delayed
+
+from audit.mechanisms.base import BaseMechanism
+from audit.mechanisms.registry import info_from_class, make_mechanism, register
+
+CHUNK_SIZE = 16384
+"""Outputs drawn per library call (vector libraries) or per joblib task (per-call libraries)."""
+
+
+def installed_version(distribution: str) -> str | None:
+    """The installed version of a distribution, read from its metadata without importing it."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+class LibraryAdapter(BaseMechanism):
+    """Base class of the adapters: the clamped-sum query, chunked sampling, library import.
+
+    Subclasses set ``library`` (the distribution name), ``extra`` (capaudit's
+    pip extra that installs it) and ``module`` (what to import), define ``__init__`` with the library's
+    parameters (calling :meth:`_import` and validating the parameters by
+    building the library's mechanism once), and implement
+    :meth:`_draw_chunk`.  Library objects are never kept on the adapter, so
+    adapters pickle (joblib ships them to worker processes).
+
+    Parameters
+    ----------
+    sensitivity : float
+        Records are clamped to ``[0, sensitivity]``; the sum's sensitivity.
+    n_jobs : int
+        Chunks drawn at once with joblib (execution only: the outputs, and
+        the privacy, do not depend on it).
+    """
+
+    library: ClassVar[str]
+    extra: ClassVar[str]
+    module: ClassVar[str]
+    integer: ClassVar[bool] = False
+    backend: ClassVar[str] = "loky"
+
+    @property
+    def library_version(self) -> str | None:  # type: ignore[override]
+        return installed_version(self.library)
+
+    @classmethod
+    def install_hint(cls) -> str:
+        """What to run when the library is missing or does not import."""
+        return f'pip install "capaudit[{cls.extra}]"'
+
+    def _import(self) -> ModuleType:
+        """Import the library, or raise ``ValueError`` with the install hint."""
+        try:
+            return importlib.import_module(self.module)
+        except Exception as error:  # a broken install raises more than ImportError
+            raise ValueError(
+                f"{self.name} needs {self.library}, which is unavailable: {self.install_hint()} "
+                f"({type(error).__name__}: {error})."
+            ) from error
+
+    def _check_n_jobs(self) -> None:
+        n_jobs = self.params["n_jobs"]
+        if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
+            raise ValueError(f"n_jobs must be a non-zero integer (-1: all cores). Found {n_jobs!r}.")
+
+    def query(self, dataset: np.ndarray) -> float | int:
+        """Sum of the records, each clamped to ``[0, sensitivity]`` (rounded first for integer mechanisms).
+
+        Parameters
+        ----------
+        dataset : array of shape (m,) or (m, 1)
+            One scalar record per row.
+        """
+        records = np.asarray(dataset, dtype=float)
+        if records.ndim == 2 and records.shape[1] == 1:
+            records = records[:, 0]
+        if records.ndim != 1:
+            raise ValueError(
+                f"{self.name} releases a sum of scalar records: the dataset must have shape (m,) or (m, 1). "
+                f"Found shape {records.shape}."
+            )
+        if self.integer:
+            return int(np.clip(np.rint(records), 0, self.params["sensitivity"]).sum())
+        return float(np.clip(records, 0.0, self.params["sensitivity"]).sum())
+
+    def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        value = self.query(dataset)
+        sizes = [CHUNK_SIZE] * (n // CHUNK_SIZE) + ([n % CHUNK_SIZE] if n % CHUNK_SIZE else [])
+        seeds = rng.integers(2**32, size=len(sizes))
+        n_jobs = self.params["n_jobs"]
+        if n_jobs == 1 or len(sizes) == 1:
+            chunks = [self._draw_chunk(value, size, int(seed)) for size, seed in zip(sizes, seeds)]
+        else:
+            chunks = Parallel(n_jobs=n_jobs, backend=self.backend)(
+                delayed(self._draw_chunk)(value, size, int(seed)) for size, seed in zip(sizes, seeds)
+            )
+        return np.concatenate(chunks)[:, None]
+
+    def _draw_chunk(self, value: float | int, size: int, seed: int) -> np.ndarray:
+        """``size`` outputs of the library's mechanism on ``value``; ``seed`` seeds it when it can be seeded."""
+        raise NotImplementedError
+
+    def default_pairs(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """One record 0 against one record ``sensitivity``: the sums differ by exactly the sensitivity."""
+        return [(np.array([[0.0]]), np.array([[float(self.params["sensitivity"])]]))]
+
+    def _delegate_bound(
+        self, builtin: str, params: dict, function_class: str, divergence: str, alpha: float | None
+    ) -> float | None:
+        """The built-in mechanism's closed form at the same noise law and sensitivity (no duplicated theory)."""
+        return make_mechanism(builtin, params).theory_bound(function_class, divergence, alpha)
+
+
+def per_call(randomise: Callable[[Any], float], value: Any, size: int) -> np.ndarray:
+    """Call a one-output-per-call library ``size`` times in a tight loop."""
+    return np.fromiter((randomise(value) for _ in range(size)), dtype=float, count=size)
+
+
+def _diffprivlib_hint() -> str:
+    """diffprivlib's install hint; names the versions when it is installed but fails to import."""
+    hint = 'pip install "capaudit[diffprivlib]"'
+    version, sklearn = installed_version("diffprivlib"), installed_version("scikit-learn")
+    if version is None:
+        return hint
+    return f"diffprivlib {version} failed to import with scikit-learn {sklearn}: {hint} pins a compatible scikit-learn"
+
+
+def _register_adapters() -> None:
+    from audit.mechanisms.adapters import diffprivlib, opendp, pydp
+
+    for module in (opendp, diffprivlib, pydp):
+        for cls in module.ADAPTERS:
+            hint = _diffprivlib_hint() if cls.library == "diffprivlib" else cls.install_hint()
+            info = dataclasses.replace(info_from_class(cls, "adapter"), requires=(cls.module,), install_hint=hint)
+            register(cls.name, cls, info)
+
+
+_register_adapters()
