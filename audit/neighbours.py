@@ -1,0 +1,317 @@
+"""Neighbouring datasets (D, D') to audit a mechanism on.
+
+Sources of pairs (THEORY.md section 1; DESIGN.md, "Contract: config"):
+
+* explicit ``[[pairs]]`` from the config, optionally checked against a relation;
+* the mechanism's own ``default_pairs()`` (its worst case), when nothing is given;
+* generators over a record domain (``[neighbours] strategy = ...``):
+  ``random`` (random datasets and a random neighbour), ``extremes`` (datasets
+  at the corners of the domain, a neighbour at another corner) and
+  ``search`` (screen many random and extreme candidates with a cheap attack
+  on few samples and keep the most distinguishable).
+
+Datasets are arrays of records, shape (m, k); a 1-D array is m records of one
+coordinate.  Relations: ``replace-one`` (same size, exactly one record
+differs) and ``add-remove`` (one dataset is the other plus one record).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from audit.mechanisms import Mechanism
+
+RELATIONS = ("replace-one", "add-remove")
+STRATEGIES = ("random", "extremes", "search")
+SPEC_FIELDS = (
+    "strategy", "count", "relation", "domain", "candidates", "screen_samples", "function_class", "divergence",
+)
+DEFAULT_COUNT = 5
+
+
+@dataclass(frozen=True)
+class NeighbourPair:
+    """A named pair of neighbouring datasets.
+
+    Attributes
+    ----------
+    name : str
+        Stable id used in results rows (``"p0"``, ``"p1"``, ...).
+    d, d_prime : numpy.ndarray
+        The two datasets, as given to ``mechanism.sample``.
+    """
+
+    name: str
+    d: np.ndarray
+    d_prime: np.ndarray
+
+
+def as_records(dataset: Any, name: str = "dataset") -> np.ndarray:
+    """A dataset as a float array of records, shape (m, k) (1-D input: k = 1)."""
+    records = np.asarray(dataset, dtype=float)
+    if records.ndim == 1:
+        records = records[:, None]
+    if records.ndim != 2 or not np.all(np.isfinite(records)):
+        raise ValueError(f"{name} must be a finite array of records of shape (m, k) or (m,). Found {dataset!r}.")
+    return records
+
+
+def check_neighbours(d: Any, d_prime: Any, relation: str) -> None:
+    """Raise ValueError unless d and d' are neighbours under ``relation``.
+
+    ``replace-one``: same number of records, exactly one row differs.
+    ``add-remove``: one has exactly one more record, and removing one of its
+    records gives the other (as multisets of rows, order ignored).
+    """
+    if relation not in RELATIONS:
+        raise ValueError(f"relation must be one of {', '.join(RELATIONS)}. Found {relation!r}.")
+    a, b = as_records(d, "d"), as_records(d_prime, "d_prime")
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"d and d_prime must have records of the same width. Found shapes {a.shape} and {b.shape}.")
+    if relation == "replace-one":
+        differing = int(np.count_nonzero(np.any(a != b, axis=1))) if a.shape == b.shape else None
+        if differing != 1:
+            what = f"{differing} differing records" if differing is not None else f"shapes {a.shape} and {b.shape}"
+            raise ValueError(
+                f"d and d_prime are not replace-one neighbours: they must have the same number of records "
+                f"and differ in exactly one. Found {what}."
+            )
+        return
+    small, large = (a, b) if len(a) < len(b) else (b, a)
+    if len(large) != len(small) + 1 or not _contains_multiset(large, small):
+        raise ValueError(
+            f"d and d_prime are not add-remove neighbours: one must be the other plus one record. "
+            f"Found {len(a)} and {len(b)} records{'' if len(large) != len(small) + 1 else ' with other differences'}."
+        )
+
+
+def _contains_multiset(large: np.ndarray, small: np.ndarray) -> bool:
+    """Whether the rows of ``small`` are the rows of ``large`` with one removed (as multisets)."""
+    rows_large = sorted(map(tuple, large))
+    rows_small = sorted(map(tuple, small))
+    return any(rows_large[:i] + rows_large[i + 1:] == rows_small for i in range(len(rows_large)))
+
+
+def make_pairs(
+    spec: Mapping[str, Any] | Sequence[Any] | None,
+    mechanism: Mechanism,
+    rng: np.random.Generator | int | None = None,
+    relation: str | None = None,
+) -> list[NeighbourPair]:
+    """The neighbouring pairs to audit ``mechanism`` on.
+
+    Parameters
+    ----------
+    spec : mapping, sequence of pairs, or None
+        A ``[neighbours]`` table (``strategy``: ``random`` | ``extremes`` |
+        ``search``; ``count`` (default 5); ``relation`` (default
+        ``replace-one``); ``domain``: ``{low = [...], high = [...], size = m}``
+        per-coordinate bounds of a record and the number of records, by
+        default the box spanned by the mechanism's default pairs; for
+        ``search`` also ``candidates`` (default 10 count),
+        ``screen_samples`` (default 2000), ``function_class`` (default
+        ``linear``), ``divergence`` (default ``kl``)); or explicit pairs, each
+        ``(d, d_prime)`` or ``{"d": ..., "d_prime": ...}``; or None for the
+        mechanism's ``default_pairs()``.
+    mechanism : Mechanism
+    rng : numpy.random.Generator or int, optional
+        Randomness of the generators; the same seed gives the same pairs.
+    relation : str, optional
+        For explicit pairs: check each against this relation.
+
+    Returns
+    -------
+    list of NeighbourPair
+        Named ``p0``, ``p1``, ... in order.
+
+    Raises
+    ------
+    ValueError
+        On an unknown strategy, relation or field, a malformed domain, pairs
+        that are not neighbours, or no pairs at all.
+    """
+    if spec is None:
+        pairs = list(getattr(mechanism, "default_pairs", lambda: [])())
+        if not pairs:
+            raise ValueError(
+                f"mechanism {mechanism.name!r} has no default neighbouring pairs: give [[pairs]] or [neighbours]."
+            )
+    elif isinstance(spec, Mapping):
+        pairs = _generate(spec, mechanism, np.random.default_rng(rng))
+    else:
+        pairs = [_explicit(entry, i) for i, entry in enumerate(spec)]
+        if not pairs:
+            raise ValueError("pairs: the list is empty; give at least one (d, d_prime).")
+        if relation is not None:
+            for i, (d, d_prime) in enumerate(pairs):
+                try:
+                    check_neighbours(d, d_prime, relation)
+                except ValueError as error:
+                    raise ValueError(f"pairs[{i}]: {error}") from None
+    return [NeighbourPair(f"p{i}", np.asarray(d), np.asarray(d_prime)) for i, (d, d_prime) in enumerate(pairs)]
+
+
+def _explicit(entry: Any, index: int) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(entry, Mapping):
+        if set(entry) != {"d", "d_prime"}:
+            raise ValueError(f"pairs[{index}] must have exactly the fields d and d_prime. Found {sorted(entry)}.")
+        entry = (entry["d"], entry["d_prime"])
+    if len(entry) != 2:
+        raise ValueError(f"pairs[{index}] must be a pair (d, d_prime). Found {entry!r}.")
+    return np.asarray(entry[0], dtype=float), np.asarray(entry[1], dtype=float)
+
+
+# ---------------------------------------------------------------- generators
+
+
+@dataclass(frozen=True)
+class Domain:
+    """Records live in the box [low, high] (per coordinate); datasets have ``size`` records."""
+
+    low: np.ndarray
+    high: np.ndarray
+    size: int
+
+    def random_records(self, rng: np.random.Generator, m: int) -> np.ndarray:
+        return rng.uniform(self.low, self.high, size=(m, self.low.size))
+
+    def corners(self) -> np.ndarray:
+        """The 2^k corners of the box, in a fixed order (first the all-low corner)."""
+        return np.array([np.where(bits, self.high, self.low) for bits in itertools.product((0, 1), repeat=self.low.size)])
+
+
+def _domain(value: Any, mechanism: Mechanism) -> Domain:
+    if value is None:
+        # The box spanned by the records of the mechanism's worst-case pairs.
+        pairs = list(getattr(mechanism, "default_pairs", lambda: [])())
+        if not pairs:
+            raise ValueError(f"neighbours.domain is required for mechanism {mechanism.name!r} (it has no default pairs).")
+        records = np.vstack([as_records(x) for pair in pairs for x in pair])
+        return _domain({"low": records.min(axis=0), "high": records.max(axis=0), "size": len(as_records(pairs[0][0]))}, mechanism)
+    if not isinstance(value, Mapping) or not {"low", "high"} <= set(value) or set(value) - {"low", "high", "size"}:
+        raise ValueError(f"neighbours.domain must be a table {{low = [...], high = [...], size = m}}. Found {value!r}.")
+    low = np.atleast_1d(np.asarray(value["low"], dtype=float))
+    high = np.atleast_1d(np.asarray(value["high"], dtype=float))
+    if low.ndim != 1 or low.shape != high.shape or not np.all(np.isfinite(low) & np.isfinite(high)) or np.any(low > high):
+        raise ValueError(
+            f"neighbours.domain: low and high must be finite lists of equal length with low <= high. "
+            f"Found low={value['low']!r}, high={value['high']!r}."
+        )
+    size = value.get("size", 1)
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+        raise ValueError(f"neighbours.domain.size must be a positive integer (records per dataset). Found {size!r}.")
+    return Domain(low, high, int(size))
+
+
+def _option(spec: Mapping[str, Any], key: str, default: Any) -> Any:
+    return spec[key] if key in spec else default
+
+
+def _generate(spec: Mapping[str, Any], mechanism: Mechanism, rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
+    unknown = sorted(set(spec) - set(SPEC_FIELDS))
+    if unknown:
+        raise ValueError(f"neighbours: unknown field(s) {', '.join(unknown)}; accepted: {', '.join(SPEC_FIELDS)}.")
+    strategy = spec.get("strategy")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"neighbours.strategy must be one of {', '.join(STRATEGIES)}. Found {strategy!r}.")
+    relation = _option(spec, "relation", "replace-one")
+    if relation not in RELATIONS:
+        raise ValueError(f"neighbours.relation must be one of {', '.join(RELATIONS)}. Found {relation!r}.")
+    count = _option(spec, "count", DEFAULT_COUNT)
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
+        raise ValueError(f"neighbours.count must be a positive integer. Found {count!r}.")
+    domain = _domain(spec.get("domain"), mechanism)
+    if strategy == "random":
+        return random_pairs(domain, relation, count, rng)
+    if strategy == "extremes":
+        return extreme_pairs(domain, relation)[:count]
+    candidates = _option(spec, "candidates", 10 * count)
+    pool = extreme_pairs(domain, relation) + random_pairs(domain, relation, candidates, rng)
+    return search_pairs(
+        pool, mechanism, count, rng,
+        n=_option(spec, "screen_samples", 2000),
+        function_class=_option(spec, "function_class", "linear"),
+        divergence=_option(spec, "divergence", "kl"),
+    )
+
+
+def _neighbour(d: np.ndarray, record: np.ndarray, relation: str, index: int) -> np.ndarray:
+    """d with record ``index`` replaced by ``record`` (replace-one) or with ``record`` appended (add-remove)."""
+    if relation == "add-remove":
+        return np.vstack([d, record])
+    d_prime = d.copy()
+    d_prime[index] = record
+    return d_prime
+
+
+def random_pairs(
+    domain: Domain, relation: str, count: int, rng: np.random.Generator
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``count`` random datasets of ``domain.size`` uniform records, each with a random neighbour."""
+    pairs = []
+    for _ in range(count):
+        d = domain.random_records(rng, domain.size)
+        record = domain.random_records(rng, 1)[0]
+        pairs.append((d, _neighbour(d, record, relation, int(rng.integers(domain.size)))))
+    return pairs
+
+
+def extreme_pairs(domain: Domain, relation: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Datasets with every record at one corner of the domain and a neighbour with a record at another.
+
+    Ordered by how far the changed record moves (opposite corners first),
+    since for sum-like queries that is where the sensitivity is attained.
+    """
+    corners = domain.corners()
+    moves = [(a, b) for a in range(len(corners)) for b in range(len(corners)) if a != b]
+    moves.sort(key=lambda ab: -float(np.sum(np.abs(corners[ab[0]] - corners[ab[1]]))))
+    pairs = []
+    for a, b in moves:
+        d = np.tile(corners[a], (domain.size, 1))
+        pairs.append((d, _neighbour(d, corners[b], relation, domain.size - 1)))
+    return pairs
+
+
+def search_pairs(
+    candidates: list[tuple[np.ndarray, np.ndarray]],
+    mechanism: Mechanism,
+    count: int,
+    rng: np.random.Generator,
+    *,
+    n: int = 2000,
+    function_class: str = "linear",
+    divergence: str = "kl",
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Keep the ``count`` candidates that a cheap attack distinguishes best.
+
+    Each candidate is screened with :func:`attacks.estimate_divergence` on
+    ``n`` samples per dataset, in both directions (divergences are
+    directional), and scored by the larger held-out estimate.  Candidates
+    are screened in order with seeds drawn from ``rng``, so a seed fixes the
+    result; ties keep the earlier candidate.
+    """
+    from attacks.estimate import estimate_divergence
+
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 10:
+        raise ValueError(f"neighbours.screen_samples must be an integer >= 10. Found {n!r}.")
+    if divergence not in ("kl", "ipm"):
+        raise ValueError(f"neighbours.divergence (of the screening attack) must be 'kl' or 'ipm'. Found {divergence!r}.")
+    scores = []
+    for d, d_prime in candidates:
+        seed = int(rng.integers(2**32))
+        sample_rng = np.random.default_rng(seed)
+        p, q = mechanism.sample(d, n, sample_rng), mechanism.sample(d_prime, n, sample_rng)
+        scores.append(
+            max(
+                estimate_divergence(x, y, function_class, divergence, random_state=seed).estimate
+                for x, y in ((p, q), (q, p))
+            )
+        )
+    scores = np.nan_to_num(np.asarray(scores, dtype=float), nan=-np.inf)
+    order = np.argsort(-scores, kind="stable")  # ties keep candidate order
+    return [candidates[i] for i in order[:count]]
