@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from audit.config import AuditConfig, ConfigError, load_config
-from audit.runner import Pair, run_tasks
+from audit.neighbours import NeighbourPair, make_pairs
+from audit.runner import run_tasks, task_seed
 from audit.verdicts import assign_verdicts, exit_code
 
 ROW_COLUMNS = (
@@ -170,22 +172,14 @@ def claim_rows(config: AuditConfig, records: Sequence[dict] | Any) -> list[dict]
     return rows
 
 
-def _pairs(config: AuditConfig, mechanism: Any) -> list[Pair]:
+def _pairs(config: AuditConfig, mechanism: Any) -> list[NeighbourPair]:
     """The neighbouring pairs: explicit, from [neighbours], or the mechanism's worst-case defaults."""
-    if config.pairs:
-        found = config.pairs
-    elif config.neighbours is not None:
-        from audit.neighbours import make_pairs
-
-        found = [(pair.d, pair.d_prime) for pair in make_pairs(mechanism, seed=config.run.seed, **config.neighbours)]
-    else:
-        found = mechanism.default_pairs()
-        if not found:
-            raise ConfigError(
-                f"pairs: mechanism {mechanism.name!r} has no default neighbouring pairs; "
-                "add [[pairs]] entries with d and d_prime, or a [neighbours] table."
-            )
-    return [Pair(f"p{i}", d, d_prime) for i, (d, d_prime) in enumerate(found)]
+    spec = config.neighbours if config.neighbours is not None else ([*config.pairs] or None)
+    rng = np.random.default_rng(task_seed(config.run.seed, "neighbours"))
+    try:
+        return make_pairs(spec, mechanism, rng)
+    except ValueError as error:
+        raise ConfigError(f"{'neighbours' if config.neighbours is not None else 'pairs'}: {error}") from None
 
 
 def _versions(mechanism: Any) -> dict[str, str | None]:

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from audit.neighbours import RELATIONS, SPEC_FIELDS, STRATEGIES
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -34,7 +36,6 @@ else:  # pragma: no cover - Python 3.10
 DIVERGENCES = ("kl", "renyi", "ipm", "dp")
 BACKENDS = {"loky": None, "threading": None, "dask": ("distributed", "dask"), "ray": ("ray", "ray")}
 """Backend name -> (module it needs, capaudit extra that installs it), None for joblib's own."""
-NEIGHBOUR_STRATEGIES = ("random", "extremes", "search")
 MIN_SAMPLES = 100
 """Smallest n_samples: the held-out split must hold enough points for a confidence interval."""
 
@@ -42,7 +43,7 @@ _FIELDS = {
     "": ("mechanism", "pairs", "neighbours", "claims", "attacks", "run"),
     "mechanism": ("name", "callable", "params"),
     "pairs": ("d", "d_prime"),
-    "neighbours": ("strategy", "count", "relation", "domain"),
+    "neighbours": SPEC_FIELDS,
     "claims": ("divergence", "alpha", "function_class", "epsilon", "delta"),
     "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params"),
     "run": ("seed", "n_jobs", "backend"),
@@ -315,7 +316,9 @@ def _pair(table: dict, path: str) -> tuple[np.ndarray, np.ndarray]:
 
 def _neighbours(table: dict) -> dict:
     _check_fields(table, "neighbours", "neighbours")
-    _choice(_required(table, "strategy", "neighbours", "e.g. strategy = \"random\""), NEIGHBOUR_STRATEGIES, "neighbours.strategy")
+    _choice(_required(table, "strategy", "neighbours", "e.g. strategy = \"random\""), STRATEGIES, "neighbours.strategy")
+    if "relation" in table:
+        _choice(table["relation"], RELATIONS, "neighbours.relation")
     if "count" in table and _number(table["count"], "neighbours.count", integer=True) < 1:
         raise ConfigError(f"neighbours.count: must be a positive integer. Found {table['count']!r}.")
     return table

@@ -41,6 +41,7 @@ import numpy as np
 from tqdm import tqdm
 
 from audit.config import AuditConfig
+from audit.neighbours import NeighbourPair
 
 TASKS_FILE = "tasks.jsonl"
 DIRECTIONS = ("P|Q", "Q|P")
@@ -65,15 +66,6 @@ class Task:
         return f"{self.pair}|{self.direction}|{self.function_class}|{self.divergence}|{alpha}|{self.delta:g}"
 
 
-@dataclass(frozen=True)
-class Pair:
-    """A named pair of neighbouring datasets."""
-
-    name: str
-    d: np.ndarray
-    d_prime: np.ndarray
-
-
 def plan_tasks(config: AuditConfig, pair_names: Sequence[str]) -> list[Task]:
     """Every task: pairs x directions x attack classes x the claims' (divergence, alpha, delta).
 
@@ -96,7 +88,7 @@ def plan_tasks(config: AuditConfig, pair_names: Sequence[str]) -> list[Task]:
 def run_tasks(
     config: AuditConfig,
     mechanism: Any,
-    pairs: Sequence[Pair],
+    pairs: Sequence[NeighbourPair],
     out_dir: str | os.PathLike | None = None,
     *,
     resume: bool = False,
@@ -109,7 +101,7 @@ def run_tasks(
     config : AuditConfig
     mechanism : Mechanism
         Built from ``config.mechanism``.
-    pairs : sequence of Pair
+    pairs : sequence of NeighbourPair
     out_dir : path, optional
         Where ``tasks.jsonl`` is written; None keeps everything in memory.
     resume : bool
@@ -174,7 +166,7 @@ def task_seed(seed: int, name: str) -> np.random.SeedSequence:
     return np.random.SeedSequence([seed, digest])
 
 
-def _draw(mechanism: Any, pair: Pair, n: int, seed: int) -> tuple[np.ndarray, np.ndarray] | str:
+def _draw(mechanism: Any, pair: NeighbourPair, n: int, seed: int) -> tuple[np.ndarray, np.ndarray] | str:
     """The pair's samples on d and d', or the mechanism's error message."""
     from audit.mechanisms import check_output
 
@@ -190,7 +182,7 @@ def _draw(mechanism: Any, pair: Pair, n: int, seed: int) -> tuple[np.ndarray, np
     return p, q
 
 
-def _output_laws(mechanism: Any, pair: Pair) -> tuple[Any, Any] | None:
+def _output_laws(mechanism: Any, pair: NeighbourPair) -> tuple[Any, Any] | None:
     return mechanism.output_laws(pair.d, pair.d_prime)
 
 
@@ -363,7 +355,7 @@ def available_memory() -> int | None:
         return None
 
 
-def _check_memory(config: AuditConfig, mechanism: Any, pairs: Sequence[Pair]) -> None:
+def _check_memory(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPair]) -> None:
     if not pairs:
         return
     try:  # the output width, from two outputs; a failing mechanism is reported by its rows instead
