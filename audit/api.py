@@ -162,14 +162,19 @@ def claim_rows(config: AuditConfig, records: Sequence[dict] | Any) -> list[dict]
                 "claim": claim.epsilon,
                 "claim_class": claim.function_class,
                 "refutes_claim": attack_class.is_contained_in(parse_function_class(claim.function_class)),
-                "theory_bound": record["theory_bound"],
-                "exact": record["exact"],
+                "theory_bound": _number(record["theory_bound"]),
+                "exact": _number(record["exact"]),
                 "verdict": None,
                 "note": record["note"],
                 "task": record["task"],
                 "error": record["error"],
             })
     return rows
+
+
+def _number(value: float | None) -> float:
+    """Unknown values are NaN in the table (null in results.json)."""
+    return math.nan if value is None else float(value)
 
 
 def _pairs(config: AuditConfig, mechanism: Any) -> list[NeighbourPair]:

@@ -1,0 +1,55 @@
+"""The Python API: run_audit's result object and its report."""
+
+import json
+
+import pytest
+
+from audit import AuditResult, bounds, run_audit
+
+CONFIG = {
+    "mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
+    "claims": [
+        {"divergence": "renyi", "alpha": [2, 4], "function_class": "linear", "epsilon": 0.8},
+        {"divergence": "dp", "function_class": "all", "epsilon": 1.0},
+    ],
+    "attacks": {"classes": ["linear"], "n_samples": 500},
+    "run": {"seed": 1, "n_jobs": 1},
+}
+DESIGN_COLUMNS = [
+    "pair", "direction", "function_class", "divergence", "alpha", "estimate", "ci_low", "ci_high",
+    "n_samples", "claim", "claim_class", "refutes_claim", "theory_bound", "exact", "verdict", "note",
+]
+
+
+@pytest.fixture(scope="module")
+def result():
+    return run_audit(CONFIG, progress=False)
+
+
+def test_result_fields(result):
+    assert isinstance(result, AuditResult)
+    assert result.verdict in ("pass", "inconclusive", "violation")
+    assert result.exit_code == {"pass": 0, "inconclusive": 0, "violation": 1}[result.verdict]
+    assert list(result.table.columns[: len(DESIGN_COLUMNS)]) == DESIGN_COLUMNS
+    # one pair x 2 directions x linear x (renyi 2, renyi 4, dp)
+    assert len(result.table) == 6
+    assert result.seed == 1 and result.versions["numpy"]
+
+
+def test_write_lays_out_the_report(result, tmp_path):
+    result.write(tmp_path)
+    for name in ("report.md", "results.json", "results.csv"):
+        assert (tmp_path / name).is_file()
+    payload = json.loads((tmp_path / "results.json").read_text())
+    assert payload["verdict"] == result.verdict and len(payload["rows"]) == len(result.table)
+
+
+def test_overrides_and_bounds_are_exported():
+    assert callable(bounds.laplace_linear_renyi_bound)
+    seeded = run_audit(CONFIG, seed=2, progress=False)
+    assert seeded.seed == 2 and seeded.config["run"]["seed"] == 2
+
+
+def test_resume_needs_an_out_dir():
+    with pytest.raises(ValueError, match="out_dir"):
+        run_audit(CONFIG, resume=True)

@@ -1,0 +1,153 @@
+"""The runner: task plan, seeds independent of n_jobs, tasks.jsonl and resume, mechanism errors, unbounded rows.
+
+The mechanisms below are plain functions following the user-mechanism
+protocol ``f(dataset, n, rng) -> (n, d)``; configs name them as
+``test_runner:<function>`` (pytest puts this directory on sys.path).
+"""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from audit import bounds, run_audit
+from audit.config import load_config
+from audit.runner import TASKS_FILE, estimate_memory, plan_tasks
+
+PAIRS = [{"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}]
+
+
+def laplace_sum(dataset, n, rng, epsilon=1.0):
+    """The sum of the records plus Lap(1/epsilon): epsilon-DP for records in [0, 1]."""
+    return np.sum(dataset) + rng.laplace(0.0, 1.0 / epsilon, size=n)
+
+
+def exact_sum(dataset, n, rng):
+    """A non-private release: the sum itself, n times."""
+    return np.full(n, float(np.sum(dataset)))
+
+
+def nan_on_d_prime(dataset, n, rng):
+    out = rng.normal(size=n)
+    return out if np.sum(dataset) == 0 else out * np.nan
+
+
+def raises_on_d_prime(dataset, n, rng):
+    if np.sum(dataset) > 0:
+        raise ArithmeticError("boom on d_prime")
+    return rng.normal(size=n)
+
+
+def wider_on_d_prime(dataset, n, rng):
+    return rng.normal(size=(n, 1 if np.sum(dataset) == 0 else 2))
+
+
+def _config(function="laplace_sum", claims=None, classes=("linear",), n_samples=400, **params):
+    return {
+        "mechanism": {"callable": f"test_runner:{function}", "params": params},
+        "pairs": PAIRS,
+        "claims": claims or [{"divergence": "kl", "function_class": "linear", "epsilon": 0.5}],
+        "attacks": {"classes": list(classes), "n_samples": n_samples},
+        "run": {"seed": 5, "n_jobs": 1},
+    }
+
+
+def test_plan_crosses_pairs_directions_classes_and_claim_divergences():
+    claims = [
+        {"divergence": "kl", "function_class": "linear", "epsilon": 0.5},
+        {"divergence": "renyi", "alpha": [2, 4], "function_class": "poly2", "epsilon": 0.5},
+        {"divergence": "renyi", "alpha": [2], "function_class": "all", "epsilon": 0.9},  # shares renyi 2's tasks
+        {"divergence": "dp", "function_class": "all", "epsilon": 1.0},
+    ]
+    config = load_config(_config(claims=claims, classes=("threshold", "linear")))
+    tasks = plan_tasks(config, ["p0", "p1"])
+    # linear: kl, renyi 2, renyi 4, dp; threshold: dp only (it estimates ipm and dp)
+    assert len(tasks) == 2 * 2 * (4 + 1)
+    assert len({task.id for task in tasks}) == len(tasks)
+    assert "p1|Q|P|linear|renyi|4|0" in {task.id for task in tasks}
+
+
+def test_same_rows_with_one_and_two_jobs():
+    claims = [{"divergence": "renyi", "alpha": [2], "function_class": "poly2", "epsilon": 0.5}]
+    config = _config(claims=claims, classes=("linear", "poly2"))
+    one = run_audit(config, n_jobs=1, progress=False).table
+    two = run_audit(config, n_jobs=2, progress=False).table
+    pd.testing.assert_frame_equal(one, two)
+    assert len(one) == 2 * 2
+
+
+def test_resume_redoes_nothing_finished(tmp_path):
+    claims = [{"divergence": "kl", "function_class": "poly2", "epsilon": 0.5}]
+    config = _config(claims=claims, classes=("linear", "poly2"))
+    full = run_audit(config, out_dir=tmp_path / "full", progress=False)
+    out = tmp_path / "interrupted"
+    run_audit(config, out_dir=out, progress=False)
+    lines = (out / TASKS_FILE).read_text().splitlines()
+    assert len(lines) == 4
+    # an interrupted run: two finished tasks and half a line being written
+    (out / TASKS_FILE).write_text("\n".join(lines[:2]) + "\n" + lines[2][: len(lines[2]) // 2] + "\n")
+    resumed = run_audit(config, out_dir=out, resume=True, progress=False)
+    after = [line for line in (out / TASKS_FILE).read_text().splitlines() if line.endswith("}")]
+    assert after[:2] == lines[:2]  # kept verbatim: their seconds would differ had they been redone
+    assert len(after) == 4
+    assert {json.loads(line)["task"] for line in after} == {json.loads(line)["task"] for line in lines}
+    pd.testing.assert_frame_equal(resumed.table, full.table)
+
+
+def test_resume_refuses_another_config(tmp_path):
+    run_audit(_config(), out_dir=tmp_path, progress=False)
+    with pytest.raises(ValueError, match="different config"):
+        run_audit(_config(epsilon=2.0), out_dir=tmp_path, resume=True, progress=False)
+
+
+def test_deterministic_release_is_unbounded():
+    claims = [{"divergence": "renyi", "alpha": [2], "function_class": "poly2", "epsilon": 100.0}]
+    result = run_audit(_config("exact_sum", claims=claims), progress=False)
+    assert set(result.table["verdict"]) == {"unbounded"}
+    assert np.isinf(result.table["estimate"]).all()
+    assert result.verdict == "violation" and result.exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("function", "message"),
+    [("nan_on_d_prime", "NaN"), ("raises_on_d_prime", "boom on d_prime"), ("wider_on_d_prime", "width")],
+)
+def test_mechanism_errors_become_error_rows(function, message):
+    config = _config(function)
+    config["pairs"] = [*PAIRS, {"d": [[0.0], [0.0]], "d_prime": [[0.0], [0.0]]}]  # p1: d_prime sums to 0
+    result = run_audit(config, progress=False)
+    table = result.table.set_index("pair")
+    assert table.loc["p0", "error"].str.contains(message).all()
+    assert table.loc["p1", "error"].isna().all()  # the healthy pair still finished
+    assert result.exit_code == 2 and result.verdict == "inconclusive"
+
+
+def test_exact_and_theory_columns_for_a_builtin():
+    config = {
+        "mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
+        "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 1.0}],
+        "attacks": {"classes": ["linear"], "n_samples": 400},
+    }
+    table = run_audit(config, progress=False).table
+    np.testing.assert_allclose(table["exact"], bounds.laplace_linear_kl(1.0), rtol=1e-3)  # symmetric law
+
+
+def test_plan_that_does_not_fit_in_memory_is_refused():
+    with pytest.raises(ValueError, match="memory"):
+        run_audit(_config(n_samples=10**13), progress=False)
+
+
+def test_memory_estimate_counts_samples_and_features():
+    # 2 pairs x 2 datasets x 1000 x d=2 samples, plus 1 worker x 2 x 1000 x C(4, 2) = 6 poly2 features
+    assert estimate_memory(1000, 2, 2, ["linear", "poly2"], 1) == 8 * 2 * 1000 * (2 * 2 + 6)
+
+
+def test_rows_follow_the_design_schema():
+    result = run_audit(_config(), progress=False)
+    row = result.table.iloc[0]
+    assert row["pair"] == "p0" and row["direction"] in ("P|Q", "Q|P")
+    assert row["claim_class"] == "linear" and bool(row["refutes_claim"])
+    assert math.isnan(row["alpha"]) and row["n_samples"] == 400
+    assert row["verdict"] in ("pass", "inconclusive")
