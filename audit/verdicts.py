@@ -114,7 +114,7 @@ def assign_verdicts(rows: Sequence[dict], evidence: Mapping[str, Evidence | None
     rows : sequence of dict
         Results rows (DESIGN.md schema plus ``task`` and ``error``) with at least
         ``task``, ``estimate``, ``claim``, ``refutes_claim``, ``n_samples``,
-        ``error`` and ``note``.  An infinite estimate means unbounded.
+        ``error`` and ``note``.  An estimate of +inf means unbounded.
     evidence : mapping
         Task id -> its estimate (p-values and intervals), None for rows
         without one (errors, unbounded).
@@ -153,7 +153,7 @@ def exit_code(rows: Sequence[dict], verdict: str) -> int:
 
 
 def _p_value(row: dict, evidence: Evidence | None) -> float:
-    if math.isinf(row["estimate"]):
+    if row["estimate"] == math.inf:
         return 0.0
     if evidence is None or math.isnan(row["estimate"]):
         return math.nan
@@ -162,7 +162,7 @@ def _p_value(row: dict, evidence: Evidence | None) -> float:
 
 def _judge(row: dict, evidence: Evidence | None, level: float, rejected: bool) -> None:
     estimate, claim = row["estimate"], row["claim"]
-    if math.isinf(estimate):
+    if estimate == math.inf:
         row.update(verdict="unbounded", ci_low=math.inf, ci_high=math.inf)
         row["note"] = _join(row["note"], "unbounded: the outputs are separable, so every finite claim fails")
         return
