@@ -235,6 +235,7 @@ class SVT5(SparseVector):
     def __init__(self, epsilon: float = 0.1, threshold: float = 1.0) -> None:
         super().__init__(epsilon=epsilon, threshold=threshold)
         self.params = {"epsilon": epsilon, "threshold": threshold}
+        self.cutoff = None  # answers every query
         self.true_epsilon = float("inf")
 
     def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -435,7 +435,8 @@ class ReportNoisyMax(BaseMechanism):
     Answers have sensitivity 1 each and may all change (StatDP's
     component-wise neighbours); Laplace or exponential noise of scale
     2/epsilon makes the released index **epsilon-DP** (Ding et al. 2018,
-    Algs. 5-6; exponential noise is the exponential mechanism).
+    Algs. 5-6; with exponential noise it is permute-and-flip, McKenna and
+    Sheldon 2020).
 
     Parameters
     ----------
