@@ -295,12 +295,12 @@ def search_pairs(
     are screened in order with seeds drawn from ``rng``, so a seed fixes the
     result; ties keep the earlier candidate.
     """
-    from attacks.estimate import estimate_divergence
-
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 10:
         raise ValueError(f"neighbours.screen_samples must be an integer >= 10. Found {n!r}.")
     if divergence not in ("kl", "ipm"):
         raise ValueError(f"neighbours.divergence (of the screening attack) must be 'kl' or 'ipm'. Found {divergence!r}.")
+    from attacks.estimate import estimate_divergence
+
     scores = []
     for d, d_prime in candidates:
         seed = int(rng.integers(2**32))
