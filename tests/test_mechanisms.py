@@ -319,6 +319,13 @@ def test_theory_bounds_in_d_dimensions_use_scale_one_over_b_and_shift_v():
     assert mechanism.theory_bound("all", "renyi", 1e6) == pytest.approx(1.5, rel=1e-4)
 
 
+@pytest.mark.parametrize("cls", [builtin.ReportNoisyMax, buggy.NoisyHist2, buggy.SVT3], ids=lambda cls: cls.name)
+def test_default_dp_bound_is_the_true_epsilon(cls):
+    mechanism = cls()
+    assert mechanism.theory_bound("mlp", "dp") == mechanism.true_epsilon
+    assert mechanism.theory_bound("mlp", "kl") is None
+
+
 def test_matrix_and_nonprivate_bounds():
     matrix = builtin.MatrixMechanism(A=BUILTIN_PARAMS["matrix"]["A"], epsilon=0.5)
     assert matrix.theory_bound("linear", "renyi", 2.0) == pytest.approx(bounds.matrix_linear_renyi_bound(0.5, 2.0, 3))

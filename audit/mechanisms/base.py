@@ -146,8 +146,12 @@ class BaseMechanism:
         return None
 
     def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        """The paper's closed-form value or upper bound for this (class, divergence), or None."""
-        return None
+        """The closed-form value or upper bound for this (class, divergence), or None.
+
+        By default only ``dp`` is known: ``true_epsilon`` (a pure-DP epsilon
+        bounds the DP lower bound of every attack class).
+        """
+        return self.true_epsilon if divergence == "dp" else None
 
     def default_pairs(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """Neighbouring inputs (d, d') that exercise the mechanism's worst case."""
