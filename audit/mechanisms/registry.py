@@ -172,7 +172,7 @@ def _import_attribute(spec: str, what: str) -> Any:
 
 def _wrap_callable(spec: str, params: dict) -> CallableMechanism:
     function = _import_attribute(spec, what="mechanism callable")
-    if not inspect.isroutine(function) and not hasattr(function, "__call__"):
+    if not callable(function):
         raise ValueError(f"mechanism callable {spec!r} is not callable. Found {type(function).__name__}.")
     if params:
         try:
