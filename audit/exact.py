@@ -1,0 +1,623 @@
+"""Exact restricted divergences of two 1-D continuous laws, by quadrature and convex optimisation.
+
+For laws P, Q with densities (frozen ``scipy.stats`` continuous laws) this
+module computes the H-restricted divergences of CBDP eq. 2 / eq. 3 and Def. 4
+with the conventions of THEORY.md section 2 (CBDP's |t| convention for the
+alpha-divergence), through the reductions of THEORY.md section 4:
+
+* KL over a linear-in-features class (CBDP appendix Lemma 1, Donsker-Varadhan)::
+
+      KL^H(P, Q) = sup_a  a . E_P[phi] - log E_Q[exp(a . phi)],   concave in a.
+
+  E_Q[exp(h)] is finite only when h(x) grows slower than -log q(x) at both
+  ends of Q's support. The admissible coefficients are read off the tail of
+  Q's log density (:func:`_tail`), never obtained by truncating the
+  integration domain: under Laplace or Gaussian tails a polynomial witness
+  with an odd leading term of degree >= 3 has E_Q[exp h] = inf, so
+  (poly3, KL) = (poly2, KL) (THEORY.md section 4, "Trap").
+* Renyi over a class closed under scaling::
+
+      D_{R,alpha}^H(P, Q) = -log min_{g in H, E_P g = 1} E_Q |g|^beta,   beta = alpha / (alpha - 1),
+
+  a convex problem; at alpha = 2 the closed form log(m_P^T M_Q^{-1} m_P).
+* IPM (CBDP Def. 4): over thresholds, sup_t 2 |P(X > t) - Q(X > t)|; over all
+  functions with range [-1, 1], 2 TV(P, Q).
+* The unrestricted class ``all``: KL = E_P log(p / q) and
+  Renyi = log(E_Q (p / q)^alpha) / (alpha - 1), by adaptive quadrature.
+
+Integrals of the optimisation steps use one fixed rule per (P, Q): composite
+Gauss-Legendre on panels between quantiles of both laws (and their medians,
+where e.g. a Laplace density has its kink), plus Gauss-Legendre after the
+substitution x = x_0 +- s t / (1 - t) on the two infinite tails; each
+objective evaluation is then a vectorised sum. For Renyi the rule is rebuilt
+with the real roots of the optimal g as extra breakpoints, because |g|^beta
+has kinks there.
+
+Unbounded values are returned as ``inf``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.polynomial import polynomial
+from scipy import integrate, linalg, optimize, stats
+from scipy.special import logsumexp
+
+from attacks.classes import FunctionClass, parse_function_class
+from attacks.divergences import check_alpha
+
+DIVERGENCES = ("kl", "renyi", "ipm")
+MAX_DEGREE = 10
+_CLASSES = "'linear', 'polyK' (1 <= K <= 10), 'threshold' (ipm only) or 'all'"
+
+# Panels: decades of tail probability of each law, then its bulk.
+_TAIL_LEVELS = 10.0 ** -np.arange(12, 1, -1)
+_BULK_LEVELS = np.array([0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98])
+_PANEL_NODES = np.polynomial.legendre.leggauss(16)
+_TAIL_NODES = np.polynomial.legendre.leggauss(48)
+_QUAD_OPTIONS = {"epsabs": 0.0, "epsrel": 1e-11, "limit": 500}
+
+
+def restricted_divergence(
+    p: stats.rv_continuous,
+    q: stats.rv_continuous,
+    function_class: str,
+    divergence: str,
+    alpha: float | None = None,
+) -> float:
+    """Exact H-restricted divergence of P from Q (CBDP eq. 2, eq. 3, Def. 4).
+
+    Parameters
+    ----------
+    p, q : frozen scipy.stats continuous laws
+        1-D laws with a density, e.g. ``scipy.stats.laplace(0, 1)``.
+    function_class : {"linear", "polyK", "threshold", "all"}
+        The witness class H: polynomials of degree <= K (``linear`` = ``poly1``,
+        K <= 10), thresholds ``h = +-sign(x - t)`` (``ipm`` only), or all
+        functions.
+    divergence : {"kl", "renyi", "ipm"}
+    alpha : float, optional
+        Renyi order > 1, required for ``divergence="renyi"`` (CBDP's |t|
+        convention, THEORY.md section 2); ignored otherwise.
+
+    Returns
+    -------
+    float
+        The divergence, ``inf`` when unbounded. IPM values are on CBDP's scale
+        (witness range [-1, 1]): over ``all`` it is 2 TV.
+
+    Raises
+    ------
+    ValueError
+        For an unknown class or divergence, a Renyi order that is missing or
+        <= 1, a class that has no exact value for the divergence (threshold
+        witnesses are for ipm only; polynomials bounded on the real line are
+        constants, so polynomial IPM is not computed), or a law that is not a
+        frozen 1-D continuous scipy.stats law.
+
+    Examples
+    --------
+    >>> from scipy import stats
+    >>> p, q = stats.norm(0, 1), stats.norm(1, 1)
+    >>> round(restricted_divergence(p, q, "linear", "renyi", alpha=2.0), 4)
+    0.6931
+    """
+    if divergence not in DIVERGENCES:
+        raise ValueError(f"divergence must be one of {DIVERGENCES}. Found {divergence!r}.")
+    hclass = _check_class(function_class, divergence)
+    if divergence == "renyi":
+        alpha = check_alpha(alpha)
+    _check_law(p, "p")
+    _check_law(q, "q")
+    if hclass.kind == "threshold":
+        return _threshold_ipm(p, q)
+    if hclass.kind == "all":
+        return {"kl": _kl, "renyi": _renyi, "ipm": _total_variation_ipm}[divergence](p, q, alpha)
+    if divergence == "kl":
+        return _polynomial_kl(p, q, hclass.degree)
+    return _polynomial_renyi(p, q, hclass.degree, alpha)
+
+
+# --------------------------------------------------------------------------- input checks
+
+
+def _check_class(function_class: str, divergence: str) -> FunctionClass:
+    try:
+        hclass = parse_function_class(function_class)
+    except ValueError:
+        raise ValueError(f"function_class must be {_CLASSES} for exact values. Found {function_class!r}.") from None
+    if hclass.kind not in ("poly", "threshold", "all") or (hclass.kind == "poly" and hclass.degree > MAX_DEGREE):
+        raise ValueError(f"function_class must be {_CLASSES} for exact values. Found {function_class!r}.")
+    if hclass.kind == "threshold" and divergence != "ipm":
+        raise ValueError(
+            f"function_class 'threshold' has exact values for divergence 'ipm' only. Found {divergence!r}."
+        )
+    if hclass.kind == "poly" and divergence == "ipm":
+        raise ValueError(
+            "divergence 'ipm' has exact values for function_class 'threshold' or 'all' only (a polynomial "
+            f"with range [-1, 1] on the real line is constant). Found {function_class!r}."
+        )
+    return hclass
+
+
+def _check_law(law: object, name: str) -> None:
+    if not isinstance(getattr(law, "dist", None), stats.rv_continuous) or not callable(getattr(law, "pdf", None)):
+        raise ValueError(
+            f"{name} must be a frozen 1-D continuous scipy.stats law with a density, such as "
+            f"scipy.stats.laplace(0, 1) (discrete and multivariate laws have no exact values here). Found {law!r}."
+        )
+
+
+# --------------------------------------------------------------------------- tails and supports
+
+
+@dataclass(frozen=True)
+class _Tail:
+    """Shape of one tail of a log density: -log f(x) ~ coefficient |x|^exponent.
+
+    ``exponent == 0`` stands for a polynomial tail, -log f(x) ~ coefficient log|x|;
+    ``exponent == inf`` for a side on which the support is bounded.
+    """
+
+    exponent: float
+    coefficient: float
+
+    def has_moment(self, order: float) -> bool:
+        """Whether E|X|^order restricted to this side is finite."""
+        return self.exponent > 0 or order < self.coefficient - 1.0
+
+
+def _tail(law, side: int) -> _Tail:
+    """Read the tail of ``law`` on ``side`` (-1 left, +1 right) off its log density.
+
+    With u = -log f at distances D, 2D, 4D from the median, the ratio of
+    successive differences of u is 2^exponent for u = c |x|^exponent + const,
+    and 1 for u = c log|x| + const; differences cancel the normalising constant.
+    """
+    lower, upper = law.support()
+    if np.isfinite(lower if side < 0 else upper):
+        return _Tail(np.inf, np.inf)
+    center = law.median()
+    spread = law.ppf(0.75) - law.ppf(0.25)
+    for power in (10, 6, 3):
+        u = -law.logpdf(center + side * spread * 2.0 ** np.array([power, power + 1, power + 2]))
+        with np.errstate(invalid="ignore"):
+            step_near, step_far = np.diff(u)
+        if np.all(np.isfinite(u)) and step_near > 0 and step_far > 0:
+            break
+    exponent = np.log2(step_far / step_near)
+    if abs(exponent) < 0.02:
+        return _Tail(0.0, step_far / np.log(2.0))
+    if abs(exponent - round(exponent)) < 0.02:
+        exponent = float(round(exponent))
+    far = spread * 2.0 ** (power + 2)
+    return _Tail(exponent, step_far / (far**exponent - (far / 2) ** exponent))
+
+
+def _tails(law) -> tuple[_Tail, _Tail]:
+    return _tail(law, -1), _tail(law, +1)
+
+
+def _support_contained(p, q) -> bool:
+    (p_low, p_high), (q_low, q_high) = p.support(), q.support()
+    return q_low <= p_low and p_high <= q_high
+
+
+# --------------------------------------------------------------------------- the quadrature rule
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """A fixed quadrature rule on the real line with both log densities at its nodes."""
+
+    x: np.ndarray
+    weights: np.ndarray
+    logpdf_p: np.ndarray
+    logpdf_q: np.ndarray
+
+    @property
+    def weights_p(self) -> np.ndarray:
+        """Weights of E_P[f] = sum weights_p * f(x)."""
+        return self.weights * np.exp(self.logpdf_p)
+
+    @property
+    def log_weights_q(self) -> np.ndarray:
+        """log of the weights of E_Q (for sums in log space)."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.weights) + self.logpdf_q
+
+
+def _breakpoints(p, q) -> np.ndarray:
+    """Quantiles of both laws (decades of tail mass, then the bulk), medians, support ends."""
+    points = []
+    for law in (p, q):
+        points += [law.ppf(_TAIL_LEVELS), law.ppf(_BULK_LEVELS), law.isf(_TAIL_LEVELS), [law.median()]]
+        points.append([end for end in law.support() if np.isfinite(end)])
+    return np.concatenate(points)
+
+
+def _rule(p, q, extra_points: np.ndarray = np.empty(0)) -> _Rule:
+    """Composite Gauss-Legendre between breakpoints, plus the two infinite tails.
+
+    A tail [b, inf) is mapped by x = b + s t / (1 - t), t in [0, 1), with s the
+    width of the outermost panel, so the rule follows exponential and
+    polynomial decay alike.
+    """
+    low = min(p.support()[0], q.support()[0])
+    high = max(p.support()[1], q.support()[1])
+    points = np.concatenate([_breakpoints(p, q), extra_points])
+    points = np.unique(np.clip(points[np.isfinite(points)], low, high))
+    gaps = np.diff(points)
+    points = np.concatenate([points[:1], points[1:][gaps > 1e-12 * (np.ptp(points) + 1.0)]])
+    nodes, weights = _PANEL_NODES
+    half = np.diff(points)[:, None] / 2
+    xs = [((points[:-1] + points[1:])[:, None] / 2 + half * nodes).ravel()]
+    ws = [(half * weights).ravel()]
+    tail_t, tail_w = (_TAIL_NODES[0] + 1) / 2, _TAIL_NODES[1] / 2
+    for side, end, bounded in ((-1, points[0], np.isfinite(low)), (+1, points[-1], np.isfinite(high))):
+        if bounded:
+            continue
+        width = points[1] - points[0] if side < 0 else points[-1] - points[-2]
+        xs.append(end + side * width * tail_t / (1 - tail_t))
+        ws.append(width * tail_w / (1 - tail_t) ** 2)
+    x, w = np.concatenate(xs), np.concatenate(ws)
+    return _Rule(x, w, p.logpdf(x), q.logpdf(x))
+
+
+# --------------------------------------------------------------------------- polynomial basis
+
+
+@dataclass(frozen=True)
+class _Basis:
+    """Polynomials of degree <= K, orthonormal under (P + Q) / 2 as integrated by a rule.
+
+    Column j of :meth:`features` has degree j and a positive leading
+    coefficient; raw powers x^j would make the optimisation ill-conditioned.
+    """
+
+    center: float
+    scale: float
+    to_powers: np.ndarray  # upper triangular: coefficients of standardized powers z^i in column j
+
+    def features(self, x: np.ndarray) -> np.ndarray:
+        z = (x - self.center) / self.scale
+        return np.vander(z, self.to_powers.shape[0], increasing=True) @ self.to_powers
+
+    def leading_coefficient(self, degree: int) -> float:
+        """Coefficient of x^degree in the feature of that degree (> 0)."""
+        return self.to_powers[degree, degree] / self.scale**degree
+
+    def roots(self, coefficients: np.ndarray) -> np.ndarray:
+        """Real roots of the polynomial sum_j coefficients[j] * feature_j."""
+        powers = np.trim_zeros(self.to_powers[:, : coefficients.size] @ coefficients, "b")
+        if powers.size < 2:
+            return np.empty(0)
+        z = polynomial.polyroots(powers)
+        return self.center + self.scale * z[np.abs(z.imag) <= 1e-9 * (1 + np.abs(z.real))].real
+
+
+def _basis(p, q, rule: _Rule, degree: int) -> _Basis:
+    center = (p.median() + q.median()) / 2
+    scale = max(p.ppf(0.75) - p.ppf(0.25), q.ppf(0.75) - q.ppf(0.25)) / 1.349
+    powers = np.vander((rule.x - center) / scale, degree + 1, increasing=True)
+    mixture = rule.weights * (np.exp(rule.logpdf_p) + np.exp(rule.logpdf_q)) / 2
+    triangle = linalg.qr(np.sqrt(mixture)[:, None] * powers, mode="r")[0][: degree + 1]
+    triangle *= np.sign(np.diag(triangle))[:, None]
+    return _Basis(center, scale, linalg.solve_triangular(triangle, np.eye(degree + 1)))
+
+
+# --------------------------------------------------------------------------- KL
+
+
+def _admissible_leading(degree: int, tails: tuple[_Tail, _Tail]) -> tuple[float, float]:
+    """Open interval of leading coefficients c of c x^degree + ... with E_Q exp(h) < inf.
+
+    On a side s in {-1, +1} with -log q ~ kappa |x|^r, the leading term has
+    sign e = c s^degree there, and needs: nothing if degree < r; e < kappa if
+    degree == r; e < 0 if degree > r (h must go to -inf faster than nothing).
+    Polynomial tails (r = 0) need e < 0 for every degree >= 1.
+    """
+    low, high = -np.inf, np.inf
+    for side, tail in zip((-1, 1), tails):
+        if degree < tail.exponent:
+            continue
+        limit = tail.coefficient if degree == tail.exponent else 0.0
+        if side**degree > 0:
+            high = min(high, limit)
+        else:
+            low = max(low, -limit)
+    return low, high
+
+
+def _polynomial_kl(p, q, degree: int) -> float:
+    """(poly_K, KL) by Donsker-Varadhan over the admissible polynomials (CBDP appendix Lemma 1).
+
+    The domain {h : E_Q exp h < inf} is the union of strata "exact degree j
+    with an admissible leading coefficient" (:func:`_admissible_leading`).
+    On a stratum only the leading coefficient is constrained, to an open
+    interval; by concavity the supremum over the domain is the largest of the
+    strata's suprema. Solving each stratum on its own keeps the optimiser away
+    from limits such as c_4 -> 0- with c_3 != 0, where E_Q exp h explodes.
+    """
+    q_tails, p_tails = _tails(q), _tails(p)
+    strata = []
+    for j in range(1, degree + 1):
+        low, high = _admissible_leading(j, q_tails)
+        if not low < high:
+            continue
+        if not all(t.has_moment(j) for t in p_tails):
+            if j % 2 == 0 and high > 0:  # E_P x^j = +inf and a positive leading coefficient is allowed
+                return np.inf
+            break
+        strata.append((j, low, high))
+    if not strata:
+        return 0.0
+    rule = _rule(p, q)
+    basis = _basis(p, q, rule, strata[-1][0])
+    features = basis.features(rule.x)[:, 1:]  # DV is invariant to constants
+    mean_p = rule.weights_p @ features
+    log_weights_q = rule.log_weights_q
+    best, start = 0.0, np.zeros(0)
+    for j, low, high in strata:
+        scale = basis.leading_coefficient(j)
+        start = np.concatenate([start, np.zeros(j - start.size)])
+        a, value = _donsker_varadhan_stratum(features[:, :j], mean_p[:j], log_weights_q, low / scale, high / scale, start)
+        if not _support_contained(p, q) and _increases_along_ray(features[:, :j], mean_p[:j], log_weights_q, a):
+            return np.inf
+        best, start = max(best, value), a
+    return best
+
+
+def _donsker_varadhan(features, mean_p, log_weights_q, a):
+    """DV objective a . m_P - log E_Q exp(a . phi), its gradient and Hessian (minus the tilted covariance)."""
+    exponents = log_weights_q + features @ a
+    log_partition = logsumexp(exponents)
+    tilted = np.exp(exponents - log_partition)
+    tilted_mean = tilted @ features
+    centered = features - tilted_mean
+    return a @ mean_p - log_partition, mean_p - tilted_mean, -(centered.T * tilted) @ centered
+
+
+def _donsker_varadhan_stratum(features, mean_p, log_weights_q, low, high, start):
+    """Maximise DV over a with the last coefficient in the open interval (low, high).
+
+    A log-barrier method: Newton's method with the exact Hessian on
+    DV(a) + mu log(distance of a_j to the finite ends), for mu -> 0. The
+    problem is concave but badly conditioned where the leading coefficient
+    nears the edge of its interval (e.g. c_4 -> 0- under Laplace tails);
+    first-order methods stall there, and plain Newton steps cut at the edge
+    crawl along it.
+    """
+    ends = [(end, sign) for end, sign in ((high, 1.0), (low, -1.0)) if np.isfinite(end)]
+    a = start.astype(float)
+    width = high - low if np.isfinite(high - low) else 1.0
+    a[-1] = np.clip(a[-1], low + 1e-3 * width, high - 1e-3 * width)  # strictly inside
+
+    def barrier_objective(a, mu):
+        value, gradient, hessian = _donsker_varadhan(features, mean_p, log_weights_q, a)
+        for end, sign in ends:
+            distance = sign * (end - a[-1])
+            if distance <= 0:
+                return -np.inf, gradient, hessian
+            value += mu * np.log(distance)
+            gradient[-1] -= sign * mu / distance
+            hessian[-1, -1] -= mu / distance**2
+        return value, gradient, hessian
+
+    for mu in 10.0 ** -np.arange(2, 13, 2) if ends else [0.0]:
+        a = _newton_maximize(lambda b: barrier_objective(b, mu), a)
+    return a, _donsker_varadhan(features, mean_p, log_weights_q, a)[0]
+
+
+def _newton_maximize(objective, a: np.ndarray) -> np.ndarray:
+    """Damped Newton ascent with Armijo backtracking for a smooth concave objective."""
+    value, gradient, hessian = objective(a)
+    for _ in range(200):
+        step = linalg.lstsq(-hessian, gradient, cond=1e-13)[0]
+        decrement = gradient @ step
+        if not decrement > 1e-15 * max(1.0, abs(value)):
+            break
+        length = 1.0
+        for _ in range(60):
+            trial = objective(a + length * step)
+            if trial[0] >= value + 1e-4 * length * decrement:
+                break
+            length /= 2
+        else:
+            break
+        a = a + length * step
+        value, gradient, hessian = trial
+    return a
+
+
+def _increases_along_ray(features, mean_p, log_weights_q, a) -> bool:
+    """Whether the concave DV objective keeps growing along a -> t a (an unbounded supremum)."""
+    values = [_donsker_varadhan(features, mean_p, log_weights_q, t * a)[0] for t in (1.0, 2.0, 4.0, 8.0)]
+    return bool(np.all(np.diff(values) > 1e-6))
+
+
+# --------------------------------------------------------------------------- Renyi
+
+
+def _polynomial_renyi(p, q, degree: int, alpha: float) -> float:
+    """(poly_K, Renyi) = -log min_{E_P g = 1} E_Q |g|^beta over polynomials g (THEORY.md section 4).
+
+    Starts from the alpha = 2 quadratic program and refines the rule at the
+    real roots of the optimal g, where |g|^beta has kinks, until the value is
+    stable.
+    """
+    beta = alpha / (alpha - 1)
+    q_tails, p_tails = _tails(q), _tails(p)
+    degree = max([j for j in range(degree + 1) if all(t.has_moment(j * beta) for t in q_tails)])
+    if not all(t.has_moment(degree) for t in p_tails):
+        return np.inf  # E_P |g| unbounded while E_Q |g|^beta is finite
+    rule = _rule(p, q)
+    basis = _basis(p, q, rule, degree)
+    coefficients, value = None, np.nan
+    for _ in range(6):
+        features = basis.features(rule.x)
+        mean_p = rule.weights_p @ features
+        if coefficients is None:
+            coefficients = _quadratic_program(features, mean_p, rule)
+        coefficients, previous = _minimize_moment(features, mean_p, rule.log_weights_q, beta, coefficients), value
+        value = -_log_moment(features @ coefficients, rule.log_weights_q, beta)
+        if beta == 2.0 or abs(value - previous) <= 1e-10 * max(1.0, abs(value)):
+            break
+        rule = _rule(p, q, basis.roots(coefficients))
+    return float(value)
+
+
+def _quadratic_program(features: np.ndarray, mean_p: np.ndarray, rule: _Rule) -> np.ndarray:
+    """argmin E_Q g^2 subject to E_P g = 1: M_Q^{-1} m_P / (m_P^T M_Q^{-1} m_P)."""
+    second_moments_q = features.T @ (np.exp(rule.log_weights_q)[:, None] * features)
+    solution = linalg.solve(second_moments_q, mean_p, assume_a="pos")
+    return solution / (mean_p @ solution)
+
+
+def _log_moment(g: np.ndarray, log_weights_q: np.ndarray, beta: float) -> float:
+    with np.errstate(divide="ignore"):
+        return float(logsumexp(log_weights_q + beta * np.log(np.abs(g))))
+
+
+def _minimize_moment(
+    features: np.ndarray, mean_p: np.ndarray, log_weights_q: np.ndarray, beta: float, start: np.ndarray
+) -> np.ndarray:
+    """min log E_Q |g|^beta over g = features @ b with E_P g = 1, from ``start``.
+
+    The constraint is removed by writing b = b_0 + N y with N a basis of the
+    null space of m_P; the objective is convex in y (up to the log).
+    """
+    start = start / (mean_p @ start)
+    null = linalg.null_space(mean_p[None, :])
+    if null.shape[1] == 0:
+        return start
+
+    def objective(y):
+        g = features @ (start + null @ y)
+        with np.errstate(divide="ignore"):
+            exponents = log_weights_q + beta * np.log(np.abs(g))
+        log_moment = logsumexp(exponents)
+        weights = np.exp(exponents - log_moment)
+        ratio = np.divide(weights, g, out=np.zeros_like(g), where=weights > 0)
+        return log_moment, beta * null.T @ (features.T @ ratio)
+
+    result = optimize.minimize(
+        objective, np.zeros(null.shape[1]), jac=True, method="BFGS", options={"gtol": 1e-10, "maxiter": 2000}
+    )
+    return start + null @ result.x
+
+
+# --------------------------------------------------------------------------- IPM
+
+
+def _threshold_ipm(p, q) -> float:
+    """sup_t 2 |P(X > t) - Q(X > t)| (CBDP Def. 4 with h = +-sign(x - t)).
+
+    The best node of the quadrature rule's grid, refined by a bounded scalar
+    search between its neighbours.
+    """
+    grid = np.unique(_rule(p, q).x)
+    gap = np.abs(q.cdf(grid) - p.cdf(grid))
+    best = int(np.argmax(gap))
+    left, right = grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)]
+    refined = optimize.minimize_scalar(
+        lambda t: -abs(q.cdf(t) - p.cdf(t)), bounds=(left, right), method="bounded", options={"xatol": 1e-12}
+    )
+    return 2.0 * max(gap[best], -refined.fun)
+
+
+def _total_variation_ipm(p, q, alpha=None) -> float:
+    """IPM over all witnesses with range [-1, 1]: 2 TV = sum over {p > q} of 2 (P - Q).
+
+    The crossings of the densities are found on the grid and refined by root
+    finding; each piece's probabilities come from the CDFs.
+    """
+    grid = np.unique(_rule(p, q).x)
+    with np.errstate(invalid="ignore"):
+        difference = np.nan_to_num(p.logpdf(grid) - q.logpdf(grid), nan=0.0)
+    crossings = []
+    for i in np.flatnonzero(np.sign(difference[:-1]) * np.sign(difference[1:]) < 0):
+        finite = np.isfinite(difference[i]) and np.isfinite(difference[i + 1])
+        crossings.append(
+            optimize.brentq(lambda x: p.logpdf(x) - q.logpdf(x), grid[i], grid[i + 1], xtol=1e-13)
+            if finite
+            else (grid[i] + grid[i + 1]) / 2
+        )
+    edges = np.concatenate([[-np.inf], crossings, [np.inf]])
+    mass = np.diff(p.cdf(edges)) - np.diff(q.cdf(edges))
+    return float(2.0 * np.sum(np.clip(mass, 0.0, None)))
+
+
+# --------------------------------------------------------------------------- unrestricted
+
+
+def _kl(p, q, alpha=None) -> float:
+    """KL(P, Q) = E_P[log p - log q], by adaptive quadrature; inf when it diverges.
+
+    Divergence is decided from the supports and tails: it needs supp P in
+    supp Q and E_P[-log q] finite, i.e. E_P |X|^r finite where -log q ~ |x|^r.
+    """
+    if not _support_contained(p, q):
+        return np.inf
+    for p_tail, q_tail in zip(_tails(p), _tails(q)):
+        if np.isfinite(p_tail.exponent) and q_tail.exponent > 0 and not p_tail.has_moment(q_tail.exponent):
+            return np.inf
+
+    def integrand(x):
+        log_p = p.logpdf(x)
+        return 0.0 if np.isneginf(log_p) else np.exp(log_p) * (log_p - q.logpdf(x))
+
+    return max(0.0, _adaptive_integral(integrand, p, q, []))
+
+
+def _renyi(p, q, alpha: float) -> float:
+    """Renyi divergence log(integral p^alpha q^(1 - alpha)) / (alpha - 1), in log space.
+
+    The integrand is shifted by its largest log value on the grid, whose
+    location is also a breakpoint (for large alpha the mass of p^alpha
+    q^(1 - alpha) sits far from both laws). Divergence is decided from the
+    supports and the tails of both log densities.
+    """
+    if not _support_contained(p, q):
+        return np.inf
+    for p_tail, q_tail in zip(_tails(p), _tails(q)):
+        if np.isfinite(p_tail.exponent) and not _renyi_tail_finite(p_tail, q_tail, alpha):
+            return np.inf
+    rule = _rule(p, q)
+    with np.errstate(invalid="ignore"):
+        log_integrand = np.where(
+            np.isneginf(rule.logpdf_p), -np.inf, alpha * rule.logpdf_p + (1 - alpha) * rule.logpdf_q
+        )
+    peak = int(np.argmax(log_integrand))
+    shift = log_integrand[peak]
+
+    def integrand(x):
+        log_p = p.logpdf(x)
+        return 0.0 if np.isneginf(log_p) else np.exp(alpha * log_p + (1 - alpha) * q.logpdf(x) - shift)
+
+    return float((shift + np.log(_adaptive_integral(integrand, p, q, [rule.x[peak]]))) / (alpha - 1))
+
+
+def _renyi_tail_finite(p_tail: _Tail, q_tail: _Tail, alpha: float) -> bool:
+    """Whether p^alpha q^(1 - alpha) is integrable on a side where P's support is unbounded.
+
+    Its log is -alpha u_p + (alpha - 1) u_q with u = -log density; u_p must
+    win: a faster-growing tail exponent, or an equal one with a larger
+    coefficient (for polynomial tails, a decay faster than 1 / |x|).
+    """
+    if not np.isfinite(q_tail.exponent) or p_tail.exponent < q_tail.exponent:
+        return False
+    if p_tail.exponent > q_tail.exponent:
+        return True
+    excess = alpha * p_tail.coefficient - (alpha - 1) * q_tail.coefficient
+    return excess > (1.0 if p_tail.exponent == 0 else 0.0)
+
+
+def _adaptive_integral(integrand, p, q, extra_points: list[float]) -> float:
+    """scipy.integrate.quad over P's support, split at medians, Q's support ends and ``extra_points``."""
+    low, high = p.support()
+    inner = [x for x in [p.median(), q.median(), *extra_points, *q.support()] if low < x < high]
+    edges = np.unique(np.concatenate([[low], inner, [high]]))
+    return sum(integrate.quad(integrand, a, b, **_QUAD_OPTIONS)[0] for a, b in zip(edges[:-1], edges[1:]))
