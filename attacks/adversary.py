@@ -1,0 +1,580 @@
+"""The capacity-bounded adversary: a scikit-learn estimator fitted to a variational objective.
+
+``Adversary.fit(X, y)`` takes samples of two output laws stacked in X, with
+**y = 0 marking samples of P and y = 1 marking samples of Q**, and fits a
+witness h from its function class that maximises the variational form of the
+divergence D(P, Q) on those samples (CBDP eq. 1-3). ``score(X, y)`` evaluates
+the same objective for the fitted witness on other samples: on held-out data
+it is an unbiased (KL: consistent) estimate of a lower bound on the
+restricted divergence (THEORY.md section 2), so ``cross_val_score`` gives
+held-out lower bounds.
+
+Every class is represented as a feature map phi followed by a linear map,
+g(x) = phi(x) . coef_ + intercept_ (THEORY.md section 3 and 4):
+
+* ``linear`` / ``polyK``: phi = standardised monomials of total degree <= K
+  (<= min(K, 2) for the KL fit, see below);
+* ``kernel``: phi = random Fourier features of an RBF kernel
+  (:class:`sklearn.kernel_approximation.RBFSampler`), bandwidth by the median
+  heuristic unless given, reduced to the whitened principal components that
+  hold 99.99% of their variance (a linear map of the features, so the class
+  is unchanged up to numerically degenerate directions; it makes the convex
+  fits well conditioned and stops them chasing noise);
+* ``mlp``: phi = the output (logit) of a one-hidden-layer ReLU network trained
+  by :class:`sklearn.neural_network.MLPClassifier` to tell P from Q. The
+  logit of a cross-entropy fit estimates log dP/dQ, the optimal KL witness;
+  the variational objective is then optimised over the affine map a g + b,
+  and an affine map of an mlp output is again an mlp (same hidden layer, new
+  output weights), so the witness stays in the class. Training the whole
+  network on the variational objective itself would need a custom optimiser
+  for a gain that the affine refit mostly recovers;
+* ``treeK``: phi = the one-hot cell of a depth-K
+  :class:`sklearn.tree.DecisionTreeClassifier`; the witness is the
+  closed-form optimum per cell (histogram divergence, THEORY.md section 4);
+* ``threshold``: phi = one output coordinate (the one with the largest
+  training IPM), for the IPM and DP set attacks only.
+
+How coef_ is fitted, per divergence:
+
+* ``kl``: maximise the Donsker-Varadhan objective
+  a . E_P[phi] - log E_Q[exp(a . phi)] - ridge |a|^2 / 2, concave in a
+  (CBDP appendix Lemma 1), by L-BFGS with its analytic gradient. The tiny
+  ridge keeps the optimum finite on separable samples. Heavy-tail trap
+  (THEORY.md section 4): a polynomial witness with a non-zero odd leading
+  term of degree >= 3 has E_Q exp(h) = infinity under any law with Laplace or
+  Gaussian tails, so its population objective is -infinity while a finite
+  sample (which never sees the tail) scores it high -- a held-out estimate
+  that overstates its estimand. The KL fit of polyK therefore uses monomials
+  of degree <= 2 (a subclass, so the witness stays in polyK); this is exact
+  for Laplace and Gaussian laws ((poly3, KL) = (poly2, KL)) and a valid
+  lower bound for any law. Trees: h = log(p_cell / q_cell).
+* ``renyi``: minimise E_Q |g|^beta subject to E_P g = 1, beta =
+  alpha / (alpha - 1), over g = a . (1, phi): a convex problem whose value
+  gives D_R = -log min E_Q |g|^beta (THEORY.md section 4). At alpha = 2 it is
+  the closed-form linear solve g = M_Q^{-1} m_P / (m_P' M_Q^{-1} m_P), which
+  also starts L-BFGS (on the constraint's null space) for other alpha. Trees:
+  g = (p_cell / q_cell)^(alpha - 1), the per-cell optimum.
+* ``ipm``: the class's KL witness g (an estimate of log dP/dQ, the
+  Neyman-Pearson optimal score) thresholded: h = +1 on S = {s (g - t) > 0},
+  -1 elsewhere, with t and the side s maximising the training
+  P(S) - Q(S); score = E_P h - E_Q h = 2 (TPR - FPR) = 2 x advantage
+  (CBDP Def. 4).
+* ``dp``: the same score g, set S = {s (g - t) > 0} chosen on the training
+  samples to maximise the Clopper-Pearson lower bound (at 95%, split between
+  the two proportions) of log((P(S) - delta) / Q(S)); the witness is the
+  indicator of S and score is the plug-in log((P_n(S) - delta) / Q_n(S))
+  (THEORY.md section 7).
+
+Tree cells are smoothed by adding 1/2 to every cell count of each sample
+(Krichevsky-Trofimov), so that an empty cell gives a finite witness; the
+smoothing only changes which witness is fitted, never the held-out score's
+honesty.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.linalg import null_space, solve
+from scipy.optimize import minimize
+from scipy.special import logsumexp, softmax
+from scipy.stats import beta as beta_law
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.decomposition import PCA
+from sklearn.kernel_approximation import RBFSampler
+from sklearn.neural_network import MLPClassifier
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import PolynomialFeatures, StandardScaler
+from sklearn.tree import DecisionTreeClassifier
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from attacks.classes import FunctionClass, parse_function_class
+from attacks.divergences import check_alpha, conjugate_exponent, donsker_varadhan, renyi_scale_optimized
+
+DIVERGENCES = ("kl", "renyi", "ipm", "dp")
+
+# A Renyi witness vanishing on every Q sample, relative to its mean on P, is
+# taken as exactly zero there: the objective is then unbounded.
+_VANISHING = 1e-8
+# The Donsker-Varadhan fit of polyK uses monomials of degree <= 2 (see the
+# module docstring: the heavy-tail trap).
+_DV_MAX_DEGREE = 2
+# Random Fourier features are reduced to the principal components holding
+# this fraction of their variance, whitened: the dropped directions are
+# numerically degenerate and only let the fit chase noise.
+_KERNEL_VARIANCE = 0.9999
+# Confidence at which the DP attack set is chosen on the training split.
+_DP_SELECTION_LEVEL = 0.95
+# At most this many candidate thresholds per side for the DP attack set.
+_DP_CANDIDATES = 1000
+
+
+class Adversary(BaseEstimator):
+    """A capacity-bounded adversary: the witness of a restricted divergence.
+
+    Parameters
+    ----------
+    function_class : str, default="linear"
+        ``linear``, ``polyK``, ``kernel``, ``mlp``, ``treeK`` or ``threshold``
+        (see :mod:`attacks.classes`).
+    divergence : {"kl", "renyi", "ipm", "dp"}, default="kl"
+        The divergence D(P, Q) whose variational form is maximised.
+    alpha : float, optional
+        The Renyi order (> 1); required for ``renyi``, must be None otherwise.
+    delta : float, default=0.0
+        The delta of an (epsilon, delta)-DP claim, for ``dp``; in [0, 1).
+    n_components : int, default=100
+        Number of random Fourier features (``kernel``).
+    bandwidth : float, optional
+        RBF bandwidth sigma, k(x, x') = exp(-|x - x'|^2 / (2 sigma^2)), in
+        the units of X (``kernel``); default: the median pairwise distance of
+        up to 1000 training rows.
+    width : int, default=32
+        Number of hidden ReLU units (``mlp``).
+    ridge : float, default=1e-3
+        Ridge penalty ridge |a|^2 / 2 on the coefficients of the standardised
+        features in the KL and Renyi fits (see the module docstring).
+    random_state : int, RandomState or None
+        Seeds the kernel features, the network, the tree and the subsample of
+        the median heuristic.
+
+    Attributes
+    ----------
+    function_class_ : FunctionClass
+    feature_map_ : sklearn Pipeline
+        The fitted feature map phi.
+    coef_ : ndarray of shape (n_features_phi,)
+    intercept_ : float
+        With ``coef_``: the real-valued score g(x) = phi(x) . coef_ + intercept_
+        (:meth:`discriminant`). For ``kl`` it is the witness h, shifted so that
+        the training mean of exp(h) on Q is 1 (h estimates log dP/dQ); for
+        ``renyi`` it is the witness direction with training mean 1 on P.
+    threshold_ : float or None
+        t of the attack set S = {side_ (g - t) > 0} (``ipm``, ``dp``).
+    side_ : {1, -1} or None
+    unbounded_ : bool
+        Whether the training objective grows without bound along the witness
+        (``kl``: E_P h > max_Q h, so that the DV objective of c h tends to
+        infinity with c; ``renyi``: g vanishes on every Q sample). Always
+        False for ``ipm`` and ``dp``, whose objectives are bounded.
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.r_[rng.normal(0, 1, (2000, 1)), rng.normal(1, 1, (2000, 1))]
+    >>> y = np.r_[np.zeros(2000), np.ones(2000)]
+    >>> adversary = Adversary("linear", "kl", random_state=0).fit(X, y)
+    >>> 0.4 < adversary.score(X, y) < 0.6
+    True
+    """
+
+    def __init__(
+        self,
+        function_class: str = "linear",
+        divergence: str = "kl",
+        alpha: float | None = None,
+        delta: float = 0.0,
+        n_components: int = 100,
+        bandwidth: float | None = None,
+        width: int = 32,
+        ridge: float = 1e-3,
+        random_state=None,
+    ):
+        self.function_class = function_class
+        self.divergence = divergence
+        self.alpha = alpha
+        self.delta = delta
+        self.n_components = n_components
+        self.bandwidth = bandwidth
+        self.width = width
+        self.ridge = ridge
+        self.random_state = random_state
+
+    def fit(self, X, y) -> Adversary:
+        """Fit the witness on samples of P (y = 0) and Q (y = 1).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Finite outputs of the mechanism on both datasets.
+        y : array-like of shape (n_samples,)
+            0 for a sample of P, 1 for a sample of Q; both must occur.
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        X, y = validate_data(self, X, y, ensure_min_samples=2, y_numeric=True)
+        _check_labels(y)
+        random_state = check_random_state(self.random_state)
+        self.function_class_ = parse_function_class(self.function_class)
+        if self.divergence not in self.function_class_.divergences:
+            raise ValueError(
+                f"function_class {self.function_class!r} supports divergences "
+                f"{self.function_class_.divergences}. Found divergence {self.divergence!r}."
+            )
+        self.feature_map_ = self._make_feature_map(X, random_state).fit(X, y)
+        phi = self.feature_map_.transform(X)
+        phi_p, phi_q = phi[y == 0], phi[y == 1]
+        self.threshold_, self.side_, self.unbounded_ = None, None, False
+        fit_coef = self._fit_renyi if self.divergence == "renyi" else self._fit_kl
+        self.coef_, self.intercept_ = fit_coef(phi_p, phi_q)
+        g_p, g_q = _linear(phi_p, self.coef_, self.intercept_), _linear(phi_q, self.coef_, self.intercept_)
+        if self.divergence == "ipm":
+            self.threshold_, self.side_ = _best_ipm_set(g_p, g_q)
+        elif self.divergence == "dp":
+            self.threshold_, self.side_ = _best_dp_set(g_p, g_q, self.delta)
+        else:
+            self.unbounded_ = is_unbounded(g_p, g_q, self.divergence)
+        return self
+
+    def discriminant(self, X) -> np.ndarray:
+        """The real-valued score g(X) = phi(X) . coef_ + intercept_, shape (n_samples,).
+
+        For ``kl``, ``ipm`` and ``dp`` it estimates log dP/dQ (large on P); it
+        is the witness itself for ``kl`` and ``renyi``.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False)
+        return _linear(self.feature_map_.transform(X), self.coef_, self.intercept_)
+
+    def witness(self, X) -> np.ndarray:
+        """The fitted witness h(X), shape (n_samples,).
+
+        ``kl``: h = g; ``renyi``: the direction g (the score optimises its
+        scale); ``ipm``: h = +1 on the attack set S, -1 elsewhere; ``dp``: the
+        indicator of S (1 in S, 0 outside).
+        """
+        g = self.discriminant(X)
+        if self.divergence in ("kl", "renyi"):
+            return g
+        in_set = self.side_ * (g - self.threshold_) > 0
+        return np.where(in_set, 1.0, -1.0) if self.divergence == "ipm" else in_set.astype(float)
+
+    def score(self, X, y) -> float:
+        """The variational objective of the fitted witness on (X, y).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            0 for samples of P, 1 for samples of Q; both must occur.
+
+        Returns
+        -------
+        float
+            ``kl``: E_P h - log E_Q exp(h) (Donsker-Varadhan); ``renyi``:
+            beta log |E_P g| - log E_Q |g|^beta (scale-optimised restricted
+            Renyi, THEORY.md section 4); ``ipm``: E_P h - E_Q h = 2 (TPR - FPR);
+            ``dp``: log((P_n(S) - delta) / Q_n(S)). Empirical means over X.
+        """
+        check_is_fitted(self)
+        X, y = validate_data(self, X, y, reset=False, y_numeric=True)
+        _check_labels(y)
+        w = self.witness(X)
+        return witness_objective(w[y == 0], w[y == 1], self.divergence, self.alpha, self.delta)
+
+    def _check_params(self) -> None:
+        if self.divergence not in DIVERGENCES:
+            raise ValueError(f"divergence must be one of {DIVERGENCES}. Found {self.divergence!r}.")
+        if self.divergence == "renyi":
+            check_alpha(self.alpha)
+        elif self.alpha is not None:
+            raise ValueError(
+                f"alpha applies to divergence 'renyi' only; leave it None for "
+                f"{self.divergence!r}. Found alpha={self.alpha!r}."
+            )
+        if not (isinstance(self.delta, (int, float)) and 0.0 <= self.delta < 1.0):
+            raise ValueError(f"delta must be a number in [0, 1). Found {self.delta!r}.")
+        for name in ("n_components", "width"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, np.integer)) and value >= 1):
+                raise ValueError(f"{name} must be a positive integer. Found {value!r}.")
+        if self.bandwidth is not None and not (np.isscalar(self.bandwidth) and self.bandwidth > 0):
+            raise ValueError(f"bandwidth must be None (median heuristic) or positive. Found {self.bandwidth!r}.")
+        if not (np.isscalar(self.ridge) and self.ridge >= 0):
+            raise ValueError(f"ridge must be a non-negative number. Found {self.ridge!r}.")
+
+    def _make_feature_map(self, X: np.ndarray, random_state: np.random.RandomState) -> Pipeline:
+        kind, degree = self.function_class_.kind, self.function_class_.degree
+        seed = random_state.randint(np.iinfo(np.int32).max)
+        if kind == "poly":
+            if self.divergence != "renyi":
+                degree = min(degree, _DV_MAX_DEGREE)
+            return make_pipeline(StandardScaler(), PolynomialFeatures(degree, include_bias=False), StandardScaler())
+        if kind == "kernel":
+            bandwidth = self.bandwidth if self.bandwidth is not None else _median_distance(X, random_state)
+            sampler = RBFSampler(gamma=0.5 / bandwidth**2, n_components=self.n_components, random_state=seed)
+            return make_pipeline(sampler, PCA(n_components=_KERNEL_VARIANCE, whiten=True, svd_solver="full"))
+        if kind == "mlp":
+            return make_pipeline(StandardScaler(), _NetworkLogit(self.width, seed), StandardScaler())
+        if kind == "tree":
+            return make_pipeline(_TreeCells(degree, seed))
+        return make_pipeline(_BestCoordinate())
+
+    def _fit_kl(self, phi_p, phi_q) -> tuple[np.ndarray, float]:
+        """Donsker-Varadhan witness h = phi . a + b with log mean_Q exp(h) = 0."""
+        kind = self.function_class_.kind
+        if kind == "tree":
+            p, q = _smoothed_cell_frequencies(phi_p, phi_q)
+            coef = np.log(p) - np.log(q)
+        elif kind == "threshold":
+            coef = np.ones(1)
+        else:
+            coef = _maximise_donsker_varadhan(phi_p, phi_q, self.ridge)
+        h_q = _linear(phi_q, coef, 0.0)
+        return coef, float(np.log(h_q.size) - logsumexp(h_q))
+
+    def _fit_renyi(self, phi_p, phi_q) -> tuple[np.ndarray, float]:
+        """Renyi witness direction g with mean 1 on the training P sample."""
+        alpha = check_alpha(self.alpha)
+        if self.function_class_.kind == "tree":
+            p, q = _smoothed_cell_frequencies(phi_p, phi_q)
+            coef = (p / q) ** (alpha - 1.0)
+            return coef / np.mean(_linear(phi_p, coef, 0.0)), 0.0
+        a = _minimise_renyi_moment(phi_p, phi_q, conjugate_exponent(alpha), self.ridge)
+        return a[1:], float(a[0])
+
+
+def witness_objective(w_p, w_q, divergence: str, alpha: float | None = None, delta: float = 0.0) -> float:
+    """The empirical objective of witness values on samples of P and Q.
+
+    Parameters
+    ----------
+    w_p, w_q : arrays of shape (n_p,), (n_q,)
+        :meth:`Adversary.witness` on samples of P and of Q.
+    divergence : {"kl", "renyi", "ipm", "dp"}
+    alpha : float, optional
+        The Renyi order.
+    delta : float, default=0.0
+        For ``dp``.
+
+    Returns
+    -------
+    float
+        See :meth:`Adversary.score`. ``dp`` gives -inf when P_n(S) <= delta
+        and +inf when Q_n(S) = 0 < P_n(S) - delta.
+    """
+    if divergence == "kl":
+        return donsker_varadhan(w_p, w_q)
+    if divergence == "renyi":
+        return renyi_scale_optimized(w_p, w_q, alpha)
+    if divergence == "ipm":
+        return float(np.mean(w_p) - np.mean(w_q))
+    if divergence == "dp":
+        excess, mass_q = float(np.mean(w_p)) - delta, float(np.mean(w_q))
+        if excess <= 0:
+            return -np.inf
+        return np.inf if mass_q == 0 else float(np.log(excess / mass_q))
+    raise ValueError(f"divergence must be one of {DIVERGENCES}. Found {divergence!r}.")
+
+
+def is_unbounded(w_p, w_q, divergence: str) -> bool:
+    """Whether the objective grows without bound along the witness direction.
+
+    ``kl``: the Donsker-Varadhan objective of c h is
+    c E_P h - log E_Q exp(c h) ~ c (E_P h - max_Q h) as c grows, so it tends
+    to infinity exactly when E_P h > max_Q h (e.g. samples separated by a
+    threshold of h). ``renyi``: -log E_Q |g|^beta with E_P g = 1 is infinite
+    when g vanishes on every sample of Q (up to a relative round-off of 1e-8).
+    ``ipm`` and ``dp`` objectives are bounded: always False.
+    """
+    w_p, w_q = np.asarray(w_p, dtype=float), np.asarray(w_q, dtype=float)
+    if divergence == "kl":
+        return bool(np.mean(w_p) > np.max(w_q))
+    if divergence == "renyi":
+        return bool(np.max(np.abs(w_q)) <= _VANISHING * abs(np.mean(w_p)))
+    return False
+
+
+def _check_labels(y: np.ndarray) -> None:
+    labels = np.unique(y)
+    if not np.all(np.isin(labels, (0, 1))):
+        raise ValueError(f"y must hold 0 (samples of P) and 1 (samples of Q). Found labels {labels.tolist()!r}.")
+    if labels.size < 2:
+        raise ValueError(
+            f"y must hold samples of both P (0) and Q (1); found only label {labels.tolist()!r}."
+        )
+
+
+def _linear(phi, coef: np.ndarray, intercept: float) -> np.ndarray:
+    return np.asarray(phi @ coef).ravel() + intercept
+
+
+def _median_distance(X: np.ndarray, random_state: np.random.RandomState) -> float:
+    """Median pairwise distance of up to 1000 rows (the median heuristic)."""
+    rows = X[random_state.permutation(X.shape[0])[:1000]]
+    distances = np.sqrt(np.maximum(np.sum((rows[:, None, :] - rows[None, :, :]) ** 2, axis=-1), 0.0))
+    median = np.median(distances[np.triu_indices(rows.shape[0], k=1)])
+    return float(median) if median > 0 else 1.0
+
+
+def _maximise_donsker_varadhan(phi_p, phi_q, ridge: float) -> np.ndarray:
+    """argmax_a a . mean(phi_p) - log mean exp(phi_q a) - ridge |a|^2 / 2 (concave; L-BFGS)."""
+    mean_p = np.asarray(phi_p.mean(axis=0)).ravel()
+    log_n = np.log(phi_q.shape[0])
+
+    def negative_objective(a):
+        u = phi_q @ a
+        weights = softmax(u)
+        value = a @ mean_p - (logsumexp(u) - log_n) - 0.5 * ridge * a @ a
+        gradient = mean_p - phi_q.T @ weights - ridge * a
+        return -value, -gradient
+
+    result = minimize(negative_objective, np.zeros(mean_p.size), jac=True, method="L-BFGS-B")
+    return result.x
+
+
+def _minimise_renyi_moment(phi_p, phi_q, beta: float, ridge: float) -> np.ndarray:
+    """argmin_a mean |(1, phi_q) a|^beta + ridge |a_1:|^2 / 2 subject to mean (1, phi_p) a = 1.
+
+    A convex problem (THEORY.md section 4). Starts from the beta = 2
+    (alpha = 2) closed form a = A^{-1} m / (m' A^{-1} m) with
+    m = mean (1, phi_p), A = mean (1, phi_q)(1, phi_q)' + ridge/2 on the
+    non-constant diagonal (plus a round-off jitter), then runs L-BFGS on the constraint's
+    null space a = a0 + N z with the analytic gradient. If some a has
+    (1, phi_q) a = 0 on every Q sample but mean (1, phi_p) a != 0 (e.g. a
+    point mass Q), the problem is unbounded and that a is returned.
+    """
+    design_p = np.column_stack([np.ones(phi_p.shape[0]), phi_p])
+    design_q = np.column_stack([np.ones(phi_q.shape[0]), phi_q])
+    mean_p = design_p.mean(axis=0)
+    penalty = np.full(mean_p.size, 0.5 * ridge)
+    penalty[0] = 0.0
+    second_moment = design_q.T @ design_q / design_q.shape[0]
+    eigenvalues, eigenvectors = np.linalg.eigh(second_moment)
+    null = eigenvectors[:, eigenvalues <= _VANISHING * eigenvalues.max()]
+    escape = null @ (null.T @ mean_p)
+    if np.linalg.norm(escape) > np.sqrt(_VANISHING) * np.linalg.norm(mean_p):
+        # A direction vanishing on every Q sample with E_P g != 0: unbounded.
+        return escape / (mean_p @ escape)
+    regularised = second_moment + np.diag(penalty + 1e-12 * np.trace(second_moment))
+    direction = solve(regularised, mean_p, assume_a="pos")
+    a0 = direction / (mean_p @ direction)
+    if beta == 2.0 or is_unbounded(design_p @ a0, design_q @ a0, "renyi"):
+        return a0
+    basis = null_space(mean_p[None, :])
+    start = np.mean(np.abs(design_q @ a0) ** beta)
+
+    def relative_objective(z):
+        a = a0 + basis @ z
+        u = design_q @ a
+        value = np.mean(np.abs(u) ** beta) + 0.5 * ridge * a[1:] @ a[1:]
+        gradient = design_q.T @ (beta * np.abs(u) ** (beta - 1.0) * np.sign(u)) / u.size + 2 * penalty * a
+        return value / start, basis.T @ gradient / start
+
+    result = minimize(relative_objective, np.zeros(basis.shape[1]), jac=True, method="L-BFGS-B")
+    return a0 + basis @ result.x
+
+
+def _smoothed_cell_frequencies(cells_p, cells_q) -> tuple[np.ndarray, np.ndarray]:
+    """Cell frequencies of P and Q with 1/2 added to every count (Krichevsky-Trofimov)."""
+    counts_p = np.asarray(cells_p.sum(axis=0)).ravel() + 0.5
+    counts_q = np.asarray(cells_q.sum(axis=0)).ravel() + 0.5
+    return counts_p / counts_p.sum(), counts_q / counts_q.sum()
+
+
+def _cut_points(g_p: np.ndarray, g_q: np.ndarray) -> np.ndarray:
+    """Midpoints between consecutive distinct values of the pooled scores."""
+    values = np.unique(np.concatenate([g_p, g_q]))
+    return (values[:-1] + values[1:]) / 2 if values.size > 1 else values
+
+
+def _mass_above(sorted_values: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """Number of sorted values strictly greater than each threshold."""
+    return sorted_values.size - np.searchsorted(sorted_values, thresholds, side="right")
+
+
+def _best_ipm_set(g_p: np.ndarray, g_q: np.ndarray) -> tuple[float, int]:
+    """Threshold t and side s maximising P_n(S) - Q_n(S), S = {s (g - t) > 0}."""
+    thresholds = _cut_points(g_p, g_q)
+    tpr = _mass_above(np.sort(g_p), thresholds) / g_p.size
+    fpr = _mass_above(np.sort(g_q), thresholds) / g_q.size
+    best = int(np.argmax(np.abs(tpr - fpr)))
+    return float(thresholds[best]), 1 if tpr[best] >= fpr[best] else -1
+
+
+def _best_dp_set(g_p: np.ndarray, g_q: np.ndarray, delta: float) -> tuple[float, int]:
+    """Threshold t and side s maximising the training Clopper-Pearson epsilon bound.
+
+    The bound is log((P_low(S) - delta) / Q_high(S)) with one-sided exact
+    bounds at level 1 - (1 - 0.95)/2 each (THEORY.md section 7).
+    """
+    thresholds = _cut_points(g_p, g_q)
+    if thresholds.size > _DP_CANDIDATES:
+        thresholds = thresholds[np.linspace(0, thresholds.size - 1, _DP_CANDIDATES).astype(int)]
+    above_p = _mass_above(np.sort(g_p), thresholds)
+    above_q = _mass_above(np.sort(g_q), thresholds)
+    tail = (1.0 - _DP_SELECTION_LEVEL) / 2
+    best = (-np.inf, float(thresholds[0]), 1)
+    for side, k_p, k_q in ((1, above_p, above_q), (-1, g_p.size - above_p, g_q.size - above_q)):
+        p_low = np.where(k_p > 0, beta_law.ppf(tail, np.maximum(k_p, 1), g_p.size - k_p + 1), 0.0)
+        q_high = np.where(k_q < g_q.size, beta_law.ppf(1 - tail, k_q + 1, np.maximum(g_q.size - k_q, 1)), 1.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bound = np.where(p_low > delta, np.log(np.maximum(p_low - delta, 1e-300) / q_high), -np.inf)
+        index = int(np.argmax(bound))
+        if bound[index] > best[0]:
+            best = (float(bound[index]), float(thresholds[index]), side)
+    return best[1], best[2]
+
+
+class _NetworkLogit(TransformerMixin, BaseEstimator):
+    """Feature map of the mlp class: the logit log P(x)/Q(x) of a fitted one-hidden-layer ReLU net."""
+
+    def __init__(self, width: int = 32, random_state: int | None = None):
+        self.width = width
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        self.network_ = MLPClassifier(
+            hidden_layer_sizes=(self.width,),
+            early_stopping=True,
+            max_iter=100,
+            batch_size=512,
+            random_state=self.random_state,
+        ).fit(X, y)
+        return self
+
+    def transform(self, X):
+        hidden = np.maximum(X @ self.network_.coefs_[0] + self.network_.intercepts_[0], 0.0)
+        # The network's output is the logit of Q (label 1): negate it for log P/Q.
+        return -(hidden @ self.network_.coefs_[1] + self.network_.intercepts_[1])
+
+
+class _TreeCells(TransformerMixin, BaseEstimator):
+    """Feature map of the treeK class: the one-hot leaf of a depth-K decision tree (sparse)."""
+
+    def __init__(self, max_depth: int = 1, random_state: int | None = None):
+        self.max_depth = max_depth
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        self.tree_ = DecisionTreeClassifier(max_depth=self.max_depth, random_state=self.random_state).fit(X, y)
+        leaves = np.flatnonzero(self.tree_.tree_.children_left == -1)
+        self.cell_of_node_ = np.full(self.tree_.tree_.node_count, -1)
+        self.cell_of_node_[leaves] = np.arange(leaves.size)
+        return self
+
+    def transform(self, X):
+        cells = self.cell_of_node_[self.tree_.apply(np.asarray(X, dtype=np.float32))]
+        n_cells = int(self.cell_of_node_.max()) + 1
+        return sp.csr_matrix((np.ones(cells.size), (np.arange(cells.size), cells)), shape=(cells.size, n_cells))
+
+
+class _BestCoordinate(TransformerMixin, BaseEstimator):
+    """Feature map of the threshold class: the coordinate with the largest training IPM."""
+
+    def fit(self, X, y):
+        gaps = []
+        for column in X.T:
+            threshold, side = _best_ipm_set(column[y == 0], column[y == 1])
+            gaps.append(np.mean(side * (column[y == 0] - threshold) > 0) - np.mean(side * (column[y == 1] - threshold) > 0))
+        self.index_ = int(np.argmax(gaps))
+        return self
+
+    def transform(self, X):
+        return X[:, [self.index_]]

@@ -1,0 +1,120 @@
+"""Function classes of capacity-bounded adversaries: names, parameters, containment.
+
+A class is named by a string (config files, results rows): ``linear``,
+``polyK`` (K >= 1; ``poly1`` is ``linear``), ``kernel``, ``mlp``, ``treeK``
+(K >= 1), ``threshold`` (1-D thresholds of one output coordinate; IPM and DP
+only) and ``all`` (the unrestricted class, for claims only).
+
+Containment (THEORY.md section 3; CBDP section 3): lin in poly_k in
+poly_{k+1}; lin in mlp (one hidden ReLU layer of width >= 2d represents
+x = relu(x) - relu(-x)); tree_k in tree_{k+1}; every class in ``all``. An
+attack of class A refutes a claim about class C only when A is contained in C;
+other attacks are informative.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+KINDS = ("poly", "kernel", "mlp", "tree", "threshold", "all")
+ACCEPTED_NAMES = "'linear', 'polyK' (K >= 1), 'kernel', 'mlp', 'treeK' (K >= 1), 'threshold', 'all'"
+
+_PATTERN = re.compile(r"^(linear|poly(\d+)|kernel|mlp|tree(\d+)|threshold|all)$")
+
+
+@dataclass(frozen=True)
+class FunctionClass:
+    """A function class H of witnesses h: R^d -> R.
+
+    Parameters
+    ----------
+    kind : {"poly", "kernel", "mlp", "tree", "threshold", "all"}
+        The family; ``linear`` is ``poly`` of degree 1.
+    degree : int or None
+        K of ``polyK`` (1 for ``linear``) and of ``treeK`` (the depth);
+        None for the other kinds.
+    """
+
+    kind: str
+    degree: int | None = None
+
+    @property
+    def name(self) -> str:
+        """The canonical string name (``poly1`` is written ``linear``)."""
+        if self.kind == "poly":
+            return "linear" if self.degree == 1 else f"poly{self.degree}"
+        if self.kind == "tree":
+            return f"tree{self.degree}"
+        return self.kind
+
+    @property
+    def divergences(self) -> tuple[str, ...]:
+        """The divergences an attack of this class can estimate.
+
+        ``threshold`` witnesses are +-1 step functions of one coordinate: they
+        suit the IPM and DP set attacks, not the KL or Renyi objectives (a
+        threshold class is not closed under h -> a h + b in a way that lets the
+        objective's scale be optimised). ``all`` is a claim class only.
+        """
+        if self.kind == "threshold":
+            return ("ipm", "dp")
+        if self.kind == "all":
+            return ()
+        return ("kl", "renyi", "ipm", "dp")
+
+    def is_contained_in(self, other: FunctionClass) -> bool:
+        """Whether this class is a subset of ``other`` (THEORY.md section 3).
+
+        Examples
+        --------
+        >>> parse_function_class("linear").is_contained_in(parse_function_class("poly3"))
+        True
+        >>> parse_function_class("poly3").is_contained_in(parse_function_class("poly2"))
+        False
+        """
+        if other.kind == "all" or self == other:
+            return True
+        if self.kind == "poly" and other.kind == "poly":
+            return self.degree <= other.degree
+        if self.kind == "tree" and other.kind == "tree":
+            return self.degree <= other.degree
+        return self.name == "linear" and other.kind == "mlp"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def parse_function_class(name: str | FunctionClass) -> FunctionClass:
+    """The :class:`FunctionClass` named by ``name``.
+
+    Parameters
+    ----------
+    name : str or FunctionClass
+        One of ``linear``, ``polyK``, ``kernel``, ``mlp``, ``treeK``,
+        ``threshold``, ``all`` (case-insensitive); a FunctionClass is returned
+        unchanged.
+
+    Raises
+    ------
+    ValueError
+        If the name is not one of the accepted names.
+
+    Examples
+    --------
+    >>> parse_function_class("poly1").name
+    'linear'
+    """
+    if isinstance(name, FunctionClass):
+        return name
+    match = _PATTERN.match(name.strip().lower()) if isinstance(name, str) else None
+    if match is None or match.group(2) == "0" or match.group(3) == "0":
+        raise ValueError(f"function_class must be one of {ACCEPTED_NAMES}. Found {name!r}.")
+    word = match.group(1)
+    if word == "linear":
+        return FunctionClass("poly", 1)
+    if match.group(2) is not None:
+        return FunctionClass("poly", int(match.group(2)))
+    if match.group(3) is not None:
+        return FunctionClass("tree", int(match.group(3)))
+    return FunctionClass(word)
