@@ -309,7 +309,7 @@ class Adversary(BaseEstimator):
         if kind == "kernel":
             bandwidth = self.bandwidth if self.bandwidth is not None else _median_distance(X, random_state)
             sampler = RBFSampler(gamma=0.5 / bandwidth**2, n_components=self.n_components, random_state=seed)
-            return make_pipeline(sampler, PCA(n_components=_KERNEL_VARIANCE, whiten=True, svd_solver="full"))
+            return make_pipeline(sampler, PCA(n_components=_KERNEL_VARIANCE, whiten=True, svd_solver="covariance_eigh"))
         if kind == "mlp":
             return make_pipeline(StandardScaler(), _NetworkLogit(self.width, seed), StandardScaler())
         if kind == "tree":

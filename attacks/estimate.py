@@ -68,7 +68,7 @@ class DivergenceEstimate:
         ``n_p``, ``k_q``, ``n_q``.
     standard_error : float
         Delta-method standard error (``nan`` for ``dp``, whose bounds are
-        exact binomial ones).
+        exact binomial ones, and when unbounded).
     delta : float
         The delta of a ``dp`` estimate (0 otherwise).
     """
@@ -206,7 +206,7 @@ def estimate_divergence(
     estimate = np.inf if unbounded else witness_objective(w_p, w_q, divergence, alpha, delta)
     details = {"train_score": adversary.score(*_stack(train_p, train_q))}
     if divergence == "ipm":
-        g = adversary.discriminant(np.vstack([test_p, test_q]))
+        g = adversary.side_ * adversary.discriminant(np.vstack([test_p, test_q]))
         labels = np.r_[np.ones(len(test_p)), np.zeros(len(test_q))]
         details.update(auc=float(roc_auc_score(labels, g)), advantage=estimate / 2, threshold=adversary.threshold_)
     if divergence == "dp":
@@ -228,7 +228,7 @@ def estimate_divergence(
         alpha=None if alpha is None else float(alpha),
         adversary=adversary,
         details=details,
-        standard_error=np.nan if divergence == "dp" else _standard_error(w_p, w_q, divergence, alpha),
+        standard_error=np.nan if unbounded or divergence == "dp" else _standard_error(w_p, w_q, divergence, alpha),
         delta=float(delta),
     )
 

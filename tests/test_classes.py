@@ -1,0 +1,64 @@
+"""Function class names and containment (THEORY.md section 3)."""
+
+import pytest
+
+from attacks import FunctionClass, parse_function_class
+
+
+@pytest.mark.parametrize(
+    "name, kind, degree, canonical",
+    [
+        ("linear", "poly", 1, "linear"),
+        ("poly1", "poly", 1, "linear"),
+        ("Poly3", "poly", 3, "poly3"),
+        ("kernel", "kernel", None, "kernel"),
+        ("mlp", "mlp", None, "mlp"),
+        ("tree4", "tree", 4, "tree4"),
+        ("threshold", "threshold", None, "threshold"),
+        ("all", "all", None, "all"),
+    ],
+)
+def test_parse_names(name, kind, degree, canonical):
+    parsed = parse_function_class(name)
+    assert (parsed.kind, parsed.degree, parsed.name) == (kind, degree, canonical)
+    assert parse_function_class(parsed) is parsed
+
+
+@pytest.mark.parametrize("name", ["poly0", "tree0", "quadratic", "poly", "", 3, None])
+def test_parse_rejects_unknown_names(name):
+    with pytest.raises(ValueError, match="function_class must be one of"):
+        parse_function_class(name)
+
+
+@pytest.mark.parametrize(
+    "small, large, expected",
+    [
+        ("linear", "poly2", True),
+        ("poly2", "poly3", True),
+        ("poly3", "poly2", False),
+        ("poly2", "linear", False),
+        ("linear", "mlp", True),
+        ("poly2", "mlp", False),
+        ("mlp", "linear", False),
+        ("tree2", "tree3", True),
+        ("tree3", "tree2", False),
+        ("kernel", "kernel", True),
+        ("kernel", "poly3", False),
+        ("linear", "kernel", False),
+        ("threshold", "linear", False),
+        ("tree3", "all", True),
+        ("threshold", "all", True),
+        ("all", "poly3", False),
+    ],
+)
+def test_containment(small, large, expected):
+    assert parse_function_class(small).is_contained_in(parse_function_class(large)) is expected
+
+
+@pytest.mark.parametrize("name, divergences", [("threshold", ("ipm", "dp")), ("all", ()), ("poly2", ("kl", "renyi", "ipm", "dp"))])
+def test_divergences_per_class(name, divergences):
+    assert parse_function_class(name).divergences == divergences
+
+
+def test_class_is_hashable_value():
+    assert {parse_function_class("poly1"), FunctionClass("poly", 1)} == {parse_function_class("linear")}
