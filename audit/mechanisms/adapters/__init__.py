@@ -51,10 +51,9 @@ class LibraryAdapter(BaseMechanism):
     """Base class of the adapters: the clamped-sum query, chunked sampling, library import.
 
     Subclasses set ``library`` (the distribution name), ``extra`` (capaudit's
-    pip extra that installs it) and ``module`` (what to import), define ``__init__`` with the library's
-    parameters (calling :meth:`_import` and validating the parameters by
-    building the library's mechanism once), and implement
-    :meth:`_draw_chunk`.  Library objects are never kept on the adapter, so
+    pip extra that installs it) and ``module`` (what to import), define
+    ``__init__`` with the library's parameters (validating them by building
+    the library's mechanism once), and implement :meth:`_draw_chunk`.  Library objects are never kept on the adapter, so
     adapters pickle (joblib ships them to worker processes).
 
     Parameters
@@ -134,8 +133,8 @@ class LibraryAdapter(BaseMechanism):
         raise NotImplementedError
 
     def default_pairs(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """One record 0 against one record ``sensitivity``: the sums differ by exactly the sensitivity."""
-        return [(np.array([[0.0]]), np.array([[float(self.params["sensitivity"])]]))]
+        """Two records 0 against 0 and ``sensitivity``: the sums differ by exactly the sensitivity."""
+        return [(np.zeros((2, 1)), np.array([[0.0], [float(self.params["sensitivity"])]]))]
 
     def _delegate_bound(
         self, builtin: str, params: dict, function_class: str, divergence: str, alpha: float | None
