@@ -182,6 +182,8 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
     if "pairs" in raw and "neighbours" in raw:
         raise ConfigError("config: give either [[pairs]] or [neighbours], not both.")
     pairs = tuple(_pair(entry, f"pairs[{i}]") for i, entry in enumerate(_array_of_tables(raw, "pairs")))
+    if pairs:  # plain lists, so that results.json can record the config as run
+        raw["pairs"] = [{"d": d.tolist(), "d_prime": d_prime.tolist()} for d, d_prime in pairs]
     neighbours = _neighbours(_table(raw, "neighbours", "neighbours")) if "neighbours" in raw else None
     if "pairs" in raw and not pairs:
         raise ConfigError("pairs: the list is empty; give at least one [[pairs]] entry with d and d_prime.")

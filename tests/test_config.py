@@ -127,3 +127,13 @@ def test_toml_errors_name_the_file(tmp_path):
     broken.write_text("[mechanism\nname = 'laplace'\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(broken)
+
+
+def test_numpy_pairs_are_recorded_as_lists():
+    import numpy as np
+
+    config = copy.deepcopy(BASE)
+    config["pairs"] = [{"d": np.zeros((2, 1)), "d_prime": np.array([[0.0], [1.0]])}]
+    loaded = load_config(config)
+    assert loaded.raw["pairs"] == [{"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}]
+    np.testing.assert_array_equal(loaded.pairs[0][1], [[0.0], [1.0]])

@@ -69,13 +69,21 @@ def test_plan_crosses_pairs_directions_classes_and_claim_divergences():
     assert "p1|Q|P|linear|renyi|4|0" in {task.id for task in tasks}
 
 
-def test_same_rows_with_one_and_two_jobs():
+@pytest.fixture(scope="module")
+def one_job_table():
+    return run_audit(_parallel_config(), n_jobs=1, progress=False).table
+
+
+def _parallel_config():
     claims = [{"divergence": "renyi", "alpha": [2], "function_class": "poly2", "epsilon": 0.5}]
-    config = _config(claims=claims, classes=("linear", "poly2"))
-    one = run_audit(config, n_jobs=1, progress=False).table
-    two = run_audit(config, n_jobs=2, progress=False).table
-    pd.testing.assert_frame_equal(one, two)
-    assert len(one) == 2 * 2
+    return _config(claims=claims, classes=("linear", "poly2"))
+
+
+@pytest.mark.parametrize("backend", ["loky", "threading"])
+def test_same_rows_with_one_and_two_jobs(one_job_table, backend):
+    two = run_audit(_parallel_config(), n_jobs=2, backend=backend, progress=False).table
+    pd.testing.assert_frame_equal(one_job_table, two)
+    assert len(two) == 2 * 2
 
 
 def test_resume_redoes_nothing_finished(tmp_path):
