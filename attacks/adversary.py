@@ -534,7 +534,7 @@ class _NetworkLogit(TransformerMixin, BaseEstimator):
             hidden_layer_sizes=(self.width,),
             early_stopping=True,
             max_iter=100,
-            batch_size=512,
+            batch_size=min(512, X.shape[0]),
             random_state=self.random_state,
         ).fit(X, y)
         return self
