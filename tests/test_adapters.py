@@ -182,6 +182,7 @@ def test_snapping_outputs_lie_on_its_lattice():
         ("diffprivlib.laplace", {"epsilon": -1.0}),
         ("pydp.gaussian", {"delta": 0.0}),
         ("pydp.laplace", {"n_jobs": 0}),
+        ("diffprivlib.geometric", {"sensitivity": 0}),
     ],
 )
 def test_rejected_parameters_raise_value_error(name, bad):

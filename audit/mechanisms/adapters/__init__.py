@@ -26,11 +26,13 @@ import dataclasses
 import importlib
 import importlib.metadata
 from collections.abc import Callable
+from functools import partial
 from types import ModuleType
 from typing import Any, ClassVar
 
 import numpy as np
 from joblib import Parallel, delayed
+from scipy import stats
 
 from audit.mechanisms.base import BaseMechanism
 from audit.mechanisms.registry import info_from_class, make_mechanism, register
@@ -90,10 +92,14 @@ class LibraryAdapter(BaseMechanism):
                 f"({type(error).__name__}: {error})."
             ) from error
 
-    def _check_n_jobs(self) -> None:
-        n_jobs = self.params["n_jobs"]
+    def _check_params(self) -> None:
+        """Check what the adapter itself uses, ``n_jobs`` and ``sensitivity``; the library checks the rest."""
+        n_jobs, sensitivity = self.params["n_jobs"], self.params["sensitivity"]
         if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
             raise ValueError(f"n_jobs must be a non-zero integer (-1: all cores). Found {n_jobs!r}.")
+        kinds, kind = ((int, np.integer), "integer") if self.integer else ((int, float, np.number), "number")
+        if isinstance(sensitivity, bool) or not isinstance(sensitivity, kinds) or not 0 < sensitivity < np.inf:
+            raise ValueError(f"sensitivity must be a positive finite {kind}. Found {sensitivity!r}.")
 
     def query(self, dataset: np.ndarray) -> float | int:
         """Sum of the records, each clamped to ``[0, sensitivity]`` (rounded first for integer mechanisms).
@@ -136,11 +142,75 @@ class LibraryAdapter(BaseMechanism):
         """Two records 0 against 0 and ``sensitivity``: the sums differ by exactly the sensitivity."""
         return [(np.zeros((2, 1)), np.array([[0.0], [float(self.params["sensitivity"])]]))]
 
-    def _delegate_bound(
+    def _laws(self, d: np.ndarray, d_prime: np.ndarray, law: Callable[..., Any]) -> tuple[Any, Any]:
+        """``law(loc=f(D)), law(loc=f(D'))``: the noise law centred at each dataset's query value."""
+        return law(loc=self.query(d)), law(loc=self.query(d_prime))
+
+    def _builtin_bound(
         self, builtin: str, params: dict, function_class: str, divergence: str, alpha: float | None
     ) -> float | None:
         """The built-in mechanism's closed form at the same noise law and sensitivity (no duplicated theory)."""
         return make_mechanism(builtin, params).theory_bound(function_class, divergence, alpha)
+
+
+class LaplaceNoise(LibraryAdapter):
+    """Adapters whose noise is (up to float granularity) Laplace with scale ``self.scale``, set in ``__init__``.
+
+    The mechanism is then the built-in ``laplace`` with the same scale and
+    sensitivity: pure epsilon-DP with epsilon = sensitivity / scale, and the
+    paper's closed forms (THEORY.md section 6) are the built-in's.
+    """
+
+    scale: float
+
+    @property
+    def true_epsilon(self) -> float:
+        return self.params["sensitivity"] / self.scale
+
+    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any]:
+        """Continuous Laplace laws at the library's scale."""
+        return self._laws(d, d_prime, partial(stats.laplace, scale=self.scale))
+
+    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
+        params = {"epsilon": self.true_epsilon, "sensitivity": self.params["sensitivity"]}
+        return self._builtin_bound("laplace", params, function_class, divergence, alpha)
+
+
+class GaussianNoise(LibraryAdapter):
+    """Adapters whose noise is (up to float granularity) N(0, sigma²), ``self.sigma`` set in ``__init__``.
+
+    The paper's closed forms are the built-in ``gaussian``'s at the same sigma
+    and sensitivity (THEORY.md section 6).
+    """
+
+    sigma: float
+
+    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any]:
+        """Normal laws at the library's sigma."""
+        return self._laws(d, d_prime, partial(stats.norm, scale=self.sigma))
+
+    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
+        params = {"sigma": self.sigma, "sensitivity": self.params["sensitivity"]}
+        return self._builtin_bound("gaussian", params, function_class, divergence, alpha)
+
+
+class DiscreteLaplaceNoise(LibraryAdapter):
+    """Integer adapters whose noise is discrete Laplace, P(k) ∝ exp(-a |k|), ``self.a`` set in ``__init__``.
+
+    Pure epsilon-DP with epsilon = a · sensitivity.  The paper's closed forms
+    are for continuous noise, so :meth:`theory_bound` stays None.
+    """
+
+    integer = True
+    a: float
+
+    @property
+    def true_epsilon(self) -> float:
+        return self.a * self.params["sensitivity"]
+
+    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any]:
+        """The exact laws, ``scipy.stats.dlaplace(a)`` centred at the integer sums."""
+        return self._laws(d, d_prime, partial(stats.dlaplace, self.a))
 
 
 def per_call(randomise: Callable[[Any], float], value: Any, size: int) -> np.ndarray:

@@ -20,9 +20,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy import stats
 
-from audit.mechanisms.adapters import LibraryAdapter, per_call
+from audit.mechanisms.adapters import DiscreteLaplaceNoise, GaussianNoise, LaplaceNoise, LibraryAdapter, per_call
 
 
 class DiffprivlibAdapter(LibraryAdapter):
@@ -46,7 +45,7 @@ class DiffprivlibAdapter(LibraryAdapter):
         return per_call(self._mechanism(np.random.RandomState(seed)).randomise, value, size)
 
 
-class DiffprivlibLaplace(DiffprivlibAdapter):
+class DiffprivlibLaplace(LaplaceNoise, DiffprivlibAdapter):
     """diffprivlib ``Laplace``: x + Laplace(b), b = sensitivity / (epsilon - log(1 - delta)).
 
     Parameters
@@ -64,7 +63,7 @@ class DiffprivlibLaplace(DiffprivlibAdapter):
 
     def __init__(self, epsilon: float = 1.0, delta: float = 0.0, sensitivity: float = 1.0, n_jobs: int = 1) -> None:
         super().__init__(epsilon=epsilon, delta=delta, sensitivity=sensitivity, n_jobs=n_jobs)
-        self._check_n_jobs()
+        self._check_params()
         # diffprivlib's public variance 2 b² gives the scale it samples with.
         self.scale = float(np.sqrt(self._mechanism().variance(0.0) / 2.0))
 
@@ -75,20 +74,8 @@ class DiffprivlibLaplace(DiffprivlibAdapter):
             f"the noise scale {self.scale:.6g} makes it pure {self.true_epsilon:.6g}-DP"
         )
 
-    @property
-    def true_epsilon(self) -> float:
-        return self.params["sensitivity"] / self.scale
 
-    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any]:
-        """The exact continuous Laplace laws at diffprivlib's scale."""
-        return stats.laplace(loc=self.query(d), scale=self.scale), stats.laplace(loc=self.query(d_prime), scale=self.scale)
-
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        params = {"epsilon": self.true_epsilon, "sensitivity": self.params["sensitivity"]}
-        return self._delegate_bound("laplace", params, function_class, divergence, alpha)
-
-
-class DiffprivlibGaussianAnalytic(DiffprivlibAdapter):
+class DiffprivlibGaussianAnalytic(GaussianNoise, DiffprivlibAdapter):
     """diffprivlib ``GaussianAnalytic``: x + N(0, sigma²), sigma from Balle and Wang's analytic calibration.
 
     Parameters
@@ -107,23 +94,15 @@ class DiffprivlibGaussianAnalytic(DiffprivlibAdapter):
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, sensitivity: float = 1.0, n_jobs: int = 1) -> None:
         super().__init__(epsilon=epsilon, delta=delta, sensitivity=sensitivity, n_jobs=n_jobs)
-        self._check_n_jobs()
+        self._check_params()
         self.sigma = float(np.sqrt(self._mechanism().variance(0.0)))
 
     @property
     def true_privacy(self) -> str:
         return f"({self.params['epsilon']:g}, {self.params['delta']:g})-DP with sigma = {self.sigma:.6g}"
 
-    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any]:
-        """The exact normal laws at diffprivlib's sigma."""
-        return stats.norm(loc=self.query(d), scale=self.sigma), stats.norm(loc=self.query(d_prime), scale=self.sigma)
 
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        params = {"sigma": self.sigma, "sensitivity": self.params["sensitivity"]}
-        return self._delegate_bound("gaussian", params, function_class, divergence, alpha)
-
-
-class DiffprivlibGeometric(DiffprivlibAdapter):
+class DiffprivlibGeometric(DiscreteLaplaceNoise, DiffprivlibAdapter):
     """diffprivlib ``Geometric``: x + two-sided geometric noise, P(k) ∝ exp(-epsilon |k| / sensitivity).
 
     Parameters
@@ -139,25 +118,16 @@ class DiffprivlibGeometric(DiffprivlibAdapter):
     description = "diffprivlib Geometric (two-sided geometric = discrete Laplace, on integers)"
     privacy_claim = "pure epsilon-DP"
     mechanism_class = "Geometric"
-    integer = True
 
     def __init__(self, epsilon: float = 1.0, sensitivity: int = 1, n_jobs: int = 1) -> None:
         super().__init__(epsilon=epsilon, sensitivity=sensitivity, n_jobs=n_jobs)
-        self._check_n_jobs()
+        self._check_params()
         self._mechanism()
+        self.a = float(epsilon) / sensitivity
 
     @property
     def true_privacy(self) -> str:
         return f"pure {self.params['epsilon']:g}-DP"
-
-    @property
-    def true_epsilon(self) -> float:
-        return float(self.params["epsilon"])
-
-    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any]:
-        """The exact discrete Laplace laws, ``scipy.stats.dlaplace(a = epsilon / sensitivity)``."""
-        a = self.params["epsilon"] / self.params["sensitivity"]
-        return stats.dlaplace(a, loc=self.query(d)), stats.dlaplace(a, loc=self.query(d_prime))
 
 
 class DiffprivlibSnapping(DiffprivlibAdapter):
@@ -186,7 +156,7 @@ class DiffprivlibSnapping(DiffprivlibAdapter):
         self, epsilon: float = 1.0, sensitivity: float = 1.0, lower: float = 0.0, upper: float = 10.0, n_jobs: int = 1
     ) -> None:
         super().__init__(epsilon=epsilon, sensitivity=sensitivity, lower=lower, upper=upper, n_jobs=n_jobs)
-        self._check_n_jobs()
+        self._check_params()
         self._mechanism()
 
     @property

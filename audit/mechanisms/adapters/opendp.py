@@ -27,9 +27,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
-from audit.mechanisms.adapters import LibraryAdapter
+from audit.mechanisms.adapters import DiscreteLaplaceNoise, GaussianNoise, LaplaceNoise, LibraryAdapter
 
 
 class OpenDPAdapter(LibraryAdapter):
@@ -64,8 +63,11 @@ class OpenDPAdapter(LibraryAdapter):
         return atom, dp.absolute_distance(T=atom_type)
 
 
-class OpenDPLaplace(OpenDPAdapter):
+class OpenDPLaplace(LaplaceNoise, OpenDPAdapter):
     """OpenDP ``make_laplace`` on floats: x + Laplace(scale), epsilon-DP with epsilon = sensitivity / scale.
+
+    The continuous Laplace law is a sound comparison: OpenDP's lattice
+    2^-1074 Z is finer than float rounding.
 
     Parameters
     ----------
@@ -83,8 +85,9 @@ class OpenDPLaplace(OpenDPAdapter):
 
     def __init__(self, scale: float = 1.0, sensitivity: float = 1.0, n_jobs: int = 1) -> None:
         super().__init__(scale=scale, sensitivity=sensitivity, n_jobs=n_jobs)
-        self._check_n_jobs()
+        self._check_params()
         self.epsilon = self._privacy_loss()
+        self.scale = float(scale)
 
     def _measurement(self, vector: bool) -> Any:
         dp = self._import()
@@ -94,22 +97,8 @@ class OpenDPLaplace(OpenDPAdapter):
     def true_privacy(self) -> str:
         return f"pure {self.epsilon:g}-DP (OpenDP's privacy map at d_in = {self.params['sensitivity']:g})"
 
-    @property
-    def true_epsilon(self) -> float:
-        return self.epsilon
 
-    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any]:
-        """Continuous Laplace laws: sound, OpenDP's lattice 2^-1074 Z is finer than float rounding."""
-        scale = self.params["scale"]
-        return stats.laplace(loc=self.query(d), scale=scale), stats.laplace(loc=self.query(d_prime), scale=scale)
-
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        sensitivity = self.params["sensitivity"]
-        params = {"epsilon": sensitivity / self.params["scale"], "sensitivity": sensitivity}
-        return self._delegate_bound("laplace", params, function_class, divergence, alpha)
-
-
-class OpenDPLaplaceInteger(OpenDPAdapter):
+class OpenDPLaplaceInteger(DiscreteLaplaceNoise, OpenDPAdapter):
     """OpenDP ``make_laplace`` on 64-bit integers: x + discrete Laplace, P(k) ∝ exp(-|k| / scale).
 
     Parameters
@@ -125,14 +114,12 @@ class OpenDPLaplaceInteger(OpenDPAdapter):
     name = "opendp.laplace_int"
     description = "OpenDP make_laplace on integers (discrete Laplace, exact sampler)"
     privacy_claim = "pure epsilon-DP, epsilon = sensitivity / scale (OpenDP's privacy map)"
-    integer = True
 
     def __init__(self, scale: float = 1.0, sensitivity: int = 1, n_jobs: int = 1) -> None:
         super().__init__(scale=scale, sensitivity=sensitivity, n_jobs=n_jobs)
-        if isinstance(sensitivity, bool) or not isinstance(sensitivity, (int, np.integer)) or sensitivity < 0:
-            raise ValueError(f"sensitivity must be a non-negative integer. Found {sensitivity!r}.")
-        self._check_n_jobs()
+        self._check_params()
         self.epsilon = self._privacy_loss()
+        self.a = 1.0 / float(scale)
 
     def _measurement(self, vector: bool) -> Any:
         dp = self._import()
@@ -142,18 +129,12 @@ class OpenDPLaplaceInteger(OpenDPAdapter):
     def true_privacy(self) -> str:
         return f"pure {self.epsilon:g}-DP (OpenDP's privacy map at d_in = {self.params['sensitivity']})"
 
-    @property
-    def true_epsilon(self) -> float:
-        return self.epsilon
 
-    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any]:
-        """The exact discrete Laplace laws, ``scipy.stats.dlaplace(a = 1 / scale)``."""
-        a = 1.0 / self.params["scale"]
-        return stats.dlaplace(a, loc=self.query(d)), stats.dlaplace(a, loc=self.query(d_prime))
-
-
-class OpenDPGaussian(OpenDPAdapter):
+class OpenDPGaussian(GaussianNoise, OpenDPAdapter):
     """OpenDP ``make_gaussian`` on floats: x + N(0, scale²), rho-zCDP with rho = sensitivity² / (2 scale²).
+
+    The continuous normal law is a sound comparison: OpenDP's lattice
+    2^-1074 Z is finer than float rounding.
 
     Parameters
     ----------
@@ -171,8 +152,9 @@ class OpenDPGaussian(OpenDPAdapter):
 
     def __init__(self, scale: float = 1.0, sensitivity: float = 1.0, n_jobs: int = 1) -> None:
         super().__init__(scale=scale, sensitivity=sensitivity, n_jobs=n_jobs)
-        self._check_n_jobs()
+        self._check_params()
         self.rho = self._privacy_loss()
+        self.sigma = float(scale)
 
     def _measurement(self, vector: bool) -> Any:
         dp = self._import()
@@ -184,15 +166,6 @@ class OpenDPGaussian(OpenDPAdapter):
             f"{self.rho:g}-zCDP (OpenDP's privacy map at d_in = {self.params['sensitivity']:g}), "
             f"i.e. Renyi DP of order alpha with epsilon = {self.rho:g}·alpha"
         )
-
-    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any]:
-        """Continuous normal laws: sound, OpenDP's lattice 2^-1074 Z is finer than float rounding."""
-        scale = self.params["scale"]
-        return stats.norm(loc=self.query(d), scale=scale), stats.norm(loc=self.query(d_prime), scale=scale)
-
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        params = {"sigma": self.params["scale"], "sensitivity": self.params["sensitivity"]}
-        return self._delegate_bound("gaussian", params, function_class, divergence, alpha)
 
 
 ADAPTERS = (OpenDPLaplace, OpenDPLaplaceInteger, OpenDPGaussian)

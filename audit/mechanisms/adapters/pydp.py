@@ -18,9 +18,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy import stats
 
-from audit.mechanisms.adapters import LibraryAdapter, per_call
+from audit.mechanisms.adapters import GaussianNoise, LaplaceNoise, LibraryAdapter, per_call
 
 
 class PyDPAdapter(LibraryAdapter):
@@ -47,7 +46,7 @@ class PyDPAdapter(LibraryAdapter):
         return per_call(self._mechanism().add_noise, float(value), size)
 
 
-class PyDPLaplace(PyDPAdapter):
+class PyDPLaplace(LaplaceNoise, PyDPAdapter):
     """PyDP ``LaplaceMechanism``: x + Laplace(b), b = sensitivity / epsilon (the library's ``diversity``).
 
     Parameters
@@ -66,27 +65,15 @@ class PyDPLaplace(PyDPAdapter):
 
     def __init__(self, epsilon: float = 1.0, sensitivity: float = 1.0, n_jobs: int = 1) -> None:
         super().__init__(epsilon=epsilon, sensitivity=sensitivity, n_jobs=n_jobs)
-        self._check_n_jobs()
+        self._check_params()
         self.scale = float(self._mechanism().diversity)
 
     @property
     def true_privacy(self) -> str:
         return f"pure {self.params['epsilon']:g}-DP (noise scale {self.scale:.6g})"
 
-    @property
-    def true_epsilon(self) -> float:
-        return self.params["sensitivity"] / self.scale
 
-    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any]:
-        """Continuous Laplace laws at PyDP's ``diversity``: sound at its 2^-40-relative granularity."""
-        return stats.laplace(loc=self.query(d), scale=self.scale), stats.laplace(loc=self.query(d_prime), scale=self.scale)
-
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        params = {"epsilon": self.true_epsilon, "sensitivity": self.params["sensitivity"]}
-        return self._delegate_bound("laplace", params, function_class, divergence, alpha)
-
-
-class PyDPGaussian(PyDPAdapter):
+class PyDPGaussian(GaussianNoise, PyDPAdapter):
     """PyDP ``GaussianMechanism``: x + N(0, std²), std calibrated by the library for (epsilon, delta).
 
     Parameters
@@ -106,20 +93,13 @@ class PyDPGaussian(PyDPAdapter):
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, sensitivity: float = 1.0, n_jobs: int = 1) -> None:
         super().__init__(epsilon=epsilon, delta=delta, sensitivity=sensitivity, n_jobs=n_jobs)
-        self._check_n_jobs()
+        self._check_params()
         self.sigma = float(self._mechanism().std)
 
     @property
     def true_privacy(self) -> str:
         return f"({self.params['epsilon']:g}, {self.params['delta']:g})-DP with std = {self.sigma:.6g}"
 
-    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any]:
-        """Continuous normal laws at PyDP's ``std``: sound at its 2^-40-relative granularity."""
-        return stats.norm(loc=self.query(d), scale=self.sigma), stats.norm(loc=self.query(d_prime), scale=self.sigma)
-
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        params = {"sigma": self.sigma, "sensitivity": self.params["sensitivity"]}
-        return self._delegate_bound("gaussian", params, function_class, divergence, alpha)
 
 
 ADAPTERS = (PyDPLaplace, PyDPGaussian)
