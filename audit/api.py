@@ -147,7 +147,8 @@ def claim_rows(config: AuditConfig, records: Sequence[dict] | Any) -> list[dict]
     for record in records:
         attack_class = parse_function_class(record["function_class"])
         for claim in config.claims:
-            if (claim.divergence, claim.delta) != (record["divergence"], record["delta"]) or record["alpha"] not in claim.alpha:
+            same_target = (claim.divergence, claim.delta) == (record["divergence"], record["delta"])
+            if not same_target or record["alpha"] not in claim.alpha:
                 continue
             rows.append({
                 "pair": record["pair"],

@@ -135,7 +135,9 @@ class AuditConfig:
     raw: Mapping[str, Any]
 
 
-def load_config(source: str | os.PathLike | Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> AuditConfig:
+def load_config(
+    source: str | os.PathLike | Mapping[str, Any], overrides: Mapping[str, Any] | None = None
+) -> AuditConfig:
     """Read and validate an audit config.
 
     Parameters
@@ -177,7 +179,9 @@ def load_config(source: str | os.PathLike | Mapping[str, Any], overrides: Mappin
 def _validate(raw: dict, base_dir: Path) -> AuditConfig:
     _check_fields(raw, "", "the config")
     if "mechanism" not in raw:
-        raise ConfigError("config: missing required table [mechanism] (name = \"laplace\" or callable = \"module:function\").")
+        raise ConfigError(
+            'config: missing required table [mechanism] (name = "laplace" or callable = "module:function").'
+        )
     mechanism = _mechanism(_table(raw, "mechanism", "mechanism"), base_dir)
     if "pairs" in raw and "neighbours" in raw:
         raise ConfigError("config: give either [[pairs]] or [neighbours], not both.")
@@ -194,7 +198,9 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
         )
     claims = tuple(_claim(entry, f"claims[{i}]") for i, entry in enumerate(_array_of_tables(raw, "claims")))
     if not claims:
-        raise ConfigError("claims: missing required field; add at least one [[claims]] entry (divergence, function_class, epsilon).")
+        raise ConfigError(
+            "claims: missing required field; add at least one [[claims]] entry (divergence, function_class, epsilon)."
+        )
     return AuditConfig(
         mechanism=mechanism,
         pairs=pairs,
@@ -346,7 +352,10 @@ def _claim(table: dict, path: str) -> Claim:
             raise ConfigError(f"{path}.alpha: the list is empty; give orders > 1, e.g. alpha = [2, 4].")
         alpha = tuple(_alpha(value, f"{path}.alpha") for value in values)
     elif "alpha" in table:
-        raise ConfigError(f"{path}.alpha: only Renyi claims take alpha; remove it or set divergence = \"renyi\". Found {table['alpha']!r}.")
+        raise ConfigError(
+            f'{path}.alpha: only Renyi claims take alpha; remove it or set divergence = "renyi". '
+            f"Found {table['alpha']!r}."
+        )
     delta = 0.0
     if "delta" in table:
         if divergence != "dp":
@@ -360,7 +369,9 @@ def _claim(table: dict, path: str) -> Claim:
 def _alpha(value: Any, path: str) -> float:
     value = float(_number(value, path))
     if value <= 1.0:
-        raise ConfigError(f"{path}: Renyi orders must be > 1 (alpha = 1 is KL: use divergence = \"kl\"). Found {value!r}.")
+        raise ConfigError(
+            f'{path}: Renyi orders must be > 1 (alpha = 1 is KL: use divergence = "kl"). Found {value!r}.'
+        )
     return value
 
 
@@ -380,7 +391,9 @@ def _attacks(table: dict) -> AttackSpec:
     defaults = AttackSpec()
     classes = table.get("classes", list(defaults.classes))
     if not isinstance(classes, list) or not classes:
-        raise ConfigError(f"attacks.classes: must be a non-empty list of class names, e.g. [\"linear\", \"poly2\"]. Found {classes!r}.")
+        raise ConfigError(
+            f'attacks.classes: must be a non-empty list of class names, e.g. ["linear", "poly2"]. Found {classes!r}.'
+        )
     classes = tuple(_class_name(name, f"attacks.classes[{i}]") for i, name in enumerate(classes))
     if "all" in classes:
         raise ConfigError("attacks.classes: \"all\" is for claims only (no attack fits every function); remove it.")
@@ -399,7 +412,8 @@ def _attacks(table: dict) -> AttackSpec:
     class_params = table.get("class_params", {})
     if not isinstance(class_params, Mapping) or not all(isinstance(v, Mapping) for v in class_params.values()):
         raise ConfigError(
-            f"attacks.class_params: must map class names to tables, e.g. {{ mlp = {{ hidden = 16 }} }}. Found {class_params!r}."
+            "attacks.class_params: must map class names to tables, e.g. { mlp = { hidden = 16 } }. "
+            f"Found {class_params!r}."
         )
     for name in class_params:
         if name not in classes:

@@ -30,7 +30,7 @@ import os
 import pickle
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,7 +134,8 @@ def run_tasks(
             path.write_text("")
     pending_pairs = [pair for pair in pairs if any(task.pair == pair.name for task in pending)]
     _check_memory(config, mechanism, pending_pairs)
-    samples = {pair.name: _draw(mechanism, pair, config.attacks.n_samples, config.run.seed) for pair in pending_pairs}
+    n, seed = config.attacks.n_samples, config.run.seed
+    samples = {pair.name: _draw(mechanism, pair, n, seed) for pair in pending_pairs}
     laws = {pair.name: _output_laws(mechanism, pair) for pair in pending_pairs}
     jobs = (
         joblib.delayed(_run_task)(
@@ -171,12 +172,9 @@ def _draw(mechanism: Any, pair: NeighbourPair, n: int, seed: int) -> tuple[np.nd
     from audit.mechanisms import check_output
 
     try:
-        p = check_output(mechanism.sample(pair.d, n, np.random.default_rng(task_seed(seed, f"{pair.name}|d"))), n)
-        q = check_output(
-            mechanism.sample(pair.d_prime, n, np.random.default_rng(task_seed(seed, f"{pair.name}|d_prime"))),
-            n,
-            p.shape[1],
-        )
+        rng_p, rng_q = (np.random.default_rng(task_seed(seed, f"{pair.name}|{side}")) for side in ("d", "d_prime"))
+        p = check_output(mechanism.sample(pair.d, n, rng_p), n)
+        q = check_output(mechanism.sample(pair.d_prime, n, rng_q), n, p.shape[1])
     except Exception as error:  # any failure of the audited code is reported in its rows, not raised
         return f"mechanism {mechanism.name!r} on pair {pair.name}: {error}"
     return p, q
@@ -223,7 +221,9 @@ def _run_task(
                     class_params=config.attacks.class_params.get(task.function_class),
                 )
             except Exception as error:  # an attack that fails costs its row, not the audit
-                record["error"] = f"attack {task.function_class}/{task.divergence} failed: {type(error).__name__}: {error}"
+                record["error"] = (
+                    f"attack {task.function_class}/{task.divergence} failed: {type(error).__name__}: {error}"
+                )
             else:
                 record.update(estimate=float(estimate.estimate), unbounded=bool(estimate.unbounded))
                 if estimate.unbounded:
@@ -363,7 +363,8 @@ def _check_memory(config: AuditConfig, mechanism: Any, pairs: Sequence[Neighbour
     except Exception:
         return
     workers = joblib.effective_n_jobs(config.run.n_jobs)
-    need, have = estimate_memory(config.attacks.n_samples, dim, len(pairs), config.attacks.classes, workers), available_memory()
+    need = estimate_memory(config.attacks.n_samples, dim, len(pairs), config.attacks.classes, workers)
+    have = available_memory()
     if have is not None and need > MEMORY_FRACTION * have:
         raise ValueError(
             f"the audit would need about {need / 2**30:.1f} GiB of memory ({len(pairs)} pairs x 2 datasets x "
