@@ -159,3 +159,14 @@ def test_rows_follow_the_design_schema():
     assert row["claim_class"] == "linear" and bool(row["refutes_claim"])
     assert math.isnan(row["alpha"]) and row["n_samples"] == 400
     assert row["verdict"] in ("pass", "inconclusive")
+
+
+def test_neighbours_table_generates_named_pairs():
+    config = {
+        "mechanism": {"name": "laplace"},
+        "neighbours": {"strategy": "random", "count": 2},
+        "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 1.0}],
+        "attacks": {"classes": ["linear"], "n_samples": 400},
+    }
+    table = run_audit(config, progress=False).table
+    assert sorted(set(table["pair"])) == ["p0", "p1"] and len(table) == 4
