@@ -9,7 +9,8 @@ Statistical tolerances: means and variances are compared with the law's
 within ``Z = 5`` standard errors at n = 20 000 (the variance's standard
 error from the law's fourth moment); Kolmogorov-Smirnov distances with the
 asymptotic critical value at level 1e-4, ``sqrt(log(2 / 1e-4) / 2) / sqrt(n)``
-(two-sample: with n_1 n_2 / (n_1 + n_2) in place of n).  OpenDP and PyDP
+(two-sample: with n_1 n_2 / (n_1 + n_2) in place of n); discrete laws:
+frequencies within Z binomial standard errors of the pmf.  OpenDP and PyDP
 cannot be seeded, so these levels are what a run fails by chance.
 """
 
@@ -83,7 +84,7 @@ def test_sample_shape_version_and_seedability(name):
 
 @pytest.mark.parametrize("name", WITH_LAWS)
 def test_law_matches_documented_noise(name):
-    """Mean and variance within Z standard errors of the documented law; KS for continuous laws."""
+    """Mean and variance within Z standard errors of the documented law; KS or the pmf near the centre."""
     mechanism = build(name)
     d, d_prime = mechanism.default_pairs()[0]
     law = mechanism.output_laws(d, d_prime)[1]
@@ -94,8 +95,12 @@ def test_law_matches_documented_noise(name):
     assert abs(x.var() - var) < Z * var * np.sqrt((kurtosis + 2.0) / N)
     if isinstance(law.dist, stats.rv_continuous):
         assert stats.kstest(x, law.cdf).statistic < ks_critical(N)
-    else:
+    else:  # the pmf near the centre tells discrete Laplace from rounded continuous Laplace
         assert np.all(x == np.round(x))
+        support = mean + np.arange(-2, 3)
+        frequencies = (x[:, None] == support).mean(axis=0)
+        pmf = law.pmf(support)
+        assert np.all(np.abs(frequencies - pmf) < Z * np.sqrt(pmf * (1 - pmf) / N))
 
 
 @pytest.mark.parametrize("name", ["opendp.laplace", "opendp.laplace_int", "opendp.gaussian"])
