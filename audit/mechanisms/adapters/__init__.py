@@ -55,8 +55,9 @@ class LibraryAdapter(BaseMechanism):
     Subclasses set ``library`` (the distribution name), ``extra`` (capaudit's
     pip extra that installs it) and ``module`` (what to import), define
     ``__init__`` with the library's parameters (validating them by building
-    the library's mechanism once), and implement :meth:`_draw_chunk`.  Library objects are never kept on the adapter, so
-    adapters pickle (joblib ships them to worker processes).
+    the library's mechanism once), and implement :meth:`_draw_chunk`.
+    Library objects are never kept on the adapter, so adapters pickle
+    (joblib ships them to worker processes).
 
     Parameters
     ----------
