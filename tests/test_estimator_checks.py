@@ -16,7 +16,6 @@ from attacks import Adversary
 CONFIGURATIONS = [
     Adversary("linear", "kl", random_state=0),
     Adversary("poly2", "renyi", alpha=4.0, random_state=0),
-    Adversary("tree2", "ipm", random_state=0),
     Adversary("threshold", "dp", random_state=0),
 ]
 
