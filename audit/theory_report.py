@@ -1,0 +1,558 @@
+"""``capaudit theory``: exact restricted divergences beside the paper's closed forms.
+
+For the Laplace mechanism (epsilon = 1 / scale) or the Gaussian mechanism
+(noise sigma), sensitivity 1, with P the output law at 0 and Q the output law
+at 1, this module tabulates over a grid of Renyi orders alpha
+
+* the exact (H, Renyi) values of each polynomial class H (``audit.exact``),
+* CBDP Table 1's closed-form *upper bound* on (lin, Renyi) (CBDP Cor. 2 /
+  Thm 5, ``audit.bounds``),
+* Renyi DP, the unrestricted value (CBDP appendix Thms 11, 12),
+
+then the KL rows (exact (H, KL), the closed form of (lin, KL) of CBDP appendix
+Thms 9, 10, and KL itself) and the IPM row (threshold witnesses: 2 TV).
+
+Published closed forms are claims (THEORY.md introduction). Every published
+value is compared with the exact value of every class it covers (a value for
+class C bounds every class contained in C); where it is below, the row is
+flagged and the report says so in a section of its own. Nothing is "fixed".
+
+The figures reproduce CBDP Figure 1 (Laplace, epsilon = 1) and Figure 2
+(Gaussian, sigma = 1, in the appendix) for the chosen parameters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import pathlib
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from scipy import optimize, stats  # noqa: E402
+
+from attacks.classes import parse_function_class  # noqa: E402
+from attacks.divergences import check_alpha  # noqa: E402
+from audit import bounds  # noqa: E402
+from audit.exact import restricted_divergence  # noqa: E402
+
+MECHANISMS = ("laplace", "gaussian")
+# Twelve orders keep the command to a few seconds (each exact value is a convex program).
+DEFAULT_ALPHAS = (1.25, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0)
+DEFAULT_CLASSES = ("linear", "poly2", "poly3")
+# Relative accuracy of audit.exact's optimisation and quadrature: a published
+# value counts as violated only when it is below an exact value by more than this.
+BOUND_RTOL = 1e-4
+TABLE_COLUMNS = (
+    "divergence",
+    "alpha",
+    "function_class",
+    "kind",
+    "source",
+    "value",
+    "bound_violated",
+    "violated_by",
+)
+_SCALE_NAMES = {"laplace": "epsilon", "gaussian": "sigma"}
+_FIGURE_NUMBERS = {"laplace": 1, "gaussian": 2}
+
+
+def output_laws(mechanism: str, scale: float) -> tuple[stats.rv_continuous, stats.rv_continuous]:
+    """P = law of M(0), Q = law of M(1) for sensitivity 1 (THEORY.md section 6).
+
+    Parameters
+    ----------
+    mechanism : {"laplace", "gaussian"}
+    scale : float
+        epsilon for Laplace (noise scale 1 / epsilon), sigma for Gaussian.
+
+    Returns
+    -------
+    p, q : frozen scipy.stats laws
+    """
+    mechanism, scale = _check_mechanism(mechanism, scale)
+    if mechanism == "laplace":
+        return stats.laplace(loc=0.0, scale=1.0 / scale), stats.laplace(loc=1.0, scale=1.0 / scale)
+    return stats.norm(loc=0.0, scale=scale), stats.norm(loc=1.0, scale=scale)
+
+
+def renyi_dp(mechanism: str, scale: float, alpha: float) -> float:
+    """Renyi DP of the mechanism (CBDP appendix Thm 11 Laplace, Thm 12 Gaussian)."""
+    if mechanism == "laplace":
+        return float(bounds.laplace_renyi(scale, alpha))
+    return float(bounds.gaussian_renyi(scale, alpha))
+
+
+def linear_renyi_bound(mechanism: str, scale: float, alpha: float) -> float:
+    """CBDP Table 1's upper bound on (lin, Renyi) (Cor. 2 Laplace, Thm 5 Gaussian)."""
+    if mechanism == "laplace":
+        return float(bounds.laplace_linear_renyi_bound(scale, alpha))
+    return float(bounds.gaussian_linear_renyi_bound(scale, alpha))
+
+
+def theory_table(
+    mechanism: str,
+    scale: float,
+    alphas: Sequence[float] | None = None,
+    classes: Sequence[str] = DEFAULT_CLASSES,
+) -> pd.DataFrame:
+    """Exact restricted divergences and published closed forms, with violation flags.
+
+    Parameters
+    ----------
+    mechanism : {"laplace", "gaussian"}
+    scale : float
+        epsilon > 0 for Laplace, sigma > 0 for Gaussian; sensitivity 1.
+    alphas : sequence of float, optional
+        Renyi orders > 1; default :data:`DEFAULT_ALPHAS` (1.25 to 10).
+    classes : sequence of str
+        Polynomial classes (``linear``, ``polyK``); default linear, poly2, poly3.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Long format, one row per value, columns :data:`TABLE_COLUMNS`:
+        ``divergence`` ("renyi", "kl", "ipm"), ``alpha`` (NaN unless Renyi),
+        ``function_class`` (the class the value is about; "all" = unrestricted),
+        ``kind`` ("exact": computed by ``audit.exact``; "closed form": a
+        published exact value; "upper bound": a published upper bound),
+        ``source``, ``value``, ``bound_violated`` (a published value below the
+        exact value of a class it covers, beyond :data:`BOUND_RTOL`) and
+        ``violated_by`` (which exact values, with the numbers).
+
+    Raises
+    ------
+    ValueError
+        On an unknown mechanism or class, a non-positive scale, or alpha <= 1.
+    """
+    mechanism, scale = _check_mechanism(mechanism, scale)
+    alphas = _check_alphas(alphas)
+    classes = _check_classes(classes)
+    p, q = output_laws(mechanism, scale)
+    thm = {"laplace": ("Thm 9", "Thm 11"), "gaussian": ("Thm 10", "Thm 12")}[mechanism]
+    rows = []
+    for alpha in alphas:
+        for name in classes:
+            rows.append(_exact_row(p, q, name, "renyi", alpha))
+        rows.append(
+            _row("renyi", alpha, "linear", "upper bound", "CBDP Table 1", linear_renyi_bound(mechanism, scale, alpha))
+        )
+        rows.append(
+            _row("renyi", alpha, "all", "closed form", f"Renyi DP, CBDP {thm[1]}", renyi_dp(mechanism, scale, alpha))
+        )
+    for name in classes:
+        rows.append(_exact_row(p, q, name, "kl", None))
+    linear_kl = bounds.laplace_linear_kl(scale) if mechanism == "laplace" else bounds.gaussian_linear_kl(scale)
+    rows.append(_row("kl", None, "linear", "closed form", f"CBDP {thm[0]}", linear_kl))
+    kl = bounds.laplace_kl(scale) if mechanism == "laplace" else bounds.gaussian_kl(scale)
+    rows.append(_row("kl", None, "all", "closed form", "KL of the output laws", kl))
+    rows.append(_exact_row(p, q, "all", "kl", None))
+    rows.append(_exact_row(p, q, "threshold", "ipm", None))
+    rows.append(_exact_row(p, q, "all", "ipm", None))
+    table = pd.DataFrame(rows, columns=TABLE_COLUMNS[:6])
+    return _flag_violations(table)
+
+
+def bound_violations(table: pd.DataFrame) -> pd.DataFrame:
+    """Every (published value, exact value) pair where the published one is below.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A :func:`theory_table` result.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns divergence, alpha, bound_class, source, bound, exact_class,
+        exact, excess (= exact - bound); empty when no published value is
+        violated.
+    """
+    pairs = []
+    for published in table[table["kind"] != "exact"].itertuples():
+        for exact in _covered_exact_rows(table, published):
+            if _is_violated(published.value, exact.value):
+                pairs.append(
+                    {
+                        "divergence": published.divergence,
+                        "alpha": published.alpha,
+                        "bound_class": published.function_class,
+                        "source": published.source,
+                        "bound": published.value,
+                        "exact_class": exact.function_class,
+                        "exact": exact.value,
+                        "excess": exact.value - published.value,
+                    }
+                )
+    columns = ["divergence", "alpha", "bound_class", "source", "bound", "exact_class", "exact", "excess"]
+    return pd.DataFrame(pairs, columns=columns)
+
+
+def bound_crossings(mechanism: str, scale: float, low: float, high: float) -> list[float]:
+    """Orders alpha in [low, high] where CBDP Table 1's (lin, Renyi) bound equals Renyi DP.
+
+    Below a crossing where the bound exceeds Renyi DP the bound says nothing
+    that Renyi DP does not (CBDP Figure 1a: near alpha = 3.3 for Laplace
+    epsilon = 1; Figure 2a: near 2.3 for Gaussian sigma = 1). Found by sign
+    changes on a fine grid refined with Brent's method.
+    """
+
+    def gap(alpha: float) -> float:
+        return linear_renyi_bound(mechanism, scale, alpha) - renyi_dp(mechanism, scale, alpha)
+
+    grid = np.linspace(low, high, 401)
+    values = np.array([gap(alpha) for alpha in grid])
+    changes = np.flatnonzero(np.sign(values[:-1]) * np.sign(values[1:]) < 0)
+    return [float(optimize.brentq(gap, grid[i], grid[i + 1], xtol=1e-10)) for i in changes]
+
+
+def display_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The long table pivoted for reading: one line per divergence (and alpha).
+
+    Columns are ``<class> exact`` for values of ``audit.exact`` and
+    ``<class> <kind>`` for published values; ``published bound violated``
+    lists the violations of that line.
+    """
+    labels = np.where(
+        table["kind"] == "exact", table["function_class"] + " exact", table["function_class"] + " " + table["kind"]
+    )
+    lines = table["divergence"].map({"renyi": "Renyi", "kl": "KL", "ipm": "IPM"})
+    lines = np.where(table["divergence"] == "renyi", lines + " alpha=" + table["alpha"].map("{:g}".format), lines)
+    frame = table.assign(line=lines, column=labels)
+    order = list(dict.fromkeys(frame["line"]))
+    wide = frame.pivot(index="line", columns="column", values="value").reindex(order)
+    columns = frame.drop_duplicates("column").sort_values(
+        ["function_class", "kind"], key=lambda values: values.map(_column_rank), kind="stable"
+    )
+    wide = wide[list(columns["column"])]
+    flags = frame.groupby("line", sort=False)["violated_by"].agg(lambda notes: "; ".join(n for n in notes if n))
+    wide["published bound violated"] = flags.reindex(order).replace("", "no")
+    wide.index.name = None
+    wide.columns.name = None
+    return wide
+
+
+def _column_rank(value: str) -> tuple:
+    """Linear's values together, then the richer classes, thresholds, and the unrestricted class last."""
+    if value in ("exact", "closed form", "upper bound"):
+        return (("exact", "closed form", "upper bound").index(value),)
+    function_class = parse_function_class(value)
+    return ({"poly": 0, "threshold": 1, "all": 2}[function_class.kind], function_class.degree or 0)
+
+
+def write_theory_report(
+    table: pd.DataFrame, out_dir: str | pathlib.Path, mechanism: str, scale: float
+) -> pathlib.Path:
+    """Write ``out_dir/report.md`` and ``out_dir/figures/*.png``; return the report's path.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A :func:`theory_table` result for ``mechanism`` and ``scale``.
+    out_dir : str or Path
+        Created if needed.
+    mechanism : {"laplace", "gaussian"}
+    scale : float
+        epsilon for Laplace, sigma for Gaussian.
+    """
+    mechanism, scale = _check_mechanism(mechanism, scale)
+    out_dir = pathlib.Path(out_dir)
+    figure_dir = out_dir / "figures"
+    figure_dir.mkdir(parents=True, exist_ok=True)
+    figures = [
+        _plot_linear_renyi(table, mechanism, scale, figure_dir / f"{mechanism}_linear_renyi.png"),
+        _plot_poly_renyi(table, mechanism, scale, figure_dir / f"{mechanism}_poly_renyi.png"),
+    ]
+    report = out_dir / "report.md"
+    report.write_text(_markdown(table, mechanism, scale, [path.relative_to(out_dir) for path in figures]))
+    return report
+
+
+def theory_command(args: argparse.Namespace) -> int:
+    """Run ``capaudit theory``: print the table; with ``--out``, write the report.
+
+    Returns the exit code 0; bad arguments raise ``ValueError``, which the CLI
+    turns into exit code 2.
+    """
+    name, other = ("epsilon", "sigma") if args.mechanism == "laplace" else ("sigma", "epsilon")
+    scale = getattr(args, name)
+    if scale is None:
+        raise ValueError(
+            f"--mechanism {args.mechanism} takes --{name}, not --{other}. Found --{other} {getattr(args, other)!r}."
+        )
+    table = theory_table(args.mechanism, scale, args.alpha, args.classes)
+    print(_to_markdown(display_table(table)))
+    violations = bound_violations(table)
+    for line in _violation_lines(violations):
+        print(line)
+    if args.out:
+        print(f"report: {write_theory_report(table, args.out, args.mechanism, scale)}")
+    return 0
+
+
+# --- table construction ----------------------------------------------------
+
+
+def _row(divergence, alpha, function_class, kind, source, value) -> dict:
+    alpha = math.nan if alpha is None else float(alpha)
+    return dict(
+        divergence=divergence, alpha=alpha, function_class=function_class, kind=kind, source=source, value=float(value)
+    )
+
+
+def _exact_row(p, q, function_class: str, divergence: str, alpha: float | None) -> dict:
+    value = restricted_divergence(p, q, function_class=function_class, divergence=divergence, alpha=alpha)
+    return _row(divergence, alpha, function_class, "exact", "audit.exact", value)
+
+
+def _covered_exact_rows(table: pd.DataFrame, published) -> list:
+    same = (table["kind"] == "exact") & (table["divergence"] == published.divergence)
+    if published.divergence == "renyi":
+        same &= table["alpha"] == published.alpha
+    cover = parse_function_class(published.function_class)
+    return [row for row in table[same].itertuples() if parse_function_class(row.function_class).is_contained_in(cover)]
+
+
+def _is_violated(bound: float, exact: float) -> bool:
+    return bound < exact - BOUND_RTOL * abs(exact)
+
+
+def _flag_violations(table: pd.DataFrame) -> pd.DataFrame:
+    flags, notes = [], []
+    for row in table.itertuples():
+        covered = _covered_exact_rows(table, row) if row.kind != "exact" else []
+        below = [exact for exact in covered if _is_violated(row.value, exact.value)]
+        flags.append(bool(below))
+        published = f"{row.function_class} {row.kind} ({row.source}) {row.value:.4g}"
+        notes.append("; ".join(f"{published} < exact {e.function_class} {e.value:.4g}" for e in below))
+    return table.assign(bound_violated=flags, violated_by=notes)
+
+
+# --- validation ------------------------------------------------------------
+
+
+def _check_mechanism(mechanism: str, scale: float) -> tuple[str, float]:
+    if mechanism not in MECHANISMS:
+        raise ValueError(f"mechanism must be one of {MECHANISMS}. Found {mechanism!r}.")
+    name = _SCALE_NAMES[mechanism]
+    try:
+        value = float(scale)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a positive number. Found {scale!r}.") from None
+    if not np.isfinite(value) or value <= 0.0:
+        raise ValueError(f"{name} must be a finite number greater than 0. Found {scale!r}.")
+    return mechanism, value
+
+
+def _check_alphas(alphas: Sequence[float] | None) -> list[float]:
+    if alphas is None:
+        return list(DEFAULT_ALPHAS)
+    if len(alphas) == 0:
+        raise ValueError(f"alpha needs at least one Renyi order greater than 1. Found {list(alphas)!r}.")
+    return sorted({check_alpha(alpha) for alpha in alphas})
+
+
+def _check_classes(classes: Sequence[str]) -> list[str]:
+    names = []
+    for name in classes:
+        function_class = parse_function_class(name)
+        if function_class.kind != "poly":
+            raise ValueError(
+                f"classes for capaudit theory must be 'linear' or 'polyK' (K >= 1): exact values are "
+                f"computed for polynomial classes only. Found {name!r}."
+            )
+        names.append(function_class.name)
+    if not names:
+        raise ValueError(f"classes needs at least one class ('linear', 'polyK'). Found {list(classes)!r}.")
+    return sorted(set(names), key=lambda n: parse_function_class(n).degree)
+
+
+# --- report.md -------------------------------------------------------------
+
+
+def _markdown(table: pd.DataFrame, mechanism: str, scale: float, figures: list[pathlib.Path]) -> str:
+    name = _SCALE_NAMES[mechanism]
+    title = f"{mechanism.capitalize()} mechanism, {name} = {scale:g}"
+    renyi = table[table["divergence"] == "renyi"]
+    alphas = sorted(renyi["alpha"].unique())
+    classes = list(dict.fromkeys(renyi.loc[renyi["kind"] == "exact", "function_class"]))
+    law = f"Laplace(loc, scale {1 / scale:g})" if mechanism == "laplace" else f"Normal(loc, sd {scale:g})"
+    violations = bound_violations(table)
+    lines = [
+        f"# capaudit theory: {title}",
+        "",
+        "Generated by `capaudit theory "
+        + f"--mechanism {mechanism} --{name} {scale:g}"
+        + "`.",
+        "",
+        "## Parameters",
+        "",
+        f"- P = law of M(0) = {law.replace('loc', '0')}, Q = law of M(1) = {law.replace('loc', '1')} "
+        "(sensitivity 1).",
+        f"- Renyi orders alpha: {', '.join(f'{a:g}' for a in alphas)}.",
+        f"- Function classes: {', '.join(classes)}.",
+        "",
+    ]
+    if len(violations):
+        lines += [
+            f"## Published bound violated ({len(violations)})",
+            "",
+            "**WARNING: a published closed-form value is BELOW the exact value of a class it covers. "
+            "The published value is wrong here; it is reported as published, not corrected.**",
+            "",
+            _to_markdown(violations.assign(alpha=violations["alpha"].map(_alpha_text))),
+            "",
+        ]
+    else:
+        lines += [
+            "## Published bound check",
+            "",
+            f"No published bound violated on this grid: every published value is at least the exact value "
+            f"of every class it covers (relative tolerance {BOUND_RTOL:g}).",
+            "",
+        ]
+    lines += ["## Table 1 bound against Renyi DP", "", _crossing_text(mechanism, scale, alphas), ""]
+    lines += [
+        "## Values",
+        "",
+        _to_markdown(display_table(table)),
+        "",
+        "Columns: `<class> exact` = computed by `audit.exact`; `linear upper bound` = CBDP Table 1's "
+        "closed-form upper bound on (lin, Renyi); `linear closed form` = (lin, KL) of CBDP appendix "
+        f"{'Thm 9' if mechanism == 'laplace' else 'Thm 10'}; `all closed form` = the unrestricted value "
+        f"(Renyi DP of CBDP appendix {'Thm 11' if mechanism == 'laplace' else 'Thm 12'}, or KL); "
+        "`threshold exact` on the IPM line = IPM over threshold witnesses = 2 TV.",
+        "",
+        "## Figures",
+        "",
+    ]
+    lines += [f"![{path.stem}]({path.as_posix()})\n" for path in figures]
+    lines += [
+        "## How the values were computed",
+        "",
+        "- Exact restricted values: `audit.exact.restricted_divergence(P, Q, class, divergence, alpha)`, "
+        "a convex optimisation over the class's coefficients with the expectations under P and Q computed "
+        "by numerical quadrature (THEORY.md section 4): for Renyi, "
+        "-log min over {g in H, E_P g = 1} of E_Q |g|^beta; for KL, Donsker-Varadhan over the class.",
+        "- Renyi and alpha-divergences use CBDP's |t| convention, f(t) = (|t|^alpha - 1)/(alpha^2 - alpha) "
+        "on all of R (THEORY.md section 2); with f = +inf on t < 0 restricted values would come out larger.",
+        "- Published closed forms (`audit.bounds`) are taken as published and treated as claims: a value for "
+        "class C is compared with the exact value of every class contained in C, and flagged where it is "
+        f"lower by more than a relative {BOUND_RTOL:g} (the numerical accuracy of the exact values).",
+        "- (poly3, KL) equals (poly2, KL) under Laplace and Gaussian tails: exp of a cubic has no finite "
+        "expectation (THEORY.md section 4).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _crossing_text(mechanism: str, scale: float, alphas: list[float]) -> str:
+    low, high = alphas[0], alphas[-1]
+    crossings = bound_crossings(mechanism, scale, low, high)
+    above = linear_renyi_bound(mechanism, scale, low) > renyi_dp(mechanism, scale, low)
+    start = (
+        f"At alpha = {low:g} CBDP Table 1's (lin, Renyi) upper bound is "
+        + ("above Renyi DP (so weaker than the unrestricted guarantee)" if above else "below Renyi DP")
+    )
+    if not crossings:
+        return start + f" and stays so up to alpha = {high:g}."
+    where = ", ".join(f"{alpha:.3f}" for alpha in crossings)
+    paper = {"laplace": "alpha ~ 3.3 for epsilon = 1 (Figure 1a)", "gaussian": "alpha ~ 2.3 for sigma = 1 (Figure 2a)"}
+    return (
+        start
+        + f"; the two curves cross at alpha = {where} on [{low:g}, {high:g}] "
+        + f"(CBDP reports {paper[mechanism]})."
+    )
+
+
+def _violation_lines(violations: pd.DataFrame) -> list[str]:
+    return [
+        f"PUBLISHED BOUND VIOLATED: {row.divergence} alpha={_alpha_text(row.alpha)}: {row.source} "
+        f"({row.bound_class}) {row.bound:.4g} < exact ({row.exact_class}) {row.exact:.4g}"
+        for row in violations.itertuples()
+    ]
+
+
+def _alpha_text(alpha: float) -> str:
+    return "-" if math.isnan(alpha) else f"{alpha:g}"
+
+
+def _to_markdown(frame: pd.DataFrame) -> str:
+    # Blank cells, not "nan", where a quantity does not apply to a line.
+    frame = frame.astype(object).where(frame.notna(), None)
+    return frame.to_markdown(floatfmt=".4g", missingval="", index=not isinstance(frame.index, pd.RangeIndex))
+
+
+# --- figures (CBDP Figures 1 and 2) ----------------------------------------
+
+
+def _plot_linear_renyi(table: pd.DataFrame, mechanism: str, scale: float, path: pathlib.Path) -> pathlib.Path:
+    """CBDP Figure 1a / 2a: Table 1 bound, exact (lin, Renyi) and Renyi DP against alpha."""
+    renyi = table[table["divergence"] == "renyi"]
+    fig, ax = _renyi_axes(renyi, mechanism, scale, "a")
+    grid = _dense_grid(renyi)
+    bound_curve = [linear_renyi_bound(mechanism, scale, a) for a in grid]
+    ax.plot(grid, bound_curve, label="(lin, Renyi) upper bound, CBDP Table 1")
+    linear = renyi[(renyi["function_class"] == "linear") & (renyi["kind"] == "exact")]
+    if len(linear):
+        ax.plot(linear["alpha"], linear["value"], marker="o", markersize=3, label="(lin, Renyi) exact")
+    for crossing in bound_crossings(mechanism, scale, grid[0], grid[-1]):
+        ax.axvline(crossing, color="gray", linestyle=":", linewidth=1)
+        ax.annotate(
+            f"bound = Renyi DP\nat $\\alpha$ = {crossing:.2f}",
+            (crossing, 0.02),
+            xycoords=("data", "axes fraction"),
+            xytext=(4, 0),
+            textcoords="offset points",
+            fontsize=8,
+            color="gray",
+        )
+    bound = renyi[renyi["kind"] == "upper bound"]
+    violated = bound[bound["bound_violated"]]
+    if len(violated):
+        ax.plot(violated["alpha"], violated["value"], "rx", markersize=10, mew=2, label="bound below exact: VIOLATED")
+    return _finish(fig, ax, path, renyi)
+
+
+def _plot_poly_renyi(table: pd.DataFrame, mechanism: str, scale: float, path: pathlib.Path) -> pathlib.Path:
+    """CBDP Figure 1b / 2b: exact (poly_k, Renyi) and Renyi DP against alpha."""
+    renyi = table[table["divergence"] == "renyi"]
+    fig, ax = _renyi_axes(renyi, mechanism, scale, "b")
+    exact = renyi[renyi["kind"] == "exact"]
+    for function_class, rows in exact.groupby("function_class", sort=False):
+        ax.plot(rows["alpha"], rows["value"], marker="o", markersize=3, label=f"({function_class}, Renyi) exact")
+    return _finish(fig, ax, path, renyi)
+
+
+def _renyi_axes(renyi: pd.DataFrame, mechanism: str, scale: float, panel: str):
+    fig, ax = plt.subplots(figsize=(6.0, 4.2))
+    grid = _dense_grid(renyi)
+    ax.plot(grid, [renyi_dp(mechanism, scale, a) for a in grid], color="black", linestyle="--", label="Renyi DP")
+    name = "\\epsilon" if mechanism == "laplace" else "\\sigma"
+    ax.set_title(
+        f"{mechanism.capitalize()}, ${name} = {scale:g}$ (cf. CBDP Figure {_FIGURE_NUMBERS[mechanism]}{panel})"
+    )
+    ax.set_xlabel(r"$\alpha$")
+    ax.set_ylabel("Renyi divergence")
+    return fig, ax
+
+
+def _dense_grid(renyi: pd.DataFrame) -> np.ndarray:
+    return np.linspace(renyi["alpha"].min(), renyi["alpha"].max(), 300)
+
+
+def _finish(fig, ax, path: pathlib.Path, renyi: pd.DataFrame) -> pathlib.Path:
+    # The Table 1 bound blows up as alpha -> 1: scale the axis to the exact values and Renyi DP.
+    top = float(renyi.loc[renyi["kind"] != "upper bound", "value"].max())
+    ax.set_ylim(0.0, 1.3 * top)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
