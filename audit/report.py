@@ -112,14 +112,16 @@ def write_audit_report(
         raise ValueError(f"table lacks the results columns {missing}. Found columns {list(table.columns)!r}.")
     out_dir = pathlib.Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
-    table = _ordered(table)
+    table = table[_column_order(table.columns)].reset_index(drop=True)
     meta = {"verdict": verdict, "seed": seed, "seconds": seconds, "versions": dict(versions), "config": dict(config)}
     document = {**meta, "rows": [_json_row(row) for row in table.to_dict(orient="records")]}
-    (out_dir / "results.json").write_text(json.dumps(_json_value(document), indent=2, allow_nan=False) + "\n")
+    # default=str: TOML dates and the like in the config are written as text.
+    text = json.dumps(_json_value(document), indent=2, allow_nan=False, default=str)
+    (out_dir / "results.json").write_text(text + "\n")
     table.to_csv(out_dir / "results.csv", index=False)
     figures = _write_figures(table, out_dir / "figures")
     report = out_dir / "report.md"
-    report.write_text(_markdown(table, meta, [path.relative_to(out_dir) for path in figures]))
+    report.write_text(_markdown(_by_importance(table), meta, [path.relative_to(out_dir) for path in figures]))
     return report
 
 
@@ -150,11 +152,10 @@ def load_results(path: str | pathlib.Path) -> tuple[pd.DataFrame, dict[str, Any]
     return table, document
 
 
-def _ordered(table: pd.DataFrame) -> pd.DataFrame:
-    """Schema columns first, then extras; rows sorted by how much they matter."""
+def _by_importance(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows in the order of :data:`ROW_VERDICTS` (violations first), stable within a verdict."""
     rank = table["verdict"].map({verdict: i for i, verdict in enumerate(ROW_VERDICTS)}).fillna(len(ROW_VERDICTS))
-    order = np.argsort(rank.to_numpy(), kind="stable")
-    return table.iloc[order][_column_order(table.columns)].reset_index(drop=True)
+    return table.iloc[np.argsort(rank.to_numpy(), kind="stable")]
 
 
 def _column_order(columns: pd.Index) -> list[str]:
