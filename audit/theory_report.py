@@ -60,6 +60,17 @@ TABLE_COLUMNS = (
 )
 _SCALE_NAMES = {"laplace": "epsilon", "gaussian": "sigma"}
 _FIGURE_NUMBERS = {"laplace": 1, "gaussian": 2}
+# Per mechanism, in the scale parameter: Renyi DP, the Table 1 (lin, Renyi) bound, (lin, KL), KL.
+_CLOSED_FORMS = {
+    "laplace": (bounds.laplace_renyi, bounds.laplace_linear_renyi_bound, bounds.laplace_linear_kl, bounds.laplace_kl),
+    "gaussian": (
+        bounds.gaussian_renyi,
+        bounds.gaussian_linear_renyi_bound,
+        bounds.gaussian_linear_kl,
+        bounds.gaussian_kl,
+    ),
+}
+_THEOREMS = {"laplace": ("Thm 9", "Thm 11"), "gaussian": ("Thm 10", "Thm 12")}
 
 
 def output_laws(mechanism: str, scale: float) -> tuple[stats.rv_continuous, stats.rv_continuous]:
@@ -83,16 +94,12 @@ def output_laws(mechanism: str, scale: float) -> tuple[stats.rv_continuous, stat
 
 def renyi_dp(mechanism: str, scale: float, alpha: float) -> float:
     """Renyi DP of the mechanism (CBDP appendix Thm 11 Laplace, Thm 12 Gaussian)."""
-    if mechanism == "laplace":
-        return float(bounds.laplace_renyi(scale, alpha))
-    return float(bounds.gaussian_renyi(scale, alpha))
+    return float(_CLOSED_FORMS[mechanism][0](scale, alpha))
 
 
 def linear_renyi_bound(mechanism: str, scale: float, alpha: float) -> float:
     """CBDP Table 1's upper bound on (lin, Renyi) (Cor. 2 Laplace, Thm 5 Gaussian)."""
-    if mechanism == "laplace":
-        return float(bounds.laplace_linear_renyi_bound(scale, alpha))
-    return float(bounds.gaussian_linear_renyi_bound(scale, alpha))
+    return float(_CLOSED_FORMS[mechanism][1](scale, alpha))
 
 
 def theory_table(
@@ -134,7 +141,8 @@ def theory_table(
     alphas = _check_alphas(alphas)
     classes = _check_classes(classes)
     p, q = output_laws(mechanism, scale)
-    thm = {"laplace": ("Thm 9", "Thm 11"), "gaussian": ("Thm 10", "Thm 12")}[mechanism]
+    thm = _THEOREMS[mechanism]
+    _, _, linear_kl, kl = _CLOSED_FORMS[mechanism]
     rows = []
     for alpha in alphas:
         for name in classes:
@@ -147,10 +155,8 @@ def theory_table(
         )
     for name in classes:
         rows.append(_exact_row(p, q, name, "kl", None))
-    linear_kl = bounds.laplace_linear_kl(scale) if mechanism == "laplace" else bounds.gaussian_linear_kl(scale)
-    rows.append(_row("kl", None, "linear", "closed form", f"CBDP {thm[0]}", linear_kl))
-    kl = bounds.laplace_kl(scale) if mechanism == "laplace" else bounds.gaussian_kl(scale)
-    rows.append(_row("kl", None, "all", "closed form", "KL of the output laws", kl))
+    rows.append(_row("kl", None, "linear", "closed form", f"CBDP {thm[0]}", linear_kl(scale)))
+    rows.append(_row("kl", None, "all", "closed form", "KL of the output laws", kl(scale)))
     rows.append(_exact_row(p, q, "all", "kl", None))
     rows.append(_exact_row(p, q, "threshold", "ipm", None))
     rows.append(_exact_row(p, q, "all", "ipm", None))
@@ -173,24 +179,7 @@ def bound_violations(table: pd.DataFrame) -> pd.DataFrame:
         exact, excess (= exact - bound); empty when no published value is
         violated.
     """
-    pairs = []
-    for published in table[table["kind"] != "exact"].itertuples():
-        for exact in _covered_exact_rows(table, published):
-            if _is_violated(published.value, exact.value):
-                pairs.append(
-                    {
-                        "divergence": published.divergence,
-                        "alpha": published.alpha,
-                        "bound_class": published.function_class,
-                        "source": published.source,
-                        "bound": published.value,
-                        "exact_class": exact.function_class,
-                        "exact": exact.value,
-                        "excess": exact.value - published.value,
-                    }
-                )
-    columns = ["divergence", "alpha", "bound_class", "source", "bound", "exact_class", "exact", "excess"]
-    return pd.DataFrame(pairs, columns=columns)
+    return _violations(table).drop(columns="bound_row")
 
 
 def bound_crossings(mechanism: str, scale: float, low: float, high: float) -> list[float]:
@@ -310,27 +299,45 @@ def _exact_row(p, q, function_class: str, divergence: str, alpha: float | None) 
     return _row(divergence, alpha, function_class, "exact", "audit.exact", value)
 
 
-def _covered_exact_rows(table: pd.DataFrame, published) -> list:
-    same = (table["kind"] == "exact") & (table["divergence"] == published.divergence)
-    if published.divergence == "renyi":
-        same &= table["alpha"] == published.alpha
-    cover = parse_function_class(published.function_class)
-    return [row for row in table[same].itertuples() if parse_function_class(row.function_class).is_contained_in(cover)]
-
-
-def _is_violated(bound: float, exact: float) -> bool:
-    return bound < exact - BOUND_RTOL * abs(exact)
+def _violations(table: pd.DataFrame) -> pd.DataFrame:
+    """Pairs (published row, exact row of a covered class) with the published value below."""
+    pairs = []
+    exact_rows = table[table["kind"] == "exact"]
+    for label, published in table[table["kind"] != "exact"].iterrows():
+        same = exact_rows["divergence"] == published["divergence"]
+        if published["divergence"] == "renyi":
+            same &= exact_rows["alpha"] == published["alpha"]
+        cover = parse_function_class(published["function_class"])
+        for exact in exact_rows[same].itertuples():
+            covered = parse_function_class(exact.function_class).is_contained_in(cover)
+            if covered and published["value"] < exact.value - BOUND_RTOL * abs(exact.value):
+                pairs.append(
+                    {
+                        "bound_row": label,
+                        "divergence": published["divergence"],
+                        "alpha": published["alpha"],
+                        "bound_class": published["function_class"],
+                        "source": published["source"],
+                        "bound": published["value"],
+                        "exact_class": exact.function_class,
+                        "exact": exact.value,
+                        "excess": exact.value - published["value"],
+                    }
+                )
+    columns = ["bound_row", "divergence", "alpha", "bound_class", "source", "bound", "exact_class", "exact", "excess"]
+    return pd.DataFrame(pairs, columns=columns)
 
 
 def _flag_violations(table: pd.DataFrame) -> pd.DataFrame:
-    flags, notes = [], []
-    for row in table.itertuples():
-        covered = _covered_exact_rows(table, row) if row.kind != "exact" else []
-        below = [exact for exact in covered if _is_violated(row.value, exact.value)]
-        flags.append(bool(below))
-        published = f"{row.function_class} {row.kind} ({row.source}) {row.value:.4g}"
-        notes.append("; ".join(f"{published} < exact {e.function_class} {e.value:.4g}" for e in below))
-    return table.assign(bound_violated=flags, violated_by=notes)
+    notes = {
+        label: "; ".join(
+            f"{v.source} ({v.bound_class}) {v.bound:.4g} < exact ({v.exact_class}) {v.exact:.4g}"
+            for v in group.itertuples()
+        )
+        for label, group in _violations(table).groupby("bound_row")
+    }
+    violated_by = pd.Series(notes, dtype=object).reindex(table.index).fillna("")
+    return table.assign(bound_violated=violated_by != "", violated_by=violated_by)
 
 
 # --- validation ------------------------------------------------------------
@@ -462,12 +469,11 @@ def _crossing_text(mechanism: str, scale: float, alphas: list[float]) -> str:
     if not crossings:
         return start + f" and stays so up to alpha = {high:g}."
     where = ", ".join(f"{alpha:.3f}" for alpha in crossings)
-    paper = {"laplace": "alpha ~ 3.3 for epsilon = 1 (Figure 1a)", "gaussian": "alpha ~ 2.3 for sigma = 1 (Figure 2a)"}
-    return (
-        start
-        + f"; the two curves cross at alpha = {where} on [{low:g}, {high:g}] "
-        + f"(CBDP reports {paper[mechanism]})."
-    )
+    text = start + f"; the two curves cross at alpha = {where} on [{low:g}, {high:g}]"
+    if scale == 1.0:
+        paper = {"laplace": "alpha ~ 3.3 (Figure 1a)", "gaussian": "alpha ~ 2.3 (Figure 2a)"}
+        text += f" (CBDP reports {paper[mechanism]})"
+    return text + "."
 
 
 def _violation_lines(violations: pd.DataFrame) -> list[str]:
@@ -505,8 +511,9 @@ def _plot_linear_renyi(table: pd.DataFrame, mechanism: str, scale: float, path: 
         ax.axvline(crossing, color="gray", linestyle=":", linewidth=1)
         ax.annotate(
             f"bound = Renyi DP\nat $\\alpha$ = {crossing:.2f}",
-            (crossing, 0.02),
+            (crossing, 0.97),
             xycoords=("data", "axes fraction"),
+            va="top",
             xytext=(4, 0),
             textcoords="offset points",
             fontsize=8,
