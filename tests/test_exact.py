@@ -295,3 +295,26 @@ def test_laws_without_a_1d_density_raise(law):
         restricted_divergence(law, stats.norm(1, 1), "linear", "kl")
     with pytest.raises(ValueError, match="q must be a frozen 1-D continuous"):
         restricted_divergence(stats.norm(0, 1), law, "linear", "kl")
+
+
+@pytest.mark.parametrize("alpha", [1.2, 1.5, 3.0])
+@pytest.mark.parametrize(("sigma_p", "sigma_q"), [(2.0, 1.0), (1.0, 2.0)])
+def test_renyi_of_gaussians_with_different_variances(sigma_p, sigma_q, alpha):
+    # Closed form: log(s_q / s_p) + log(s_q^2 / s_a^2) / (2 (alpha - 1)), s_a^2 = alpha s_q^2 + (1 - alpha) s_p^2,
+    # infinite when s_a^2 <= 0 (the tails of p^alpha q^(1 - alpha) no longer decay).
+    mixed = alpha * sigma_q**2 + (1 - alpha) * sigma_p**2
+    expected = np.inf if mixed <= 0 else np.log(sigma_q / sigma_p) + np.log(sigma_q**2 / mixed) / (2 * (alpha - 1))
+    value = restricted_divergence(stats.norm(0, sigma_p), stats.norm(0, sigma_q), "all", "renyi", alpha)
+    assert_allclose(value, expected, rtol=NUMERIC_RTOL)
+
+
+def test_renyi_mass_far_from_both_laws():
+    # N(0, 0.2) vs N(1, 0.2) at alpha = 100: p^alpha q^(1 - alpha) peaks at x = -99; Renyi = alpha / (2 sigma^2).
+    assert_allclose(restricted_divergence(*gaussian_laws(0.2), "all", "renyi", 100.0), 1250.0, rtol=NUMERIC_RTOL)
+
+
+def test_polynomial_classes_stay_ordered_at_extreme_orders():
+    # beta = 101 at alpha = 1.01: a poor start is punished hard; the exponent path keeps poly6 >= poly3.
+    p, q = laplace_laws(5.0)
+    values = [restricted_divergence(p, q, c, "renyi", 1.01) for c in ("linear", "poly3", "poly6", "all")]
+    assert np.all(np.diff(values) >= -1e-9), values
