@@ -15,11 +15,9 @@ stage's statistics):
    :func:`attacks.estimate_divergence` with ``divergence="dp"`` on a few
    samples; the candidate with the largest held-out lower bound is kept;
 2. **train**: an :class:`attacks.Adversary` of that class is fitted on a
-   training split; the attack set S = {side (g - t) > 0} on its score g is
-   chosen on the same training data to maximise the Clopper-Pearson lower
-   bound *projected to the final sample size* (the Adversary's own choice
-   maximises the bound at the training size, which favours sets with too
-   large a probability when the final split is 20 times larger);
+   training split; its attack set S = {side (g - t) > 0} maximises the
+   training Clopper-Pearson lower bound (a plug-in choice of t on the
+   training split overfits to tails whose ratio is inflated by noise);
 3. **final**: S is counted on a large held-out split sampled in chunks, and
    the bound is :meth:`attacks.DivergenceEstimate.lower_bound` (exact
    one-sided Clopper-Pearson bounds on P(S) and Q(S), Bonferroni-split).
@@ -31,8 +29,9 @@ factor over the candidates evaluated on the final data is therefore 1 and the
 level stays 95%.  (Evaluating m finalists on the final data and reporting the
 largest would need level 1 - 0.05 / m each.)
 
-"Samples per input" counts every sample drawn on each of the two inputs of the
-chosen pair: screen + train + final.  DP-Sniper used 10.7 M (train) + 200 M
+"Samples per input" counts every sample drawn on an input of the chosen pair:
+(number of pairs) x screen + train + final (the screen term bounds the input
+that occurs in every pair).  DP-Sniper used 10.7 M (train) + 200 M
 (final) per input.
 """
 
@@ -44,7 +43,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import beta as beta_law
 from tabulate import tabulate
 
 from attacks import Adversary, DivergenceEstimate, estimate_divergence
@@ -62,33 +60,34 @@ DPSNIPER = {
 }
 DPSNIPER_SAMPLES = 10_700_000 + 200_000_000
 # Function classes screened: real-valued outputs get one-coordinate thresholds and
-# linear scores; discrete outputs (argmax index, SVT flags) get decision trees.
+# linear scores; discrete outputs (argmax index, SVT flags) get trees and linear
+# scores (a linear score counts "above" answers, which the X-shaped pair needs).
 REAL_CLASSES = ("threshold", "linear")
-DISCRETE_CLASSES = ("tree2", "tree4", "tree8")
+DISCRETE_CLASSES = ("linear", "tree3", "tree8")
 CLASSES = {
     "laplace": REAL_CLASSES, "noisy_hist_1": REAL_CLASSES, "noisy_hist_2": REAL_CLASSES,
     "report_noisy_max_1": DISCRETE_CLASSES, "report_noisy_max_2": DISCRETE_CLASSES,
     "report_noisy_max_3": REAL_CLASSES, "report_noisy_max_4": REAL_CLASSES,
     "svt_1": DISCRETE_CLASSES, "svt_2": DISCRETE_CLASSES, "svt_3": DISCRETE_CLASSES,
     "svt_4": DISCRETE_CLASSES, "svt_5": DISCRETE_CLASSES, "svt_6": DISCRETE_CLASSES,
-    "leaky_laplace": ("tree2",),
+    "leaky_laplace": ("tree2", "tree8"),
 }
 
 
 @dataclass(frozen=True)
 class Budget:
-    """Samples per input of each stage (screen is per pair input)."""
+    """Samples per input of each stage; ``screen`` is drawn anew for every pair."""
 
     screen: int
     train: int
     final: int
 
-    @property
-    def total(self) -> int:
-        return self.screen + self.train + self.final
+    def total(self, pairs: int) -> int:
+        """Samples drawn on one input: it may occur in every pair screened (an upper bound)."""
+        return pairs * self.screen + self.train + self.final
 
 
-FULL = Budget(screen=200_000, train=1_000_000, final=19_000_000)
+FULL = Budget(screen=200_000, train=1_000_000, final=18_000_000)
 # Mechanisms whose bound clears DP-Sniper's by far with few samples.
 EASY = Budget(screen=100_000, train=200_000, final=1_000_000)
 EASY_MECHANISMS = {"noisy_hist_2", "report_noisy_max_4", "svt_5", "leaky_laplace"}
@@ -137,41 +136,12 @@ def screen(mechanism, classes, n: int, rng: np.random.Generator) -> Candidate:
     return best
 
 
-def choose_attack_set(g_p: np.ndarray, g_q: np.ndarray, n_final: int) -> tuple[float, int]:
-    """Threshold t and side s of S = {s (g - t) > 0} maximising the projected final bound.
-
-    For each candidate S the training frequencies are scaled to ``n_final``
-    draws and the Clopper-Pearson lower bound log(P_low / Q_high) (one-sided
-    bounds at 1 - (1 - LEVEL)/2 each, THEORY.md section 7) is evaluated at
-    those counts.  Uses training scores only.
-    """
-    values = np.unique(np.concatenate([g_p, g_q]))
-    cuts = (values[:-1] + values[1:]) / 2 if values.size > 1 else values
-    if cuts.size > 4000:
-        cuts = np.quantile(np.concatenate([g_p, g_q]), np.linspace(0, 1, 4000))
-    above_p = (g_p.size - np.searchsorted(np.sort(g_p), cuts, side="right")) / g_p.size
-    above_q = (g_q.size - np.searchsorted(np.sort(g_q), cuts, side="right")) / g_q.size
-    tail = (1 - LEVEL) / 2
-    best = (-np.inf, float(cuts[0]), 1)
-    for side, mass_p, mass_q in ((1, above_p, above_q), (-1, 1 - above_p, 1 - above_q)):
-        k_p, k_q = mass_p * n_final, mass_q * n_final
-        p_low = np.where(k_p > 0, beta_law.ppf(tail, np.maximum(k_p, 1e-9), n_final - k_p + 1), 0.0)
-        q_high = np.where(k_q < n_final, beta_law.ppf(1 - tail, k_q + 1, np.maximum(n_final - k_q, 1e-9)), 1.0)
-        with np.errstate(divide="ignore"):
-            bound = np.log(p_low) - np.log(q_high)
-        index = int(np.argmax(bound))
-        if bound[index] > best[0]:
-            best = (float(bound[index]), float(cuts[index]), side)
-    return best[1], best[2]
-
-
-def count_in_set(mechanism, dataset, n: int, adversary: Adversary, threshold: float, side: int, rng) -> int:
-    """Number of n fresh outputs on ``dataset`` in S, sampled in chunks of CHUNK rows."""
-    hits = 0
-    for start in range(0, n, CHUNK):
-        outputs = mechanism.sample(dataset, min(CHUNK, n - start), rng)
-        hits += int(np.sum(side * (adversary.discriminant(outputs) - threshold) > 0))
-    return hits
+def count_in_set(mechanism, dataset, n: int, adversary: Adversary, rng) -> int:
+    """Number of n fresh outputs on ``dataset`` in the attack set, sampled in chunks of CHUNK rows."""
+    return sum(
+        int(adversary.witness(mechanism.sample(dataset, min(CHUNK, n - start), rng)).sum())
+        for start in range(0, n, CHUNK)
+    )
 
 
 def audit(name: str, budget: Budget, seed: int) -> Row:
@@ -184,18 +154,17 @@ def audit(name: str, budget: Budget, seed: int) -> Row:
     train_p, train_q = mechanism.sample(d_p, budget.train, rng), mechanism.sample(d_q, budget.train, rng)
     X, y = np.vstack([train_p, train_q]), np.r_[np.zeros(budget.train), np.ones(budget.train)]
     adversary = Adversary(candidate.function_class, "dp", random_state=int(rng.integers(2**31))).fit(X, y)
-    threshold, side = choose_attack_set(adversary.discriminant(train_p), adversary.discriminant(train_q), budget.final)
-    k_p = count_in_set(mechanism, d_p, budget.final, adversary, threshold, side, rng)
-    k_q = count_in_set(mechanism, d_q, budget.final, adversary, threshold, side, rng)
+    k_p = count_in_set(mechanism, d_p, budget.final, adversary, rng)
+    k_q = count_in_set(mechanism, d_q, budget.final, adversary, rng)
     with np.errstate(divide="ignore"):
         plug_in = float(np.log(k_p / budget.final) - np.log(k_q / budget.final)) if k_p else -np.inf
     estimate = DivergenceEstimate(
         estimate=plug_in, n=budget.train + budget.final, n_test=budget.final, unbounded=False,
         function_class=adversary.function_class_.name, divergence="dp", alpha=None, adversary=adversary,
-        details={"threshold": threshold, "side": side, "k_p": k_p, "n_p": budget.final, "k_q": k_q,
+        details={"threshold": adversary.threshold_, "side": adversary.side_, "k_p": k_p, "n_p": budget.final, "k_q": k_q,
                  "n_q": budget.final},
     )
-    return Row(name, candidate, estimate, budget.total, time.perf_counter() - start)
+    return Row(name, candidate, estimate, budget.total(len(mechanism.default_pairs())), time.perf_counter() - start)
 
 
 def pair_label(mechanism_name: str, candidate: Candidate) -> str:
