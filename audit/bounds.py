@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike
 from scipy.special import logsumexp
 
 from attacks.divergences import check_alpha
+from audit.validation import check_positive
 
 
 def laplace_kl(epsilon: float, v: ArrayLike = 1.0) -> float:
@@ -31,7 +32,7 @@ def laplace_kl(epsilon: float, v: ArrayLike = 1.0) -> float:
     sum_i (epsilon |v_i| - 1 + exp(-epsilon |v_i|)) (THEORY.md section 6; the
     alpha -> 1 limit of CBDP appendix Theorem 11).
     """
-    x = _check_positive(epsilon, "epsilon") * _check_sensitivity(v)
+    x = check_positive(epsilon, "epsilon") * _check_sensitivity(v)
     return float(np.sum(x + np.expm1(-x)))
 
 
@@ -42,7 +43,7 @@ def laplace_linear_kl(epsilon: float) -> float:
     evaluated with ``sqrt(1 + e^2) - 1 = e^2 / (sqrt(1 + e^2) + 1)`` so that
     small epsilon does not cancel.
     """
-    epsilon = _check_positive(epsilon, "epsilon")
+    epsilon = check_positive(epsilon, "epsilon")
     root = np.hypot(1.0, epsilon)
     excess = epsilon**2 / (root + 1.0)
     return float(excess + np.log1p(-((epsilon / (root + 1.0)) ** 2)))
@@ -53,7 +54,7 @@ def gaussian_kl(sigma: float, v: ArrayLike = 1.0) -> float:
 
     The alpha -> 1 limit of CBDP appendix Theorem 12.
     """
-    sigma = _check_positive(sigma, "sigma")
+    sigma = check_positive(sigma, "sigma")
     return float(np.sum(_check_sensitivity(v) ** 2) / (2.0 * sigma**2))
 
 
@@ -74,7 +75,7 @@ def laplace_renyi(epsilon: float, alpha: float, v: ArrayLike = 1.0) -> float:
     weights are alpha / (2 alpha - 1) and (alpha - 1) / (2 alpha - 1).
     """
     alpha = check_alpha(alpha)
-    x = _check_positive(epsilon, "epsilon") * _check_sensitivity(v)
+    x = check_positive(epsilon, "epsilon") * _check_sensitivity(v)
     exponents = np.stack([(alpha - 1.0) * x, -alpha * x])
     weights = np.array([[alpha], [alpha - 1.0]]) / (2.0 * alpha - 1.0)
     return float(np.sum(logsumexp(exponents, b=weights, axis=0)) / (alpha - 1.0))
@@ -99,7 +100,7 @@ def laplace_linear_renyi_bound(epsilon: float, alpha: float, v: ArrayLike = 1.0)
     A published claim, implemented as published; computed in log space.
     """
     alpha = check_alpha(alpha)
-    epsilon = _check_positive(epsilon, "epsilon")
+    epsilon = check_positive(epsilon, "epsilon")
     v = _check_sensitivity(v)
     log_term = v.size * (alpha - 1.0) * np.log(2.0) + alpha * np.log(epsilon * _alpha_norm(v, alpha))
     return float(np.logaddexp(0.0, log_term) / (alpha - 1.0))
@@ -116,7 +117,7 @@ def gaussian_linear_renyi_bound(sigma: float, alpha: float, v: ArrayLike = 1.0) 
     A published claim, implemented as published; computed in log space.
     """
     alpha = check_alpha(alpha)
-    sigma = _check_positive(sigma, "sigma")
+    sigma = check_positive(sigma, "sigma")
     v = _check_sensitivity(v)
     log_term = (
         v.size * (alpha - 1.0) * np.log(2.0)
@@ -136,7 +137,7 @@ def matrix_linear_renyi_bound(epsilon: float, alpha: float, s: int) -> float:
     A published claim, implemented as published; computed in log space.
     """
     alpha = check_alpha(alpha)
-    epsilon = _check_positive(epsilon, "epsilon")
+    epsilon = check_positive(epsilon, "epsilon")
     if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
         raise ValueError(f"s (the number of rows of the strategy matrix A) must be an integer >= 1. Found {s!r}.")
     log_term = s * (alpha - 1.0) * np.log(2.0) + alpha * np.log(epsilon)
@@ -191,15 +192,6 @@ def _alpha_norm(v: np.ndarray, alpha: float) -> float:
         return 0.0
     return float(top * np.sum((v / top) ** alpha) ** (1.0 / alpha))
 
-
-def _check_positive(value: float, name: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number > 0. Found {value!r}.") from None
-    if not np.isfinite(number) or number <= 0.0:
-        raise ValueError(f"{name} must be a finite number > 0. Found {value!r}.")
-    return number
 
 
 def _check_nonnegative(value: float, name: str) -> float:

@@ -40,6 +40,7 @@ from attacks.classes import parse_function_class  # noqa: E402
 from attacks.divergences import check_alpha  # noqa: E402
 from audit import bounds  # noqa: E402
 from audit.exact import restricted_divergence  # noqa: E402
+from audit.validation import check_positive  # noqa: E402
 
 MECHANISMS = ("laplace", "gaussian")
 # Twelve orders keep the command to a few seconds (each exact value is a convex program).
@@ -346,14 +347,7 @@ def _flag_violations(table: pd.DataFrame) -> pd.DataFrame:
 def _check_mechanism(mechanism: str, scale: float) -> tuple[str, float]:
     if mechanism not in MECHANISMS:
         raise ValueError(f"mechanism must be one of {MECHANISMS}. Found {mechanism!r}.")
-    name = _SCALE_NAMES[mechanism]
-    try:
-        value = float(scale)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive number. Found {scale!r}.") from None
-    if not np.isfinite(value) or value <= 0.0:
-        raise ValueError(f"{name} must be a finite number greater than 0. Found {scale!r}.")
-    return mechanism, value
+    return mechanism, check_positive(scale, _SCALE_NAMES[mechanism])
 
 
 def _check_alphas(alphas: Sequence[float] | None) -> list[float]:

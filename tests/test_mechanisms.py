@@ -388,7 +388,7 @@ def test_make_mechanism_builds_with_params():
         ("laplase", {}, "unknown mechanism 'laplase'; accepted names: .*laplace"),
         ("laplace", {"eps": 1.0}, "no parameter.*eps; accepted: epsilon, sensitivity"),
         ("matrix", {}, "'matrix' needs parameter.*A"),
-        ("laplace", {"epsilon": -1.0}, "mechanism 'laplace': epsilon must be a finite positive number. Found -1.0"),
+        ("laplace", {"epsilon": -1.0}, "mechanism 'laplace': epsilon must be a finite number > 0. Found -1.0"),
         ("report_noisy_max", {"noise": "gumbel"}, "noise must be 'laplace' or 'exponential'"),
         ("svt_5", {"cutoff": 2}, "no parameter.*cutoff"),
     ],

@@ -27,11 +27,11 @@ from audit.mechanisms.builtin import (
     ReportNoisyMax,
     SparseVector,
     answer_vector,
-    positive,
     sparse_vector,
     statdp_pairs,
 )
 from audit.mechanisms.base import BaseMechanism
+from audit.validation import check_positive
 
 
 class NoisyHist1(BaseMechanism):
@@ -48,7 +48,7 @@ class NoisyHist1(BaseMechanism):
 
     def __init__(self, epsilon: float = 0.1) -> None:
         super().__init__(epsilon=epsilon)
-        self.epsilon = positive("epsilon", epsilon)
+        self.epsilon = check_positive(epsilon, "epsilon")
         self.scale = self.epsilon if self.noise_scale_is_epsilon else 1.0 / self.epsilon
         self.true_epsilon = 1.0 / self.scale
 
@@ -294,7 +294,7 @@ class LeakyLaplace(LaplaceMechanism):
     def __init__(self, epsilon: float = 1.0, sensitivity: float | list[float] = 1.0, p: float = 0.01) -> None:
         super().__init__(epsilon=epsilon, sensitivity=sensitivity)
         self.params["p"] = p
-        self.p = positive("p", p)
+        self.p = check_positive(p, "p")
         if self.p >= 1.0:
             raise ValueError(f"p must be a probability in (0, 1). Found {p!r}.")
         self.true_epsilon = float("inf")

@@ -23,22 +23,13 @@ import numpy as np
 from scipy import stats
 
 from audit.mechanisms.base import BaseMechanism
+from audit.validation import check_positive
 
 Pair = tuple[np.ndarray, np.ndarray]
 
 
 # ---------------------------------------------------------------- validation
 
-
-def positive(name: str, value: Any) -> float:
-    """``value`` as a finite float > 0, or a ValueError naming ``name``."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive number. Found {value!r}.") from None
-    if not np.isfinite(number) or number <= 0:
-        raise ValueError(f"{name} must be a finite positive number. Found {value!r}.")
-    return number
 
 
 def positive_int(name: str, value: Any) -> int:
@@ -178,7 +169,7 @@ class LaplaceMechanism(AdditiveNoiseMechanism):
 
     def __init__(self, epsilon: float = 1.0, sensitivity: float | list[float] = 1.0) -> None:
         super().__init__(epsilon=epsilon, sensitivity=sensitivity)
-        self.epsilon = self.true_epsilon = positive("epsilon", epsilon)
+        self.epsilon = self.true_epsilon = check_positive(epsilon, "epsilon")
         self.v = sensitivity_vector(sensitivity)
         self.scale = float(np.sum(self.v)) / self.epsilon
 
@@ -237,7 +228,7 @@ class GaussianMechanism(AdditiveNoiseMechanism):
 
     def __init__(self, sigma: float = 1.0, sensitivity: float | list[float] = 1.0) -> None:
         super().__init__(sigma=sigma, sensitivity=sensitivity)
-        self.sigma = positive("sigma", sigma)
+        self.sigma = check_positive(sigma, "sigma")
         self.v = sensitivity_vector(sensitivity)
         self.scale = self.sigma
 
@@ -333,7 +324,7 @@ class MatrixMechanism(BaseMechanism):
 
     def __init__(self, A: Any, W: Any = None, epsilon: float = 1.0) -> None:
         super().__init__(A=A, W=W, epsilon=epsilon)
-        self.epsilon = self.true_epsilon = positive("epsilon", epsilon)
+        self.epsilon = self.true_epsilon = check_positive(epsilon, "epsilon")
         self.A = np.atleast_2d(np.asarray(A, dtype=float))
         if self.A.ndim != 2 or not np.all(np.isfinite(self.A)) or not np.any(self.A):
             raise ValueError(f"A must be a finite, non-zero s x m matrix. Found {A!r}.")
@@ -400,7 +391,7 @@ class RandomizedResponse(BaseMechanism):
 
     def __init__(self, epsilon: float = 1.0, k: int = 2) -> None:
         super().__init__(epsilon=epsilon, k=k)
-        self.epsilon = self.true_epsilon = positive("epsilon", epsilon)
+        self.epsilon = self.true_epsilon = check_positive(epsilon, "epsilon")
         self.k = positive_int("k", k)
         if self.k < 2:
             raise ValueError(f"k must be at least 2 categories. Found {k!r}.")
@@ -452,7 +443,7 @@ class ReportNoisyMax(BaseMechanism):
 
     def __init__(self, epsilon: float = 1.0, noise: str = "laplace") -> None:
         super().__init__(epsilon=epsilon, noise=noise)
-        self.epsilon = self.true_epsilon = positive("epsilon", epsilon)
+        self.epsilon = self.true_epsilon = check_positive(epsilon, "epsilon")
         if noise not in ("laplace", "exponential"):
             raise ValueError(f"noise must be 'laplace' or 'exponential'. Found {noise!r}.")
         self.noise = noise
@@ -539,7 +530,7 @@ class SparseVector(BaseMechanism):
 
     def __init__(self, epsilon: float = 1.0, threshold: float = 1.0, cutoff: int = 1) -> None:
         super().__init__(epsilon=epsilon, threshold=threshold, cutoff=cutoff)
-        self.epsilon = self.true_epsilon = positive("epsilon", epsilon)
+        self.epsilon = self.true_epsilon = check_positive(epsilon, "epsilon")
         try:
             self.threshold = float(threshold)
         except (TypeError, ValueError):
