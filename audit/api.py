@@ -196,4 +196,6 @@ def _versions(mechanism: Any) -> dict[str, str | None]:
         except importlib.metadata.PackageNotFoundError:
             versions[package] = None
     versions["mechanism_library"] = getattr(mechanism, "library_version", None)
+    # Libraries that draw from the operating system (OpenDP, PyDP) ignore the audit's seed.
+    versions["mechanism_seedable"] = bool(getattr(mechanism, "seedable", True))
     return versions

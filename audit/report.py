@@ -205,6 +205,13 @@ def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.P
         + ".",
         "",
     ]
+    if meta["versions"].get("mechanism_seedable") is False:
+        lines += [
+            "**Not reproducible bit for bit:** the mechanism's library draws its own randomness and "
+            "cannot be seeded, so another run with the same seed gives other numbers (the verdict "
+            "should not change).",
+            "",
+        ]
     for row_verdict, title in (
         ("violation", "Violations"),
         ("unbounded", "Unbounded rows"),

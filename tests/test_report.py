@@ -122,3 +122,13 @@ def test_bad_input_is_rejected_by_name(tmp_path, table, change, match):
         table = table.drop(columns=change["drop"])
     with pytest.raises(ValueError, match=match):
         write_audit_report(tmp_path, table=table, verdict=verdict, seed=0, seconds=0.0, versions={}, config={})
+
+
+@pytest.mark.parametrize("seedable", [True, False])
+def test_report_says_when_the_mechanism_cannot_be_seeded(tmp_path, table, seedable):
+    config = {"attacks": {"confidence": 0.95}}
+    path = write_audit_report(
+        tmp_path, table=table, verdict="pass", seed=0, seconds=0.1,
+        versions={"mechanism_seedable": seedable}, config=config,
+    )
+    assert ("Not reproducible bit for bit" in path.read_text()) is (not seedable)
