@@ -138,6 +138,9 @@ def _summary(title: str, result, out: Path) -> None:
     counts = result.table["verdict"].value_counts().to_dict()
     rows = ", ".join(f"{count} {verdict}" for verdict, count in sorted(counts.items()))
     print(f"{title}: {result.verdict.upper()} ({rows}; {result.seconds:.1f} s) -> {out / 'report.md'}")
+    # Failed tasks make the exit code 2: their messages belong on stderr, not only in the report.
+    for message in result.table["error"].dropna().unique():
+        print(f"capaudit: error: {message}", file=sys.stderr)
 
 
 def _mechanisms() -> int:

@@ -83,7 +83,9 @@ def test_mechanism_errors_exit_2(tmp_path, capsys):
     text += "\n[[pairs]]\nd = [[0.0]]\nd_prime = [[1.0]]\n"
     path = _write(tmp_path, text)
     assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 2
-    assert "inconclusive" in capsys.readouterr().out.lower()
+    captured = capsys.readouterr()
+    assert "inconclusive" in captured.out.lower()
+    assert "broken on purpose" in captured.err
 
 
 def test_mechanisms_lists_the_registry(capsys):
