@@ -11,23 +11,14 @@ import numpy as np
 import pytest
 
 from attacks import Adversary, estimate_divergence
+from theory_reference import EXACT
 
 N = 25_000
 ALLOWANCE = 0.015
-REFERENCE = {  # THEORY.md section 6 table: (class, divergence, alpha) -> value
-    "laplace": {
-        ("linear", "kl", None): 0.2260, ("poly2", "kl", None): 0.2614, ("poly3", "kl", None): 0.2614,
-        ("linear", "renyi", 2): 0.4055, ("poly2", "renyi", 2): 0.4383, ("poly3", "renyi", 2): 0.4749,
-        ("linear", "renyi", 4): 0.4106, ("poly2", "renyi", 4): 0.6269, ("poly3", "renyi", 4): 0.6407,
-    },
-    "gaussian": {
-        ("linear", "kl", None): 0.5, ("poly2", "kl", None): 0.5, ("poly3", "kl", None): 0.5,
-        ("linear", "renyi", 2): 0.6931, ("poly2", "renyi", 2): 0.9163, ("poly3", "renyi", 2): 0.9808,
-        ("linear", "renyi", 4): 0.6247, ("poly2", "renyi", 4): 1.034, ("poly3", "renyi", 4): 1.320,
-    },
+POLYNOMIAL = ("linear", "poly2", "poly3")
+REFERENCE = {  # THEORY.md section 6: (class, divergence, alpha) -> value, for the polynomial classes
+    law: {key: value for key, value in table.items() if key[0] in POLYNOMIAL} for law, table in EXACT.items()
 }
-UNRESTRICTED = {"laplace": {"kl": 0.3679, 2: 0.6191}, "gaussian": {"kl": 0.5, 2: 1.0}}
-TWO_TV = {"laplace": 0.7869, "gaussian": 0.7658}
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +49,7 @@ def test_richer_classes_between_linear_and_unrestricted(samples, function_class,
     """Above the linear value and below the unrestricted one, each within 4 SE + allowance."""
     result = estimate_divergence(*samples["laplace"], function_class, divergence, alpha=alpha, random_state=2)
     linear = REFERENCE["laplace"][("linear", divergence, alpha)]
-    unrestricted = UNRESTRICTED["laplace"][alpha or "kl"]
+    unrestricted = EXACT["laplace"][("all", divergence, alpha)]
     margin = 4 * result.standard_error + ALLOWANCE
     assert linear - margin <= result.estimate <= unrestricted + margin, (result.estimate, result.standard_error)
 
@@ -68,7 +59,7 @@ def test_richer_classes_between_linear_and_unrestricted(samples, function_class,
 def test_ipm_over_thresholds(samples, law, function_class):
     """2 TV; the threshold chosen on the train split can only lose, by O(n^-1/2)."""
     result = estimate_divergence(*samples[law], function_class, "ipm", random_state=3)
-    assert _within(result, TWO_TV[law]), result.estimate
+    assert _within(result, EXACT[law][("threshold", "ipm", None)]), result.estimate
     assert result.details["advantage"] == pytest.approx(result.estimate / 2)
     assert 0.5 < result.details["auc"] < 1.0
 

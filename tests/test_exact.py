@@ -7,15 +7,12 @@ from scipy import integrate, optimize, special, stats
 
 from audit import bounds
 from audit.exact import _rule, restricted_divergence
+from theory_reference import EXACT, LAWS, REFERENCE_RTOL, TABLE1_BOUND_ALPHA4
 
-# THEORY.md's reference table has 4 significant digits.
-REFERENCE_RTOL = 1e-3
 # Agreement between two accurate numerical routes (optimisation + quadrature).
 NUMERIC_RTOL = 1e-6
 
-LAPLACE = (stats.laplace(0.0, 1.0), stats.laplace(1.0, 1.0))
-GAUSSIAN = (stats.norm(0.0, 1.0), stats.norm(1.0, 1.0))
-MECHANISMS = {"laplace": LAPLACE, "gaussian": GAUSSIAN}
+LAPLACE, GAUSSIAN = LAWS["laplace"], LAWS["gaussian"]
 
 
 def laplace_laws(epsilon):
@@ -28,44 +25,17 @@ def gaussian_laws(sigma):
 
 @pytest.mark.parametrize(
     ("mechanism", "function_class", "divergence", "alpha", "reference"),
-    [
-        ("laplace", "linear", "kl", None, 0.2260),
-        ("laplace", "poly2", "kl", None, 0.2614),
-        ("laplace", "poly3", "kl", None, 0.2614),
-        ("laplace", "all", "kl", None, 0.3679),
-        ("laplace", "linear", "renyi", 2.0, 0.4055),
-        ("laplace", "poly2", "renyi", 2.0, 0.4383),
-        ("laplace", "poly3", "renyi", 2.0, 0.4749),
-        ("laplace", "all", "renyi", 2.0, 0.6191),
-        ("laplace", "linear", "renyi", 4.0, 0.4106),
-        ("laplace", "poly2", "renyi", 4.0, 0.6269),
-        ("laplace", "poly3", "renyi", 4.0, 0.6407),
-        ("laplace", "all", "renyi", 4.0, 0.8137),
-        ("laplace", "threshold", "ipm", None, 0.7869),
-        ("gaussian", "linear", "kl", None, 0.5),
-        ("gaussian", "poly2", "kl", None, 0.5),
-        ("gaussian", "poly3", "kl", None, 0.5),
-        ("gaussian", "all", "kl", None, 0.5),
-        ("gaussian", "linear", "renyi", 2.0, 0.6931),
-        ("gaussian", "poly2", "renyi", 2.0, 0.9163),
-        ("gaussian", "poly3", "renyi", 2.0, 0.9808),
-        ("gaussian", "all", "renyi", 2.0, 1.0),
-        ("gaussian", "linear", "renyi", 4.0, 0.6247),
-        ("gaussian", "poly2", "renyi", 4.0, 1.034),
-        ("gaussian", "poly3", "renyi", 4.0, 1.320),
-        ("gaussian", "all", "renyi", 4.0, 2.0),
-        ("gaussian", "threshold", "ipm", None, 0.7658),
-    ],
+    [(mechanism, *key, value) for mechanism, table in EXACT.items() for key, value in table.items()],
 )
 def test_reference_table(mechanism, function_class, divergence, alpha, reference):
-    p, q = MECHANISMS[mechanism]
+    p, q = LAWS[mechanism]
     value = restricted_divergence(p, q, function_class, divergence, alpha=alpha)
     assert_allclose(value, reference, rtol=REFERENCE_RTOL)
 
 
 def test_table_one_bounds_of_the_reference_table():
-    assert_allclose(bounds.laplace_linear_renyi_bound(1.0, 4.0), 0.7324, rtol=REFERENCE_RTOL)
-    assert_allclose(bounds.gaussian_linear_renyi_bound(1.0, 4.0), 0.9395, rtol=REFERENCE_RTOL)
+    assert_allclose(bounds.laplace_linear_renyi_bound(1.0, 4.0), TABLE1_BOUND_ALPHA4["laplace"], rtol=REFERENCE_RTOL)
+    assert_allclose(bounds.gaussian_linear_renyi_bound(1.0, 4.0), TABLE1_BOUND_ALPHA4["gaussian"], rtol=REFERENCE_RTOL)
 
 
 @pytest.mark.parametrize("scale", [0.5, 1.0, 2.0])
@@ -96,7 +66,7 @@ def test_kl_matches_closed_forms(scale):
 @pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
 @pytest.mark.parametrize("alpha", [1.1, 1.5, 3.0, 6.0, 20.0])
 def test_renyi_grows_with_the_class(mechanism, alpha):
-    p, q = MECHANISMS[mechanism]
+    p, q = LAWS[mechanism]
     values = [restricted_divergence(p, q, c, "renyi", alpha) for c in ("linear", "poly2", "poly3", "all")]
     assert np.all(np.diff(values) >= -1e-9), values
 
@@ -116,7 +86,7 @@ def _raw_moments(mechanism, loc, order):
 @pytest.mark.parametrize("degree", [1, 2, 3, 4])
 def test_alpha_two_is_the_moment_quadratic_program(mechanism, degree):
     # THEORY.md section 4: D_{R,2}^{poly_k} = log(m_P^T M_Q^{-1} m_P) from the laws' raw moments.
-    p, q = MECHANISMS[mechanism]
+    p, q = LAWS[mechanism]
     moments_p = _raw_moments(mechanism, 0.0, degree)
     moments_q = _raw_moments(mechanism, 1.0, 2 * degree)
     hankel = moments_q[np.add.outer(np.arange(degree + 1), np.arange(degree + 1))]
@@ -157,7 +127,7 @@ def test_linear_renyi_matches_independent_quadrature(laws, alpha):
 @pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
 def test_kl_domain_trap(mechanism):
     # THEORY.md section 4: an odd leading term of degree >= 3 makes E_Q exp(h) infinite, so poly3 = poly2.
-    p, q = MECHANISMS[mechanism]
+    p, q = LAWS[mechanism]
     assert restricted_divergence(p, q, "poly3", "kl") == pytest.approx(restricted_divergence(p, q, "poly2", "kl"), rel=1e-9)
 
 

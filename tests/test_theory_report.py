@@ -9,43 +9,22 @@ import pytest
 from audit import theory_report
 from audit.cli import main
 from audit.theory_report import bound_crossings, bound_violations, theory_table, write_theory_report
+from theory_reference import EXACT, REFERENCE_RTOL, TABLE1_BOUND_ALPHA4
 
-# THEORY.md section 6 reference values (4 significant digits): relative error 1e-3 covers their rounding.
-REFERENCE = {
-    ("laplace", 1.0): {
-        ("renyi", 2.0, "linear", "exact"): 0.4055,
-        ("renyi", 2.0, "poly2", "exact"): 0.4383,
-        ("renyi", 2.0, "poly3", "exact"): 0.4749,
-        ("renyi", 2.0, "all", "closed form"): 0.6191,
-        ("renyi", 4.0, "linear", "exact"): 0.4106,
-        ("renyi", 4.0, "poly2", "exact"): 0.6269,
-        ("renyi", 4.0, "poly3", "exact"): 0.6407,
-        ("renyi", 4.0, "linear", "upper bound"): 0.7324,
-        ("renyi", 4.0, "all", "closed form"): 0.8137,
-        ("kl", None, "linear", "exact"): 0.2260,
-        ("kl", None, "linear", "closed form"): 0.2260,
-        ("kl", None, "poly2", "exact"): 0.2614,
-        ("kl", None, "poly3", "exact"): 0.2614,
-        ("kl", None, "all", "closed form"): 0.3679,
-        ("ipm", None, "threshold", "exact"): 0.7869,
-    },
-    ("gaussian", 1.0): {
-        ("renyi", 2.0, "linear", "exact"): 0.6931,
-        ("renyi", 2.0, "poly2", "exact"): 0.9163,
-        ("renyi", 2.0, "poly3", "exact"): 0.9808,
-        ("renyi", 2.0, "all", "closed form"): 1.0,
-        ("renyi", 4.0, "linear", "exact"): 0.6247,
-        ("renyi", 4.0, "poly2", "exact"): 1.034,
-        ("renyi", 4.0, "poly3", "exact"): 1.320,
-        ("renyi", 4.0, "linear", "upper bound"): 0.9395,
-        ("renyi", 4.0, "all", "closed form"): 2.0,
-        ("kl", None, "linear", "exact"): 0.5,
-        ("kl", None, "poly2", "exact"): 0.5,
-        ("kl", None, "poly3", "exact"): 0.5,
-        ("kl", None, "all", "closed form"): 0.5,
-        ("ipm", None, "threshold", "exact"): 0.7658,
-    },
-}
+
+
+def _reference(mechanism):
+    """THEORY.md's values keyed as the theory table labels them: (divergence, alpha, class, kind)."""
+    values = {
+        (divergence, alpha, function_class, "closed form" if function_class == "all" else "exact"): value
+        for (function_class, divergence, alpha), value in EXACT[mechanism].items()
+    }
+    values[("kl", None, "linear", "closed form")] = EXACT[mechanism][("linear", "kl", None)]
+    values[("renyi", 4.0, "linear", "upper bound")] = TABLE1_BOUND_ALPHA4[mechanism]
+    return values
+
+
+REFERENCE = {(mechanism, 1.0): _reference(mechanism) for mechanism in EXACT}
 
 
 @pytest.fixture(scope="module", params=list(REFERENCE), ids=lambda key: key[0])
@@ -65,7 +44,7 @@ def test_table_matches_the_theory_reference_values(case):
     mechanism, scale, table = case
     for (divergence, alpha, function_class, kind), expected in REFERENCE[(mechanism, scale)].items():
         got = _value(table, divergence, alpha, function_class, kind)
-        assert got == pytest.approx(expected, rel=1e-3), (divergence, alpha, function_class, kind)
+        assert got == pytest.approx(expected, rel=REFERENCE_RTOL), (divergence, alpha, function_class, kind)
 
 
 def _expected_flags(table):
