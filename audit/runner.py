@@ -136,7 +136,7 @@ def run_tasks(
     _check_memory(config, mechanism, pending_pairs)
     n, seed = config.attacks.n_samples, config.run.seed
     samples = {pair.name: _draw(mechanism, pair, n, seed) for pair in pending_pairs}
-    laws = {pair.name: _output_laws(mechanism, pair) for pair in pending_pairs}
+    laws = {pair.name: mechanism.output_laws(pair.d, pair.d_prime) for pair in pending_pairs}
     jobs = (
         joblib.delayed(_run_task)(
             task,
@@ -178,10 +178,6 @@ def _draw(mechanism: Any, pair: NeighbourPair, n: int, seed: int) -> tuple[np.nd
     except Exception as error:  # any failure of the audited code is reported in its rows, not raised
         return f"mechanism {mechanism.name!r} on pair {pair.name}: {error}"
     return p, q
-
-
-def _output_laws(mechanism: Any, pair: NeighbourPair) -> tuple[Any, Any] | None:
-    return mechanism.output_laws(pair.d, pair.d_prime)
 
 
 def _theory_bound(mechanism: Any, task: Task) -> float | None:
@@ -228,7 +224,8 @@ def _run_task(
                 record.update(estimate=float(estimate.estimate), unbounded=bool(estimate.unbounded))
                 if estimate.unbounded:
                     record["estimate"] = math.inf
-                estimate = _without_adversary(estimate)
+                # verdicts need only the intervals and p-values, not the fitted adversary
+                estimate = dataclasses.replace(estimate, adversary=None)
     record["seconds"] = time.perf_counter() - start
     return record, estimate
 
@@ -250,13 +247,6 @@ def _exact(task: Task, laws: tuple[Any, Any]) -> float | None:
                                            divergence=task.divergence, alpha=task.alpha))
     except ValueError:  # a (class, divergence) audit.exact does not cover: the value is unknown
         return None
-
-
-def _without_adversary(estimate: Any) -> Any:
-    """The estimate without its fitted adversary: verdicts need only its intervals and p-values."""
-    if dataclasses.is_dataclass(estimate) and "adversary" in {f.name for f in dataclasses.fields(estimate)}:
-        return dataclasses.replace(estimate, adversary=None)
-    return estimate
 
 
 def _plan_hash(config: AuditConfig, tasks: Sequence[Task]) -> str:
