@@ -13,28 +13,28 @@ which tasks finish.  Samples are drawn once per pair and dataset in the
 parent process and shared by that pair's tasks; workers only attack.
 
 Each finished task is appended as one JSON line to ``DIR/tasks.jsonl``; a
-resumed run reads it and redoes only the tasks it lacks.  The line stores the
-fitted estimate (its confidence intervals and p-values are needed by the
-verdicts) pickled in base64, without the fitted adversary; only resume from
-directories you wrote yourself, as unpickling runs code.
+resumed run reads it and redoes only the tasks it lacks.  The line's
+``evidence`` holds the fitted estimate as plain numbers
+(:func:`estimate_to_record`): every field of the ``DivergenceEstimate`` but
+the fitted adversary, which is all its confidence intervals and p-values
+(needed by the verdicts) read.  Reading it back runs no code, so resuming
+from a directory written by someone else is safe.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import hashlib
 import json
 import math
 import os
-import pickle
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import joblib
 import numpy as np
@@ -42,6 +42,9 @@ from tqdm import tqdm
 
 from audit.config import AuditConfig
 from audit.neighbours import NeighbourPair
+
+if TYPE_CHECKING:
+    from attacks.estimate import DivergenceEstimate
 
 TASKS_FILE = "tasks.jsonl"
 DIRECTIONS = ("P|Q", "Q|P")
@@ -257,16 +260,55 @@ def _plan_hash(config: AuditConfig, tasks: Sequence[Task]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _append(path: Path, record: dict, estimate: Any) -> None:
-    line = dict(record, evidence=None if estimate is None else base64.b64encode(pickle.dumps(estimate)).decode())
+def estimate_to_record(estimate: DivergenceEstimate) -> dict[str, Any]:
+    """A ``DivergenceEstimate`` as plain JSON numbers, without its fitted adversary.
+
+    Numpy scalars become Python numbers; ``inf`` and ``nan`` stay floats
+    (``json`` writes them as ``Infinity`` and ``NaN`` and reads them back).
+
+    Parameters
+    ----------
+    estimate : DivergenceEstimate
+
+    Returns
+    -------
+    dict
+        Every field but ``adversary``; ``details`` keeps all its entries.
+    """
+    return {
+        field.name: _plain(getattr(estimate, field.name))
+        for field in dataclasses.fields(estimate)
+        if field.name != "adversary"
+    }
+
+
+def estimate_from_record(record: dict[str, Any]) -> DivergenceEstimate:
+    """The ``DivergenceEstimate`` of :func:`estimate_to_record`'s record, with ``adversary=None``.
+
+    Its ``lower_bound``, ``confidence_interval`` and ``p_value`` equal those
+    of the estimate the record was made from.
+    """
+    from attacks.estimate import DivergenceEstimate
+
+    return DivergenceEstimate(**record, adversary=None)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _append(path: Path, record: dict, estimate: DivergenceEstimate | None) -> None:
+    line = dict(record, evidence=None if estimate is None else estimate_to_record(estimate))
     with path.open("a") as handle:
         handle.write(json.dumps(line, allow_nan=True) + "\n")
         handle.flush()
 
 
-def _read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, Any]]:
+def _read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, DivergenceEstimate | None]]:
     records: dict[str, dict] = {}
-    evidence: dict[str, Any] = {}
+    evidence: dict[str, DivergenceEstimate | None] = {}
     if not path.exists():
         return records, evidence
     for number, line in enumerate(path.read_text().splitlines(), start=1):
@@ -279,9 +321,14 @@ def _read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, An
                 f"{path} line {number} was written by a different config, seed or plan; "
                 "run without --resume or choose another --out directory."
             )
-        blob = record.pop("evidence")
+        stored = record.pop("evidence")
+        if not (stored is None or isinstance(stored, dict)):
+            raise ValueError(
+                f"{path} line {number}: evidence must be a JSON object of numbers (older capaudit versions "
+                f"stored it pickled); run without --resume. Found {type(stored).__name__}."
+            )
         records[record["task"]] = record
-        evidence[record["task"]] = None if blob is None else pickle.loads(base64.b64decode(blob))
+        evidence[record["task"]] = None if stored is None else estimate_from_record(stored)
     return records, evidence
 
 

@@ -1,4 +1,4 @@
-"""The runner: task plan, seeds independent of n_jobs, tasks.jsonl and resume, mechanism errors, unbounded rows.
+"""The runner: task plan, seeds independent of n_jobs, tasks.jsonl and resume, estimate records, mechanism errors, unbounded rows.
 
 The mechanisms below are plain functions following the user-mechanism
 protocol ``f(dataset, n, rng) -> (n, d)``; configs name them as
@@ -14,7 +14,8 @@ import pytest
 
 from audit import bounds, run_audit
 from audit.config import load_config
-from audit.runner import TASKS_FILE, estimate_memory, plan_tasks
+from attacks.estimate import estimate_divergence
+from audit.runner import TASKS_FILE, estimate_from_record, estimate_memory, estimate_to_record, plan_tasks
 
 PAIRS = [{"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}]
 
@@ -102,6 +103,68 @@ def test_resume_redoes_nothing_finished(tmp_path):
     assert len(after) == 4
     assert {json.loads(line)["task"] for line in after} == {json.loads(line)["task"] for line in lines}
     pd.testing.assert_frame_equal(resumed.table, full.table)
+
+
+def _json_plain(value):
+    """True when value is made of JSON's own types only (what json.loads gives back)."""
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and _json_plain(item) for key, item in value.items())
+    if isinstance(value, list):
+        return all(_json_plain(item) for item in value)
+    return value is None or type(value) in (bool, int, float, str)
+
+
+@pytest.mark.parametrize(
+    ("function_class", "divergence", "params", "shift"),
+    [
+        ("linear", "kl", {}, 1.0),
+        ("poly2", "renyi", {"alpha": 4.0}, 1.0),
+        ("threshold", "ipm", {}, 1.0),
+        ("threshold", "dp", {"delta": 0.01}, 1.0),
+        ("threshold", "dp", {}, 20.0),  # no held-out Q sample in the attack set: an infinite upper end
+        ("linear", "kl", {}, 20.0),  # separable samples: unbounded
+    ],
+)
+def test_estimate_record_round_trip_keeps_bounds_and_p_values(function_class, divergence, params, shift):
+    rng = np.random.default_rng(3)
+    estimate = estimate_divergence(rng.normal(0, 1, 400), rng.normal(shift, 1, 400), function_class,
+                                   divergence, random_state=0, **params)
+    record = estimate_to_record(estimate)
+    assert _json_plain(record)
+    rebuilt = estimate_from_record(json.loads(json.dumps(record)))
+    assert rebuilt.adversary is None
+    assert rebuilt.unbounded == (shift == 20.0 and divergence == "kl")
+    claims = [-1.0, 0.0, 0.3, 1.0, 5.0]
+
+    def evaluate(result):
+        return ([result.lower_bound(level) for level in (0.5, 0.95, 0.999)],
+                [result.confidence_interval(confidence) for confidence in (0.8, 0.95)],
+                [result.p_value(claim) for claim in claims],
+                result.estimate, result.standard_error)
+
+    # exact equality (NaN equal to NaN): the record keeps every bit of the numbers the bounds read
+    np.testing.assert_equal(evaluate(rebuilt), evaluate(estimate))
+    assert rebuilt.details == estimate.details
+
+
+def test_tasks_file_holds_plain_json_and_no_pickle(tmp_path):
+    claims = [{"divergence": "kl", "function_class": "linear", "epsilon": 0.5},
+              {"divergence": "dp", "function_class": "all", "epsilon": 1.0}]
+    run_audit(_config(claims=claims, classes=("linear", "threshold")), out_dir=tmp_path, progress=False)
+    lines = [json.loads(line) for line in (tmp_path / TASKS_FILE).read_text().splitlines()]
+    assert {line["divergence"] for line in lines} == {"kl", "dp"}
+    for line in lines:
+        assert _json_plain(line)  # a pickle would be a base64 string, not an object of numbers
+        assert isinstance(line["evidence"], dict) and line["evidence"]["divergence"] == line["divergence"]
+
+
+def test_resume_refuses_evidence_that_is_not_an_object(tmp_path):
+    run_audit(_config(), out_dir=tmp_path, progress=False)
+    path = tmp_path / TASKS_FILE
+    first, *rest = path.read_text().splitlines()
+    path.write_text("\n".join([json.dumps(dict(json.loads(first), evidence="gASVAAAA")), *rest]) + "\n")
+    with pytest.raises(ValueError, match="line 1: evidence must be a JSON object"):
+        run_audit(_config(), out_dir=tmp_path, resume=True, progress=False)
 
 
 def test_resume_refuses_another_config(tmp_path):
