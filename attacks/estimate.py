@@ -17,12 +17,13 @@ of P and Q independent of each other and of the training split):
   Assumes |g|^beta has a finite variance under Q.
 * ``ipm``: estimate = mean(h_P) - mean(h_Q) with h = +-1; normal interval
   with variance var(h_P)/n_P + var(h_Q)/n_Q.
-* ``dp``: exact one-sided Clopper-Pearson bounds on P(S) and Q(S)
-  (:func:`scipy.stats.binomtest`), each at level 1 - (1 - level)/2
-  (Bonferroni), combined as log((P_low - delta) / Q_high) (THEORY.md section 7).
+* ``dp``: estimate = log((P_n(S) - delta) / Q_n(S)) on the held-out counts;
+  the score interval for a shifted ratio of two binomial proportions
+  (:mod:`attacks.binomial_ratio`, THEORY.md section 7).
 
 The delta-method intervals are asymptotic; their coverage is checked by
-simulation in ``tests/test_estimate.py``.
+simulation in ``tests/test_estimate.py``; the exact coverage of the ``dp``
+bound, by enumeration, in ``tests/test_binomial_ratio.py``.
 """
 
 from __future__ import annotations
@@ -30,17 +31,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import binomtest, norm
+from scipy.stats import norm
 from sklearn.metrics import roc_auc_score
 from sklearn.utils import check_random_state
 
+from attacks import binomial_ratio
 from attacks.adversary import Adversary, is_unbounded, witness_objective
 from attacks.classes import parse_function_class
 from attacks.divergences import conjugate_exponent
-
-# Bisection steps of p_value for the Clopper-Pearson bound (level to ~1e-15).
-_BISECTION_STEPS = 50
-_SMALLEST_LEVEL = 1e-12
 
 
 @dataclass(frozen=True)
@@ -67,8 +65,8 @@ class DivergenceEstimate:
         for ``dp``: ``threshold``, ``side`` and the held-out counts ``k_p``,
         ``n_p``, ``k_q``, ``n_q``.
     standard_error : float
-        Delta-method standard error (``nan`` for ``dp``, whose bounds are
-        exact binomial ones, and when unbounded).
+        Delta-method standard error (``nan`` for ``dp``, whose bounds invert
+        a score test, and when unbounded).
     delta : float
         The delta of a ``dp`` estimate (0 otherwise).
     """
@@ -98,23 +96,13 @@ class DivergenceEstimate:
         """One-sided p-value for H0: estimand <= claim.
 
         Consistent with :meth:`lower_bound`: p_value(c) <= 1 - level exactly
-        when lower_bound(level) >= c (normal bounds in closed form, the
-        Clopper-Pearson bound by bisection on the level).
+        when lower_bound(level) >= c (both from one normal or score statistic).
         """
         if self.unbounded:
             return 0.0
-        if self.divergence != "dp":
-            return float(norm.sf((self.estimate - claim) / self.standard_error))
-        low, high = _SMALLEST_LEVEL, 1.0  # levels with lower_bound(low) >= claim > lower_bound(high)
-        if self._bound(_SMALLEST_LEVEL, lower=True) < claim:
-            return 1.0
-        for _ in range(_BISECTION_STEPS):
-            middle = (low + high) / 2
-            if self._bound(middle, lower=True) >= claim:
-                low = middle
-            else:
-                high = middle
-        return 1.0 - low
+        if self.divergence == "dp":
+            return binomial_ratio.p_value(*self._counts(), self.delta, claim)
+        return float(norm.sf((self.estimate - claim) / self.standard_error))
 
     def _bound(self, level: float, lower: bool) -> float:
         if self.unbounded:
@@ -122,15 +110,11 @@ class DivergenceEstimate:
         if self.divergence != "dp":
             step = norm.ppf(level) * self.standard_error
             return self.estimate - step if lower else self.estimate + step
-        # Each one-sided bound at 1 - (1 - level)/2: the ends of a two-sided
-        # exact interval at confidence `level`.
-        interval_p = binomtest(self.details["k_p"], self.details["n_p"]).proportion_ci(level, "exact")
-        interval_q = binomtest(self.details["k_q"], self.details["n_q"]).proportion_ci(level, "exact")
-        mass_p = interval_p.low if lower else interval_p.high
-        mass_q = interval_q.high if lower else interval_q.low
-        if mass_p <= self.delta:
-            return -np.inf
-        return np.inf if mass_q == 0 else float(np.log((mass_p - self.delta) / mass_q))
+        return binomial_ratio.log_ratio_bound(*self._counts(), self.delta, level, lower)
+
+    def _counts(self) -> tuple[int, int, int, int]:
+        """Held-out counts (k_p, n_p, k_q, n_q) of a ``dp`` estimate's attack set."""
+        return tuple(int(self.details[key]) for key in ("k_p", "n_p", "k_q", "n_q"))
 
 
 def estimate_divergence(

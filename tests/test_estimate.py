@@ -12,6 +12,7 @@ import pytest
 from scipy import integrate, stats
 
 from attacks import estimate_divergence
+from attacks.binomial_ratio import log_ratio_bound
 from attacks.divergences import conjugate_exponent
 
 
@@ -66,13 +67,16 @@ def test_p_value_consistent_with_lower_bound(function_class, divergence, alpha):
     assert low == pytest.approx(result.lower_bound(0.95)) and low <= result.estimate <= high
 
 
-def test_dp_counts_and_bounds():
+def test_dp_bound_is_the_score_bound_and_tighter_than_bonferroni():
     rng = np.random.default_rng(12)
     result = estimate_divergence(rng.laplace(0, 1, 8000), rng.laplace(1, 1, 8000), "threshold", "dp", delta=0.01, random_state=12)
-    details = result.details
-    p_low = stats.binomtest(details["k_p"], details["n_p"]).proportion_ci(0.95, "exact").low
-    q_high = stats.binomtest(details["k_q"], details["n_q"]).proportion_ci(0.95, "exact").high
-    assert result.lower_bound(0.95) == pytest.approx(np.log((p_low - 0.01) / q_high))
+    k_p, n_p, k_q, n_q = (result.details[key] for key in ("k_p", "n_p", "k_q", "n_q"))
+    assert result.estimate == pytest.approx(np.log((k_p / n_p - 0.01) / (k_q / n_q)))
+    assert result.lower_bound(0.95) == log_ratio_bound(k_p, n_p, k_q, n_q, 0.01, 0.95, lower=True)
+    # the joint bound must beat two Clopper-Pearson bounds at Bonferroni-split levels, and stay below the estimate
+    p_low = stats.binomtest(k_p, n_p).proportion_ci(0.95, "exact").low
+    q_high = stats.binomtest(k_q, n_q).proportion_ci(0.95, "exact").high
+    assert np.log((p_low - 0.01) / q_high) < result.lower_bound(0.95) < result.estimate
     assert result.delta == 0.01 and np.isnan(result.standard_error)
 
 
