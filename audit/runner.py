@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import math
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,10 +151,10 @@ def run_tasks(
         )
         for task in pending
     )
-    with _backend(config.run.backend), tqdm(
+    with _backend(config.run.backend, config.run.n_jobs), tqdm(
         total=len(tasks), initial=len(tasks) - len(pending), desc="attacks", file=sys.stderr, disable=not progress
     ) as bar:
-        for record, estimate in joblib.Parallel(n_jobs=config.run.n_jobs, return_as="generator_unordered")(jobs):
+        for record, estimate in _finished(jobs, config.run.backend, config.run.n_jobs):
             record["plan"] = plan
             records[record["task"]], evidence[record["task"]] = record, estimate
             if path is not None:
@@ -333,29 +334,58 @@ def _read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, Di
 
 
 @contextmanager
-def _backend(name: str) -> Iterator[None]:
+def _backend(name: str, n_jobs: int) -> Iterator[None]:
     """joblib's backend ``name``; dask and ray need their packages (checked by the config)."""
+    with _cluster(name, joblib.effective_n_jobs(n_jobs)), joblib.parallel_config(backend=name):
+        yield
+
+
+@contextmanager
+def _cluster(name: str, workers: int) -> Iterator[None]:
+    """For dask and ray: the cluster this process is connected to, else a local one for the audit.
+
+    The local cluster has ``workers`` single-threaded workers and no
+    dashboard, and is shut down when the audit ends; a cluster the caller
+    started (``distributed.Client(...)``, ``ray.init(...)``) is left running.
+    """
     if name == "dask":
         from distributed import Client, get_client
 
         try:
             get_client()
-            client = None
-        except ValueError:  # no cluster running: start a local one for this audit
-            client = Client(processes=True)
-        try:
-            with joblib.parallel_config(backend="dask"):
+        except ValueError:  # no client in this process
+            with Client(n_workers=workers, threads_per_worker=1, dashboard_address=None):
                 yield
-        finally:
-            if client is not None:
-                client.close()
-        return
+            return
     if name == "ray":
+        import ray
         from ray.util.joblib import register_ray
 
         register_ray()
-    with joblib.parallel_config(backend=name):
-        yield
+        if not ray.is_initialized():
+            ray.init(num_cpus=workers, include_dashboard=False)
+            try:
+                yield
+            finally:
+                ray.shutdown()
+            return
+    yield
+
+
+def _finished(jobs: Iterable, backend: str, n_jobs: int) -> Iterator[tuple[dict, DivergenceEstimate | None]]:
+    """The jobs' results in the order they finish.
+
+    joblib's ray backend returns whole lists only: there the jobs go in
+    batches of one per worker to one pool, so that finished tasks still reach
+    ``tasks.jsonl`` (and the progress bar) before the audit ends.
+    """
+    if backend != "ray":
+        yield from joblib.Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
+        return
+    jobs = iter(jobs)
+    with joblib.Parallel(n_jobs=n_jobs) as parallel:
+        while batch := list(itertools.islice(jobs, joblib.effective_n_jobs(n_jobs))):
+            yield from parallel(batch)
 
 
 def estimate_memory(n_samples: int, dim: int, n_pairs: int, classes: Sequence[str], n_workers: int) -> int:
