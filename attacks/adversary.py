@@ -60,8 +60,10 @@ How coef_ is fitted, per divergence:
   P(S) - Q(S); score = E_P h - E_Q h = 2 (TPR - FPR) = 2 x advantage
   (CBDP Def. 4).
 * ``dp``: the same score g, set S = {s (g - t) > 0} chosen on the training
-  samples to maximise the Clopper-Pearson lower bound (at 95%, split between
-  the two proportions) of log((P(S) - delta) / Q(S)); the witness is the
+  samples to maximise the 95% lower bound on log((P(S) - delta) / Q(S)) that
+  S would get if scored on ``dp_eval_size`` held-out samples per law
+  (:func:`attacks.binomial_ratio.projected_lower_bound`: a rare event with a
+  large ratio wins only when enough samples will score it); the witness is the
   indicator of S and score is the plug-in log((P_n(S) - delta) / Q_n(S))
   (THEORY.md section 7).
 
@@ -78,7 +80,6 @@ import scipy.sparse as sp
 from scipy.linalg import null_space, solve
 from scipy.optimize import minimize
 from scipy.special import logsumexp, softmax
-from scipy.stats import beta as beta_law
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.decomposition import PCA
 from sklearn.kernel_approximation import RBFSampler
@@ -89,6 +90,7 @@ from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from attacks.binomial_ratio import projected_lower_bound
 from attacks.classes import FunctionClass, parse_function_class
 from attacks.divergences import check_alpha, conjugate_exponent, donsker_varadhan, renyi_scale_optimized
 
@@ -135,6 +137,10 @@ class Adversary(BaseEstimator):
     ridge : float, default=1e-3
         Ridge penalty ridge |a|^2 / 2 on the coefficients of the standardised
         features in the KL and Renyi fits (see the module docstring).
+    dp_eval_size : int, optional
+        Held-out samples per law on which the ``dp`` attack set will be
+        scored; the set is chosen for the bound expected at that size.
+        Default: the training samples of Q.
     random_state : int, RandomState or None
         Seeds the kernel features, the network, the tree and the subsample of
         the median heuristic.
@@ -181,6 +187,7 @@ class Adversary(BaseEstimator):
         bandwidth: float | None = None,
         width: int = 32,
         ridge: float = 1e-3,
+        dp_eval_size: int | None = None,
         random_state=None,
     ):
         self.function_class = function_class
@@ -191,6 +198,7 @@ class Adversary(BaseEstimator):
         self.bandwidth = bandwidth
         self.width = width
         self.ridge = ridge
+        self.dp_eval_size = dp_eval_size
         self.random_state = random_state
 
     def fit(self, X, y) -> Adversary:
@@ -227,7 +235,7 @@ class Adversary(BaseEstimator):
         if self.divergence == "ipm":
             self.threshold_, self.side_ = _best_ipm_set(g_p, g_q)
         elif self.divergence == "dp":
-            self.threshold_, self.side_ = _best_dp_set(g_p, g_q, self.delta)
+            self.threshold_, self.side_ = _best_dp_set(g_p, g_q, self.delta, self.dp_eval_size or g_q.size)
         else:
             self.unbounded_ = is_unbounded(g_p, g_q, self.divergence)
         return self
@@ -298,6 +306,10 @@ class Adversary(BaseEstimator):
             raise ValueError(f"bandwidth must be None (median heuristic) or positive. Found {self.bandwidth!r}.")
         if not (np.isscalar(self.ridge) and self.ridge >= 0):
             raise ValueError(f"ridge must be a non-negative number. Found {self.ridge!r}.")
+        if self.dp_eval_size is not None and not (
+            isinstance(self.dp_eval_size, (int, np.integer)) and self.dp_eval_size >= 1
+        ):
+            raise ValueError(f"dp_eval_size must be None or a positive integer. Found {self.dp_eval_size!r}.")
 
     def _make_feature_map(self, X: np.ndarray, random_state: np.random.RandomState) -> Pipeline:
         kind, degree = self.function_class_.kind, self.function_class_.degree
@@ -498,24 +510,20 @@ def _best_ipm_set(g_p: np.ndarray, g_q: np.ndarray) -> tuple[float, int]:
     return float(thresholds[best]), 1 if tpr[best] >= fpr[best] else -1
 
 
-def _best_dp_set(g_p: np.ndarray, g_q: np.ndarray, delta: float) -> tuple[float, int]:
-    """Threshold t and side s maximising the training Clopper-Pearson epsilon bound.
+def _best_dp_set(g_p: np.ndarray, g_q: np.ndarray, delta: float, eval_size: int) -> tuple[float, int]:
+    """Threshold t and side s maximising the epsilon lower bound expected on ``eval_size`` held-out samples.
 
-    The bound is log((P_low(S) - delta) / Q_high(S)) with one-sided exact
-    bounds at level 1 - (1 - 0.95)/2 each (THEORY.md section 7).
+    The bound is :func:`attacks.binomial_ratio.projected_lower_bound` at 95%
+    of the training counts of S (THEORY.md section 7).
     """
     thresholds = _cut_points(g_p, g_q)
     if thresholds.size > _DP_CANDIDATES:
         thresholds = thresholds[np.linspace(0, thresholds.size - 1, _DP_CANDIDATES).astype(int)]
     above_p = _mass_above(np.sort(g_p), thresholds)
     above_q = _mass_above(np.sort(g_q), thresholds)
-    tail = (1.0 - _DP_SELECTION_LEVEL) / 2
     best = (-np.inf, float(thresholds[0]), 1)
     for side, k_p, k_q in ((1, above_p, above_q), (-1, g_p.size - above_p, g_q.size - above_q)):
-        p_low = np.where(k_p > 0, beta_law.ppf(tail, np.maximum(k_p, 1), g_p.size - k_p + 1), 0.0)
-        q_high = np.where(k_q < g_q.size, beta_law.ppf(1 - tail, k_q + 1, np.maximum(g_q.size - k_q, 1)), 1.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            bound = np.where(p_low > delta, np.log(np.maximum(p_low - delta, 1e-300) / q_high), -np.inf)
+        bound = projected_lower_bound(k_p, g_p.size, k_q, g_q.size, delta, _DP_SELECTION_LEVEL, eval_size)
         index = int(np.argmax(bound))
         if bound[index] > best[0]:
             best = (float(bound[index]), float(thresholds[index]), side)

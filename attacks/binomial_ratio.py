@@ -90,6 +90,24 @@ def p_value(k_p: int, n_p: int, k_q: int, n_q: int, delta: float, claim: float) 
     return float(norm.sf(score_statistic(k_p, n_p, k_q, n_q, delta, float(np.exp(claim)))))
 
 
+def projected_lower_bound(k_p, n_p, k_q, n_q, delta: float, level: float, n_eval: int) -> np.ndarray:
+    """The lower bound expected if S kept its observed proportions on ``n_eval`` fresh samples per law.
+
+    Vectorised over arrays of counts (the candidate attack sets of one
+    score); used to *choose* a set before it is scored on held-out samples.
+    With p, q the proportions smoothed by a half count (so that an empty
+    count does not promise an infinite ratio), it is the delta-method form of
+    the score bound, log((p - delta) / q) - z_level sqrt(p (1 - p) / (n_eval
+    (p - delta)^2) + (1 - q) / (n_eval q)), and -inf where p <= delta.
+    """
+    p = (np.asarray(k_p, dtype=float) + 0.5) / (n_p + 1.0)
+    q = (np.asarray(k_q, dtype=float) + 0.5) / (n_q + 1.0)
+    excess = p - delta
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spread = np.sqrt((p * (1.0 - p) / excess**2 + (1.0 - q) / q) / n_eval)
+        return np.where(excess > 0, np.log(excess / q) - norm.ppf(level) * spread, -np.inf)
+
+
 def _ratio(count: float, mass: float) -> float:
     """count / mass, with 0 / 0 = 0 (a term whose count is zero does not constrain the likelihood)."""
     return 0.0 if count == 0 else count / mass

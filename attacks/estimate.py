@@ -182,6 +182,7 @@ def estimate_divergence(
         divergence=divergence,
         alpha=alpha,
         delta=delta,
+        dp_eval_size=len(test_q),
         random_state=random_state.randint(np.iinfo(np.int32).max),
         **(class_params or {}),
     ).fit(*_stack(train_p, train_q))

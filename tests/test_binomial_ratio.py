@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from attacks.binomial_ratio import log_ratio_bound, p_value, restricted_mle, score_statistic
+from attacks.binomial_ratio import log_ratio_bound, p_value, projected_lower_bound, restricted_mle, score_statistic
 
 LEVEL = 0.95
 
@@ -84,3 +84,23 @@ def test_edge_counts():
     assert 0 < low < np.log(40) and log_ratio_bound(40, 1000, 0, 1000, 0.0, LEVEL, lower=False) == np.inf
     # P(S) not above delta: nothing can be said from below
     assert log_ratio_bound(10, 1000, 5, 1000, 0.01, LEVEL, lower=True) == -np.inf
+
+
+def test_projected_bound_is_the_score_bound_at_the_projected_counts():
+    """At 10^7 projected samples the delta-method projection matches the score bound to 1% of its SE."""
+    k_p, k_q, n, n_eval = 2300, 2100, 100_000, 10_000_000
+    projected = projected_lower_bound(k_p, n, k_q, n, 0.0, LEVEL, n_eval)
+    scale = n_eval / (n + 1)
+    exact = log_ratio_bound(round((k_p + 0.5) * scale), n_eval, round((k_q + 0.5) * scale), n_eval, 0.0, LEVEL, True)
+    se = np.sqrt(1 / (k_p * scale) + 1 / (k_q * scale))
+    assert projected == pytest.approx(exact, abs=0.01 * se)
+
+
+def test_projection_prefers_rare_strong_events_only_with_many_samples():
+    # a frequent weak event (ratio e^0.04 at mass 0.5) against a rare strong one (e^0.09 at mass 0.006)
+    counts_p = np.array([50_000, 600]) * np.array([np.exp(0.04), np.exp(0.09)])
+    counts_q = np.array([50_000, 600])
+    small = projected_lower_bound(counts_p, 100_000, counts_q, 100_000, 0.0, LEVEL, 100_000)
+    large = projected_lower_bound(counts_p, 100_000, counts_q, 100_000, 0.0, LEVEL, 20_000_000)
+    assert np.argmax(small) == 0 and np.argmax(large) == 1
+    assert projected_lower_bound(5, 1000, 3, 1000, 0.01, LEVEL, 1000) == -np.inf
