@@ -1,8 +1,9 @@
-"""Exact restricted divergences of two 1-D continuous laws, by quadrature and convex optimisation.
+"""Exact restricted divergences of two 1-D laws, by quadrature or sums and convex optimisation.
 
-For laws P, Q with densities (frozen ``scipy.stats`` continuous laws) this
-module computes the H-restricted divergences of CBDP eq. 2 / eq. 3 and Def. 4
-with the conventions of THEORY.md section 2 (CBDP's |t| convention for the
+For laws P, Q with densities (frozen ``scipy.stats`` continuous laws), or two
+discrete laws (frozen ``scipy.stats`` discrete laws, e.g. randomized response
+or the two-sided geometric / discrete Laplace), this module computes the
+H-restricted divergences of CBDP eq. 2 / eq. 3 and Def. 4 with the conventions of THEORY.md section 2 (CBDP's |t| convention for the
 alpha-divergence), through the reductions of THEORY.md section 4:
 
 * KL over a linear-in-features class (CBDP appendix Lemma 1, Donsker-Varadhan)::
@@ -36,6 +37,25 @@ the value is confirmed on a rule with twice as many panels. KL optima are
 found by Newton's method with the exact Hessian (a log barrier keeps the
 leading coefficient in its admissible interval).
 
+Discrete laws (THEORY.md section 2 with sums for integrals): every
+expectation is a weighted sum over the atoms, i.e. a "rule" whose nodes are
+the atoms of P and Q and whose weights are 1, so the same objectives and
+solvers serve both kinds (:func:`_atom_rule`). On m atoms the polynomials of
+degree m - 1 are all functions, so higher degrees are capped there (on two
+points, ``linear`` is already ``all``). An infinite side of the support is
+cut at the outermost atom whose mass is at least exp(-600) ~ 1e-261
+(:func:`_atoms`). Under a geometric tail of ratio r per atom the mass left
+out is below 1e-261 / (1 - r) < 1e-258 for any law that can be summed
+(r <= 1 - 600 / 2^18: at most 2^18 atoms per side). A KL witness that tilts
+the tail by exp(c x), c a fraction f < 1 of the tail's rate, changes the
+tilted sums by about exp(-600 (1 - f)) relative (< 1e-13 for f <= 0.95), so
+the values are those of the untruncated laws to float precision. Whether tilted or powered sums
+(E_Q exp h, p^alpha q^(1 - alpha)) converge at all is decided from the tails
+of the log pmf, exactly as for densities: a truncated support never turns an
+infinite value into a finite one, and the KL trap of section 4 holds for
+discrete Laplace tails too.
+The threshold IPM takes the events {x > t} with t at the atoms.
+
 Unbounded values are returned as ``inf``.
 """
 
@@ -61,11 +81,14 @@ _BULK_LEVELS = np.array([0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9
 _PANEL_NODES = np.polynomial.legendre.leggauss(16)
 _TAIL_NODES = np.polynomial.legendre.leggauss(48)
 _QUAD_OPTIONS = {"epsabs": 0.0, "epsrel": 1e-10, "limit": 500}
+# Discrete laws: atoms out to a pmf of exp(-600) ~ 1e-261, at most 2^18 lattice steps from the median.
+_LOG_ATOM_CUT = -600.0
+_MAX_REACH = 2.0**18
 
 
 def restricted_divergence(
-    p: stats.rv_continuous,
-    q: stats.rv_continuous,
+    p: stats.rv_continuous | stats.rv_discrete,
+    q: stats.rv_continuous | stats.rv_discrete,
     function_class: str,
     divergence: str,
     alpha: float | None = None,
@@ -74,8 +97,12 @@ def restricted_divergence(
 
     Parameters
     ----------
-    p, q : frozen scipy.stats continuous laws
-        1-D laws with a density, e.g. ``scipy.stats.laplace(0, 1)``.
+    p, q : frozen 1-D scipy.stats laws, both continuous or both discrete
+        Laws with a density, e.g. ``scipy.stats.laplace(0, 1)``, or with a
+        pmf, e.g. ``scipy.stats.bernoulli(0.7)``, ``scipy.stats.dlaplace(1.0)``
+        or ``scipy.stats.rv_discrete(values=(xk, pk))`` (frozen or not: it has
+        no parameters). Discrete supports that are infinite are cut where the
+        pmf falls below ~1e-261 (module docstring).
     function_class : {"linear", "polyK", "threshold", "all"}
         The witness class H: polynomials of degree <= K (``linear`` = ``poly1``,
         K <= 10), thresholds ``h = +-sign(x - t)`` (``ipm`` only), or all
@@ -97,8 +124,9 @@ def restricted_divergence(
         For an unknown class or divergence, a Renyi order that is missing or
         <= 1, a class that has no exact value for the divergence (threshold
         witnesses are for ipm only; polynomials bounded on the real line are
-        constants, so polynomial IPM is not computed), or a law that is not a
-        frozen 1-D continuous scipy.stats law.
+        constants, so polynomial IPM is not computed), a law that is not a
+        frozen 1-D scipy.stats law, one continuous and one discrete law, or a
+        discrete law whose pmf stays above ~1e-261 too far out to be summed.
 
     Examples
     --------
@@ -106,14 +134,20 @@ def restricted_divergence(
     >>> p, q = stats.norm(0, 1), stats.norm(1, 1)
     >>> round(restricted_divergence(p, q, "linear", "renyi", alpha=2.0), 4)
     0.6931
+    >>> round(restricted_divergence(stats.bernoulli(0.7), stats.bernoulli(0.3), "linear", "kl"), 4)
+    0.3389
     """
     if divergence not in DIVERGENCES:
         raise ValueError(f"divergence must be one of {DIVERGENCES}. Found {divergence!r}.")
     hclass = _check_class(function_class, divergence)
     if divergence == "renyi":
         alpha = check_alpha(alpha)
-    _check_law(p, "p")
-    _check_law(q, "q")
+    p, q = _check_law(p, "p"), _check_law(q, "q")
+    if _is_discrete(p) != _is_discrete(q):
+        raise ValueError(
+            "p and q must both be continuous or both be discrete laws (a density and a pmf have no common "
+            f"dominating measure here). Found {_kind(p)} p = {_name(p)} and {_kind(q)} q = {_name(q)}."
+        )
     if hclass.kind == "threshold":
         return _threshold_ipm(p, q)
     if hclass.kind == "all":
@@ -145,12 +179,36 @@ def _check_class(function_class: str, divergence: str) -> FunctionClass:
     return hclass
 
 
-def _check_law(law: object, name: str) -> None:
-    if not isinstance(getattr(law, "dist", None), stats.rv_continuous) or not callable(getattr(law, "pdf", None)):
+def _check_law(law: object, name: str):
+    """The law, frozen: a parameter-free ``rv_discrete(values=...)`` is accepted unfrozen."""
+    if isinstance(law, stats.rv_discrete) and law.numargs == 0:
+        law = law()
+    if not isinstance(getattr(law, "dist", None), (stats.rv_continuous, stats.rv_discrete)):
         raise ValueError(
-            f"{name} must be a frozen 1-D continuous scipy.stats law with a density, such as "
-            f"scipy.stats.laplace(0, 1) (discrete and multivariate laws have no exact values here). Found {law!r}."
+            f"{name} must be a frozen 1-D scipy.stats law, continuous such as scipy.stats.laplace(0, 1) or "
+            f"discrete such as scipy.stats.dlaplace(1.0) (multivariate laws have no exact values here). "
+            f"Found {law!r}."
         )
+    return law
+
+
+def _is_discrete(law) -> bool:
+    return isinstance(law.dist, stats.rv_discrete)
+
+
+def _kind(law) -> str:
+    return "discrete" if _is_discrete(law) else "continuous"
+
+
+def _name(law) -> str:
+    """A frozen law as it would be written, e.g. ``dlaplace(1.0, loc=1)``, for error messages."""
+    arguments = [repr(arg) for arg in law.args] + [f"{key}={value!r}" for key, value in law.kwds.items()]
+    return f"{law.dist.name}({', '.join(arguments)})"
+
+
+def _log_density(law, x: np.ndarray) -> np.ndarray:
+    """log of the density, or of the pmf for a discrete law (the density for the counting measure)."""
+    return law.logpmf(x) if _is_discrete(law) else law.logpdf(x)
 
 
 # --------------------------------------------------------------------------- tails and supports
@@ -178,14 +236,16 @@ def _tail(law, side: int) -> _Tail:
     With u = -log f at distances D, 2D, 4D from the median, the ratio of
     successive differences of u is 2^exponent for u = c |x|^exponent + const,
     and 1 for u = c log|x| + const; differences cancel the normalising constant.
+    For a discrete law u = -log pmf, read at atoms: the median is one and the
+    spread a whole number of lattice steps.
     """
     lower, upper = law.support()
     if np.isfinite(lower if side < 0 else upper):
         return _Tail(np.inf, np.inf)
     center = law.median()
-    spread = law.ppf(0.75) - law.ppf(0.25)
+    spread = law.ppf(0.75) - law.ppf(0.25) or 1.0  # a discrete law may hold its middle half on one atom
     for power in (10, 6, 3):
-        u = -law.logpdf(center + side * spread * 2.0 ** np.array([power, power + 1, power + 2]))
+        u = -_log_density(law, center + side * spread * 2.0 ** np.array([power, power + 1, power + 2]))
         with np.errstate(invalid="ignore"):
             step_near, step_far = np.diff(u)
         if np.all(np.isfinite(u)) and step_near > 0 and step_far > 0:
@@ -204,8 +264,53 @@ def _tails(law) -> tuple[_Tail, _Tail]:
 
 
 def _support_contained(p, q) -> bool:
+    """Whether P's support lies in Q's: as intervals, or atom by atom for discrete laws."""
+    if _is_discrete(p):
+        return bool(np.all(_in_support(q, _atoms(p))))
     (p_low, p_high), (q_low, q_high) = p.support(), q.support()
     return q_low <= p_low and p_high <= q_high
+
+
+def _atoms(law) -> np.ndarray:
+    """The atoms of a discrete law; an infinite side of its support is cut where the pmf is below exp(-600).
+
+    ``rv_discrete(values=...)`` lists its atoms; other scipy discrete laws live
+    on the lattice loc + Z, walked out from the median by doubling distances
+    (a median is an atom, so every point visited is one), then trimmed back
+    to the outermost atoms with pmf >= exp(-600).
+    """
+    listed = getattr(law.dist, "xk", None)
+    if listed is not None:
+        atoms = np.asarray(listed, dtype=float) + (law.support()[0] - listed[0])  # shifted by loc
+        return atoms[law.pmf(atoms) > 0]
+    ends = list(law.support())
+    center = law.median()
+    for index, side in enumerate((-1, 1)):
+        distance = 1.0
+        while not np.isfinite(ends[index]):
+            if law.logpmf(center + side * distance) < _LOG_ATOM_CUT:
+                ends[index] = center + side * distance
+            elif distance >= _MAX_REACH:
+                raise ValueError(
+                    f"a discrete law's pmf must fall below exp({_LOG_ATOM_CUT:g}) within {_MAX_REACH:g} lattice "
+                    f"steps of its median for its sums to be computed. Found {_name(law)} with pmf "
+                    f"{law.pmf(center + side * distance):.3g} at {center + side * distance:g}."
+                )
+            distance *= 2
+    atoms = np.arange(ends[0], ends[1] + 1.0)
+    log_pmf = law.logpmf(atoms)
+    above_cut = np.flatnonzero(log_pmf >= _LOG_ATOM_CUT)
+    low = 0 if np.isfinite(law.support()[0]) else above_cut[0]
+    high = atoms.size if np.isfinite(law.support()[1]) else above_cut[-1] + 1
+    return atoms[low:high][np.isfinite(log_pmf[low:high])]
+
+
+def _in_support(law, x: np.ndarray) -> np.ndarray:
+    """Whether the points x are atoms of a discrete law, read off its support (its pmf can underflow)."""
+    if getattr(law.dist, "xk", None) is not None:
+        return law.pmf(x) > 0
+    low, high = law.support()
+    return (low <= x) & (x <= high) & (np.mod(x - law.median(), 1.0) == 0)
 
 
 # --------------------------------------------------------------------------- the quadrature rule
@@ -272,6 +377,30 @@ def _rule(p, q, extra_points: np.ndarray = np.empty(0), subdivisions: int = 1) -
     return _Rule(x, w, p.logpdf(x), q.logpdf(x))
 
 
+def _atom_rule(p, q) -> _Rule:
+    """Sums over the atoms of two discrete laws as a rule: nodes the atoms of P or Q, weights 1.
+
+    E_P[f] = sum_x p(x) f(x) is then ``rule.weights_p @ f(rule.x)``, exactly as
+    for a quadrature rule, which lets the discrete problems use the solvers of
+    the continuous ones.
+    """
+    x = np.union1d(_atoms(p), _atoms(q))
+    rule = _Rule(x, np.ones_like(x), p.logpmf(x), q.logpmf(x))
+    underflow = np.isfinite(rule.logpdf_p) & np.isneginf(rule.logpdf_q) & _in_support(q, x)
+    if np.any(underflow):
+        raise ValueError(
+            f"q's pmf must be positive in floating point at the atoms of p inside q's support for sums to be "
+            f"computed. Found q = {_name(q)} with pmf 0 at {x[underflow][:3].tolist()} where p = {_name(p)} "
+            "has mass."
+        )
+    return rule
+
+
+def _expectation_rule(p, q) -> _Rule:
+    """The rule integrating (or summing) expectations under P and Q."""
+    return _atom_rule(p, q) if _is_discrete(p) else _rule(p, q)
+
+
 # --------------------------------------------------------------------------- polynomial basis
 
 
@@ -306,7 +435,8 @@ class _Basis:
 
 def _basis(p, q, rule: _Rule, degree: int) -> _Basis:
     center = (p.median() + q.median()) / 2
-    scale = max(p.ppf(0.75) - p.ppf(0.25), q.ppf(0.75) - q.ppf(0.25)) / 1.349
+    # Discrete laws can have a zero interquartile range: then the spread of the atoms.
+    scale = max(p.ppf(0.75) - p.ppf(0.25), q.ppf(0.75) - q.ppf(0.25)) / 1.349 or float(np.ptp(rule.x)) or 1.0
     powers = np.vander((rule.x - center) / scale, degree + 1, increasing=True)
     mixture = rule.weights * (np.exp(rule.logpdf_p) + np.exp(rule.logpdf_q)) / 2
     triangle = linalg.qr(np.sqrt(mixture)[:, None] * powers, mode="r")[0][: degree + 1]
@@ -346,7 +476,10 @@ def _polynomial_kl(p, q, degree: int) -> float:
     interval; by concavity the supremum over the domain is the largest of the
     strata's suprema. Solving each stratum on its own keeps the optimiser away
     from limits such as c_4 -> 0- with c_3 != 0, where E_Q exp h explodes.
+    On m atoms the degree is capped at m - 1 (all functions).
     """
+    rule = _expectation_rule(p, q)
+    degree = min(degree, rule.x.size - 1)
     q_tails, p_tails = _tails(q), _tails(p)
     strata = []
     for j in range(1, degree + 1):
@@ -360,7 +493,6 @@ def _polynomial_kl(p, q, degree: int) -> float:
         strata.append((j, low, high))
     if not strata:
         return 0.0
-    rule = _rule(p, q)
     basis = _basis(p, q, rule, strata[-1][0])
     features = basis.features(rule.x)[:, 1:]  # DV is invariant to constants
     mean_p = rule.weights_p @ features
@@ -455,20 +587,27 @@ def _polynomial_renyi(p, q, degree: int, alpha: float) -> float:
     with a large beta punishes a poor start hard), then refines the rule at
     the real roots of the optimal g, where |g|^beta has kinks, until the
     value is stable, and accepts it only when a rule with twice as many panels
-    agrees (else it re-solves on the finer rule, up to 16 sub-panels).
+    agrees (else it re-solves on the finer rule, up to 16 sub-panels). Sums
+    over the atoms of discrete laws are exact: the first solution is the value.
+    On m atoms the degree is capped at m - 1 (all functions).
     """
     beta = alpha / (alpha - 1)
     q_tails, p_tails = _tails(q), _tails(p)
     degree = max([j for j in range(degree + 1) if all(t.has_moment(j * beta) for t in q_tails)])
     if not all(t.has_moment(degree) for t in p_tails):
         return np.inf  # E_P |g| unbounded while E_Q |g|^beta is finite
-    rule = _rule(p, q)
-    basis = _basis(p, q, rule, degree)
+    rule = _expectation_rule(p, q)
+    basis = _basis(p, q, rule, min(degree, rule.x.size - 1))
     features = basis.features(rule.x)
     mean_p = rule.weights_p @ features
+    if _vanishes_on_support_of_q(features, mean_p, rule):
+        return np.inf
     coefficients = _quadratic_program(features, mean_p, rule)
     for exponent in np.geomspace(2.0, beta, int(np.ceil(np.log2(beta / 2))) + 1)[1:-1]:
         coefficients = _minimize_moment(features, mean_p, rule.log_weights_q, exponent, coefficients)
+    if _is_discrete(p):
+        coefficients = _minimize_moment(features, mean_p, rule.log_weights_q, beta, coefficients)
+        return max(0.0, -_log_moment(features @ coefficients, rule.log_weights_q, beta))
     for subdivisions in (1, 2, 4, 8):
         value = np.nan
         for _ in range(6):
@@ -489,6 +628,16 @@ def _polynomial_renyi(p, q, degree: int, alpha: float) -> float:
         if abs(checked - value) <= 1e-9 * max(1.0, abs(value)):
             break
     return max(0.0, float(checked))  # g = 1 gives 0
+
+
+def _vanishes_on_support_of_q(features: np.ndarray, mean_p: np.ndarray, rule: _Rule) -> bool:
+    """Whether some g = features @ b is 0 on Q's support with E_P g != 0: then E_Q |g|^beta = 0, Renyi = inf.
+
+    Only a discrete Q with fewer atoms than features can have such a g (P
+    with atoms outside Q's support).
+    """
+    null = linalg.null_space(features[np.isfinite(rule.log_weights_q)])
+    return null.shape[1] > 0 and bool(np.max(np.abs(mean_p @ null)) > 1e-9 * linalg.norm(mean_p))
 
 
 def _quadratic_program(features: np.ndarray, mean_p: np.ndarray, rule: _Rule) -> np.ndarray:
@@ -539,8 +688,12 @@ def _threshold_ipm(p, q) -> float:
     """sup_t 2 |P(X > t) - Q(X > t)| (CBDP Def. 4 with h = +-sign(x - t)).
 
     The best node of the quadrature rule's grid, refined by a bounded scalar
-    search between its neighbours.
+    search between its neighbours; for discrete laws the events change only
+    at atoms, so the best atom is exact.
     """
+    if _is_discrete(p):
+        atoms = _atom_rule(p, q).x
+        return 2.0 * float(np.max(np.abs(q.cdf(atoms) - p.cdf(atoms))))
     grid = np.unique(_rule(p, q).x)
     gap = np.abs(q.cdf(grid) - p.cdf(grid))
     best = int(np.argmax(gap))
@@ -555,8 +708,12 @@ def _total_variation_ipm(p, q, alpha=None) -> float:
     """IPM over all witnesses with range [-1, 1]: 2 TV = sum over {p > q} of 2 (P - Q).
 
     The crossings of the densities are found on the grid and refined by root
-    finding; each piece's probabilities come from the CDFs.
+    finding; each piece's probabilities come from the CDFs. For discrete laws,
+    the sum over the atoms of 2 (p - q)^+.
     """
+    if _is_discrete(p):
+        rule = _atom_rule(p, q)
+        return float(2.0 * np.sum(np.clip(np.exp(rule.logpdf_p) - np.exp(rule.logpdf_q), 0.0, None)))
     grid = np.unique(_rule(p, q).x)
     with np.errstate(invalid="ignore"):
         difference = np.nan_to_num(p.logpdf(grid) - q.logpdf(grid), nan=0.0)
@@ -577,7 +734,7 @@ def _total_variation_ipm(p, q, alpha=None) -> float:
 
 
 def _kl(p, q, alpha=None) -> float:
-    """KL(P, Q) = E_P[log p - log q], by adaptive quadrature; inf when it diverges.
+    """KL(P, Q) = E_P[log p - log q], by adaptive quadrature (a sum over atoms for discrete laws); inf when it diverges.
 
     Divergence is decided from the supports and tails: it needs supp P in
     supp Q and E_P[-log q] finite, i.e. E_P |X|^r finite where -log q ~ |x|^r.
@@ -587,6 +744,11 @@ def _kl(p, q, alpha=None) -> float:
     for p_tail, q_tail in zip(_tails(p), _tails(q)):
         if np.isfinite(p_tail.exponent) and q_tail.exponent > 0 and not p_tail.has_moment(q_tail.exponent):
             return np.inf
+    if _is_discrete(p):
+        rule = _atom_rule(p, q)
+        on_p = np.isfinite(rule.logpdf_p)
+        log_ratio = rule.logpdf_p[on_p] - rule.logpdf_q[on_p]
+        return max(0.0, float(np.exp(rule.logpdf_p[on_p]) @ log_ratio))
 
     def integrand(x):
         log_p = p.logpdf(x)
@@ -600,14 +762,20 @@ def _renyi(p, q, alpha: float) -> float:
 
     The integrand is shifted by its largest log value (grid search refined by
     Brent's method), whose location is also a breakpoint (for large alpha the mass of p^alpha
-    q^(1 - alpha) sits far from both laws). Divergence is decided from the
-    supports and the tails of both log densities.
+    q^(1 - alpha) sits far from both laws); for discrete laws, a log-sum-exp
+    over the atoms. Divergence is decided from the supports and the tails of
+    both log densities (or log pmfs).
     """
     if not _support_contained(p, q):
         return np.inf
     for p_tail, q_tail in zip(_tails(p), _tails(q)):
         if np.isfinite(p_tail.exponent) and not _renyi_tail_finite(p_tail, q_tail, alpha):
             return np.inf
+    if _is_discrete(p):
+        rule = _atom_rule(p, q)
+        on_p = np.isfinite(rule.logpdf_p)
+        terms = alpha * rule.logpdf_p[on_p] + (1 - alpha) * rule.logpdf_q[on_p]
+        return max(0.0, float(logsumexp(terms) / (alpha - 1)))
 
     def log_integrand(x):
         log_p = p.logpdf(x)
