@@ -129,6 +129,26 @@ def test_randomized_response_frequencies(k):
     assert_allclose(expected[1] / expected[0], np.exp(mechanism.true_epsilon))
 
 
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_randomized_response_output_laws_match_the_sampler(k):
+    # Chi-square goodness of fit of n = 20 000 outputs per input to the law's pmf on its k atoms (expected
+    # counts >= 1600), fixed seed, level 1e-3. The other input's law must be rejected at that level: the test
+    # has the power to catch a law that puts the truth probability on the wrong value.
+    n = 20_000
+    mechanism = builtin.RandomizedResponse(epsilon=1.0, k=k)
+    d, d_prime = mechanism.default_pairs()[0]
+    laws = mechanism.output_laws(d, d_prime)
+    rng = np.random.default_rng(7)
+    for dataset, law, other in zip((d, d_prime), laws, laws[::-1]):
+        counts = np.bincount(mechanism.sample(dataset, n, rng)[:, 0].astype(int), minlength=k)
+        assert counts.size == k
+        assert stats.chisquare(counts, n * law.pmf(np.arange(k))).pvalue > 1e-3
+        assert stats.chisquare(counts, n * other.pmf(np.arange(k))).pvalue < 1e-3
+    # The likelihood ratio of the two laws is at most e^epsilon, attained: epsilon-DP, tight.
+    ratio = laws[0].pmf(np.arange(k)) / laws[1].pmf(np.arange(k))
+    assert_allclose(ratio.max(), np.exp(mechanism.true_epsilon))
+
+
 def test_randomized_response_rejects_values_outside_the_categories():
     with pytest.raises(ValueError, match="one value in 0..1"):
         builtin.RandomizedResponse().sample(np.array([2.0]), 3, np.random.default_rng(0))
