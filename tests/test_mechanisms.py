@@ -149,6 +149,24 @@ def test_randomized_response_output_laws_match_the_sampler(k):
     assert_allclose(ratio.max(), np.exp(mechanism.true_epsilon))
 
 
+def test_randomized_response_audit_has_exact_values():
+    # End to end: run_audit fills the exact column from the output laws. Binary randomized response at
+    # epsilon = 1 outputs Ber(1 - t) on 0 and Ber(t) on 1, t = e / (1 + e); a linear witness spans all
+    # functions on {0, 1}, so (linear, KL) is KL(Ber(1 - t) || Ber(t)) = (2t - 1) epsilon in both directions.
+    from audit import run_audit
+
+    config = {
+        "mechanism": {"name": "randomized_response", "params": {"epsilon": 1.0}},
+        "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 1.0}],
+        "attacks": {"classes": ["linear"], "n_samples": 400},
+        "run": {"seed": 0, "n_jobs": 1},
+    }
+    table = run_audit(config, progress=False).table
+    truth = np.e / (1 + np.e)
+    assert len(table) == 2
+    assert_allclose(table["exact"].astype(float), (2 * truth - 1) * 1.0, rtol=1e-9)
+
+
 def test_randomized_response_rejects_values_outside_the_categories():
     with pytest.raises(ValueError, match="one value in 0..1"):
         builtin.RandomizedResponse().sample(np.array([2.0]), 3, np.random.default_rng(0))
