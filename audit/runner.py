@@ -373,7 +373,7 @@ def _cluster(name: str, workers: int) -> Iterator[None]:
 
 
 def _finished(jobs: Iterable, backend: str, n_jobs: int) -> Iterator[tuple[dict, DivergenceEstimate | None]]:
-    """The jobs' results in the order they finish.
+    """The jobs' results as they finish.
 
     joblib's ray backend returns whole lists only: there the jobs go in
     batches of one per worker to one pool, so that finished tasks still reach
