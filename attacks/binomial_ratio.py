@@ -91,20 +91,25 @@ def p_value(k_p: int, n_p: int, k_q: int, n_q: int, delta: float, claim: float) 
 
 
 def projected_lower_bound(k_p, n_p, k_q, n_q, delta: float, level: float, n_eval: int) -> np.ndarray:
-    """The lower bound expected if S kept its observed proportions on ``n_eval`` fresh samples per law.
+    """A lower bound to choose an attack set by, before it is scored on ``n_eval`` fresh samples per law.
 
     Vectorised over arrays of counts (the candidate attack sets of one
-    score); used to *choose* a set before it is scored on held-out samples.
-    With p, q the proportions smoothed by a half count (so that an empty
-    count does not promise an infinite ratio), it is the delta-method form of
-    the score bound, log((p - delta) / q) - z_level sqrt(p (1 - p) / (n_eval
-    (p - delta)^2) + (1 - q) / (n_eval q)), and -inf where p <= delta.
+    score).  With p, q the proportions smoothed by a half count (so that an
+    empty count does not promise an infinite ratio), it is the delta-method
+    form of the score bound, log((p - delta) / q) - z_level sd, with the
+    variance of the log-ratio at the observed sizes *plus* at ``n_eval``:
+    the ratio seen on these counts is itself uncertain, and without that term
+    the choice chases tails whose few counts inflate the ratio (a winner's
+    curse); with it, a rare event with a large ratio wins only when both the
+    observed and the evaluation counts pin its ratio down.  -inf where
+    p <= delta.
     """
     p = (np.asarray(k_p, dtype=float) + 0.5) / (n_p + 1.0)
     q = (np.asarray(k_q, dtype=float) + 0.5) / (n_q + 1.0)
     excess = p - delta
     with np.errstate(divide="ignore", invalid="ignore"):
-        spread = np.sqrt((p * (1.0 - p) / excess**2 + (1.0 - q) / q) / n_eval)
+        variance_p, variance_q = p * (1.0 - p) / excess**2, (1.0 - q) / q
+        spread = np.sqrt(variance_p * (1.0 / n_p + 1.0 / n_eval) + variance_q * (1.0 / n_q + 1.0 / n_eval))
         return np.where(excess > 0, np.log(excess / q) - norm.ppf(level) * spread, -np.inf)
 
 

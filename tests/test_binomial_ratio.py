@@ -86,21 +86,29 @@ def test_edge_counts():
     assert log_ratio_bound(10, 1000, 5, 1000, 0.01, LEVEL, lower=True) == -np.inf
 
 
-def test_projected_bound_is_the_score_bound_at_the_projected_counts():
-    """At 10^7 projected samples the delta-method projection matches the score bound to 1% of its SE."""
+def test_projected_bound_adds_the_variances_at_both_sizes():
     k_p, k_q, n, n_eval = 2300, 2100, 100_000, 10_000_000
-    projected = projected_lower_bound(k_p, n, k_q, n, 0.0, LEVEL, n_eval)
-    scale = n_eval / (n + 1)
-    exact = log_ratio_bound(round((k_p + 0.5) * scale), n_eval, round((k_q + 0.5) * scale), n_eval, 0.0, LEVEL, True)
-    se = np.sqrt(1 / (k_p * scale) + 1 / (k_q * scale))
-    assert projected == pytest.approx(exact, abs=0.01 * se)
+    p, q = (k_p + 0.5) / (n + 1), (k_q + 0.5) / (n + 1)
+    variance = (1 - p) / p + (1 - q) / q
+    expected = np.log(p / q) - stats.norm.ppf(LEVEL) * np.sqrt(variance * (1 / n + 1 / n_eval))
+    assert projected_lower_bound(k_p, n, k_q, n, 0.0, LEVEL, n_eval) == pytest.approx(expected, rel=1e-12)
 
 
-def test_projection_prefers_rare_strong_events_only_with_many_samples():
+def test_projection_prefers_rare_strong_events_only_when_both_sizes_are_large():
     # a frequent weak event (ratio e^0.04 at mass 0.5) against a rare strong one (e^0.09 at mass 0.006)
-    counts_p = np.array([50_000, 600]) * np.array([np.exp(0.04), np.exp(0.09)])
-    counts_q = np.array([50_000, 600])
-    small = projected_lower_bound(counts_p, 100_000, counts_q, 100_000, 0.0, LEVEL, 100_000)
-    large = projected_lower_bound(counts_p, 100_000, counts_q, 100_000, 0.0, LEVEL, 20_000_000)
-    assert np.argmax(small) == 0 and np.argmax(large) == 1
+    counts = np.array([0.5, 0.006])
+    ratio = np.exp([0.04, 0.09])
+
+    def choice(n: int, n_eval: int) -> int:
+        return int(np.argmax(projected_lower_bound(counts * ratio * n, n, counts * n, n, 0.0, LEVEL, n_eval)))
+
+    assert choice(100_000, 20_000_000) == 0  # the rare event's observed ratio is too uncertain
+    assert choice(10_000_000, 100_000) == 0  # and it would be too uncertain on the evaluation samples
+    assert choice(10_000_000, 20_000_000) == 1
+
+
+def test_projection_does_not_chase_a_tail_of_a_few_counts():
+    # one output of P and none of Q in S: a plug-in ratio of e^1.1 after smoothing, which proves nothing
+    tail, body = projected_lower_bound(np.array([1, 60_000]), 10**6, np.array([0, 55_000]), 10**6, 0.0, LEVEL, 10**7)
+    assert tail < 0 < body
     assert projected_lower_bound(5, 1000, 3, 1000, 0.01, LEVEL, 1000) == -np.inf
