@@ -633,10 +633,14 @@ def _polynomial_renyi(p, q, degree: int, alpha: float) -> float:
 def _vanishes_on_support_of_q(features: np.ndarray, mean_p: np.ndarray, rule: _Rule) -> bool:
     """Whether some g = features @ b is 0 on Q's support with E_P g != 0: then E_Q |g|^beta = 0, Renyi = inf.
 
-    Only a discrete Q with fewer atoms than features can have such a g (P
-    with atoms outside Q's support).
+    A polynomial of degree < m vanishes on no m distinct points, so only a
+    discrete Q with fewer atoms than features can have such a g (P then has
+    atoms outside Q's support).
     """
-    null = linalg.null_space(features[np.isfinite(rule.log_weights_q)])
+    on_q = features[np.isfinite(rule.log_weights_q)]
+    if on_q.shape[0] >= on_q.shape[1]:
+        return False
+    null = linalg.null_space(on_q)
     return null.shape[1] > 0 and bool(np.max(np.abs(mean_p @ null)) > 1e-9 * linalg.norm(mean_p))
 
 
