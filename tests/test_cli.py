@@ -59,7 +59,8 @@ def test_console_errors_have_no_traceback(tmp_path):
     assert "does not exist" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_bad_backend_option_exits_2(tmp_path, capsys):
+def test_bad_backend_option_exits_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if the ray extra were not installed
     path = _write(tmp_path, GOOD)
     assert main(["run", str(path), "--backend", "ray", "--out", str(tmp_path / "out")]) == 2
     assert "capaudit[ray]" in capsys.readouterr().err

@@ -69,7 +69,6 @@ def test_valid_config_is_parsed_with_defaults():
         ("attacks.confidence", 1.5, ["attacks.confidence", "1.5"]),
         ("attacks.class_params", {"mlp": {"hidden": 4}}, ["attacks.class_params", "'mlp'"]),
         ("run.backend", "spark", ["run.backend", "'spark'", "loky"]),
-        ("run.backend", "dask", ["run.backend", "capaudit[dask]"]),
         ("run.n_jobs", 0, ["run.n_jobs", "Found 0"]),
         ("run.seed", -1, ["run.seed", "-1"]),
         ("pairs", [{"d": [[0.0]]}], ["pairs[0].d_prime", "missing required field"]),
