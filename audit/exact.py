@@ -505,7 +505,7 @@ def _polynomial_kl(p, q, degree: int) -> float:
         if not _support_contained(p, q) and _increases_along_ray(features[:, :j], mean_p[:j], log_weights_q, a):
             return np.inf
         best, start = max(best, value), a
-    return best
+    return float(best)
 
 
 def _donsker_varadhan(features, mean_p, log_weights_q, a):
