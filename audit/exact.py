@@ -3,7 +3,8 @@
 For laws P, Q with densities (frozen ``scipy.stats`` continuous laws), or two
 discrete laws (frozen ``scipy.stats`` discrete laws, e.g. randomized response
 or the two-sided geometric / discrete Laplace), this module computes the
-H-restricted divergences of CBDP eq. 2 / eq. 3 and Def. 4 with the conventions of THEORY.md section 2 (CBDP's |t| convention for the
+H-restricted divergences of CBDP eq. 2 / eq. 3 and Def. 4 with the
+conventions of THEORY.md section 2 (CBDP's |t| convention for the
 alpha-divergence), through the reductions of THEORY.md section 4:
 
 * KL over a linear-in-features class (CBDP appendix Lemma 1, Donsker-Varadhan)::
@@ -49,12 +50,12 @@ out is below 1e-261 / (1 - r) < 1e-258 for any law that can be summed
 (r <= 1 - 600 / 2^18: at most 2^18 atoms per side). A KL witness that tilts
 the tail by exp(c x), c a fraction f < 1 of the tail's rate, changes the
 tilted sums by about exp(-600 (1 - f)) relative (< 1e-13 for f <= 0.95), so
-the values are those of the untruncated laws to float precision. Whether tilted or powered sums
-(E_Q exp h, p^alpha q^(1 - alpha)) converge at all is decided from the tails
-of the log pmf, exactly as for densities: a truncated support never turns an
-infinite value into a finite one, and the KL trap of section 4 holds for
-discrete Laplace tails too.
-The threshold IPM takes the events {x > t} with t at the atoms.
+the values are those of the untruncated laws to float precision. Whether
+tilted or powered sums (E_Q exp h, p^alpha q^(1 - alpha)) converge at all is
+decided from the tails of the log pmf, exactly as for densities: a truncated
+support never turns an infinite value into a finite one, and the KL trap of
+section 4 holds for discrete Laplace tails too. The threshold IPM takes the
+events {x > t} with t at the atoms.
 
 Unbounded values are returned as ``inf``.
 """
@@ -738,7 +739,7 @@ def _total_variation_ipm(p, q, alpha=None) -> float:
 
 
 def _kl(p, q, alpha=None) -> float:
-    """KL(P, Q) = E_P[log p - log q], by adaptive quadrature (a sum over atoms for discrete laws); inf when it diverges.
+    """KL(P, Q) = E_P[log p - log q], by adaptive quadrature or a sum over atoms; inf when it diverges.
 
     Divergence is decided from the supports and tails: it needs supp P in
     supp Q and E_P[-log q] finite, i.e. E_P |X|^r finite where -log q ~ |x|^r.

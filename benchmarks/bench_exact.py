@@ -4,8 +4,8 @@ Run by hand: ``python benchmarks/bench_exact.py [--repeat N]``. For the
 Laplace mechanism (epsilon = 1) and the Gaussian mechanism (sigma = 1), P at 0
 and Q at 1, and for discrete laws (binary randomized response at epsilon = 1;
 the discrete Laplace / two-sided geometric at a = 1 and a = 0.05, shifted by
-1: about 1.2e3 and 2.4e4 atoms within the cut of ``audit.exact``), it times one call of ``restricted_divergence`` for KL and Renyi
-(alpha in 2, 4, 10) and each class (linear, poly2, poly3, all), on the
+1: about 1.2e3 and 2.4e4 atoms within the cut of ``audit.exact``), it times
+one call of ``restricted_divergence`` for KL and Renyi (alpha in 2, 4, 10) and each class (linear, poly2, poly3, all), on the
 current process's one core, and reports the best of ``--repeat`` runs with the
 value computed.
 """
