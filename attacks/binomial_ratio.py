@@ -90,27 +90,40 @@ def p_value(k_p: int, n_p: int, k_q: int, n_q: int, delta: float, claim: float) 
     return float(norm.sf(score_statistic(k_p, n_p, k_q, n_q, delta, float(np.exp(claim)))))
 
 
-def projected_lower_bound(k_p, n_p, k_q, n_q, delta: float, level: float, n_eval: int) -> np.ndarray:
-    """A lower bound to choose an attack set by, before it is scored on ``n_eval`` fresh samples per law.
+def smoothed_log_ratio(k_p, n_p, k_q, n_q, delta: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """log((p - delta) / q) of proportions smoothed by a half count, and its delta-method variances.
 
-    Vectorised over arrays of counts (the candidate attack sets of one
-    score).  With p, q the proportions smoothed by a half count (so that an
-    empty count does not promise an infinite ratio), it is the delta-method
-    form of the score bound, log((p - delta) / q) - z_level sd, with the
-    variance of the log-ratio at the observed sizes *plus* at ``n_eval``:
-    the ratio seen on these counts is itself uncertain, and without that term
-    the choice chases tails whose few counts inflate the ratio (a winner's
-    curse); with it, a rare event with a large ratio wins only when both the
-    observed and the evaluation counts pin its ratio down.  -inf where
-    p <= delta.
+    Vectorised over arrays of counts.  The smoothing keeps an empty count from
+    promising an infinite ratio.  Returns (psi, v_p, v_q): the log-ratio, -inf
+    where p <= delta, and the variances of its two terms for one sample per
+    law, p (1 - p) / (p - delta)^2 and (1 - q) / q; at n_p and n_q samples
+    the variance of psi is v_p / n_p + v_q / n_q.
     """
     p = (np.asarray(k_p, dtype=float) + 0.5) / (n_p + 1.0)
     q = (np.asarray(k_q, dtype=float) + 0.5) / (n_q + 1.0)
     excess = p - delta
     with np.errstate(divide="ignore", invalid="ignore"):
-        variance_p, variance_q = p * (1.0 - p) / excess**2, (1.0 - q) / q
+        psi = np.where(excess > 0, np.log(excess / q), -np.inf)
+        return psi, p * (1.0 - p) / excess**2, (1.0 - q) / q
+
+
+def projected_lower_bound(k_p, n_p, k_q, n_q, delta: float, level: float, n_eval: int) -> np.ndarray:
+    """A lower bound to choose an attack set by, before it is scored on ``n_eval`` fresh samples per law.
+
+    Vectorised over arrays of counts (the candidate attack sets of one
+    score).  It is the delta-method form of the score bound on the smoothed
+    log-ratio (:func:`smoothed_log_ratio`), psi - z_level sd, with the
+    variance of psi at the observed sizes *plus* at ``n_eval``: the ratio
+    seen on these counts is itself uncertain, and without that term the
+    choice chases tails whose few counts inflate the ratio (a winner's
+    curse); with it, a rare event with a large ratio wins only when both the
+    observed and the evaluation counts pin its ratio down.  -inf where
+    p <= delta.
+    """
+    psi, variance_p, variance_q = smoothed_log_ratio(k_p, n_p, k_q, n_q, delta)
+    with np.errstate(invalid="ignore"):
         spread = np.sqrt(variance_p * (1.0 / n_p + 1.0 / n_eval) + variance_q * (1.0 / n_q + 1.0 / n_eval))
-        return np.where(excess > 0, np.log(excess / q) - norm.ppf(level) * spread, -np.inf)
+        return np.where(np.isfinite(psi), psi - norm.ppf(level) * spread, -np.inf)
 
 
 def _ratio(count: float, mass: float) -> float:

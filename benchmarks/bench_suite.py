@@ -49,12 +49,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import norm
 from tabulate import tabulate
 
-from scipy.stats import norm
-
 from attacks import Adversary
-from attacks.binomial_ratio import log_ratio_bound
+from attacks.binomial_ratio import log_ratio_bound, smoothed_log_ratio
 from audit.mechanisms import make_mechanism
 
 LEVEL = 0.95
@@ -145,12 +144,6 @@ def fit_attack(function_class: str, p: np.ndarray, q: np.ndarray, final: int, rn
     return adversary.fit(np.vstack([p, q]), np.r_[np.zeros(len(p)), np.ones(len(q))])
 
 
-def log_ratio_and_variance(k_p: int, k_q: int, n: int) -> tuple[float, float]:
-    """log(p / q) of half-count smoothed proportions, and n times its delta-method variance."""
-    p, q = (k_p + 0.5) / (n + 1), (k_q + 0.5) / (n + 1)
-    return float(np.log(p / q)), (1 - p) / p + (1 - q) / q
-
-
 def screen(mechanism, classes, budget: Budget, rng: np.random.Generator) -> list[Candidate]:
     """Every (pair, direction, class), its attack set fitted on half of ``budget.screen`` samples per input
     and counted on the other half, with the bound that count projects to ``budget.final`` samples."""
@@ -162,10 +155,11 @@ def screen(mechanism, classes, budget: Budget, rng: np.random.Generator) -> list
             for function_class in classes:
                 adversary = fit_attack(function_class, p[:half], q[:half], budget.final, rng)
                 k_p, k_q = (int(adversary.witness(x[half:]).sum()) for x in (p, q))
-                psi, variance = log_ratio_and_variance(k_p, k_q, budget.screen - half)
+                n = budget.screen - half
+                psi, variance_p, variance_q = smoothed_log_ratio(k_p, n, k_q, n, 0.0)
+                variance = variance_p + variance_q
                 bound = psi - norm.ppf(LEVEL) * np.sqrt(variance / budget.final)
-                candidates.append(Candidate(index, swapped, function_class, bound,
-                                            float(np.sqrt(variance / (budget.screen - half)))))
+                candidates.append(Candidate(index, swapped, function_class, float(bound), float(np.sqrt(variance / n))))
     return candidates
 
 
@@ -187,7 +181,11 @@ def audit(name: str, budget: Budget, seed: int) -> Row:
     mechanism = build(name)
     chosen = finalists(screen(mechanism, CLASSES[name], budget, rng))
     pairs = [laws(mechanism.default_pairs()[c.pair], c.swapped) for c in chosen]
-    inputs = {np.asarray(x).tobytes(): x for pair in pairs for x in pair}
+    inputs, roles = {}, {}  # input by key; (finalist, side) pairs in which it occurs (side 0: P, 1: Q)
+    for index, pair in enumerate(pairs):
+        for side, dataset in enumerate(pair):
+            inputs.setdefault(dataset.tobytes(), dataset)
+            roles.setdefault(dataset.tobytes(), []).append((index, side))
     train = {key: mechanism.sample(x, budget.train, rng) for key, x in inputs.items()}
     adversaries = [
         fit_attack(c.function_class, train[d_p.tobytes()], train[d_q.tobytes()], budget.final, rng)
@@ -197,10 +195,8 @@ def audit(name: str, budget: Budget, seed: int) -> Row:
     for key, x in inputs.items():
         for begin in range(0, budget.final, CHUNK):
             outputs = mechanism.sample(x, min(CHUNK, budget.final - begin), rng)
-            for index, (adversary, pair) in enumerate(zip(adversaries, pairs)):
-                for side, dataset in enumerate(pair):
-                    if dataset.tobytes() == key:
-                        counts[index, side] += int(adversary.witness(outputs).sum())
+            for index, side in roles[key]:
+                counts[index, side] += int(adversaries[index].witness(outputs).sum())
     level = 1 - (1 - LEVEL) / len(chosen)
     bounds = [log_ratio_bound(int(k_p), budget.final, int(k_q), budget.final, 0.0, level, lower=True)
               for k_p, k_q in counts]
