@@ -21,6 +21,8 @@ enumerating the binomial outcomes in ``tests/test_binomial_ratio.py``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from scipy.optimize import brentq
 from scipy.stats import norm
@@ -73,10 +75,20 @@ def log_ratio_bound(k_p: int, n_p: int, k_q: int, n_q: int, delta: float, level:
     when no such psi lies in [-50, 50] (e.g. P(S) not above delta, or no
     output of D' in S and too few of D to bound the ratio).
     """
+    return bound_from_score(lambda theta: score_statistic(k_p, n_p, k_q, n_q, delta, theta), level, lower)
+
+
+def bound_from_score(statistic: Callable[[float], float], level: float, lower: bool) -> float:
+    """Invert a score statistic Z(theta) that falls as theta grows into a bound on psi = log(theta).
+
+    Lower bound at confidence ``level``: the psi where Z(e^psi) = Phi^{-1}(level);
+    upper bound: where Z(e^psi) = -Phi^{-1}(level).  -inf / inf when the root
+    lies beyond [-50, 50].
+    """
     target = norm.ppf(level) if lower else -norm.ppf(level)
 
     def excess(psi: float) -> float:
-        return score_statistic(k_p, n_p, k_q, n_q, delta, float(np.exp(psi))) - target
+        return statistic(float(np.exp(psi))) - target
 
     if excess(-_LOG_RANGE) <= 0.0:
         return -np.inf
