@@ -65,7 +65,9 @@ How coef_ is fitted, per divergence:
   (:func:`attacks.binomial_ratio.projected_lower_bound`: a rare event with a
   large ratio wins only when enough samples will score it); the witness is the
   indicator of S and score is the plug-in log((P_n(S) - delta) / Q_n(S))
-  (THEORY.md section 7).
+  (THEORY.md section 7).  With ``coupled=True`` (P and Q samples drawn in
+  pairs from the same random numbers) the bound projected is the paired one
+  of :func:`attacks.paired_ratio.projected_lower_bound`.
 
 Tree cells are smoothed by adding 1/2 to every cell count of each sample
 (Krichevsky-Trofimov), so that an empty cell gives a finite witness; the
@@ -90,6 +92,7 @@ from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from attacks import paired_ratio
 from attacks.binomial_ratio import projected_lower_bound
 from attacks.classes import FunctionClass, parse_function_class
 from attacks.divergences import check_alpha, conjugate_exponent, donsker_varadhan, renyi_scale_optimized
@@ -141,6 +144,12 @@ class Adversary(BaseEstimator):
         Held-out samples per law on which the ``dp`` attack set will be
         scored; the set is chosen for the bound expected at that size.
         Default: the training samples of Q.
+    coupled : bool, default=False
+        For ``dp``: the i-th sample of P and the i-th sample of Q (in their
+        order in X) were drawn from the same random numbers (common random
+        numbers, :mod:`attacks.paired_ratio`), so P and Q have as many
+        samples; the attack set is chosen by the paired bound, whose variance
+        counts only the pairs on which S separates the two outputs.
     random_state : int, RandomState or None
         Seeds the kernel features, the network, the tree and the subsample of
         the median heuristic.
@@ -188,6 +197,7 @@ class Adversary(BaseEstimator):
         width: int = 32,
         ridge: float = 1e-3,
         dp_eval_size: int | None = None,
+        coupled: bool = False,
         random_state=None,
     ):
         self.function_class = function_class
@@ -199,6 +209,7 @@ class Adversary(BaseEstimator):
         self.width = width
         self.ridge = ridge
         self.dp_eval_size = dp_eval_size
+        self.coupled = coupled
         self.random_state = random_state
 
     def fit(self, X, y) -> Adversary:
@@ -235,7 +246,13 @@ class Adversary(BaseEstimator):
         if self.divergence == "ipm":
             self.threshold_, self.side_ = _best_ipm_set(g_p, g_q)
         elif self.divergence == "dp":
-            self.threshold_, self.side_ = _best_dp_set(g_p, g_q, self.delta, self.dp_eval_size or g_q.size)
+            if self.coupled and g_p.size != g_q.size:
+                raise ValueError(
+                    f"coupled=True needs as many samples of P (y = 0) as of Q (y = 1), one pair each. "
+                    f"Found {g_p.size} and {g_q.size}."
+                )
+            eval_size = self.dp_eval_size or g_q.size
+            self.threshold_, self.side_ = _best_dp_set(g_p, g_q, self.delta, eval_size, self.coupled)
         else:
             self.unbounded_ = is_unbounded(g_p, g_q, self.divergence)
         return self
@@ -310,6 +327,8 @@ class Adversary(BaseEstimator):
             isinstance(self.dp_eval_size, (int, np.integer)) and self.dp_eval_size >= 1
         ):
             raise ValueError(f"dp_eval_size must be None or a positive integer. Found {self.dp_eval_size!r}.")
+        if not isinstance(self.coupled, (bool, np.bool_)):
+            raise ValueError(f"coupled must be True or False. Found {self.coupled!r}.")
 
     def _make_feature_map(self, X: np.ndarray, random_state: np.random.RandomState) -> Pipeline:
         kind, degree = self.function_class_.kind, self.function_class_.degree
@@ -510,23 +529,34 @@ def _best_ipm_set(g_p: np.ndarray, g_q: np.ndarray) -> tuple[float, int]:
     return float(thresholds[best]), 1 if tpr[best] >= fpr[best] else -1
 
 
-def _best_dp_set(g_p: np.ndarray, g_q: np.ndarray, delta: float, eval_size: int) -> tuple[float, int]:
+def _best_dp_set(g_p: np.ndarray, g_q: np.ndarray, delta: float, eval_size: int, coupled: bool) -> tuple[float, int]:
     """Threshold t and side s maximising the epsilon lower bound expected on ``eval_size`` held-out samples.
 
-    The bound is :func:`attacks.binomial_ratio.projected_lower_bound` at 95%
-    of the training counts of S (THEORY.md section 7).
+    The bound is the projected lower bound at 95% of the training counts of S
+    (THEORY.md section 7): :func:`attacks.binomial_ratio.projected_lower_bound`
+    for independent samples, :func:`attacks.paired_ratio.projected_lower_bound`
+    for coupled pairs (g_p[i], g_q[i]), whose outputs both lie above t exactly
+    when their minimum does, and both below when their maximum does.
     """
     thresholds = _cut_points(g_p, g_q)
     if thresholds.size > _DP_CANDIDATES:
         thresholds = thresholds[np.linspace(0, thresholds.size - 1, _DP_CANDIDATES).astype(int)]
     above_p = _mass_above(np.sort(g_p), thresholds)
     above_q = _mass_above(np.sort(g_q), thresholds)
+    sides = [(1, above_p, above_q), (-1, g_p.size - above_p, g_q.size - above_q)]
+    if coupled:
+        both = (_mass_above(np.sort(np.minimum(g_p, g_q)), thresholds),
+                g_p.size - _mass_above(np.sort(np.maximum(g_p, g_q)), thresholds))
     best = (-np.inf, float(thresholds[0]), 1)
-    for side, k_p, k_q in ((1, above_p, above_q), (-1, g_p.size - above_p, g_q.size - above_q)):
-        bound = projected_lower_bound(k_p, g_p.size, k_q, g_q.size, delta, _DP_SELECTION_LEVEL, eval_size)
-        index = int(np.argmax(bound))
-        if bound[index] > best[0]:
-            best = (float(bound[index]), float(thresholds[index]), side)
+    for index, (side, k_p, k_q) in enumerate(sides):
+        if coupled:
+            counts = np.column_stack([both[index], k_p - both[index], k_q - both[index], g_p.size - k_p - k_q + both[index]])
+            bound = paired_ratio.projected_lower_bound(counts, delta, _DP_SELECTION_LEVEL, eval_size)
+        else:
+            bound = projected_lower_bound(k_p, g_p.size, k_q, g_q.size, delta, _DP_SELECTION_LEVEL, eval_size)
+        at = int(np.argmax(bound))
+        if bound[at] > best[0]:
+            best = (float(bound[at]), float(thresholds[at]), side)
     return best[1], best[2]
 
 

@@ -10,7 +10,7 @@ and the ridge of the fit shrinks coefficients (all well below 0.015 at this n).
 import numpy as np
 import pytest
 
-from attacks import Adversary, estimate_divergence
+from attacks import Adversary, estimate_divergence, paired_ratio
 from theory_reference import EXACT
 
 N = 25_000
@@ -81,6 +81,27 @@ def test_dp_lower_bound_refutes_half_the_noise():
     assert result.estimate <= 2.0 + 0.2  # plug-in near the true eps = 2
 
 
+def test_coupled_dp_set_maximises_the_paired_projected_bound():
+    """With coupled=True the set is the best of every candidate threshold and side by
+    paired_ratio.projected_lower_bound on the counts of the pairs (brute force here)."""
+    rng = np.random.default_rng(8)
+    noise = rng.laplace(0.0, 1.0, 300)
+    p, q = noise[:, None], noise[:, None] + 0.3  # coupled: pair i shares its noise
+    adversary = Adversary("threshold", "dp", coupled=True, dp_eval_size=10**6, random_state=0)
+    adversary.fit(np.r_[p, q], np.r_[np.zeros(300), np.ones(300)])
+    g_p, g_q = adversary.discriminant(p), adversary.discriminant(q)
+    values = np.unique(np.r_[g_p, g_q])
+    best = max(
+        (float(paired_ratio.projected_lower_bound(paired_ratio.paired_counts(side * (g_p - t) > 0, side * (g_q - t) > 0),
+                                                  0.0, 0.95, 10**6)), t, side)
+        for t in (values[:-1] + values[1:]) / 2 for side in (1, -1)
+    )
+    assert (adversary.threshold_, adversary.side_) == pytest.approx(best[1:])
+    independent = Adversary("threshold", "dp", dp_eval_size=10**6, random_state=0)
+    independent.fit(np.r_[p, q], np.r_[np.zeros(300), np.ones(300)])
+    assert independent.threshold_ != pytest.approx(best[1])  # on these samples the pairing changes the choice
+
+
 @pytest.mark.parametrize(
     "function_class, divergence, alpha",
     [("linear", "kl", None), ("poly2", "kl", None), ("mlp", "kl", None), ("tree2", "kl", None),
@@ -124,6 +145,8 @@ def test_score_is_the_objective_of_the_witness(samples):
         ({"function_class": "threshold", "divergence": "kl"}, [[0.0], [1.0]], [0, 1], "supports divergences"),
         ({"divergence": "dp", "delta": 1.5}, [[0.0], [1.0]], [0, 1], "delta"),
         ({"function_class": "kernel", "bandwidth": -1.0}, [[0.0], [1.0]], [0, 1], "bandwidth"),
+        ({"divergence": "dp", "coupled": True}, [[0.0], [1.0], [2.0]], [0, 1, 1], "as many samples of P"),
+        ({"divergence": "dp", "coupled": "yes"}, [[0.0], [1.0]], [0, 1], "coupled must be"),
     ],
 )
 def test_bad_inputs_raise(params, X, y, message):
