@@ -118,20 +118,17 @@ def p_value(counts, delta: float, claim: float) -> float:
     return float(norm.sf(score_statistic(_check_counts(counts), delta, float(np.exp(claim)))))
 
 
-def projected_lower_bound(counts, delta: float, level: float, n_eval: int) -> np.ndarray:
-    """A lower bound to choose an attack set by, before it is scored on ``n_eval`` fresh pairs.
+def smoothed_log_ratio(counts, delta: float) -> tuple[np.ndarray, np.ndarray]:
+    """log((p - delta) / q) of cells smoothed by a quarter count each, and its delta-method variance for one pair.
 
-    The paired twin of :func:`attacks.binomial_ratio.projected_lower_bound`:
-    the delta-method bound psi - z_level sd on cells smoothed by a quarter
-    count each (a half count for p and for q), where the variance of
-    psi = log((p - delta) / q) for one pair is
+    The paired twin of :func:`attacks.binomial_ratio.smoothed_log_ratio`
+    (a half count for p and for q).  With influence 1{X in S} / (p - delta)
+    - 1{Y in S} / q, the variance of psi for one pair is
 
         v = p (1 - p) / (p - delta)^2 + (1 - q) / q - 2 (pi11 - p q) / ((p - delta) q),
 
-    taken at the observed number of pairs *plus* at ``n_eval`` (the ratio seen
-    on these counts is itself uncertain: without that term the choice chases
-    tails whose few counts inflate it).  Vectorised over leading axes of
-    ``counts``; -inf where p <= delta.
+    and v / n at n pairs.  Vectorised over leading axes of ``counts``; psi is
+    -inf where p <= delta.
     """
     counts = np.asarray(counts, dtype=float)
     n = counts.sum(axis=-1)
@@ -141,7 +138,23 @@ def projected_lower_bound(counts, delta: float, level: float, n_eval: int) -> np
     with np.errstate(divide="ignore", invalid="ignore"):
         psi = np.where(excess > 0, np.log(excess / q), -np.inf)
         variance = p * (1 - p) / excess**2 + (1 - q) / q - 2 * (both - p * q) / (excess * q)
-        spread = np.sqrt(np.clip(variance, 0.0, None) * (1.0 / n + 1.0 / n_eval))
+    return psi, np.clip(variance, 0.0, None)
+
+
+def projected_lower_bound(counts, delta: float, level: float, n_eval: int) -> np.ndarray:
+    """A lower bound to choose an attack set by, before it is scored on ``n_eval`` fresh pairs.
+
+    The paired twin of :func:`attacks.binomial_ratio.projected_lower_bound`:
+    psi - z_level sd on the smoothed cells (:func:`smoothed_log_ratio`), the
+    variance taken at the observed number of pairs *plus* at ``n_eval`` (the
+    ratio seen on these counts is itself uncertain: without that term the
+    choice chases tails whose few counts inflate it).  Vectorised over
+    leading axes of ``counts``; -inf where p <= delta.
+    """
+    n = np.asarray(counts, dtype=float).sum(axis=-1)
+    psi, variance = smoothed_log_ratio(counts, delta)
+    spread = np.sqrt(variance * (1.0 / n + 1.0 / n_eval))
+    with np.errstate(invalid="ignore"):
         return np.where(np.isfinite(psi), psi - norm.ppf(level) * spread, -np.inf)
 
 
