@@ -24,10 +24,17 @@ Row verdicts:
   is NaN, or the task failed (``error`` set).  A NaN estimate is never a pass.
 * ``"pass"``: not rejected and the estimate does not exceed the claim.
 
-Intervals: a refuting row's ``ci_low``/``ci_high`` is the equal-tailed
-interval with Holm's level for that row, ``(1 - confidence) / (m - k + 1)``
-for the row with the k-th smallest of m p-values, in each tail; so its
-``ci_low`` is the one-sided bound that Holm's step compares with the claim.
+Intervals: a refuting row's ``ci_low``/``ci_high`` is an equal-tailed
+interval whose one-sided level in each tail is the one Holm's procedure
+judged it at.  A rejected row, the k-th smallest of m p-values, gets its
+step's level ``(1 - confidence) / (m - k + 1)``, so its ``ci_low`` exceeds
+the claim.  Every row not rejected gets the level of the step where the
+procedure stopped, ``(1 - confidence) / (m - r)`` with r rows rejected (the
+level of Strassburger and Bretz's 2008 confidence bounds compatible with
+Holm's procedure); its ``ci_low`` then stays at or below the claim.  A row
+after the stop, whose own step would have been more lenient, would
+otherwise show a ``ci_low`` above the claim beside the word inconclusive.
+So a table's ``ci_low`` exceeds the claim exactly on the violations.
 An ``"info"`` row's interval is the plain two-sided ``confidence`` interval.
 
 Overall: ``"violation"`` if any row is a violation or unbounded; else
@@ -130,8 +137,9 @@ def assign_verdicts(rows: Sequence[dict], evidence: Mapping[str, Evidence | None
     family = [row for row in rows if row["refutes_claim"] and not row["error"]]
     p_values = [_p_value(row, evidence[row["task"]]) for row in family]
     rejected = holm_rejections(p_values, level) if family else np.zeros(0, dtype=bool)
+    stop_level = level / max(len(family) - int(rejected.sum()), 1)  # the level of the step that stopped
     for row, row_level, reject in zip(family, holm_levels(p_values, level), rejected):
-        _judge(row, evidence[row["task"]], row_level, bool(reject))
+        _judge(row, evidence[row["task"]], row_level if reject else stop_level, bool(reject))
     for row in rows:
         if row["error"]:
             row.update(verdict="inconclusive", ci_low=math.nan, ci_high=math.nan)

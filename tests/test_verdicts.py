@@ -76,14 +76,29 @@ def test_row_verdicts_and_overall():
 
 
 def test_intervals_use_the_holm_level_of_each_row():
-    """Three refuting rows, ranks 1..3 by p-value: levels .05/3, .05/2, .05 in each tail."""
+    """Three refuting rows: "a" is rejected at step 1 (level .05/3); the procedure stops at step 2
+    (level .05/2), the level of every row not rejected, "c" included."""
     estimates = {"a": 1.0, "b": 0.6, "c": 0.2}
     rows = [_row(task, value, 0.5) for task, value in estimates.items()]
     evidence = {task: NormalEvidence(value, 0.1) for task, value in estimates.items()}
     assign_verdicts(rows, evidence, confidence=0.95)
-    for row, level in zip(rows, [0.05 / 3, 0.05 / 2, 0.05]):
+    assert [row["verdict"] for row in rows] == ["violation", "inconclusive", "pass"]
+    for row, level in zip(rows, [0.05 / 3, 0.05 / 2, 0.05 / 2]):
         assert row["ci_low"] == pytest.approx(row["estimate"] - norm.isf(level) * 0.1, rel=1e-9)
         assert row["ci_high"] == pytest.approx(row["estimate"] + norm.isf(level) * 0.1, rel=1e-9)
+
+
+def test_ci_low_exceeds_the_claim_exactly_on_violations():
+    """p-values .03, .04, .045 (claim .5, standard error .1): none is rejected (.03 > .05/3), although
+    the last is below its own step's level .05; at that level its ci_low would be 0.505 > 0.5."""
+    p_values = {"x": 0.03, "y": 0.04, "z": 0.045}
+    estimates = {task: 0.5 + norm.isf(p) * 0.1 for task, p in p_values.items()}
+    rows = [_row(task, value, 0.5) for task, value in estimates.items()]
+    evidence = {task: NormalEvidence(value, 0.1) for task, value in estimates.items()}
+    assign_verdicts(rows, evidence, confidence=0.95)
+    assert [row["verdict"] for row in rows] == ["inconclusive"] * 3
+    assert all(row["ci_low"] <= 0.5 for row in rows)
+    assert rows[2]["ci_low"] == pytest.approx(estimates["z"] - norm.isf(0.05 / 3) * 0.1, rel=1e-9)
 
 
 def test_info_rows_use_the_plain_confidence():
