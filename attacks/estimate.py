@@ -7,23 +7,38 @@ objective: a lower bound on the restricted divergence of the class (THEORY.md
 section 2), so a lower confidence bound above a claim is evidence against it.
 
 Intervals (all conditional on the fitted witness, with the held-out samples
-of P and Q independent of each other and of the training split):
+independent of the training split).  Each objective is, to first order, a
+difference of means, mean(infl_P) - mean(infl_Q) + const, of per-sample
+influence terms of the two sides; the delta method gives the variance
 
-* ``kl``: estimate = mean(h_P) - log mean(exp h_Q); delta method on the two
-  independent means, variance var(h_P)/n_P + var(e^h_Q)/(n_Q mean(e^h_Q)^2).
+* var(infl_P)/n_P + var(infl_Q)/n_Q for independent samples of P and Q;
+* var(infl_P - infl_Q)/n for ``coupled`` samples: n pairs (X_i, Y_i) drawn
+  from the same random numbers (common random numbers), independent across
+  i.  The pair is the unit of sampling, so the variance is that of the
+  pair's contribution; it is much smaller than the independent one when the
+  two outputs of a pair, hence their terms, move together.
+
+The influence terms:
+
+* ``kl``: estimate = mean(h_P) - log mean(exp h_Q) (Donsker-Varadhan, CBDP
+  appendix Lemma 1); infl_P = h_P, infl_Q = exp(h_Q) / mean(exp h_Q).
   Assumes exp(h) has a finite variance under Q.
-* ``renyi``: estimate = beta log|mean g_P| - log mean|g_Q|^beta; delta method,
-  variance beta^2 var(g_P)/(n_P mean(g_P)^2) + var(|g_Q|^beta)/(n_Q mean(|g_Q|^beta)^2).
-  Assumes |g|^beta has a finite variance under Q.
-* ``ipm``: estimate = mean(h_P) - mean(h_Q) with h = +-1; normal interval
-  with variance var(h_P)/n_P + var(h_Q)/n_Q.
-* ``dp``: estimate = log((P_n(S) - delta) / Q_n(S)) on the held-out counts;
-  the score interval for a shifted ratio of two binomial proportions
-  (:mod:`attacks.binomial_ratio`, THEORY.md section 7).
+* ``renyi``: estimate = beta log|mean g_P| - log mean|g_Q|^beta (THEORY.md
+  section 4, scale-optimised); infl_P = beta g_P / mean(g_P),
+  infl_Q = |g_Q|^beta / mean(|g_Q|^beta).  Assumes |g|^beta has a finite
+  variance under Q.
+* ``ipm``: estimate = mean(h_P) - mean(h_Q) with h = +-1 (CBDP Def. 4);
+  infl_P = h_P, infl_Q = h_Q; a normal interval.
+* ``dp``: estimate = log((P_n(S) - delta) / Q_n(S)) on the held-out counts
+  (THEORY.md section 7); the score interval for a shifted ratio of two
+  independent binomial proportions (:mod:`attacks.binomial_ratio`), or, for
+  coupled samples, of paired proportions from the cells (both in S, only X,
+  only Y, neither) (:mod:`attacks.paired_ratio`).
 
 The delta-method intervals are asymptotic; their coverage is checked by
-simulation in ``tests/test_estimate.py``; the exact coverage of the ``dp``
-bound, by enumeration, in ``tests/test_binomial_ratio.py``.
+simulation in ``tests/test_estimate.py`` and ``tests/test_coupled.py``; the
+exact coverage of the ``dp`` bounds, by enumeration, in
+``tests/test_binomial_ratio.py`` and ``tests/test_paired_ratio.py``.
 """
 
 from __future__ import annotations
@@ -35,7 +50,7 @@ from scipy.stats import norm
 from sklearn.metrics import roc_auc_score
 from sklearn.utils import check_random_state
 
-from attacks import binomial_ratio
+from attacks import binomial_ratio, paired_ratio
 from attacks.adversary import Adversary, is_unbounded, witness_objective
 from attacks.classes import parse_function_class
 from attacks.divergences import conjugate_exponent
@@ -63,12 +78,19 @@ class DivergenceEstimate:
     details : dict
         ``train_score``; for ``ipm``: ``auc``, ``advantage``, ``threshold``;
         for ``dp``: ``threshold``, ``side`` and the held-out counts ``k_p``,
-        ``n_p``, ``k_q``, ``n_q``.
+        ``n_p``, ``k_q``, ``n_q``; when ``coupled``, also ``cells``, the
+        held-out pairs' counts [both in S, only P's, only Q's, neither]
+        (:func:`attacks.paired_ratio.paired_counts`).
     standard_error : float
         Delta-method standard error (``nan`` for ``dp``, whose bounds invert
         a score test, and when unbounded).
     delta : float
         The delta of a ``dp`` estimate (0 otherwise).
+    coupled : bool
+        The samples were coupled pairs (row i of P and of Q drawn from the
+        same random numbers): the standard error is that of the paired
+        differences and the ``dp`` bounds are the paired score bounds (module
+        docstring).
     """
 
     estimate: float
@@ -82,6 +104,7 @@ class DivergenceEstimate:
     details: dict
     standard_error: float = np.nan
     delta: float = 0.0
+    coupled: bool = False
 
     def lower_bound(self, level: float = 0.95) -> float:
         """One-sided lower confidence bound on the estimand at confidence ``level``."""
@@ -100,6 +123,8 @@ class DivergenceEstimate:
         """
         if self.unbounded:
             return 0.0
+        if self.divergence == "dp" and self.coupled:
+            return paired_ratio.p_value(self.details["cells"], self.delta, claim)
         if self.divergence == "dp":
             return binomial_ratio.p_value(*self._counts(), self.delta, claim)
         return float(norm.sf((self.estimate - claim) / self.standard_error))
@@ -110,6 +135,8 @@ class DivergenceEstimate:
         if self.divergence != "dp":
             step = norm.ppf(level) * self.standard_error
             return self.estimate - step if lower else self.estimate + step
+        if self.coupled:
+            return paired_ratio.log_ratio_bound(self.details["cells"], self.delta, level, lower)
         return binomial_ratio.log_ratio_bound(*self._counts(), self.delta, level, lower)
 
     def _counts(self) -> tuple[int, int, int, int]:
@@ -128,6 +155,7 @@ def estimate_divergence(
     train_fraction: float = 0.5,
     random_state=None,
     class_params: dict | None = None,
+    coupled: bool = False,
 ) -> DivergenceEstimate:
     """Fit an adversary on a train split and estimate D^H(P, Q) on the rest.
 
@@ -150,6 +178,15 @@ def estimate_divergence(
     class_params : dict, optional
         Extra :class:`~attacks.adversary.Adversary` parameters
         (``n_components``, ``bandwidth``, ``width``, ``ridge``).
+    coupled : bool, default=False
+        Row i of ``samples_p`` and row i of ``samples_q`` are a pair drawn from
+        the same random numbers (common random numbers), the pairs
+        independent of one another; both samples then have the same length.
+        Both are split by the same permutation so that held-out rows stay
+        paired, the adversary chooses a ``dp`` set by the paired criterion
+        (``Adversary(coupled=True)``), and the intervals are the paired ones
+        (module docstring).  Independent pairs are coupled pairs too: the
+        paired intervals stay valid for them.
 
     Returns
     -------
@@ -173,9 +210,18 @@ def estimate_divergence(
         )
     if not (isinstance(train_fraction, (int, float)) and 0.0 < train_fraction < 1.0):
         raise ValueError(f"train_fraction must be a number in (0, 1). Found {train_fraction!r}.")
+    if not isinstance(coupled, (bool, np.bool_)):
+        raise ValueError(f"coupled must be True or False. Found {coupled!r}.")
+    if coupled and len(samples_p) != len(samples_q):
+        raise ValueError(
+            "coupled=True needs as many samples of P as of Q (row i of each is one pair). "
+            f"Found {len(samples_p)} and {len(samples_q)}."
+        )
     random_state = check_random_state(random_state)
-    train_p, test_p = _split(samples_p, train_fraction, random_state)
-    train_q, test_q = _split(samples_q, train_fraction, random_state)
+    order_p = random_state.permutation(len(samples_p))
+    order_q = order_p if coupled else random_state.permutation(len(samples_q))
+    train_p, test_p = _split(samples_p, order_p, train_fraction)
+    train_q, test_q = _split(samples_q, order_q, train_fraction)
     name = parse_function_class(function_class).name
     adversary = Adversary(
         function_class=name,
@@ -183,6 +229,7 @@ def estimate_divergence(
         alpha=alpha,
         delta=delta,
         dp_eval_size=len(test_q),
+        coupled=bool(coupled),
         random_state=random_state.randint(np.iinfo(np.int32).max),
         **(class_params or {}),
     ).fit(*_stack(train_p, train_q))
@@ -203,6 +250,8 @@ def estimate_divergence(
             k_q=int(w_q.sum()),
             n_q=w_q.size,
         )
+        if coupled:
+            details["cells"] = [int(count) for count in paired_ratio.paired_counts(w_p > 0, w_q > 0)]
     return DivergenceEstimate(
         estimate=float(estimate),
         n=min(len(samples_p), len(samples_q)),
@@ -213,24 +262,56 @@ def estimate_divergence(
         alpha=None if alpha is None else float(alpha),
         adversary=adversary,
         details=details,
-        standard_error=np.nan if unbounded or divergence == "dp" else _standard_error(w_p, w_q, divergence, alpha),
+        standard_error=(
+            np.nan if unbounded or divergence == "dp" else _standard_error(w_p, w_q, divergence, alpha, coupled)
+        ),
         delta=float(delta),
+        coupled=bool(coupled),
     )
 
 
-def _standard_error(w_p: np.ndarray, w_q: np.ndarray, divergence: str, alpha: float | None) -> float:
-    """Delta-method standard error of the held-out objective (module docstring)."""
+def _influence_terms(
+    w_p: np.ndarray, w_q: np.ndarray, divergence: str, alpha: float | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-sample influence terms (infl_P, infl_Q) of the held-out objective (module docstring).
+
+    The objective of ``kl``, ``renyi`` or ``ipm`` is, to first order (delta
+    method), mean(infl_P) - mean(infl_Q) plus a constant, so its variance is
+    that of this difference of means.  The Q terms are scaled by their maximum
+    before the exponential or the power (the ratio to their mean is unchanged)
+    so that they cannot overflow.
+
+    Parameters
+    ----------
+    w_p, w_q : arrays of shape (n_p,), (n_q,)
+        The witness on the held-out samples of P and of Q.
+    divergence : {"kl", "renyi", "ipm"}
+    alpha : float or None
+        The Renyi order, for ``renyi``.
+
+    Returns
+    -------
+    infl_p, infl_q : arrays of shape (n_p,), (n_q,)
+    """
     if divergence == "kl":
         ratio_q = np.exp(w_q - np.max(w_q))
-        variance = np.var(w_p) / w_p.size + np.var(ratio_q) / (w_q.size * np.mean(ratio_q) ** 2)
-    elif divergence == "renyi":
+        return w_p, ratio_q / np.mean(ratio_q)
+    if divergence == "renyi":
         beta = conjugate_exponent(alpha)
         moment_q = (np.abs(w_q) / np.max(np.abs(w_q))) ** beta
-        variance = beta**2 * np.var(w_p) / (w_p.size * np.mean(w_p) ** 2) + np.var(moment_q) / (
-            w_q.size * np.mean(moment_q) ** 2
-        )
+        return beta * w_p / np.mean(w_p), moment_q / np.mean(moment_q)
+    if divergence == "ipm":
+        return w_p, w_q
+    raise ValueError(f"divergence must be one of 'kl', 'renyi', 'ipm' for influence terms. Found {divergence!r}.")
+
+
+def _standard_error(w_p: np.ndarray, w_q: np.ndarray, divergence: str, alpha: float | None, coupled: bool) -> float:
+    """Delta-method standard error of the held-out objective: independent or paired (module docstring)."""
+    infl_p, infl_q = _influence_terms(w_p, w_q, divergence, alpha)
+    if coupled:
+        variance = np.var(infl_p - infl_q) / infl_p.size
     else:
-        variance = np.var(w_p) / w_p.size + np.var(w_q) / w_q.size
+        variance = np.var(infl_p) / infl_p.size + np.var(infl_q) / infl_q.size
     return float(np.sqrt(variance))
 
 
@@ -245,8 +326,8 @@ def _as_samples(samples, name: str) -> np.ndarray:
     return samples
 
 
-def _split(samples: np.ndarray, train_fraction: float, random_state) -> tuple[np.ndarray, np.ndarray]:
-    order = random_state.permutation(len(samples))
+def _split(samples: np.ndarray, order: np.ndarray, train_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """Train and held-out rows of ``samples`` taken in the random ``order``."""
     n_train = min(max(int(round(train_fraction * len(samples))), 1), len(samples) - 1)
     return samples[order[:n_train]], samples[order[n_train:]]
 
