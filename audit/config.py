@@ -45,7 +45,7 @@ _FIELDS = {
     "pairs": ("d", "d_prime"),
     "neighbours": SPEC_FIELDS,
     "claims": ("divergence", "alpha", "function_class", "epsilon", "delta"),
-    "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params"),
+    "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params", "coupled"),
     "run": ("seed", "n_jobs", "backend"),
 }
 DEFAULT_CLASSES = ("linear", "poly2", "poly3", "tree3")
@@ -89,13 +89,19 @@ class Claim:
 
 @dataclass(frozen=True)
 class AttackSpec:
-    """``[attacks]``: the adversaries' classes, sample size, audit confidence and class parameters."""
+    """``[attacks]``: the adversaries' classes, sample size, audit confidence and class parameters.
+
+    ``coupled``: draw each pair's outputs on d and d' from the same random
+    numbers (common random numbers) and use the paired intervals
+    (:mod:`audit.runner`, :mod:`attacks.paired_ratio`).
+    """
 
     classes: tuple[str, ...] = DEFAULT_CLASSES
     n_samples: int = 10_000
     confidence: float = 0.95
     train_fraction: float = 0.5
     class_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    coupled: bool = False
 
 
 @dataclass(frozen=True)
@@ -418,12 +424,16 @@ def _attacks(table: dict) -> AttackSpec:
     for name in class_params:
         if name not in classes:
             raise ConfigError(f"attacks.class_params: {name!r} is not in attacks.classes ({', '.join(classes)}).")
+    coupled = table.get("coupled", defaults.coupled)
+    if not isinstance(coupled, bool):
+        raise ConfigError(f"attacks.coupled: must be true or false (a TOML boolean, unquoted). Found {coupled!r}.")
     return AttackSpec(
         classes=classes,
         n_samples=int(n_samples),
         confidence=confidence,
         train_fraction=train_fraction,
         class_params={name: dict(params) for name, params in class_params.items()},
+        coupled=coupled,
     )
 
 

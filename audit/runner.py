@@ -12,6 +12,20 @@ the name, so results do not depend on n_jobs, the backend or the order in
 which tasks finish.  Samples are drawn once per pair and dataset in the
 parent process and shared by that pair's tasks; workers only attack.
 
+Coupled sampling (``[attacks] coupled = true``): the outputs on d and d' are
+drawn from two clones of one generator (seeded by the pair's name), so that
+row i of both comes from the same random numbers (common random numbers) and
+the attacks use the paired intervals (:mod:`attacks.paired_ratio`,
+:func:`attacks.estimate.estimate_divergence`).  Rows can be paired only if
+the mechanism spends the same randomness on both datasets: when the two
+generators' states differ after sampling, d' is drawn again from its own
+independent seed and the pair's rows say so (:data:`COUPLING_REFUSED`).
+Equal states are necessary, not sufficient: a mechanism must also spend the
+random numbers of row i on row i whatever the input, as vectorised
+samplers do.  Mechanisms that ignore the generator (the OpenDP and PyDP
+adapters draw from the operating system) leave both states untouched: their
+pairs are independent, for which the paired intervals are still valid.
+
 Each finished task is appended as one JSON line to ``DIR/tasks.jsonl``; a
 resumed run reads it and redoes only the tasks it lacks.  The line's
 ``evidence`` holds the fitted estimate as plain numbers
@@ -51,6 +65,19 @@ TASKS_FILE = "tasks.jsonl"
 DIRECTIONS = ("P|Q", "Q|P")
 MEMORY_FRACTION = 0.8
 """Largest share of the available memory a plan may need."""
+COUPLING_REFUSED = (
+    "coupled sampling refused: the mechanism spends different randomness on d and d'; independent samples used"
+)
+"""The note on the rows of a pair whose samples could not be coupled."""
+
+
+@dataclass(frozen=True)
+class PairSamples:
+    """A pair's n outputs on d and on d'; ``coupled``: row i of both drawn from the same random numbers."""
+
+    d: np.ndarray
+    d_prime: np.ndarray
+    coupled: bool
 
 
 @dataclass(frozen=True)
@@ -139,7 +166,7 @@ def run_tasks(
     pending_pairs = [pair for pair in pairs if any(task.pair == pair.name for task in pending)]
     _check_memory(config, mechanism, pending_pairs)
     n, seed = config.attacks.n_samples, config.run.seed
-    samples = {pair.name: _draw(mechanism, pair, n, seed) for pair in pending_pairs}
+    samples = {pair.name: _draw(mechanism, pair, n, seed, config.attacks.coupled) for pair in pending_pairs}
     laws = {pair.name: mechanism.output_laws(pair.d, pair.d_prime) for pair in pending_pairs}
     jobs = (
         joblib.delayed(_run_task)(
@@ -171,17 +198,30 @@ def task_seed(seed: int, name: str) -> np.random.SeedSequence:
     return np.random.SeedSequence([seed, digest])
 
 
-def _draw(mechanism: Any, pair: NeighbourPair, n: int, seed: int) -> tuple[np.ndarray, np.ndarray] | str:
-    """The pair's samples on d and d', or the mechanism's error message."""
+def _draw(mechanism: Any, pair: NeighbourPair, n: int, seed: int, coupled: bool) -> PairSamples | str:
+    """The pair's samples on d and d' (coupled when asked and possible), or the mechanism's error message.
+
+    Independent: d and d' from their own seeds (``pair|d``, ``pair|d_prime``).
+    Coupled: both from clones of one generator (``pair|pair``); if their
+    states differ afterwards the mechanism spent different randomness on the
+    two inputs, and d' is drawn again from its independent seed (module
+    docstring).
+    """
     from audit.mechanisms import check_output
 
+    def sample(dataset: np.ndarray, name: str, width: int | None = None) -> tuple[np.ndarray, np.random.Generator]:
+        rng = np.random.default_rng(task_seed(seed, f"{pair.name}|{name}"))
+        return check_output(mechanism.sample(dataset, n, rng), n, width), rng
+
     try:
-        rng_p, rng_q = (np.random.default_rng(task_seed(seed, f"{pair.name}|{side}")) for side in ("d", "d_prime"))
-        p = check_output(mechanism.sample(pair.d, n, rng_p), n)
-        q = check_output(mechanism.sample(pair.d_prime, n, rng_q), n, p.shape[1])
+        p, rng_p = sample(pair.d, "pair" if coupled else "d")
+        q, rng_q = sample(pair.d_prime, "pair" if coupled else "d_prime", p.shape[1])
+        if coupled and rng_p.bit_generator.state != rng_q.bit_generator.state:
+            q, _ = sample(pair.d_prime, "d_prime", p.shape[1])
+            coupled = False
     except Exception as error:  # any failure of the audited code is reported in its rows, not raised
         return f"mechanism {mechanism.name!r} on pair {pair.name}: {error}"
-    return p, q
+    return PairSamples(p, q, coupled)
 
 
 def _theory_bound(mechanism: Any, task: Task) -> float | None:
@@ -191,7 +231,7 @@ def _theory_bound(mechanism: Any, task: Task) -> float | None:
 
 def _run_task(
     task: Task,
-    samples: tuple[np.ndarray, np.ndarray] | str,
+    samples: PairSamples | str,
     laws: tuple[Any, Any] | None,
     theory_bound: float | None,
     config: AuditConfig,
@@ -206,12 +246,13 @@ def _run_task(
     if isinstance(samples, str):
         record["error"] = samples
     else:
-        p, q = samples if task.direction == "P|Q" else samples[::-1]
+        p, q = (samples.d, samples.d_prime) if task.direction == "P|Q" else (samples.d_prime, samples.d)
+        notes = [COUPLING_REFUSED] if config.attacks.coupled and not samples.coupled else []
         if laws is not None:
             record["exact"] = _exact(task, laws if task.direction == "P|Q" else laws[::-1])
         if task.divergence != "ipm" and _deterministic_release(p, q):
-            record.update(estimate=math.inf, unbounded=True,
-                          note="deterministic release: each dataset gives one output and they differ")
+            notes.append("deterministic release: each dataset gives one output and they differ")
+            record.update(estimate=math.inf, unbounded=True)
         else:
             try:
                 estimate = estimate_divergence(
@@ -219,6 +260,7 @@ def _run_task(
                     train_fraction=config.attacks.train_fraction,
                     random_state=int(task_seed(config.run.seed, task.id).generate_state(1)[0]),
                     class_params=config.attacks.class_params.get(task.function_class),
+                    coupled=samples.coupled,
                 )
             except Exception as error:  # an attack that fails costs its row, not the audit
                 record["error"] = (
@@ -230,6 +272,7 @@ def _run_task(
                     record["estimate"] = math.inf
                 # verdicts need only the intervals and p-values, not the fitted adversary
                 estimate = dataclasses.replace(estimate, adversary=None)
+        record["note"] = "; ".join(notes)
     record["seconds"] = time.perf_counter() - start
     return record, estimate
 
