@@ -41,6 +41,7 @@ def test_valid_config_is_parsed_with_defaults():
     assert config.claims[1].alpha == (None,) and config.claims[1].delta == 0.0
     assert config.attacks.classes == ("linear", "poly2")
     assert config.attacks.confidence == 0.95 and config.attacks.train_fraction == 0.5
+    assert config.attacks.coupled is False
     assert (config.run.seed, config.run.n_jobs, config.run.backend) == (3, 1, "loky")
     assert config.pairs == () and config.neighbours is None
 
@@ -68,6 +69,9 @@ def test_valid_config_is_parsed_with_defaults():
         ("attacks.classes", ["all"], ["attacks.classes", "claims only"]),
         ("attacks.confidence", 1.5, ["attacks.confidence", "1.5"]),
         ("attacks.class_params", {"mlp": {"hidden": 4}}, ["attacks.class_params", "'mlp'"]),
+        ("attacks.coupled", "yes", ["attacks.coupled", "true or false", "'yes'"]),
+        ("attacks.coupled", 1, ["attacks.coupled", "true or false", "Found 1"]),
+        ("attacks.couple", True, ["attacks", "'couple'", "did you mean 'coupled'"]),
         ("run.backend", "spark", ["run.backend", "'spark'", "loky"]),
         ("run.n_jobs", 0, ["run.n_jobs", "Found 0"]),
         ("run.seed", -1, ["run.seed", "-1"]),
@@ -97,6 +101,17 @@ def test_user_mechanism_needs_pairs(monkeypatch):
     config["mechanism"] = {"callable": "my_mechanism:mechanism"}
     with pytest.raises(ConfigError, match="pairs: missing required field"):
         load_config(config)
+
+
+@pytest.mark.parametrize("coupled", [True, False])
+def test_coupled_is_accepted(coupled, tmp_path):
+    assert load_config(_with("attacks.coupled", coupled)).attacks.coupled is coupled
+    path = tmp_path / "coupled.toml"
+    path.write_text(
+        '[mechanism]\nname = "laplace"\n[[claims]]\ndivergence = "dp"\nfunction_class = "all"\nepsilon = 1.0\n'
+        f"[attacks]\ncoupled = {str(coupled).lower()}\n"
+    )
+    assert load_config(path).attacks.coupled is coupled
 
 
 def test_config_error_is_a_value_error():

@@ -115,25 +115,30 @@ def _json_plain(value):
 
 
 @pytest.mark.parametrize(
-    ("function_class", "divergence", "params", "shift"),
+    ("function_class", "divergence", "params", "shift", "coupled"),
     [
-        ("linear", "kl", {}, 1.0),
-        ("poly2", "renyi", {"alpha": 4.0}, 1.0),
-        ("threshold", "ipm", {}, 1.0),
-        ("threshold", "dp", {"delta": 0.01}, 1.0),
-        ("threshold", "dp", {}, 20.0),  # no held-out Q sample in the attack set: an infinite upper end
-        ("linear", "kl", {}, 20.0),  # separable samples: unbounded
+        ("linear", "kl", {}, 1.0, False),
+        ("poly2", "renyi", {"alpha": 4.0}, 1.0, False),
+        ("threshold", "ipm", {}, 1.0, False),
+        ("threshold", "dp", {"delta": 0.01}, 1.0, False),
+        ("threshold", "dp", {}, 20.0, False),  # no held-out Q sample in the attack set: an infinite upper end
+        ("linear", "kl", {}, 20.0, False),  # separable samples: unbounded
+        ("linear", "kl", {}, 1.0, True),  # coupled: Q = P + shift row by row, paired standard error
+        ("threshold", "dp", {"delta": 0.01}, 1.0, True),  # coupled: paired cells and score bounds
     ],
 )
-def test_estimate_record_round_trip_keeps_bounds_and_p_values(function_class, divergence, params, shift):
+def test_estimate_record_round_trip_keeps_bounds_and_p_values(function_class, divergence, params, shift, coupled):
     rng = np.random.default_rng(3)
-    estimate = estimate_divergence(rng.normal(0, 1, 400), rng.normal(shift, 1, 400), function_class,
-                                   divergence, random_state=0, **params)
+    samples_p = rng.normal(0, 1, 400)
+    samples_q = samples_p + shift if coupled else rng.normal(shift, 1, 400)
+    estimate = estimate_divergence(samples_p, samples_q, function_class, divergence, random_state=0,
+                                   coupled=coupled, **params)
     record = estimate_to_record(estimate)
     assert _json_plain(record)
     rebuilt = estimate_from_record(json.loads(json.dumps(record)))
     assert rebuilt.adversary is None
     assert rebuilt.unbounded == (shift == 20.0 and divergence == "kl")
+    assert rebuilt.coupled is coupled and ("cells" in rebuilt.details) == (coupled and divergence == "dp")
     claims = [-1.0, 0.0, 0.3, 1.0, 5.0]
 
     def evaluate(result):
@@ -145,6 +150,16 @@ def test_estimate_record_round_trip_keeps_bounds_and_p_values(function_class, di
     # exact equality (NaN equal to NaN): the record keeps every bit of the numbers the bounds read
     np.testing.assert_equal(evaluate(rebuilt), evaluate(estimate))
     assert rebuilt.details == estimate.details
+
+
+def test_record_without_coupled_field_reads_as_independent():
+    """tasks.jsonl lines written before coupled sampling existed resume as independent estimates."""
+    rng = np.random.default_rng(4)
+    estimate = estimate_divergence(rng.normal(0, 1, 400), rng.normal(1, 1, 400), "threshold", "dp", random_state=0)
+    record = estimate_to_record(estimate)
+    del record["coupled"]
+    rebuilt = estimate_from_record(record)
+    assert not rebuilt.coupled and rebuilt.lower_bound(0.95) == estimate.lower_bound(0.95)
 
 
 def test_tasks_file_holds_plain_json_and_no_pickle(tmp_path):
