@@ -233,7 +233,7 @@ def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.P
     if figures:
         lines += ["## Figures", ""]
         lines += [f"![{path.stem}]({path.as_posix()})\n" for path in figures]
-    lines += ["## Method", "", *_method_notes(confidence, attacks.get("n_samples")), ""]
+    lines += ["## Method", "", *_method_notes(confidence, attacks.get("n_samples"), attacks.get("coupled", False)), ""]
     return "\n".join(lines)
 
 
@@ -300,12 +300,20 @@ def _to_markdown(frame: pd.DataFrame) -> str:
     return frame.to_markdown(index=False, disable_numparse=True)
 
 
-def _method_notes(confidence: float | None, n_samples: int | None) -> list[str]:
+def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool = False) -> list[str]:
     level = f"{confidence:g}" if confidence is not None else "the configured confidence"
     per_dataset = f"{n_samples} outputs" if n_samples is not None else "the configured number of outputs"
+    coupling = [
+        "- Coupled sampling (`attacks.coupled = true`): the outputs on the two datasets of a pair were drawn "
+        "row by row from the same random numbers, and the intervals are the paired ones (dp: the score bound "
+        "on the cells both / only P / only Q / neither; kl, renyi, ipm: the variance of the paired "
+        "difference). A pair whose mechanism spent different randomness on its two datasets was sampled "
+        "independently instead; its rows say so."
+    ] if coupled else []
     return [
         f"- Samples: {per_dataset} of the mechanism on each dataset of each neighbouring pair; "
         "both directions (P, Q) and (Q, P) are attacked.",
+        *coupling,
         "- Held-out scores: each adversary is fitted on a train split and its variational objective is "
         "evaluated on the held-out rest, so an estimate is an unbiased estimate of a lower bound on the "
         "restricted divergence of its class (THEORY.md section 2); the interval is a confidence interval "

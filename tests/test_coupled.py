@@ -250,3 +250,10 @@ def test_mechanism_spending_input_dependent_randomness_falls_back():
     assert table["note"].str.startswith(COUPLING_REFUSED).all() and table["error"].isna().all()
     plain = run_audit(_config("laplace_sum"), progress=False).table
     assert not plain["note"].str.contains("coupled sampling refused").any()
+
+
+def test_report_method_says_when_samples_are_coupled(tmp_path):
+    coupled = run_audit(_config(), progress=False).write(tmp_path / "coupled").read_text()
+    independent = run_audit(_config(coupled=False), progress=False).write(tmp_path / "independent").read_text()
+    assert "Coupled sampling (`attacks.coupled = true`)" in coupled
+    assert "Coupled sampling" not in independent

@@ -61,7 +61,8 @@ def test_p_value_consistent_with_lower_bound(function_class, divergence, alpha, 
     rng = np.random.default_rng(11)
     samples_p = rng.laplace(0, 1, 6000)
     samples_q = samples_p + 1 if coupled else rng.laplace(1, 1, 6000)  # coupled: the same noise on each row
-    result = estimate_divergence(samples_p, samples_q, function_class, divergence, alpha=alpha, random_state=11, coupled=coupled)
+    result = estimate_divergence(samples_p, samples_q, function_class, divergence, alpha=alpha, random_state=11,
+                                 coupled=coupled)
     for level in (0.8, 0.95, 0.99):
         bound = result.lower_bound(level)
         assert result.p_value(bound - 1e-6) <= 1 - level + 1e-6
