@@ -87,7 +87,7 @@ def _allowed_misses(repetitions: int) -> int:
 
 @pytest.mark.parametrize("epsilon", [1.0, 0.05])
 def test_coupled_dp_bound_is_valid_light(epsilon):
-    """100 repetitions at n = 2000: at most 12 misses of the fitted set's log-ratio (or of epsilon) at 95%."""
+    """100 repetitions at n = 2000: at most 13 misses of the fitted set's log-ratio (or of epsilon) at 95%."""
     above_set, above_epsilon = _dp_misses(epsilon, n=2000, repetitions=100)
     assert above_set <= _allowed_misses(100) and above_epsilon <= _allowed_misses(100)
 
@@ -95,7 +95,7 @@ def test_coupled_dp_bound_is_valid_light(epsilon):
 @pytest.mark.slow
 @pytest.mark.parametrize("epsilon", [1.0, 0.05])
 def test_coupled_dp_bound_is_valid(epsilon):
-    """1000 repetitions at n = 10000: at most 66 misses at 95% (binomial SE 0.7% at 5%)."""
+    """1000 repetitions at n = 10000: at most 73 misses at 95% (binomial SE 0.7% at 5%)."""
     above_set, above_epsilon = _dp_misses(epsilon, n=10_000, repetitions=1000)
     assert above_set <= _allowed_misses(1000) and above_epsilon <= _allowed_misses(1000)
 
