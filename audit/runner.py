@@ -207,18 +207,21 @@ def _draw(mechanism: Any, pair: NeighbourPair, n: int, seed: int, coupled: bool)
     two inputs, and d' is drawn again from its independent seed (module
     docstring).
     """
-    from audit.mechanisms import check_output
+    from audit.mechanisms import check_output, sample_coupled
 
-    def sample(dataset: np.ndarray, name: str, width: int | None = None) -> tuple[np.ndarray, np.random.Generator]:
+    def independent(dataset: np.ndarray, name: str, width: int | None = None) -> np.ndarray:
         rng = np.random.default_rng(task_seed(seed, f"{pair.name}|{name}"))
-        return check_output(mechanism.sample(dataset, n, rng), n, width), rng
+        return check_output(mechanism.sample(dataset, n, rng), n, width)
 
     try:
-        p, rng_p = sample(pair.d, "pair" if coupled else "d")
-        q, rng_q = sample(pair.d_prime, "pair" if coupled else "d_prime", p.shape[1])
-        if coupled and rng_p.bit_generator.state != rng_q.bit_generator.state:
-            q, _ = sample(pair.d_prime, "d_prime", p.shape[1])
-            coupled = False
+        if coupled:
+            (p, q), coupled = sample_coupled(mechanism, (pair.d, pair.d_prime), n, task_seed(seed, f"{pair.name}|pair"))
+            p = check_output(p, n)
+            q = check_output(q, n, p.shape[1])
+        else:
+            p = independent(pair.d, "d")
+        if not coupled:
+            q = independent(pair.d_prime, "d_prime", p.shape[1])
     except Exception as error:  # any failure of the audited code is reported in its rows, not raised
         return f"mechanism {mechanism.name!r} on pair {pair.name}: {error}"
     return PairSamples(p, q, coupled)

@@ -52,11 +52,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import norm
 from tabulate import tabulate
 
 from attacks import Adversary, binomial_ratio, paired_ratio
-from audit.mechanisms import make_mechanism
+from audit.mechanisms import make_mechanism, sample_coupled
 
 LEVELS = (0.95, 0.90)  # reported confidence levels: ours, and DP-Sniper's (DDConfig.confidence)
 SELECTION_LEVEL = 0.95
@@ -120,13 +119,8 @@ class Sampling:
         """n outputs on every input: from one seed shared by all inputs (coupled), or one stream."""
         if not self.coupled:
             return [mechanism.sample(x, n, rng) for x in inputs]
-        seed = int(rng.integers(2**63))
-        outputs, states = [], set()
-        for x in inputs:
-            generator = np.random.default_rng(seed)
-            outputs.append(mechanism.sample(x, n, generator))
-            states.add(str(generator.bit_generator.state))
-        if len(states) > 1:
+        outputs, same_randomness = sample_coupled(mechanism, inputs, n, int(rng.integers(2**63)))
+        if not same_randomness:
             raise RuntimeError(
                 f"{mechanism.name} spends a different amount of randomness on different inputs, so its outputs "
                 "cannot be paired row by row; run with --independent."
@@ -141,16 +135,19 @@ class Sampling:
         return binomial_ratio.log_ratio_bound(int(counts[0] + counts[1]), n, int(counts[0] + counts[2]), n,
                                               0.0, level, lower=True)
 
-    def smoothed_log_ratio(self, counts: np.ndarray) -> tuple[float, float]:
-        """The smoothed log(P(S) / Q(S)) of the cells and its variance for one sample per input."""
-        if self.coupled:
-            psi, variance = paired_ratio.smoothed_log_ratio(counts, 0.0)
-            return float(psi), float(variance)
+    def projected(self, counts: np.ndarray, n_eval: int) -> tuple[float, float]:
+        """The bound the cells project to ``n_eval`` fresh samples (``projected_lower_bound``) and the
+        standard error of their smoothed log(P(S) / Q(S))."""
         n = int(counts.sum())
-        k_p, k_q = int(counts[0] + counts[1]), int(counts[0] + counts[2])
-        psi, variance_p, variance_q = binomial_ratio.smoothed_log_ratio(k_p, n, k_q, n, 0.0)
-        return float(psi), float(variance_p + variance_q)
-
+        if self.coupled:
+            bound = paired_ratio.projected_lower_bound(counts, 0.0, SELECTION_LEVEL, n_eval)
+            _, variance = paired_ratio.smoothed_log_ratio(counts, 0.0)
+        else:
+            k_p, k_q = int(counts[0] + counts[1]), int(counts[0] + counts[2])
+            bound = binomial_ratio.projected_lower_bound(k_p, n, k_q, n, 0.0, SELECTION_LEVEL, n_eval)
+            _, variance_p, variance_q = binomial_ratio.smoothed_log_ratio(k_p, n, k_q, n, 0.0)
+            variance = variance_p + variance_q
+        return float(bound), float(np.sqrt(variance / n))
 
 @dataclass(frozen=True)
 class Candidate:
@@ -197,10 +194,8 @@ def cells(adversary: Adversary, p: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 def assess(candidate: Candidate, counts: np.ndarray, final: int, sampling: Sampling) -> Candidate:
     """The candidate with the bound its ``counts`` project to ``final`` samples, and their standard error."""
-    psi, variance = sampling.smoothed_log_ratio(counts)
-    n = int(counts.sum())
-    projected = psi - norm.ppf(SELECTION_LEVEL) * np.sqrt(variance * (1 / n + 1 / final))
-    return replace(candidate, projected=float(projected), error=float(np.sqrt(variance / n)))
+    projected, error = sampling.projected(counts, final)
+    return replace(candidate, projected=projected, error=error)
 
 
 def screen(mechanism, classes, budget: Budget, sampling: Sampling, rng: np.random.Generator) -> list[Candidate]:

@@ -17,10 +17,12 @@ from audit import bounds
 from audit.mechanisms import (
     REQUIRED,
     BaseMechanism,
+    CallableMechanism,
     MechanismError,
     check_output,
     list_mechanisms,
     make_mechanism,
+    sample_coupled,
 )
 from audit.mechanisms import buggy, builtin
 
@@ -505,3 +507,21 @@ def test_user_callable_width_must_not_change(user_module):
     mechanism.sample(np.zeros(2), 10, np.random.default_rng(0))
     with pytest.raises(MechanismError, match="width changed"):
         mechanism.sample(np.zeros(2), 10, np.random.default_rng(0))
+
+
+def test_sample_coupled_pairs_rows_of_a_vectorised_sampler():
+    """A Laplace release from clones of one generator: same noise on every row, so the outputs on
+    [0] and [1] differ by exactly the sensitivity, and the generators end in one state."""
+    mechanism = make_mechanism("laplace", {"epsilon": 1.0})
+    (p, q), same = sample_coupled(mechanism, [np.array([0.0]), np.array([1.0])], 50, 7)
+    assert same
+    assert_allclose(q - p, 1.0)
+
+
+def test_sample_coupled_reports_input_dependent_randomness():
+    """A sampler that draws one extra number on some inputs cannot have its rows paired."""
+    mechanism = CallableMechanism(
+        "uneven", lambda dataset, n, rng: rng.normal(size=(n, 1)) + (rng.random() if dataset[0] > 0 else 0.0)
+    )
+    _, same = sample_coupled(mechanism, [np.array([0.0]), np.array([1.0])], 10, 7)
+    assert not same

@@ -8,6 +8,7 @@ from audit.mechanisms.base import (
     MechanismError,
     MechanismInfo,
     check_output,
+    sample_coupled,
 )
 from audit.mechanisms.registry import list_mechanisms, make_mechanism, register
 
@@ -22,4 +23,5 @@ __all__ = [
     "list_mechanisms",
     "make_mechanism",
     "register",
+    "sample_coupled",
 ]

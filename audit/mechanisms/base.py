@@ -89,6 +89,32 @@ def check_output(out: Any, n: int, expected_dim: int | None = None) -> np.ndarra
     return array
 
 
+
+def sample_coupled(mechanism: Any, datasets, n: int, seed) -> tuple[list[Any], bool]:
+    """n outputs on every dataset from clones of one generator (common random numbers).
+
+    Returns the raw outputs, in the order of ``datasets``, and whether the
+    mechanism spent the same randomness on every dataset (the generators end
+    in one state).  Without that, row i of two outputs did not come from the
+    same random numbers and the rows cannot be paired; with it, they can when
+    the mechanism spends row i's numbers on row i, as vectorised samplers do.
+    A mechanism that ignores the generator leaves every state untouched: its
+    rows are independent pairs.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+    datasets : sequence of numpy.ndarray
+    n : int
+    seed : anything :func:`numpy.random.default_rng` accepts
+    """
+    outputs, states = [], []
+    for dataset in datasets:
+        generator = np.random.default_rng(seed)
+        outputs.append(mechanism.sample(dataset, n, generator))
+        states.append(generator.bit_generator.state)
+    return outputs, all(state == states[0] for state in states)
+
 class BaseMechanism:
     """Base class of built-in, buggy and adapter mechanisms.
 
