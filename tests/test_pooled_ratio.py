@@ -160,6 +160,14 @@ def test_moments_of_a_sample_are_the_sum_of_its_chunks():
     assert whole.in_p.tolist() == in_x.sum(axis=0).tolist()
 
 
+def test_moments_of_different_sets_cannot_be_added():
+    in_x, in_y = random_memberships(np.random.default_rng(1), 100)
+    whole = EventMoments.from_memberships(in_x, in_y)
+    fewer = EventMoments.from_memberships(in_x[:, :-1], in_y[:, :-1])
+    with pytest.raises(ValueError, match=f"same {in_x.shape[1]} sets. Found {in_x.shape[1] - 1} sets"):
+        whole + fewer
+
+
 def test_cells_are_paired_counts():
     in_x, in_y = random_memberships(np.random.default_rng(2), 1000)
     moments = EventMoments.from_memberships(in_x, in_y)
