@@ -29,12 +29,26 @@ a frequent weak one only when the final sample can pin its ratio down):
    the candidate would reach on the final samples and its noise;
 2. the (pair, direction)s whose best class is within two standard errors of
    the best (at most four) are **trained**, on a larger split of their
-   inputs: an attack set S = {side (g - t) > 0} each;
-3. **check**: each trained S is counted on fresh samples and the one with the
-   best projected bound is kept (DP-Sniper's n_check stage), so that
-4. **final**: the one S is counted on a large fresh sample, in chunks, and its
-   score bound on log(P(S) / Q(S)) is reported: one comparison, no
-   correction for multiplicity.
+   inputs: an attack set S_0 = {side (g - t) > 0} each, and its nested
+   subsets {side (g - t_k) > 0}, t_k beyond t, each holding 2^(-1/8) of the
+   previous one's training outputs of P;
+3. **check**: each attack's sets are counted on fresh samples, which fix the
+   weights of its final bound (the minimum-variance weights of
+   :func:`attacks.pooled_ratio.min_variance_weights` on the sets with 100
+   counts), and the attack with the best projected bound is kept
+   (DP-Sniper's n_check stage), so that
+4. **final**: that attack's sets are counted on a large fresh sample, in
+   chunks, and one bound is reported, with no correction for multiplicity:
+   the pooled bound on the weighted mean of the log-ratios of the sets
+   (:func:`attacks.pooled_ratio.pooled_lower_bound`; a lower bound on
+   epsilon, as every set's log-ratio is) when more than one set has weight,
+   else the score bound on log(P(S) / Q(S)) of the one set.
+
+Pooling pays where the likelihood ratio is flat over the sets: for
+report-noisy-max releasing the value, every set in the lower tail has the
+ratio e^epsilon, and the pooled variance per pair is about a third of the
+best single set's.  Subsets of S_0 are pooled, not supersets: a score g that
+orders the likelihood ratio gives them at least S_0's log-ratio.
 
 "Samples per input" counts every sample drawn on an input of the chosen pair:
 (number of pairs) x screen + train + check + final (the screen term bounds the
@@ -54,7 +68,7 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
-from attacks import Adversary, binomial_ratio, paired_ratio
+from attacks import Adversary, binomial_ratio, paired_ratio, pooled_ratio
 from audit.mechanisms import make_mechanism, sample_coupled
 
 LEVELS = (0.95, 0.90)  # reported confidence levels: ours, and DP-Sniper's (DDConfig.confidence)
@@ -86,6 +100,12 @@ CLASSES = {
     "leaky_laplace": ("tree2", "tree8"),
 }
 MAX_FINALISTS = 4
+# Nested attack sets pooled by the final bound (attacks.pooled_ratio): below the fitted set S_0,
+# 63 subsets each holding 2^(-1/8) of the previous one's training outputs of P (the deepest 2^-7.9
+# of S_0), and only sets with MIN_COUNT counts (separated pairs too, coupled) in the check stage.
+NESTED_SETS = 64
+NESTED_STEP = 2 ** (-1 / 8)
+MIN_COUNT = 100
 
 
 @dataclass(frozen=True)
@@ -164,9 +184,76 @@ class Row:
     candidate: Candidate
     bounds: tuple[float, ...]  # at each of LEVELS
     plug_in: float
+    sets: int  # sets the final bound pools (1: the score bound on one set)
     finalists: int
     samples: int
     seconds: float
+
+
+@dataclass(frozen=True)
+class Attack:
+    """A fitted DP adversary's set S_0 = {s g > c_0} (s its side, g its score, c_0 = s t) and nested
+    subsets {s g > c_k}, c_0 < c_1 < ...: the sets the final bound may pool."""
+
+    adversary: Adversary
+    cuts: np.ndarray
+
+    def memberships(self, x: np.ndarray) -> np.ndarray:
+        """Boolean (n, K): output i lies in set k."""
+        return (self.adversary.side_ * self.adversary.discriminant(x))[:, None] > self.cuts
+
+
+def nested_attack(adversary: Adversary, p_train: np.ndarray) -> Attack:
+    """The adversary's set and its subsets holding NESTED_STEP^k of the training outputs of P in it."""
+    cut = adversary.side_ * adversary.threshold_
+    scores = adversary.side_ * adversary.discriminant(p_train)
+    inside = scores[scores > cut]
+    if inside.size == 0:
+        return Attack(adversary, np.array([cut]))
+    deeper = np.quantile(inside, 1.0 - NESTED_STEP ** np.arange(1, NESTED_SETS), method="lower")
+    return Attack(adversary, np.unique(np.r_[cut, deeper[deeper > cut]]))
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """The final bound of an attack: weights on its sets, pooled (attacks.pooled_ratio) when more than one
+    set has weight, else the score bound on that one set's cells."""
+
+    weights: np.ndarray
+
+    @classmethod
+    def choose(cls, moments: pooled_ratio.EventMoments, sampling: Sampling) -> Statistic:
+        """Minimum-variance weights on the usable sets of a check sample (S_0 alone when none is usable)."""
+        if not pooled_ratio.usable_sets(moments, 0.0, sampling.coupled, MIN_COUNT).any():
+            return cls(np.eye(moments.in_p.size)[0])
+        weights = pooled_ratio.min_variance_weights(moments, 0.0, sampling.coupled, MIN_COUNT)
+        weights[weights < 1e-6] = 0.0  # the solver's round-off: a set that barely counts is not pooled
+        return cls(weights / weights.sum())
+
+    @property
+    def pooled(self) -> bool:
+        return np.count_nonzero(self.weights) > 1
+
+    def projected(self, moments: pooled_ratio.EventMoments, final: int, sampling: Sampling) -> tuple[float, float]:
+        """The bound these counts project to ``final`` fresh samples, and the standard error of the estimate."""
+        if self.pooled:
+            bound = pooled_ratio.projected_lower_bound(moments, self.weights, 0.0, SELECTION_LEVEL, final,
+                                                       sampling.coupled)
+            return bound, pooled_ratio.pooled_log_ratio(moments, self.weights, 0.0, sampling.coupled)[1]
+        return sampling.projected(moments.cells(int(np.argmax(self.weights))), final)
+
+    def bounds(self, moments: pooled_ratio.EventMoments, sampling: Sampling) -> tuple[float, ...]:
+        """The lower bounds at LEVELS on these (final) counts."""
+        if self.pooled:
+            return tuple(pooled_ratio.pooled_lower_bound(moments, self.weights, 0.0, level, sampling.coupled)
+                         for level in LEVELS)
+        cells = moments.cells(int(np.argmax(self.weights)))
+        return tuple(sampling.bound(cells, level) for level in LEVELS)
+
+    def estimate(self, moments: pooled_ratio.EventMoments) -> float:
+        """The plug-in sum_k w_k log(P_n(S_k) / Q_n(S_k)) (inf when a weighted set holds no output of Q)."""
+        with np.errstate(divide="ignore"):
+            return float(self.weights[self.weights > 0] @ pooled_ratio.log_ratios(moments, 0.0)[self.weights > 0])
 
 
 def build(name: str):
@@ -224,17 +311,20 @@ def finalists(candidates: list[Candidate]) -> list[Candidate]:
     return list(kept.values())[:MAX_FINALISTS]
 
 
-def count_attacks(mechanism, pairs, adversaries, n: int, sampling: Sampling, rng) -> np.ndarray:
-    """Cells of every attack set on n fresh samples of its pair, drawn in chunks (an input shared by
+def count_attacks(mechanism, pairs, attacks: list[Attack], n: int, sampling: Sampling,
+                  rng) -> list[pooled_ratio.EventMoments]:
+    """Counts of every attack's sets on n fresh samples of its pair, drawn in chunks (an input shared by
     several attacks is sampled once per chunk)."""
     inputs = list({x.tobytes(): x for pair in pairs for x in pair}.values())
     position = {x.tobytes(): i for i, x in enumerate(inputs)}
-    counts = np.zeros((len(pairs), 4), dtype=np.int64)
+    totals: list[pooled_ratio.EventMoments | None] = [None] * len(pairs)
     for begin in range(0, n, CHUNK):
         outputs = sampling.draw(mechanism, inputs, min(CHUNK, n - begin), rng)
-        for index, ((d_p, d_q), adversary) in enumerate(zip(pairs, adversaries)):
-            counts[index] += cells(adversary, outputs[position[d_p.tobytes()]], outputs[position[d_q.tobytes()]])
-    return counts
+        for index, ((d_p, d_q), attack) in enumerate(zip(pairs, attacks)):
+            moments = pooled_ratio.EventMoments.from_memberships(attack.memberships(outputs[position[d_p.tobytes()]]),
+                                                                attack.memberships(outputs[position[d_q.tobytes()]]))
+            totals[index] = moments if totals[index] is None else totals[index] + moments
+    return totals
 
 
 def audit(name: str, budget: Budget, sampling: Sampling, seed: int) -> Row:
@@ -246,18 +336,21 @@ def audit(name: str, budget: Budget, sampling: Sampling, seed: int) -> Row:
     pairs = [laws(mechanism.default_pairs()[c.pair], c.swapped) for c in chosen]
     inputs = list({x.tobytes(): x for pair in pairs for x in pair}.values())
     train = dict(zip((x.tobytes() for x in inputs), sampling.draw(mechanism, inputs, budget.train, rng)))
-    adversaries = [
-        fit_attack(c.function_class, train[d_p.tobytes()], train[d_q.tobytes()], budget.final, sampling, rng)
+    attacks = [
+        nested_attack(fit_attack(c.function_class, train[d_p.tobytes()], train[d_q.tobytes()], budget.final,
+                                 sampling, rng), train[d_p.tobytes()])
         for c, (d_p, d_q) in zip(chosen, pairs)
     ]
-    checked = [assess(c, counts, budget.final, sampling)
-               for c, counts in zip(chosen, count_attacks(mechanism, pairs, adversaries, budget.check, sampling, rng))]
-    best = int(np.argmax([c.projected for c in checked]))
-    counts = count_attacks(mechanism, pairs[best:best + 1], adversaries[best:best + 1], budget.final, sampling, rng)[0]
-    with np.errstate(divide="ignore"):
-        plug_in = float(np.log((counts[0] + counts[1]) / (counts[0] + counts[2])))
-    return Row(name, chosen[best], tuple(sampling.bound(counts, level) for level in LEVELS), plug_in, len(chosen),
-               budget.total(len(mechanism.default_pairs())), time.perf_counter() - start)
+    checks = count_attacks(mechanism, pairs, attacks, budget.check, sampling, rng)
+    statistics = [Statistic.choose(moments, sampling) for moments in checks]
+    projected = [statistic.projected(moments, budget.final, sampling)[0]
+                 for statistic, moments in zip(statistics, checks)]
+    best = int(np.argmax(projected))
+    moments = count_attacks(mechanism, pairs[best:best + 1], attacks[best:best + 1], budget.final, sampling, rng)[0]
+    statistic = statistics[best]
+    return Row(name, chosen[best], statistic.bounds(moments, sampling), statistic.estimate(moments),
+               int(np.count_nonzero(statistic.weights)), len(chosen), budget.total(len(mechanism.default_pairs())),
+               time.perf_counter() - start)
 
 
 def pair_label(mechanism_name: str, candidate: Candidate) -> str:
@@ -275,11 +368,11 @@ def table(rows: list[Row]) -> str:
             row.mechanism, f"{row.bounds[0]:.4f}", f"{row.bounds[1]:.4f}", "-" if reference is None else f"{reference:.3f}",
             "-" if reference is None else ("yes" if row.bounds[1] >= reference else "NO"),
             f"{row.plug_in:.4f}", pair_label(row.mechanism, row.candidate),
-            row.candidate.function_class, row.finalists, f"{row.samples / 1e6:.2f} M",
+            row.candidate.function_class, row.sets, row.finalists, f"{row.samples / 1e6:.2f} M",
             f"{row.samples / DPSNIPER_SAMPLES:.3f}", f"{row.seconds:.1f}",
         ])
     headers = ["mechanism", "eps LB (95%)", "eps LB (90%)", "DP-Sniper LB (90%)", ">= DP-Sniper", "plug-in eps",
-               "pair P vs Q", "class", "finalists", "samples/input", "fraction of DP-Sniper's", "seconds"]
+               "pair P vs Q", "class", "sets pooled", "finalists", "samples/input", "fraction of DP-Sniper's", "seconds"]
     return tabulate(lines, headers=headers, tablefmt="github")
 
 
