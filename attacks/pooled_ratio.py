@@ -45,7 +45,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import minimize
+from scipy.linalg import cholesky, solve_triangular
+from scipy.optimize import nnls
 from scipy.stats import norm
 
 _BLOCK_ROWS = 2**18  # rows per float32 product: exact (float32 counts every integer up to 2^24), and small in memory
@@ -79,6 +80,34 @@ class EventMoments:
             )
         return cls(in_x.shape[0], in_x.sum(axis=0), in_y.sum(axis=0),
                    _co_occurrences(in_x, in_x), _co_occurrences(in_y, in_y), _co_occurrences(in_x, in_y))
+
+    @classmethod
+    def from_levels(cls, level_x, level_y, n_sets: int) -> EventMoments:
+        """Counts of nested sets S_0 ⊇ S_1 ⊇ ... ⊇ S_{K-1} from levels: an output lies in S_k iff its level > k.
+
+        For sets {g > c_0} ⊇ {g > c_1} ⊇ ... of one score g, the level of an
+        output is the number of cuts c_k below its score.  Nesting makes every
+        count a tail sum of the (K + 1) x (K + 1) histogram H of the levels of
+        the pairs (or of the i-th outputs of the two samples):
+        pq[j, k] = sum_{a > j, b > k} H[a, b] and pp[j, k] =
+        in_p[max(j, k)], so the cost is O(n + K^2), not the O(n K^2) of
+        :meth:`from_memberships`.
+        """
+        level_x, level_y = np.asarray(level_x), np.asarray(level_y)
+        if level_x.ndim != 1 or level_x.shape != level_y.shape or not (
+                np.issubdtype(level_x.dtype, np.integer) and np.issubdtype(level_y.dtype, np.integer)):
+            raise ValueError(
+                "level_x and level_y must be integer arrays of the same shape (n_samples,). "
+                f"Found {level_x.dtype} {level_x.shape} and {level_y.dtype} {level_y.shape}."
+            )
+        if level_x.size and (min(level_x.min(), level_y.min()) < 0 or max(level_x.max(), level_y.max()) > n_sets):
+            raise ValueError(f"levels must lie in 0..n_sets={n_sets} (the number of sets an output lies in).")
+        width = n_sets + 1
+        histogram = np.bincount(level_x * width + level_y, minlength=width * width).reshape(width, width)
+        at_least = histogram[::-1, ::-1].cumsum(axis=0).cumsum(axis=1)[::-1, ::-1]  # [a, b]: #{level_x >= a, level_y >= b}
+        in_p, in_q, pq = at_least[1:, 0], at_least[0, 1:], at_least[1:, 1:]
+        deeper = np.maximum.outer(np.arange(n_sets), np.arange(n_sets))
+        return cls(level_x.size, in_p, in_q, in_p[deeper], in_q[deeper], pq)
 
     def __add__(self, other: EventMoments) -> EventMoments:
         if other.in_p.shape != self.in_p.shape:
@@ -163,7 +192,8 @@ def usable_sets(moments: EventMoments, delta: float, coupled: bool, min_count: i
     return np.all(np.array(counts) >= min_count, axis=0) & np.isfinite(log_ratios(moments, delta))
 
 
-def min_variance_weights(moments: EventMoments, delta: float, coupled: bool, min_count: int = 100) -> np.ndarray:
+def min_variance_weights(moments: EventMoments, delta: float, coupled: bool, min_count: int = 100,
+                         among=None) -> np.ndarray:
     """Weights on the simplex minimising the pooled variance w' Sigma_hat w (a convex quadratic program).
 
     The weights do not look at the estimates psi_hat: weights that maximise
@@ -172,30 +202,35 @@ def min_variance_weights(moments: EventMoments, delta: float, coupled: bool, min
     sets, a variance per pair 40 times the minimum).  So pool only sets whose
     log-ratio is expected to be at least that of the best one, e.g. subsets
     {g > t'}, t' > t, of an attack set {g > t} whose score g orders the
-    likelihood ratio.
+    likelihood ratio; ``among`` (a boolean mask) restricts the sets weighed.
 
     Only sets with ``min_count`` samples of each law in them (and, for
     coupled pairs, as many pairs that the set separates, which carry the
     noise) get weight: the variance of a set with a handful of counts is
     itself too noisy to weigh it by (a set with no separated pair would look
     free of noise).
+
+    Solved as non-negative least squares: if v >= 0 minimises
+    v' Sigma v - 2 1'v = |L'v - L^{-1} 1|^2 - 1' Sigma^{-1} 1 (Sigma = L L',
+    Cholesky), then w = v / 1'v minimises w' Sigma w on the simplex (the two
+    problems have the same KKT conditions up to that scaling).  Nested sets
+    are nearly collinear, so Sigma gets a ridge of 1e-9 of its mean diagonal.
     """
     usable = usable_sets(moments, delta, coupled, min_count)
+    if among is not None:
+        usable &= np.asarray(among, dtype=bool)
     if not usable.any():
         raise ValueError(
-            f"no set holds min_count={min_count} samples of each law{' and separated pairs' if coupled else ''} "
-            f"with a finite log-ratio estimate. Found in_p={moments.in_p!r}, in_q={moments.in_q!r} on n={moments.n}; "
-            "lower min_count or draw more samples."
+            f"no set{' among those allowed' if among is not None else ''} holds min_count={min_count} samples of "
+            f"each law{' and separated pairs' if coupled else ''} with a finite log-ratio estimate. Found "
+            f"in_p={moments.in_p!r}, in_q={moments.in_q!r} on n={moments.n}; lower min_count or draw more samples."
         )
     covariance = influence_covariance(moments, delta, coupled)[np.ix_(usable, usable)]
-    start = np.zeros(covariance.shape[0])
-    start[int(np.argmin(np.diag(covariance)))] = 1.0
-    solution = minimize(lambda w: (w @ covariance @ w, 2 * covariance @ w), start, jac=True, method="SLSQP",
-                        bounds=[(0.0, 1.0)] * start.size,
-                        constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1.0, "jac": lambda w: np.ones_like(w)}])
-    w = np.clip(solution.x, 0.0, None)
+    covariance = covariance + 1e-9 * np.mean(np.diag(covariance)) * np.eye(covariance.shape[0])
+    factor = cholesky(covariance, lower=True)
+    v, _ = nnls(factor.T, solve_triangular(factor, np.ones(covariance.shape[0]), lower=True))
     weights = np.zeros(usable.size)
-    weights[usable] = w / w.sum()
+    weights[usable] = v / v.sum()
     return weights
 
 
