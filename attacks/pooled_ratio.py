@@ -171,18 +171,6 @@ def pooled_lower_bound(moments: EventMoments, weights, delta: float, level: floa
     return estimate - float(norm.ppf(level)) * error
 
 
-def projected_lower_bound(moments: EventMoments, weights, delta: float, level: float, n_eval: int,
-                          coupled: bool) -> float:
-    """The pooled bound these counts project to ``n_eval`` fresh samples, to choose sets and weights by.
-
-    As :func:`attacks.paired_ratio.projected_lower_bound`: the variance is
-    taken at the observed n *plus* at ``n_eval``, since the estimate seen on
-    these counts is itself uncertain.
-    """
-    estimate, error = pooled_log_ratio(moments, weights, delta, coupled)
-    return estimate - float(norm.ppf(level)) * error * np.sqrt(1.0 + moments.n / n_eval)
-
-
 def usable_sets(moments: EventMoments, delta: float, coupled: bool, min_count: int) -> np.ndarray:
     """Mask of the sets holding ``min_count`` samples of each law (and, coupled, of separated pairs) with a finite
     log-ratio estimate: those :func:`min_variance_weights` may weigh."""

@@ -169,9 +169,8 @@ class Sampling:
         """Lower bound on log(P(S) / Q(S)) from the cells (both, only P, only Q, neither)."""
         if self.coupled:
             return paired_ratio.log_ratio_bound(counts, 0.0, level, lower=True)
-        n = int(counts.sum())
-        return binomial_ratio.log_ratio_bound(int(counts[0] + counts[1]), n, int(counts[0] + counts[2]), n,
-                                              0.0, level, lower=True)
+        k_p, k_q, n = binomial_counts(counts)
+        return binomial_ratio.log_ratio_bound(k_p, n, k_q, n, 0.0, level, lower=True)
 
     def log_ratio(self, counts: np.ndarray) -> tuple[float, float]:
         """The smoothed log(P(S) / Q(S)) of the cells and its standard error."""
@@ -179,7 +178,7 @@ class Sampling:
         if self.coupled:
             estimate, variance = paired_ratio.smoothed_log_ratio(counts, 0.0)
         else:
-            k_p, k_q = int(counts[0] + counts[1]), int(counts[0] + counts[2])
+            k_p, k_q, _ = binomial_counts(counts)
             estimate, variance_p, variance_q = binomial_ratio.smoothed_log_ratio(k_p, n, k_q, n, 0.0)
             variance = variance_p + variance_q
         return float(estimate), float(np.sqrt(variance / n))
@@ -188,9 +187,13 @@ class Sampling:
         """The bound at SELECTION_LEVEL the cells project to ``n_eval`` fresh samples (``projected_lower_bound``)."""
         if self.coupled:
             return float(paired_ratio.projected_lower_bound(counts, 0.0, SELECTION_LEVEL, n_eval))
-        n = int(counts.sum())
-        k_p, k_q = int(counts[0] + counts[1]), int(counts[0] + counts[2])
+        k_p, k_q, n = binomial_counts(counts)
         return float(binomial_ratio.projected_lower_bound(k_p, n, k_q, n, 0.0, SELECTION_LEVEL, n_eval))
+
+
+def binomial_counts(counts: np.ndarray) -> tuple[int, int, int]:
+    """(outputs of P in S, outputs of Q in S, samples per law) from the cells (both, only P, only Q, neither)."""
+    return int(counts[0] + counts[1]), int(counts[0] + counts[2]), int(counts.sum())
 
 
 @dataclass(frozen=True)
@@ -295,6 +298,11 @@ def build(name: str):
     return make_mechanism(name, {"epsilon": CLAIMED_EPSILON})
 
 
+def distinct_inputs(pairs) -> list[np.ndarray]:
+    """The inputs of the pairs, each once, in order of first appearance."""
+    return list({x.tobytes(): x for pair in pairs for x in pair}.values())
+
+
 def laws(pair, swapped: bool):
     """(input of P, input of Q) of a pair in the given direction."""
     return (pair[1], pair[0]) if swapped else pair
@@ -348,7 +356,7 @@ def count_attacks(mechanism, pairs, attacks: list[Attack], n: int, sampling: Sam
                   rng) -> list[pooled_ratio.EventMoments]:
     """Counts of every attack's sets on n fresh samples of its pair, drawn in chunks (an input shared by
     several attacks is sampled once per chunk)."""
-    inputs = list({x.tobytes(): x for pair in pairs for x in pair}.values())
+    inputs = distinct_inputs(pairs)
     position = {x.tobytes(): i for i, x in enumerate(inputs)}
     totals: list[pooled_ratio.EventMoments | None] = [None] * len(pairs)
     for begin in range(0, n, CHUNK):
@@ -393,7 +401,7 @@ def audit(name: str, budget: Budget, sampling: Sampling, seed: int) -> Row:
     mechanism = build(name)
     chosen = finalists(screen(mechanism, CLASSES[name], budget, sampling, rng))
     pairs = [laws(mechanism.default_pairs()[c.pair], c.swapped) for c in chosen]
-    inputs = list({x.tobytes(): x for pair in pairs for x in pair}.values())
+    inputs = distinct_inputs(pairs)
     train = dict(zip((x.tobytes() for x in inputs), sampling.draw(mechanism, inputs, budget.train, rng)))
     attacks = [
         graded_attack(fit_attack(c.function_class, train[d_p.tobytes()], train[d_q.tobytes()], budget.final,

@@ -27,7 +27,6 @@ from attacks.pooled_ratio import (
     min_variance_weights,
     pooled_log_ratio,
     pooled_lower_bound,
-    projected_lower_bound,
     usable_sets,
 )
 
@@ -357,13 +356,11 @@ def test_coverage_of_the_pooled_bound_on_many_replicates(coupled):
     check_coverage(coupled, 10_000, seed=41)
 
 
-def test_projected_bound_adds_the_variances_at_both_sizes():
+def test_pooled_bound_is_the_estimate_less_z_errors():
     x, y = draw(np.random.default_rng(50), 20_000, True)
     moments = moments_of(x, y)
     estimate, error = pooled_log_ratio(moments, WEIGHTS, 0.0, True)
     z = stats.norm.ppf(0.95)
-    expected = estimate - z * np.sqrt(error**2 + error**2 * moments.n / 80_000)
-    assert projected_lower_bound(moments, WEIGHTS, 0.0, 0.95, 80_000, True) == pytest.approx(expected, rel=1e-12)
     assert pooled_lower_bound(moments, WEIGHTS, 0.0, 0.95, True) == pytest.approx(estimate - z * error, rel=1e-12)
 
 
@@ -496,8 +493,7 @@ def sample_moments():
 @pytest.mark.parametrize("bound", [
     lambda m, w: pooled_log_ratio(m, w, 0.0, True),
     lambda m, w: pooled_lower_bound(m, w, 0.0, 0.95, True),
-    lambda m, w: projected_lower_bound(m, w, 0.0, 0.95, 10_000, True),
-], ids=["pooled_log_ratio", "pooled_lower_bound", "projected_lower_bound"])
+], ids=["pooled_log_ratio", "pooled_lower_bound"])
 def test_bad_weights_are_refused(sample_moments, weights, bound):
     with pytest.raises(ValueError, match="weights must be 4 non-negative finite numbers summing to 1"):
         bound(sample_moments, weights)
