@@ -91,6 +91,11 @@ class DivergenceEstimate:
         same random numbers): the standard error is that of the paired
         differences and the ``dp`` bounds are the paired score bounds (module
         docstring).
+    caveat : str or None
+        Why the interval of this estimate cannot be trusted (e.g. a few
+        held-out terms carry the objective), or None when it can.  A row with
+        a caveat is never reported as a violation: its verdict is at most
+        "inconclusive", with the caveat as the reason.
     """
 
     estimate: float
@@ -105,6 +110,7 @@ class DivergenceEstimate:
     standard_error: float = np.nan
     delta: float = 0.0
     coupled: bool = False
+    caveat: str | None = None
 
     def lower_bound(self, level: float = 0.95) -> float:
         """One-sided lower confidence bound on the estimand at confidence ``level``."""
