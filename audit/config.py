@@ -449,8 +449,10 @@ def _run(table: dict) -> RunSpec:
     backend = _choice(table.get("backend", defaults.backend), tuple(BACKENDS), "run.backend")
     needs = BACKENDS[backend]
     if needs is not None and importlib.util.find_spec(needs[0]) is None:
+        from audit.mechanisms.base import install_hint
+
         raise ConfigError(
             f"run.backend: {backend!r} needs the {needs[0]!r} package, which is not installed; "
-            f"pip install \"capaudit[{needs[1]}]\" or use backend = \"loky\"."
+            f"{install_hint(needs[1])}; or use backend = \"loky\"."
         )
     return RunSpec(seed=int(seed), n_jobs=int(n_jobs), backend=backend)

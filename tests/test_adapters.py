@@ -3,7 +3,7 @@
 Each library test is skipped, with the reason, when the library does not
 import.  OpenDP runs in the project's environment; diffprivlib 0.6.6 needs a
 scikit-learn older than 1.9, so its tests (and PyDP's) run in an environment
-installed with ``pip install "capaudit[diffprivlib,pydp]"``.
+installed with ``pip install ".[diffprivlib,pydp]"`` in a capaudit checkout.
 
 Statistical tolerances: means and variances are compared with the law's
 within ``Z = 5`` standard errors at n = 20 000 (the variance's standard
@@ -236,7 +236,7 @@ def test_missing_library_is_unavailable_with_its_extra(monkeypatch, fresh_import
         monkeypatch.delitem(sys.modules, loaded)
     monkeypatch.setitem(sys.modules, module, None)  # import of the library now raises ImportError
     info = next(info for info in list_mechanisms() if info.name == name)
-    assert not info.available and f'pip install "capaudit[{extra}]"' in info.availability
+    assert not info.available and f'pip install ".[{extra}]" in a capaudit checkout' in info.availability
     with pytest.raises(ValueError, match=rf"{name}.*unavailable.*capaudit\[{extra}\]"):
         make_mechanism(name)
 
@@ -256,12 +256,12 @@ def test_broken_diffprivlib_is_unavailable_with_the_error(monkeypatch, fresh_imp
 def test_diffprivlib_hint_names_both_versions(monkeypatch):
     versions = {"diffprivlib": "0.6.6", "scikit-learn": "1.9.0"}
     monkeypatch.setattr("audit.mechanisms.adapters.installed_version", versions.get)
+    checkout = 'install the extra capaudit[diffprivlib]: pip install ".[diffprivlib]" in a capaudit checkout'
     assert _diffprivlib_hint() == (
-        'diffprivlib 0.6.6 failed to import with scikit-learn 1.9.0: '
-        'pip install "capaudit[diffprivlib]" pins a compatible scikit-learn'
+        f"diffprivlib 0.6.6 failed to import with scikit-learn 1.9.0; the extra pins a compatible one: {checkout}"
     )
     monkeypatch.setattr("audit.mechanisms.adapters.installed_version", {}.get)
-    assert _diffprivlib_hint() == 'pip install "capaudit[diffprivlib]"'
+    assert _diffprivlib_hint() == checkout
 
 
 def test_importing_capaudit_never_needs_the_libraries():

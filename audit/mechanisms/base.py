@@ -19,6 +19,15 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 
+def install_hint(extra: str) -> str:
+    """How to install capaudit's optional dependency group ``extra``.
+
+    capaudit is installed from a checkout (it is not on a package index), so
+    the hint names the extra and the command that works in a checkout.
+    """
+    return f'install the extra capaudit[{extra}]: pip install ".[{extra}]" in a capaudit checkout'
+
+
 class MechanismError(RuntimeError):
     """A mechanism raised, or returned outputs that are not n finite numeric rows of a fixed width."""
 
@@ -204,7 +213,7 @@ class MechanismInfo:
     requires : tuple of str
         Modules that must import for the entry to be usable (adapters' libraries).
     install_hint : str
-        What to run when a required module is missing, e.g. ``"pip install capaudit[opendp]"``.
+        What to run when a required module is missing, e.g. ``install_hint("opendp")``.
     """
 
     name: str

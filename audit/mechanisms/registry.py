@@ -4,7 +4,7 @@ Built-ins (``builtin.py``) and the known-buggy suite (``buggy.py``) are
 registered from their classes; library adapters register themselves from
 ``audit/mechanisms/adapters/__init__.py`` with :func:`register`, naming the
 modules they need in ``MechanismInfo.requires`` so that a missing library
-shows up as "unavailable: pip install capaudit[...]" instead of an import
+shows up as "unavailable: install the extra capaudit[...]: ..." instead of an import
 crash.  Adapter modules are imported only when one is built.
 """
 

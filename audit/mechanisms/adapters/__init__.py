@@ -34,7 +34,7 @@ import numpy as np
 from joblib import Parallel, delayed
 from scipy import stats
 
-from audit.mechanisms.base import BaseMechanism
+from audit.mechanisms.base import BaseMechanism, install_hint
 from audit.mechanisms.registry import info_from_class, make_mechanism, register
 
 CHUNK_SIZE = 16384
@@ -81,7 +81,7 @@ class LibraryAdapter(BaseMechanism):
     @classmethod
     def install_hint(cls) -> str:
         """What to run when the library is missing or does not import."""
-        return f'pip install "capaudit[{cls.extra}]"'
+        return install_hint(cls.extra)
 
     def _import(self) -> ModuleType:
         """Import the library, or raise ``ValueError`` with the install hint."""
@@ -221,11 +221,11 @@ def per_call(randomise: Callable[[Any], float], value: Any, size: int) -> np.nda
 
 def _diffprivlib_hint() -> str:
     """diffprivlib's install hint; names the versions when it is installed but fails to import."""
-    hint = 'pip install "capaudit[diffprivlib]"'
+    hint = install_hint("diffprivlib")
     version, sklearn = installed_version("diffprivlib"), installed_version("scikit-learn")
     if version is None:
         return hint
-    return f"diffprivlib {version} failed to import with scikit-learn {sklearn}: {hint} pins a compatible scikit-learn"
+    return f"diffprivlib {version} failed to import with scikit-learn {sklearn}; the extra pins a compatible one: {hint}"
 
 
 def _register_adapters() -> None:

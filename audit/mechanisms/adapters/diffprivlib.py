@@ -12,7 +12,7 @@ draws from ``secrets.SystemRandom``; the samplers are the same code, fed by
 another uniform source, so the audited law is the library's law.
 
 diffprivlib 0.6.6 fails to import with scikit-learn 1.9;
-``pip install "capaudit[diffprivlib]"`` pins a scikit-learn it imports with.
+``pip install ".[diffprivlib]"`` (in a capaudit checkout) pins a scikit-learn it imports with.
 """
 
 from __future__ import annotations
