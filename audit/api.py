@@ -11,7 +11,7 @@ import os
 import platform
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ import pandas as pd
 
 from audit.config import AuditConfig, ConfigError, load_config
 from audit.neighbours import NeighbourPair, make_pairs
+from audit.provenance import describe_audit, pair_records
 from audit.runner import run_tasks, task_seed
 from audit.verdicts import assign_verdicts, exit_code
 
@@ -50,6 +51,11 @@ class AuditResult:
         Python, capaudit, its dependencies and the mechanism's library.
     config : dict
         The config as run (after overrides).
+    pairs : list of dict
+        The audited pairs (:func:`audit.provenance.pair_records`).
+    audited : dict
+        What was audited: mechanism, config hash, command, date, machine
+        (:func:`audit.provenance.describe_audit`).
     """
 
     verdict: str
@@ -59,6 +65,8 @@ class AuditResult:
     seconds: float
     versions: Mapping[str, str | None]
     config: Mapping[str, Any]
+    pairs: Sequence[Mapping[str, Any]] = ()
+    audited: Mapping[str, Any] = field(default_factory=dict)
 
     def write(self, out_dir: str | os.PathLike) -> Path:
         """Write report.md, results.json, results.csv and figures/ (:func:`audit.report.write_audit_report`)."""
@@ -66,7 +74,7 @@ class AuditResult:
 
         return write_audit_report(
             out_dir, table=self.table, verdict=self.verdict, seed=self.seed, seconds=self.seconds,
-            versions=dict(self.versions), config=dict(self.config),
+            versions=dict(self.versions), config=dict(self.config), pairs=list(self.pairs), audited=dict(self.audited),
         )
 
 
@@ -128,6 +136,8 @@ def run_audit(
         seconds=time.perf_counter() - start,
         versions=_versions(mechanism),
         config=audit_config.raw,
+        pairs=pair_records(pairs),
+        audited=describe_audit(mechanism, config, audit_config.raw),
     )
     if out_dir is not None:
         result.write(out_dir)

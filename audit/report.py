@@ -10,6 +10,11 @@ written as ``null`` and an infinite one as the string ``"inf"`` (or
 ``"-inf"``), so that the estimate of an "unbounded" row still reads as
 infinite instead of vanishing into ``null``; :func:`load_results` turns those
 strings back into floats.
+
+results.json carries a ``schema_version`` (:data:`SCHEMA_VERSION`; fields in
+docs/results.md, JSON Schema in docs/schema/results.schema.json). report.md is
+GitHub-flavoured markdown: every ``|`` inside a table cell is escaped, so the
+direction ``P|Q`` stays one cell.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import pathlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import matplotlib
@@ -27,6 +32,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+SCHEMA_VERSION = "1.0"
+"""Version of results.json's layout: the minor part grows with added fields, the major with changed ones."""
 ROW_COLUMNS = (
     "pair",
     "direction",
@@ -71,6 +78,8 @@ def write_audit_report(
     seconds: float,
     versions: Mapping[str, Any],
     config: Mapping[str, Any],
+    pairs: Sequence[Mapping[str, Any]] = (),
+    audited: Mapping[str, Any] | None = None,
 ) -> pathlib.Path:
     """Write results.json, results.csv, report.md and figures/*.png for an audit.
 
@@ -94,6 +103,12 @@ def write_audit_report(
     config : mapping
         The audit configuration as a JSON-serialisable dict (TOML layout of
         DESIGN.md "Contract: config").
+    pairs : sequence of mapping, optional
+        The audited pairs, ``{"name", "d", "d_prime", "relation"}`` each
+        (:func:`audit.provenance.pair_records`), saved so a pair can be re-run.
+    audited : mapping, optional
+        What was audited (:func:`audit.provenance.describe_audit`): the
+        report's opening block after the verdict.
 
     Returns
     -------
@@ -113,7 +128,10 @@ def write_audit_report(
     out_dir = pathlib.Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
     table = table[_column_order(table.columns)].reset_index(drop=True)
-    meta = {"verdict": verdict, "seed": seed, "seconds": seconds, "versions": dict(versions), "config": dict(config)}
+    meta = {
+        "schema_version": SCHEMA_VERSION, "verdict": verdict, "seed": seed, "seconds": seconds,
+        "versions": dict(versions), "config": dict(config), "audited": dict(audited or {}), "pairs": list(pairs),
+    }
     document = {**meta, "rows": [_json_row(row) for row in table.to_dict(orient="records")]}
     # default=str: TOML dates and the like in the config are written as text.
     text = json.dumps(_json_value(document), indent=2, allow_nan=False, default=str)
@@ -139,7 +157,9 @@ def load_results(path: str | pathlib.Path) -> tuple[pd.DataFrame, dict[str, Any]
         One row per results row, schema columns first; ``null`` numbers are
         NaN and ``"inf"`` strings are infinite floats again.
     meta : dict
-        ``verdict``, ``seed``, ``seconds``, ``versions`` and ``config``.
+        ``schema_version``, ``verdict``, ``seed``, ``seconds``, ``versions``,
+        ``config``, ``audited`` and ``pairs`` (results written before schema
+        version 1.0 lack the first and the last two).
     """
     path = pathlib.Path(path)
     if path.is_dir():
@@ -205,6 +225,7 @@ def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.P
         + ".",
         "",
     ]
+    lines += _audited_block(meta["audited"], meta["pairs"], meta["config"])
     if meta["versions"].get("mechanism_seedable") is False:
         lines += [
             "**Not reproducible bit for bit:** the mechanism's library draws its own randomness and "
@@ -235,6 +256,78 @@ def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.P
         lines += [f"![{path.stem}]({path.as_posix()})\n" for path in figures]
     lines += ["## Method", "", *_method_notes(confidence, attacks.get("n_samples"), attacks.get("coupled", False)), ""]
     return "\n".join(lines)
+
+
+def _audited_block(audited: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> list[str]:
+    """The "What was audited" section: mechanism, pairs, config, command, date, machine (what is known)."""
+    items = []
+    mechanism = audited.get("mechanism")
+    if mechanism:
+        items.append(f"- **Mechanism:** {_mechanism_line(mechanism)}")
+    if pairs:
+        items.append(f"- **Neighbouring pairs** ({_pair_source(config)}; saved with every digit in results.json `pairs`):")
+        items += [f"  - {_pair_line(pair, i)}" for i, pair in enumerate(pairs)]
+    if audited.get("config_sha256"):
+        where = f"`{audited['config_path']}`" if audited.get("config_path") else "a Python mapping"
+        items.append(f"- **Config:** {where}, sha256 `{audited['config_sha256']}`")
+    if audited.get("command"):
+        items.append(f"- **Command:** `{audited['command']}`")
+    if audited.get("date"):
+        items.append(f"- **Date:** {audited['date']}")
+    machine = audited.get("machine")
+    if machine:
+        items.append(
+            f"- **Machine:** {machine.get('platform')}, {machine.get('cpu_count')} CPUs, Python {machine.get('python')}"
+        )
+    return ["## What was audited", "", *items, ""] if items else []
+
+
+def _mechanism_line(mechanism: Mapping[str, Any]) -> str:
+    params = ", ".join(f"{key}={value!r}" for key, value in mechanism.get("params", {}).items())
+    name = str(mechanism.get("name"))
+    if mechanism.get("library"):
+        library = f"{mechanism['library']} {mechanism.get('library_version') or '(version unknown)'}"
+    else:
+        library = "user code" if ":" in name else "capaudit built-in"
+    seedable = "seedable (reproducible bit for bit)" if mechanism.get("seedable", True) else "not seedable"
+    true_privacy = f"; true privacy: {mechanism['true_privacy']}" if mechanism.get("true_privacy") else ""
+    return f"`{name}` ({params or 'no parameters'}); library: {library}, {seedable}{true_privacy}"
+
+
+def _pair_source(config: Mapping[str, Any]) -> str:
+    neighbours = config.get("neighbours")
+    if isinstance(neighbours, Mapping):
+        relation = neighbours.get("relation", "replace-one")
+        return f"generated by [neighbours] strategy = {neighbours.get('strategy')!r}, relation {relation}"
+    if config.get("pairs"):
+        return "explicit [[pairs]] from the config"
+    return "the mechanism's worst-case default pairs"
+
+
+_INLINE_VALUES = 24
+"""Pairs with at most this many numbers in d and d' together are shown in report.md; all are in results.json."""
+
+
+def _pair_line(pair: Mapping[str, Any], index: int) -> str:
+    d, d_prime = np.asarray(pair["d"], dtype=float), np.asarray(pair["d_prime"], dtype=float)
+    relation = pair.get("relation") or "neither replace-one nor add-remove"
+    if d.size + d_prime.size <= _INLINE_VALUES:
+        data = f"d = `{_compact(pair['d'])}`, d' = `{_compact(pair['d_prime'])}`"
+    else:
+        data = f"d: {_shape(d)}, d': {_shape(d_prime)}, in results.json `pairs[{index}]`"
+    return f"`{pair['name']}`: {data} ({relation})"
+
+
+def _compact(values: Any) -> str:
+    """Nested lists of numbers, each to 6 significant digits (results.json keeps every digit)."""
+    if isinstance(values, (list, tuple)):
+        return "[" + ", ".join(_compact(value) for value in values) + "]"
+    return f"{values:.6g}"
+
+
+def _shape(records: np.ndarray) -> str:
+    rows, width = (records.shape[0], records.shape[1] if records.ndim > 1 else 1) if records.ndim else (1, 1)
+    return f"{rows} records of {width} value{'s' if width != 1 else ''}"
 
 
 def _counts(table: pd.DataFrame) -> str:
@@ -297,7 +390,14 @@ def _number(value: Any) -> str:
 
 
 def _to_markdown(frame: pd.DataFrame) -> str:
-    return frame.to_markdown(index=False, disable_numparse=True)
+    """A GitHub-flavoured markdown table; cells are text with ``|`` escaped and line breaks as spaces."""
+    cells = pd.DataFrame({_cell(column): [_cell(value) for value in frame[column]] for column in frame.columns})
+    return cells.to_markdown(index=False, disable_numparse=True)
+
+
+def _cell(value: Any) -> str:
+    """One table cell's text (numbers as :func:`_number`): an unescaped ``|`` ends a GFM cell, a newline its row."""
+    return " ".join(_number(value).replace("|", "\\|").splitlines())
 
 
 def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool = False) -> list[str]:

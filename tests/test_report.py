@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit.report import ROW_COLUMNS, load_results, write_audit_report
+from audit.report import ROW_COLUMNS, SCHEMA_VERSION, load_results, write_audit_report
 
 NAN, INF = math.nan, math.inf
 
@@ -61,7 +61,8 @@ def test_results_json_has_the_contract_schema_and_is_strict_json(written, table)
     out, _ = written
     text = (out / "results.json").read_text()
     document = json.loads(text, parse_constant=lambda name: pytest.fail(f"non-standard JSON constant {name}"))
-    assert set(document) == {"verdict", "seed", "seconds", "versions", "config", "rows"}
+    assert set(document) == {"schema_version", "verdict", "seed", "seconds", "versions", "config", "audited", "pairs", "rows"}
+    assert document["schema_version"] == SCHEMA_VERSION
     assert document["verdict"] == "violation" and document["seed"] == 3
     assert len(document["rows"]) == len(table)
     for row in document["rows"]:
