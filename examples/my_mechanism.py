@@ -1,6 +1,6 @@
 """A user mechanism for ``capaudit run examples/custom.toml``: the noisy mean of clipped records.
 
-The protocol (DESIGN.md, "Contract: config") is one plain function
+The protocol (docs/design.md, "Contract: config") is one plain function
 ``mechanism(dataset, n, rng, **params) -> array of shape (n, d)`` returning n
 independent outputs; ``params`` come from the config's ``[mechanism] params``.
 capaudit imports this module with the config file's directory and the
