@@ -310,12 +310,20 @@ _INLINE_VALUES = 24
 
 def _pair_line(pair: Mapping[str, Any], index: int) -> str:
     d, d_prime = np.asarray(pair["d"], dtype=float), np.asarray(pair["d_prime"], dtype=float)
-    relation = pair.get("relation") or "neither replace-one nor add-remove"
+    relation = pair.get("relation") or _difference(d, d_prime)
     if d.size + d_prime.size <= _INLINE_VALUES:
         data = f"d = `{_compact(pair['d'])}`, d' = `{_compact(pair['d_prime'])}`"
     else:
         data = f"d: {_shape(d)}, d': {_shape(d_prime)}, in results.json `pairs[{index}]`"
     return f"`{pair['name']}`: {data} ({relation})"
+
+
+def _difference(d: np.ndarray, d_prime: np.ndarray) -> str:
+    """How two datasets that are neither replace-one nor add-remove neighbours differ."""
+    if d.shape == d_prime.shape and d.ndim:
+        differing = int(np.count_nonzero(np.any((d != d_prime).reshape(len(d), -1), axis=1)))
+        return f"{differing} of {len(d)} records differ"
+    return f"{_shape(d)} against {_shape(d_prime)}"
 
 
 def _compact(values: Any) -> str:

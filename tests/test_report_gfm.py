@@ -141,7 +141,8 @@ def test_audited_block_names_a_library_mechanism_and_large_pairs(tmp_path, monke
     audited = describe_audit(mechanism, config_path, {})
     small = SimpleNamespace(name="p0", d=np.array([[0.0], [0.0]]), d_prime=np.array([[0.0], [1.0]]))
     large = SimpleNamespace(name="p1", d=np.zeros((30, 2)), d_prime=np.r_[np.zeros((29, 2)), np.ones((1, 2))])
-    pairs = pair_records([small, large])
+    far = SimpleNamespace(name="p2", d=np.array([[0.0], [0.0]]), d_prime=np.array([[1.0], [1.0]]))
+    pairs = pair_records([small, large, far])
     write_audit_report(tmp_path, table=TABLE, verdict="violation", seed=0, seconds=1.0, versions={},
                        config=CONFIG, pairs=pairs, audited=audited)
     report = (tmp_path / "report.md").read_text()
@@ -150,6 +151,7 @@ def test_audited_block_names_a_library_mechanism_and_large_pairs(tmp_path, monke
     assert "the mechanism's worst-case default pairs" in block
     assert "`p0`: d = `[[0], [0]]`, d' = `[[0], [1]]` (replace-one)" in block
     assert "`p1`: d: 30 records of 2 values, d': 30 records of 2 values, in results.json `pairs[1]` (replace-one)" in block
+    assert "`p2`: d = `[[0], [0]]`, d' = `[[1], [1]]` (2 of 2 records differ)" in block
     assert f"sha256 `{hashlib.sha256(config_path.read_bytes()).hexdigest()}`" in block
     assert "`capaudit run 'my audit.toml' --out out`" in block
     document = json.loads((tmp_path / "results.json").read_text())
