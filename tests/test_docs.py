@@ -1,6 +1,7 @@
 """The repository carries its own documentation: links resolve, citations of the theory name real sections,
 and no file points outside the repository."""
 
+import os
 import re
 from pathlib import Path
 
@@ -12,14 +13,13 @@ TEXT_SUFFIXES = {".md", ".py", ".toml", ".json", ".txt", ".cfg", ""}
 
 
 def _repository_files():
-    """The checkout's text files, without hidden directories (.git, CI's .venv) and build outputs."""
-    for path in ROOT.rglob("*"):
-        parts = path.relative_to(ROOT).parts
-        if any(part.startswith(".") and part not in (".ci",) or part in SKIPPED_DIRS or part.endswith(".egg-info")
-               for part in parts[:-1]):
-            continue
-        if path.is_file() and path.suffix in TEXT_SUFFIXES:
-            yield path
+    """The checkout's text files, without hidden directories (.git, CI's .venv; .ci kept) and build outputs."""
+    for directory, subdirectories, files in os.walk(ROOT):
+        subdirectories[:] = [
+            name for name in subdirectories
+            if (name == ".ci" or not name.startswith(".")) and name not in SKIPPED_DIRS and not name.endswith(".egg-info")
+        ]
+        yield from (Path(directory) / name for name in files if Path(name).suffix in TEXT_SUFFIXES)
 
 
 def _markdown_files():
