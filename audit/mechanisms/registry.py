@@ -5,7 +5,9 @@ registered from their classes; library adapters register themselves from
 ``audit/mechanisms/adapters/__init__.py`` with :func:`register`, naming the
 modules they need in ``MechanismInfo.requires`` so that a missing library
 shows up as "unavailable: pip install capaudit[...]" instead of an import
-crash.  Adapter modules are imported only when one is built.
+crash.  Adapter modules are imported only when one is built, and never from the
+current directory or a config's folder (:func:`library_import_path`): only a
+config's ``callable`` runs code from there.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from audit.mechanisms.base import REQUIRED, BaseMechanism, CallableMechanism, Mechanism, MechanismInfo
+from audit.mechanisms.base import (
+    REQUIRED,
+    BaseMechanism,
+    CallableMechanism,
+    Mechanism,
+    MechanismInfo,
+    library_import_path,
+)
 
 Factory = Callable[..., Mechanism] | str
 _REGISTRY: dict[str, tuple[Factory, MechanismInfo]] = {}
@@ -77,7 +86,8 @@ def _load() -> None:
             for cls in module.MECHANISMS:
                 register(cls.name, cls, info_from_class(cls, kind))
         try:
-            importlib.import_module("audit.mechanisms.adapters")
+            with library_import_path():
+                importlib.import_module("audit.mechanisms.adapters")
         except ModuleNotFoundError as error:
             if error.name != "audit.mechanisms.adapters":
                 _LOAD_ERROR = error
@@ -144,7 +154,8 @@ def make_mechanism(
     if missing:
         raise ValueError(f"mechanism {name!r} needs parameter(s) {', '.join(missing)}.")
     if isinstance(factory, str):
-        factory = _import_attribute(factory, what=f"factory of mechanism {name!r}")
+        with library_import_path():
+            factory = _import_attribute(factory, what=f"factory of mechanism {name!r}")
     try:
         return factory(**params)
     except ValueError as error:
@@ -157,7 +168,7 @@ def _import_attribute(spec: str, what: str) -> Any:
         raise ValueError(f"{what} must be written 'package.module:function'. Found {spec!r}.")
     try:
         module = importlib.import_module(module_name)
-    except Exception as error:
+    except (Exception, SystemExit) as error:  # the module's own code ran: whatever it does is its error
         raise ValueError(
             f"{what} {spec!r}: cannot import module {module_name!r} ({type(error).__name__}: {error})."
         ) from error
