@@ -359,7 +359,7 @@ def task_seed(seed: int, name: str) -> np.random.SeedSequence:
     return np.random.SeedSequence([seed, digest])
 
 
-def _draw(mechanism: Any, pair: NeighbourPair, *, n: int, seed: int, coupled: bool) -> PairSamples | str:
+def _draw(mechanism: Any, pair: NeighbourPair, n: int, seed: int, coupled: bool) -> PairSamples | str:
     """The pair's samples on d and d' (coupled when asked and possible), or the mechanism's error message.
 
     Independent: d and d' from their own seeds (``pair|d``, ``pair|d_prime``).
