@@ -21,7 +21,7 @@ import importlib.util
 import math
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,7 +63,7 @@ class MechanismSpec:
     """``[mechanism]``: a registry ``name`` or a user ``callable``, with its ``params``."""
 
     name: str | None
-    callable: str | None
+    callable: str | Callable[..., Any] | None
     params: Mapping[str, Any]
     base_dir: Path
 
@@ -195,6 +195,10 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
             'config: missing required table [mechanism] (name = "laplace" or callable = "module:function").'
         )
     mechanism = _mechanism(_table(raw, "mechanism", "mechanism"), base_dir)
+    if callable(mechanism.callable):  # a function object (Python API): results.json records its name
+        from audit.mechanisms.registry import function_name
+
+        raw["mechanism"] = dict(raw["mechanism"], callable=function_name(mechanism.callable))
     if "pairs" in raw and "neighbours" in raw:
         raise ConfigError("config: give either [[pairs]] or [neighbours], not both.")
     pairs = tuple(_pair(entry, f"pairs[{i}]") for i, entry in enumerate(_array_of_tables(raw, "pairs")))
@@ -294,7 +298,7 @@ def _mechanism(table: dict, base_dir: Path) -> MechanismSpec:
         raise ConfigError(f"mechanism.params: must be a table, e.g. {{ epsilon = 1.0 }}. Found {params!r}.")
     spec = MechanismSpec(
         name=None if name is None else _string(name, "mechanism.name"),
-        callable=None if target is None else _string(target, "mechanism.callable"),
+        callable=target if target is None or callable(target) else _string(target, "mechanism.callable"),
         params=dict(params),
         base_dir=base_dir,
     )

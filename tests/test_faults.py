@@ -316,3 +316,20 @@ def test_a_callable_that_exits_at_import_is_a_config_error(tmp_path, capsys):
     path = _toml(tmp_path, config)
     code = main(["run", str(path), "--out", str(tmp_path / "out")])
     _assert_clean_error(code, capsys.readouterr().err, "mechanism.callable")
+
+
+def test_run_audit_takes_a_function_object_and_records_its_name():
+    config = _config()
+    config["mechanism"]["callable"] = lambda dataset, n, rng: np.sum(dataset) + rng.laplace(0.0, 1.0, size=n)
+    result = run_audit(config, progress=False)
+    assert result.exit_code == 0 and len(result.table) == 4
+    name = result.config["mechanism"]["callable"]
+    assert name == "test_faults:test_run_audit_takes_a_function_object_and_records_its_name.<locals>.<lambda>"
+
+
+def test_rows_do_not_depend_on_jobs_or_backend_with_pairs_sampled_as_they_go():
+    config = _config()
+    config["pairs"] = [{"d": [[0.0]], "d_prime": [[float(i)]]} for i in range(1, 4)]
+    one = run_audit(config, progress=False).table
+    two = run_audit(config, n_jobs=2, backend="threading", progress=False).table  # loky: tests/test_runner.py
+    assert two.equals(one)

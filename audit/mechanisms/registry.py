@@ -104,7 +104,7 @@ def list_mechanisms() -> list[MechanismInfo]:
 
 
 def make_mechanism(
-    name: str | None = None, params: dict | None = None, *, callable: str | None = None
+    name: str | None = None, params: dict | None = None, *, callable: str | Callable[..., Any] | None = None
 ) -> Mechanism:
     """Build a registered mechanism by name, or wrap a user function.
 
@@ -115,9 +115,10 @@ def make_mechanism(
     params : dict, optional
         Keyword arguments: the mechanism's parameters, or for ``callable``
         arguments bound to the user function with :func:`functools.partial`.
-    callable : str, optional
-        ``"package.module:function"``: a user function
-        ``f(dataset, n, rng) -> array of shape (n, d)``.
+    callable : str or function, optional
+        A user function ``f(dataset, n, rng) -> array of shape (n, d)``, or
+        ``"package.module:function"`` naming one (imported here: a config
+        runs the code it names).
 
     Returns
     -------
@@ -181,8 +182,16 @@ def _import_attribute(spec: str, what: str) -> Any:
     return value
 
 
-def _wrap_callable(spec: str, params: dict) -> CallableMechanism:
-    function = _import_attribute(spec, what="mechanism callable")
+def function_name(function: Callable[..., Any]) -> str:
+    """``"module:qualified.name"`` of a function object, as a config would name it."""
+    return f"{getattr(function, '__module__', '?')}:{getattr(function, '__qualname__', repr(function))}"
+
+
+def _wrap_callable(spec: str | Callable[..., Any], params: dict) -> CallableMechanism:
+    if isinstance(spec, str):
+        function = _import_attribute(spec, what="mechanism callable")
+    else:
+        function, spec = spec, function_name(spec)
     if not callable(function):
         raise ValueError(f"mechanism callable {spec!r} is not callable. Found {type(function).__name__}.")
     if params:
