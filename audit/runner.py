@@ -47,6 +47,7 @@ other pairs still sample.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -144,12 +145,14 @@ def run_tasks(
 
     Each pair is sampled in a child process of its own (:func:`sample_pairs`),
     at most one per worker at once and each within ``run.sample_timeout``
-    seconds; a pair's tasks start as soon as its samples are in, while other
-    pairs still sample, and every finished task is appended to
-    ``tasks.jsonl`` at once.  A failure of the audited code (an exception,
-    ``sys.exit``, a process that dies or hangs) and a failure of the attack
-    workers (a worker that dies) become error rows of the tasks concerned,
-    never an exception.
+    seconds; the pairs are attacked one after the other as their samples come
+    in (each pair's tasks in parallel), while the other pairs still sample,
+    and every finished task is appended to ``tasks.jsonl`` at once.  A
+    failure of the audited code (an exception, ``sys.exit``, a process that
+    dies or hangs) and a failure of the attack workers (a worker that dies)
+    become error rows of the pair's tasks, never an exception.  The main
+    thread never blocks on anything but the children and the attacks, so
+    Ctrl-C stops the audit at once.
 
     Parameters
     ----------
@@ -205,17 +208,6 @@ def run_tasks(
     bar = tqdm(total=len(tasks), initial=len(tasks) - len(pending), desc="attacks", file=sys.stderr,
                disable=not progress, **_tqdm_options())
 
-    def jobs() -> Iterator:
-        rest = [pair for pair in pending_pairs if pair.name not in probed]
-        failed = [(pair, probed[pair.name]) for pair in pending_pairs if pair.name in probed]
-        sampled = itertools.chain(failed, sample_pairs(draw, rest, workers, config.run.sample_timeout))
-        for count, (pair, samples) in enumerate(sampled, start=1):
-            bar.set_postfix_str(f"pairs sampled {count}/{len(pending_pairs)}")
-            laws = mechanism.output_laws(pair.d, pair.d_prime) if isinstance(samples, PairSamples) else None
-            for task in pending:
-                if task.pair == pair.name:
-                    yield joblib.delayed(_run_task)(task, samples, laws, _theory_bound(mechanism, task), config)
-
     def keep(record: dict, estimate: Any) -> None:
         record.update(plan=plan, resumed=False)
         records[record["task"]], evidence[record["task"]] = record, estimate
@@ -223,15 +215,28 @@ def run_tasks(
             _append(path, record, estimate)
         bar.update()
 
-    with bar, _backend(config.run.backend, config.run.n_jobs):
-        try:
-            for record, estimate in _finished(jobs(), config.run.backend, config.run.n_jobs):
-                keep(record, estimate)
-        except Exception as error:  # e.g. a worker killed (TerminatedWorkerError): the unfinished tasks failed
-            message = f"the attack workers failed: {one_line(error)}"
-            for task in pending:
-                if task.id not in records:
-                    keep(_error_record(task, message), None)
+    # Sampling runs in child processes while this process attacks the pairs already sampled; it
+    # advances (new children, deadlines) between pairs, so a hung pair only ever costs its timeout.
+    sampler = sample_pairs(draw, [pair for pair in pending_pairs if pair.name not in probed], workers,
+                           config.run.sample_timeout)
+    failed = [(pair, probed[pair.name]) for pair in pending_pairs if pair.name in probed]
+    with bar, _backend(config.run.backend, config.run.n_jobs), contextlib.closing(sampler):
+        for count, (pair, samples) in enumerate(itertools.chain(failed, sampler), start=1):
+            bar.set_postfix_str(f"pairs sampled {count}/{len(pending_pairs)}")
+            laws = _output_laws(mechanism, pair) if isinstance(samples, PairSamples) else None
+            pair_tasks = [task for task in pending if task.pair == pair.name]
+            jobs = [
+                joblib.delayed(_run_task)(task, samples, laws, _theory_bound(mechanism, task), config)
+                for task in pair_tasks
+            ]
+            try:
+                for record, estimate in _finished(jobs, config.run.backend, config.run.n_jobs):
+                    keep(record, estimate)
+            except Exception as error:  # e.g. a worker killed (TerminatedWorkerError): the pair's unfinished tasks
+                message = f"the attack workers failed: {one_line(error)}"
+                for task in pair_tasks:
+                    if task.id not in records:
+                        keep(_error_record(task, message), None)
     order = {task.id: i for i, task in enumerate(tasks)}
     ordered = dict(sorted(records.items(), key=lambda item: order[item[0]]))
     return ordered, {task: evidence.get(task) for task in ordered}
@@ -390,8 +395,20 @@ def _draw(mechanism: Any, pair: NeighbourPair, n: int, seed: int, coupled: bool)
 
 
 def _theory_bound(mechanism: Any, task: Task) -> float | None:
-    bound = mechanism.theory_bound(task.function_class, task.divergence, task.alpha)
-    return None if bound is None else float(bound)
+    """The mechanism's closed-form bound for the task; None when it has none or cannot compute it."""
+    try:
+        bound = mechanism.theory_bound(task.function_class, task.divergence, task.alpha)
+        return None if bound is None else float(bound)
+    except (ArithmeticError, ValueError, IndexError):  # e.g. an overflow at epsilon = 1e308: unknown, not fatal
+        return None
+
+
+def _output_laws(mechanism: Any, pair: NeighbourPair) -> tuple[Any, Any] | None:
+    """The pair's exact output laws, None when unknown or not computable (they only fill ``exact``)."""
+    try:
+        return mechanism.output_laws(pair.d, pair.d_prime)
+    except (ArithmeticError, ValueError, IndexError):
+        return None
 
 
 def _run_task(
@@ -455,7 +472,7 @@ def _exact(task: Task, laws: tuple[Any, Any]) -> float | None:
     try:
         return float(restricted_divergence(*laws, function_class=task.function_class,
                                            divergence=task.divergence, alpha=task.alpha))
-    except ValueError:  # a (class, divergence) audit.exact does not cover: the value is unknown
+    except (ArithmeticError, ValueError, IndexError):  # not covered by audit.exact, or extreme laws: unknown
         return None
 
 
