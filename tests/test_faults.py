@@ -8,6 +8,7 @@ directory on sys.path).
 """
 
 import json
+import multiprocessing.connection
 import os
 import subprocess
 import sys
@@ -333,3 +334,30 @@ def test_rows_do_not_depend_on_jobs_or_backend_with_pairs_sampled_as_they_go():
     one = run_audit(config, progress=False).table
     two = run_audit(config, n_jobs=2, backend="threading", progress=False).table  # loky: tests/test_runner.py
     assert two.equals(one)
+
+
+def test_ctrl_c_while_a_pair_hangs_keeps_the_other_pairs(tmp_path, capsys, monkeypatch):
+    """The main thread waits on the sampling children only: Ctrl-C there stops the audit at once."""
+    wait = multiprocessing.connection.wait
+
+    def interrupted_when_idle(objects, timeout=None):  # Ctrl-C half a second into a wait that finds nothing
+        ready = wait(objects, timeout=0.5 if timeout is None else min(timeout, 0.5))
+        if not ready:
+            raise KeyboardInterrupt
+        return ready
+
+    monkeypatch.setattr(multiprocessing.connection, "wait", interrupted_when_idle)
+    config = _config("hangs", sample_timeout=300)
+    config["pairs"] = PAIRS[::-1]  # p0 healthy, p1 hangs
+    start = time.perf_counter()
+    code, err, results = _run(tmp_path, capsys, config)
+    assert code == 130 and "Traceback" not in err and time.perf_counter() - start < 60
+    assert {row["pair"] for row in results["rows"]} == {"p0"} and len(results["rows"]) == 2
+
+
+def test_a_bad_parameter_value_is_a_config_error(tmp_path, capsys):
+    path = tmp_path / "audit.toml"
+    path.write_text('[mechanism]\nname = "laplace"\nparams = { sensitivity = {} }\n\n'
+                    '[[claims]]\ndivergence = "kl"\nfunction_class = "all"\nepsilon = 1.0\n')
+    code = main(["run", str(path), "--out", str(tmp_path / "out")])
+    _assert_clean_error(code, capsys.readouterr().err, "mechanism.name: mechanism 'laplace': TypeError")

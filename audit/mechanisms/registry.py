@@ -159,8 +159,9 @@ def make_mechanism(
             factory = _import_attribute(factory, what=f"factory of mechanism {name!r}")
     try:
         return factory(**params)
-    except ValueError as error:
-        raise ValueError(f"mechanism {name!r}: {error}") from None
+    except (TypeError, ValueError, ArithmeticError) as error:  # e.g. sensitivity = {}: a bad parameter value
+        kind = "" if isinstance(error, ValueError) else f"{type(error).__name__}: "
+        raise ValueError(f"mechanism {name!r}: {kind}{error}") from None
 
 
 def _import_attribute(spec: str, what: str) -> Any:
