@@ -193,41 +193,62 @@ def output_directory(out_dir: str | os.PathLike) -> Path:
         probe.write_text("")
         probe.unlink()
     except OSError as error:
-        raise ValueError(f"output directory {str(path)!r} is not writable ({error.strerror or error}); {fix}.") from None
+        reason = error.strerror or error
+        raise ValueError(f"output directory {str(path)!r} is not writable ({reason}); {fix}.") from None
     return path
 
 
 def _save_failed(out: Path | None, config: AuditConfig, records: Mapping[str, dict], reason: str,
                  start: float) -> Path | None:
-    """Write results.json, results.csv and report.md for an audit that reached no verdict; None when not saved.
-
-    The rows are the finished tasks' (:func:`claim_rows`, without verdicts);
-    the report says why there is no verdict and how to continue.  Writing
-    must not raise over the original failure: an error here is reported in
-    the returned value only (None).
-    """
+    """:func:`write_failure` with the finished tasks' rows (:func:`claim_rows`, without verdicts)."""
     if out is None:
         return None
     try:
-        try:
-            rows = claim_rows(config, records.values())
-        except Exception:  # rows of records the claims cannot read: keep the records as they are
-            rows = [dict(record) for record in records.values()]
-        table = pd.DataFrame(rows, columns=list(ROW_COLUMNS) if rows and "claim" in rows[0] else None)
-        table.to_csv(out / "results.csv", index=False)
-        document = {"verdict": FAILED, "error": reason, "seed": config.run.seed,
-                    "seconds": time.perf_counter() - start, "config": config.raw,
+        rows = claim_rows(config, records.values())
+    except Exception:  # rows of records the claims cannot read: keep the records as they are
+        rows = [dict(record) for record in records.values()]
+    resume = f"{len(records)} tasks finished; `capaudit run CONFIG --out {out} --resume` continues from tasks.jsonl."
+    return write_failure(out, reason, rows, config=config.raw, seed=config.run.seed,
+                         seconds=time.perf_counter() - start, hint=resume)
+
+
+def write_failure(
+    out_dir: str | os.PathLike,
+    reason: str,
+    rows: Sequence[Mapping[str, Any]] = (),
+    *,
+    config: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+    seconds: float = 0.0,
+    hint: str = "",
+) -> Path | None:
+    """Write results.json (``"verdict": "error"``), results.csv and report.md for an audit that reached no verdict.
+
+    A crash is never a verdict, and a failed run must not leave an earlier
+    run's report in place to be read as this one's.  Writing never raises
+    over the original failure: None when the files could not be written.
+
+    Returns
+    -------
+    pathlib.Path or None
+        The path of report.md.
+    """
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        columns = list(ROW_COLUMNS) if rows and "claim" in rows[0] else None
+        pd.DataFrame(list(rows), columns=columns).to_csv(out / "results.csv", index=False)
+        document = {"verdict": FAILED, "error": reason, "seed": seed, "seconds": seconds, "config": config,
                     "rows": [{key: _json_number(value) for key, value in row.items()} for row in rows]}
         (out / "results.json").write_text(json.dumps(document, indent=2, allow_nan=False, default=str) + "\n")
         report = out / "report.md"
         report.write_text(
             f"# capaudit audit report\n\n## Verdict: **ERROR**\n\nThe audit reached no verdict: {reason}.\n\n"
-            f"{len(records)} tasks finished; their rows are in results.json and results.csv, and "
-            f"`capaudit run CONFIG --out {out} --resume` continues from tasks.jsonl.\n"
+            f"{len(rows)} rows in results.json and results.csv. {hint}\n"
         )
-        return report
     except Exception:
         return None
+    return report
 
 
 def _json_number(value: Any) -> Any:

@@ -103,9 +103,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _message(error: BaseException) -> str:
     """The error in one line: a ``ValueError``'s own message (they name the field and fix), else its type too."""
+    from audit.api import AuditError
+    from audit.mechanisms import MechanismError
     from audit.runner import one_line
 
-    if type(error).__name__ in ("ConfigError", "AuditError", "ValueError", "MechanismError"):
+    if isinstance(error, (ValueError, AuditError, MechanismError)):
         return " ".join(str(error).split())
     return one_line(error, limit=1000)
 
@@ -120,16 +122,23 @@ def _version() -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from audit.api import run_audit
+    from audit.api import AuditError, run_audit, write_failure
 
     config = Path(args.config)
-    if config.is_dir():
-        raise ValueError(f"config {args.config!r} is a directory; give a TOML file, e.g. examples/laplace.toml.")
     out = Path(args.out) if args.out else Path("reports") / config.stem
-    result = run_audit(
-        args.config, n_jobs=args.n_jobs, seed=args.seed, out_dir=out, resume=args.resume, backend=args.backend,
-        progress=not args.quiet,
-    )
+    try:
+        if config.is_dir():
+            raise ValueError(f"config {args.config!r} is a directory; give a TOML file, e.g. examples/laplace.toml.")
+        result = run_audit(
+            args.config, n_jobs=args.n_jobs, seed=args.seed, out_dir=out, resume=args.resume, backend=args.backend,
+            progress=not args.quiet,
+        )
+    except (AuditError, KeyboardInterrupt):  # the finished rows are saved already
+        raise
+    except BaseException as error:  # before any task: no rows, but no earlier report left to be misread
+        if out.is_dir() or (args.out and not out.exists()):
+            write_failure(out, _message(error))
+        raise
     _summary(f"audit of {args.config}", result, out)
     return result.exit_code
 
