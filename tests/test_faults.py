@@ -323,12 +323,14 @@ def test_run_audit_takes_a_function_object_and_records_its_name():
     assert name == "test_faults:test_run_audit_takes_a_function_object_and_records_its_name.<locals>.<lambda>"
 
 
-def test_rows_do_not_depend_on_jobs_or_backend_with_pairs_sampled_as_they_go():
+def test_rows_do_not_depend_on_jobs_backend_or_fork(monkeypatch):
     config = _config()
     config["pairs"] = [{"d": [[0.0]], "d_prime": [[float(i)]]} for i in range(1, 4)]
     one = run_audit(config, progress=False).table
     two = run_audit(config, n_jobs=2, backend="threading", progress=False).table  # loky: tests/test_runner.py
     assert two.equals(one)
+    monkeypatch.setattr(audit.runner, "_FORK", False)  # Windows, macOS: sampled in this process
+    assert run_audit(config, n_jobs=2, backend="threading", progress=False).table.equals(one)
 
 
 def test_ctrl_c_while_a_pair_hangs_keeps_the_other_pairs(tmp_path, capsys, monkeypatch):
