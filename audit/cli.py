@@ -102,13 +102,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _message(error: BaseException) -> str:
-    """The error in one line: a ``ValueError``'s own message (they name the field and fix), else its type too."""
-    from audit.api import AuditError
-    from audit.mechanisms import MechanismError
-    from audit.runner import one_line
-
+    """The error in one line: the message of capaudit's own errors (they name the field and fix), else its type too."""
+    text = " ".join(str(error).split())
+    try:
+        from audit.api import AuditError
+        from audit.mechanisms import MechanismError
+        from audit.runner import one_line
+    except Exception:  # a broken install: still one line
+        return f"{type(error).__name__}: {text}"[:1000]
     if isinstance(error, (ValueError, AuditError, MechanismError)):
-        return " ".join(str(error).split())
+        return text
     return one_line(error, limit=1000)
 
 

@@ -369,3 +369,75 @@ def test_a_config_error_replaces_an_earlier_report(tmp_path, capsys):
     code, err, results = _run(tmp_path, capsys, config)
     _assert_clean_error(code, err, "run.seed")
     assert results["verdict"] == "error" and "run.seed" in results["error"] and results["rows"] == []
+
+
+# --- fuzz: mutated configs end in a clean exit 2 or an audit -----------------
+
+FUZZ_VALUES = [
+    True, "1", "", "poly00", "poly२", 0, -1, 1, 2**63, 10**6, 0.5, 1.0000001, 0.999999, 1e308, -1e308,
+    float("inf"), float("nan"), [], [0], [[1e308]], [[0.0], [1.0]], {}, {"epsilon": {}}, "laplace", "kl",
+    "threshold", ["linear"], ["all"],
+]
+FUZZ_BASE = {
+    "mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
+    "pairs": [{"d": [[0.0]], "d_prime": [[1.0]]}],
+    "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 1.0}],
+    "attacks": {"classes": ["linear"], "n_samples": 100, "confidence": 0.9, "train_fraction": 0.5},
+    "run": {"seed": 0, "n_jobs": 1, "sample_timeout": 30},
+}
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not np.isfinite(value):
+        return "nan" if np.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(key)} = {_toml_value(item)}" for key, item in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    return json.dumps(value)
+
+
+def _to_toml(config: dict) -> str:
+    blocks = []
+    for section, content in config.items():
+        entries = content if isinstance(content, list) else [content]
+        header = f"[[{section}]]" if isinstance(content, list) else f"[{section}]"
+        for entry in entries:
+            blocks.append("\n".join([header, *(f"{key} = {_toml_value(item)}" for key, item in entry.items())]))
+    return "\n\n".join(blocks) + "\n"
+
+
+def _mutated(rng: np.random.Generator) -> dict:
+    """The base config with one to three leaves replaced by odd values."""
+    config = json.loads(json.dumps(FUZZ_BASE))
+    for _ in range(rng.integers(1, 4)):
+        section = str(rng.choice(list(config)))
+        table = config[section][0] if isinstance(config[section], list) else config[section]
+        table[str(rng.choice(list(table)))] = FUZZ_VALUES[rng.integers(len(FUZZ_VALUES))]
+    return config
+
+
+def _fuzz(tmp_path, capsys, count: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        path = tmp_path / f"fuzz{i}.toml"
+        path.write_text(_to_toml(_mutated(rng)))
+        code = main(["run", str(path), "--out", str(tmp_path / f"out{i}"), "--quiet"])
+        err = capsys.readouterr().err
+        assert code in (0, 1, 2) and "Traceback" not in err, (path.read_text(), err)
+        if code == 2:
+            assert err.strip() and all(line.startswith("capaudit") for line in err.strip().splitlines())
+        if code == 1:  # a violation must come from held-out evidence, i.e. finished rows
+            table = json.loads((tmp_path / f"out{i}" / "results.json").read_text())["rows"]
+            assert any(row["verdict"] in ("violation", "unbounded") for row in table)
+
+
+def test_mutated_configs_end_cleanly(tmp_path, capsys):
+    _fuzz(tmp_path, capsys, count=8, seed=0)  # 200 in the slow test below
+
+
+@pytest.mark.slow
+def test_many_mutated_configs_end_cleanly(tmp_path, capsys):
+    _fuzz(tmp_path, capsys, count=200, seed=1)
