@@ -435,7 +435,7 @@ def _fuzz(tmp_path, capsys, count: int, seed: int) -> None:
 
 
 def test_mutated_configs_end_cleanly(tmp_path, capsys):
-    _fuzz(tmp_path, capsys, count=8, seed=0)  # 200 in the slow test below
+    _fuzz(tmp_path, capsys, count=30, seed=0)  # 200 in the slow test below
 
 
 @pytest.mark.slow
