@@ -6,6 +6,7 @@ Same semantics as ``capaudit run`` (DESIGN.md, "Contract: Python").
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import math
 import os
 import platform
@@ -21,14 +22,28 @@ import pandas as pd
 from audit.config import AuditConfig, ConfigError, load_config
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.provenance import describe_audit, pair_records
-from audit.runner import run_tasks, task_seed
+from audit.runner import one_line, run_tasks, task_seed
 from audit.verdicts import assign_verdicts, exit_code
 
 ROW_COLUMNS = (
     "pair", "direction", "function_class", "divergence", "alpha", "estimate", "ci_low", "ci_high",
     "n_samples", "claim", "claim_class", "refutes_claim", "theory_bound", "exact", "verdict", "note",
-    "task", "error",
+    "task", "error", "resumed",
 )
+FAILED = "error"
+"""The ``verdict`` of results.json when the audit could not reach one (:class:`AuditError`)."""
+
+
+class AuditError(RuntimeError):
+    """The audit failed after it started: no verdict.  The finished rows were saved (the message says where)."""
+
+
+class AuditInterrupted(KeyboardInterrupt):
+    """Ctrl-C during an audit; ``saved`` is the report written with the finished rows, or None."""
+
+    def __init__(self, saved: Path | None) -> None:
+        super().__init__(saved)
+        self.saved = saved
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,7 +126,16 @@ def run_audit(
     ConfigError
         On an invalid config (the message names the field).
     ValueError
-        When the plan would not fit in memory or ``resume`` meets another config's results.
+        When ``out_dir`` is not a writable directory, the plan would not fit
+        in memory, or ``resume`` meets another config's results or an edited
+        ``tasks.jsonl``.
+    AuditError
+        When the audit fails after its tasks ran (verdicts or report): no
+        verdict; the finished rows are saved in ``out_dir`` with verdict
+        ``"error"`` (a failing mechanism or attack is not this: it gives
+        error rows and exit code 2).
+    AuditInterrupted
+        On Ctrl-C (a ``KeyboardInterrupt``), after saving the finished rows the same way.
 
     Examples
     --------
@@ -123,25 +147,127 @@ def run_audit(
         raise ValueError("resume needs the out_dir of the interrupted run. Found out_dir=None.")
     start = time.perf_counter()
     audit_config = load_config(config, {"n_jobs": n_jobs, "seed": seed, "backend": backend})
+    out = None if out_dir is None else output_directory(out_dir)
     mechanism = audit_config.mechanism.build()
     pairs = _pairs(audit_config, mechanism)
-    records, evidence = run_tasks(audit_config, mechanism, pairs, out_dir, resume=resume, progress=progress)
-    rows = claim_rows(audit_config, records.values())
-    verdict = assign_verdicts(rows, evidence, audit_config.attacks.confidence)
-    result = AuditResult(
-        verdict=verdict,
-        table=pd.DataFrame(rows, columns=list(ROW_COLUMNS)),
-        exit_code=exit_code(rows, verdict),
-        seed=audit_config.run.seed,
-        seconds=time.perf_counter() - start,
-        versions=_versions(mechanism),
-        config=audit_config.raw,
-        pairs=pair_records(pairs),
-        audited=describe_audit(mechanism, config, audit_config.raw),
-    )
-    if out_dir is not None:
-        result.write(out_dir)
+    finished: dict[str, dict] = {}
+    stage = "the tasks"
+    try:
+        records, evidence = run_tasks(
+            audit_config, mechanism, pairs, out, resume=resume, progress=progress, finished=finished
+        )
+        stage = "the verdicts"
+        rows = claim_rows(audit_config, records.values())
+        verdict = assign_verdicts(rows, evidence, audit_config.attacks.confidence)
+        result = AuditResult(
+            verdict=verdict,
+            table=pd.DataFrame(rows, columns=list(ROW_COLUMNS)),
+            exit_code=exit_code(rows, verdict),
+            seed=audit_config.run.seed,
+            seconds=time.perf_counter() - start,
+            versions=_versions(mechanism),
+            config=audit_config.raw,
+            pairs=pair_records(pairs),
+            audited=describe_audit(mechanism, config, audit_config.raw),
+        )
+        stage = "writing the report"
+        if out is not None:
+            result.write(out)
+    except KeyboardInterrupt:
+        raise AuditInterrupted(_save_failed(out, audit_config, finished, "interrupted (Ctrl-C)", start)) from None
+    except Exception as error:  # a crash is never a verdict: save what finished and say so
+        if stage == "the tasks" and isinstance(error, ValueError):  # refused before any task ran
+            raise
+        message = f"{stage} failed: {one_line(error)}"
+        saved = _save_failed(out, audit_config, finished, message, start)
+        where = f"; the {len(finished)} finished tasks are saved in {saved.parent}" if saved else ""
+        raise AuditError(message + where) from error
     return result
+
+
+def output_directory(out_dir: str | os.PathLike) -> Path:
+    """``out_dir``, created if needed, after checking that it is a writable directory.
+
+    Raises
+    ------
+    ValueError
+        Naming the directory and why it cannot hold the report.
+    """
+    path = Path(out_dir)
+    fix = "choose another output directory (--out)"
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"output directory {str(path)!r} is an existing file, not a directory; {fix}.")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".capaudit-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        reason = error.strerror or error
+        raise ValueError(f"output directory {str(path)!r} is not writable ({reason}); {fix}.") from None
+    return path
+
+
+def _save_failed(out: Path | None, config: AuditConfig, records: Mapping[str, dict], reason: str,
+                 start: float) -> Path | None:
+    """:func:`write_failure` with the finished tasks' rows (:func:`claim_rows`, without verdicts)."""
+    if out is None:
+        return None
+    try:
+        rows = claim_rows(config, records.values())
+    except Exception:  # rows of records the claims cannot read: keep the records as they are
+        rows = [dict(record) for record in records.values()]
+    resume = f"{len(records)} tasks finished; `capaudit run CONFIG --out {out} --resume` continues from tasks.jsonl."
+    return write_failure(out, reason, rows, config=config.raw, seed=config.run.seed,
+                         seconds=time.perf_counter() - start, hint=resume)
+
+
+def write_failure(
+    out_dir: str | os.PathLike,
+    reason: str,
+    rows: Sequence[Mapping[str, Any]] = (),
+    *,
+    config: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+    seconds: float = 0.0,
+    hint: str = "",
+) -> Path | None:
+    """Write results.json (``"verdict": "error"``), results.csv and report.md for an audit that reached no verdict.
+
+    A crash is never a verdict, and a failed run must not leave an earlier
+    run's report in place to be read as this one's.  Writing never raises
+    over the original failure: None when the files could not be written.
+
+    Returns
+    -------
+    pathlib.Path or None
+        The path of report.md.
+    """
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        columns = list(ROW_COLUMNS) if rows and "claim" in rows[0] else None
+        pd.DataFrame(list(rows), columns=columns).to_csv(out / "results.csv", index=False)
+        document = {"verdict": FAILED, "error": reason, "seed": seed, "seconds": seconds, "config": config,
+                    "rows": [{key: _json_number(value) for key, value in row.items()} for row in rows]}
+        (out / "results.json").write_text(json.dumps(document, indent=2, allow_nan=False, default=str) + "\n")
+        report = out / "report.md"
+        report.write_text(
+            f"# capaudit audit report\n\n## Verdict: **ERROR**\n\nThe audit reached no verdict: {reason}.\n\n"
+            f"{len(rows)} rows in results.json and results.csv. {hint}\n"
+        )
+    except Exception:
+        return None
+    return report
+
+
+def _json_number(value: Any) -> Any:
+    """NaN -> null and +-inf -> "inf"/"-inf", as :mod:`audit.report` writes them."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
 
 
 def claim_rows(config: AuditConfig, records: Sequence[dict] | Any) -> list[dict]:
@@ -179,6 +305,7 @@ def claim_rows(config: AuditConfig, records: Sequence[dict] | Any) -> list[dict]
                 "note": record["note"],
                 "task": record["task"],
                 "error": record["error"],
+                "resumed": bool(record.get("resumed", False)),
             })
     return rows
 

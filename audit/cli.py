@@ -1,7 +1,10 @@
 """The ``capaudit`` command line (DESIGN.md, "Contract: command line").
 
-Exit codes: 0 no claim violated, 1 a violation, 2 a usage, config or
-mechanism error (a message on stderr, no traceback).
+Exit codes: 0 no claim violated, 1 a violation, 2 any failure that is not a
+verdict (a usage, config or mechanism error, a crash: one line on stderr, no
+traceback unless ``--debug``), 130 interrupted (Ctrl-C).  Once an audit has
+started, its finished rows are saved and the report written to ``--out``
+whatever happens (:func:`audit.api.run_audit`).
 
 ``capaudit run CONFIG`` writes its report to ``--out`` (default
 ``reports/<config name>``); ``capaudit demo`` writes two reports under
@@ -14,19 +17,27 @@ a violation, which it does by design: the buggy mechanism's claim is refuted.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
+EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="capaudit",
         description="Audit differential-privacy claims with capacity-bounded adversaries.",
+        epilog="exit codes: 0 pass or inconclusive, 1 violation, 2 error (no verdict), 130 interrupted",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    _add_common(parser, default=False)
+    common = argparse.ArgumentParser(add_help=False)  # the same options after the command name
+    _add_common(common, default=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser = functools.partial(sub.add_parser, parents=[common])  # type: ignore[method-assign]
 
     theory = sub.add_parser(
         "theory", help="exact restricted divergences and the paper's bounds for Laplace or Gaussian"
@@ -56,11 +67,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``capaudit`` console script; returns the exit code."""
-    args = _parser().parse_args(argv)
-    from audit.mechanisms import MechanismError
+def _add_common(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument("--debug", action="store_true", default=default, help="show the traceback of an error")
+    parser.add_argument("--quiet", action="store_true", default=default, help="no progress bar")
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``capaudit`` console script; returns the exit code.
+
+    Every failure that is not a verdict returns 2 with one line on stderr
+    (the traceback too with ``--debug``); Ctrl-C returns 130.
+    """
+    args = _parser().parse_args(argv)
     try:
         if args.command == "theory":
             from audit.theory_report import theory_command
@@ -70,25 +88,60 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args)
         if args.command == "demo":
             return _demo(args)
-        if args.command == "mechanisms":
-            return _mechanisms()
-    except (ValueError, MechanismError) as error:
-        print(f"capaudit {args.command}: error: {error}", file=sys.stderr)
+        return _mechanisms()
+    except KeyboardInterrupt as interrupt:
+        saved = getattr(interrupt, "saved", None)
+        kept = f"finished tasks saved in {saved.parent}, continue with --resume" if saved else "nothing saved"
+        print(f"capaudit {args.command}: interrupted; {kept}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BaseException as error:  # noqa: BLE001 - a crash is never a verdict (SystemExit of user code included)
+        if args.debug:
+            traceback.print_exc()
+        print(f"capaudit {args.command}: error: {_message(error)}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        print(f"capaudit {args.command}: interrupted; finished tasks are kept in --out, continue with --resume",
-              file=sys.stderr)
-        return EXIT_ERROR
-    raise AssertionError(f"unhandled command {args.command!r}")
+
+
+def _message(error: BaseException) -> str:
+    """The error in one line: the message of capaudit's own errors (they name the field and fix), else its type too."""
+    text = " ".join(str(error).split())
+    try:
+        from audit.api import AuditError
+        from audit.mechanisms import MechanismError
+        from audit.runner import one_line
+    except Exception:  # a broken install: still one line
+        return f"{type(error).__name__}: {text}"[:1000]
+    if isinstance(error, (ValueError, AuditError, MechanismError)):
+        return text
+    return one_line(error, limit=1000)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("capaudit")
+    except PackageNotFoundError:  # run from a checkout
+        return "(not installed)"
 
 
 def _run(args: argparse.Namespace) -> int:
-    from audit.api import run_audit
+    from audit.api import AuditError, run_audit, write_failure
 
-    out = Path(args.out) if args.out else Path("reports") / Path(args.config).stem
-    result = run_audit(
-        args.config, n_jobs=args.n_jobs, seed=args.seed, out_dir=out, resume=args.resume, backend=args.backend
-    )
+    config = Path(args.config)
+    out = Path(args.out) if args.out else Path("reports") / config.stem
+    try:
+        if config.is_dir():
+            raise ValueError(f"config {args.config!r} is a directory; give a TOML file, e.g. examples/laplace.toml.")
+        result = run_audit(
+            args.config, n_jobs=args.n_jobs, seed=args.seed, out_dir=out, resume=args.resume, backend=args.backend,
+            progress=not args.quiet,
+        )
+    except (AuditError, KeyboardInterrupt):  # the finished rows are saved already
+        raise
+    except BaseException as error:  # before any task: no rows, but no earlier report left to be misread
+        if out.is_dir() or (args.out and not out.exists()):
+            write_failure(out, _message(error))
+        raise
     _summary(f"audit of {args.config}", result, out)
     return result.exit_code
 
@@ -126,7 +179,7 @@ def _demo(args: argparse.Namespace) -> int:
     results = {}
     for name, config in demo_configs().items():
         out = Path(args.out) / name
-        results[name] = run_audit(config, out_dir=out)
+        results[name] = run_audit(config, out_dir=out, progress=not args.quiet)
         _summary(f"demo {name} ({config['mechanism']['name']})", results[name], out)
     expected = results["correct"].verdict == "pass" and results["buggy"].verdict == "violation"
     print("demo: " + ("as expected, the correct mechanism passes and the buggy one is caught" if expected

@@ -7,7 +7,10 @@ the value found and what would fix it; ``capaudit`` prints it and exits 2.
 User mechanisms (``[mechanism] callable = "module:function"``) are imported
 with the config file's directory and the current directory at the front of
 ``sys.path``, so a module next to the config (``examples/my_mechanism.py``
-beside ``examples/custom.toml``) is found without installing it.
+beside ``examples/custom.toml``) is found without installing it.  A config
+runs the code it names (a trust boundary): that import happens only after the
+rest of the config is valid, and only for ``callable``; built-in names and
+library adapters never import from those folders.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import importlib.util
 import math
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +49,7 @@ _FIELDS = {
     "neighbours": SPEC_FIELDS,
     "claims": ("divergence", "alpha", "function_class", "epsilon", "delta"),
     "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params", "coupled"),
-    "run": ("seed", "n_jobs", "backend"),
+    "run": ("seed", "n_jobs", "backend", "sample_timeout"),
 }
 DEFAULT_CLASSES = ("linear", "poly2", "poly3", "tree3")
 
@@ -60,7 +63,7 @@ class MechanismSpec:
     """``[mechanism]``: a registry ``name`` or a user ``callable``, with its ``params``."""
 
     name: str | None
-    callable: str | None
+    callable: str | Callable[..., Any] | None
     params: Mapping[str, Any]
     base_dir: Path
 
@@ -68,8 +71,10 @@ class MechanismSpec:
         """Build the mechanism (:func:`audit.mechanisms.make_mechanism`), user modules found from ``base_dir``."""
         from audit.mechanisms import make_mechanism
 
+        if self.callable is None:  # built-ins and adapters never import from the config's folder
+            return make_mechanism(self.name, dict(self.params))
         with user_import_path(self.base_dir):
-            return make_mechanism(self.name, dict(self.params), callable=self.callable)
+            return make_mechanism(callable=self.callable, params=dict(self.params))
 
 
 @dataclass(frozen=True)
@@ -106,11 +111,12 @@ class AttackSpec:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """``[run]``: the audit's seed, joblib's n_jobs and backend."""
+    """``[run]``: the audit's seed, joblib's n_jobs and backend, and each pair's sampling time limit (seconds)."""
 
     seed: int = 0
     n_jobs: int = 1
     backend: str = "loky"
+    sample_timeout: float = 600.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -189,6 +195,10 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
             'config: missing required table [mechanism] (name = "laplace" or callable = "module:function").'
         )
     mechanism = _mechanism(_table(raw, "mechanism", "mechanism"), base_dir)
+    if callable(mechanism.callable):  # a function object (Python API): results.json records its name
+        from audit.mechanisms.registry import function_name
+
+        raw["mechanism"] = dict(raw["mechanism"], callable=function_name(mechanism.callable))
     if "pairs" in raw and "neighbours" in raw:
         raise ConfigError("config: give either [[pairs]] or [neighbours], not both.")
     pairs = tuple(_pair(entry, f"pairs[{i}]") for i, entry in enumerate(_array_of_tables(raw, "pairs")))
@@ -207,7 +217,7 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
         raise ConfigError(
             "claims: missing required field; add at least one [[claims]] entry (divergence, function_class, epsilon)."
         )
-    return AuditConfig(
+    config = AuditConfig(
         mechanism=mechanism,
         pairs=pairs,
         neighbours=neighbours,
@@ -216,6 +226,9 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
         run=_run(_table(raw, "run", "run")),
         raw=raw,
     )
+    if mechanism.callable is not None:  # user code runs last, once the rest of the config is valid
+        _build(mechanism)
+    return config
 
 
 def _check_fields(table: Mapping, section: str, where: str) -> None:
@@ -283,18 +296,23 @@ def _mechanism(table: dict, base_dir: Path) -> MechanismSpec:
     params = table.get("params", {})
     if not isinstance(params, Mapping):
         raise ConfigError(f"mechanism.params: must be a table, e.g. {{ epsilon = 1.0 }}. Found {params!r}.")
-    key = "name" if name is not None else "callable"
     spec = MechanismSpec(
         name=None if name is None else _string(name, "mechanism.name"),
-        callable=None if target is None else _string(target, "mechanism.callable"),
+        callable=target if target is None or callable(target) else _string(target, "mechanism.callable"),
         params=dict(params),
         base_dir=base_dir,
     )
+    if spec.callable is None:  # a built-in runs no user code: check it early
+        _build(spec)
+    return spec
+
+
+def _build(spec: MechanismSpec) -> None:
+    """Build the mechanism once to check it; a ConfigError names the field."""
     try:
         spec.build()
     except ValueError as error:
-        raise ConfigError(f"mechanism.{key}: {error}") from None
-    return spec
+        raise ConfigError(f"mechanism.{'name' if spec.callable is None else 'callable'}: {error}") from None
 
 
 @contextmanager
@@ -455,4 +473,7 @@ def _run(table: dict) -> RunSpec:
             f"run.backend: {backend!r} needs the {needs[0]!r} package, which is not installed; "
             f"{install_hint(needs[1])}; or use backend = \"loky\"."
         )
-    return RunSpec(seed=int(seed), n_jobs=int(n_jobs), backend=backend)
+    timeout = float(_number(table.get("sample_timeout", defaults.sample_timeout), "run.sample_timeout"))
+    if timeout <= 0:
+        raise ConfigError(f"run.sample_timeout: must be a positive number of seconds, e.g. 600. Found {timeout!r}.")
+    return RunSpec(seed=int(seed), n_jobs=int(n_jobs), backend=backend, sample_timeout=timeout)

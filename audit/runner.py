@@ -9,8 +9,8 @@ A class is attacked only on the divergences it can estimate
 Reproducibility: the samples of each (pair, dataset) and the attack of each
 task draw from their own ``numpy.random.SeedSequence([seed, h])``, h a hash of
 the name, so results do not depend on n_jobs, the backend or the order in
-which tasks finish.  Samples are drawn once per pair and dataset in the
-parent process and shared by that pair's tasks; workers only attack.
+which tasks finish.  Samples are drawn once per pair and dataset (in a child
+process, see below) and shared by that pair's tasks; workers only attack.
 
 Coupled sampling (``[attacks] coupled = true``): the outputs on d and d' are
 drawn from two clones of one generator (seeded by the pair's name), so that
@@ -27,25 +27,40 @@ adapters draw from the operating system) leave both states untouched: their
 pairs are independent, for which the paired intervals are still valid.
 
 Each finished task is appended as one JSON line to ``DIR/tasks.jsonl``; a
-resumed run reads it and redoes only the tasks it lacks.  The line's
-``evidence`` holds the fitted estimate as plain numbers
-(:func:`estimate_to_record`): every field of the ``DivergenceEstimate`` but
-the fitted adversary, which is all its confidence intervals and p-values
-(needed by the verdicts) read.  Reading it back runs no code, so resuming
-from a directory written by someone else is safe.
+resumed run reads it and redoes only the tasks it lacks, and marks the rows
+it read ``resumed``.  The line's ``evidence`` holds the fitted estimate as
+plain numbers (:func:`estimate_to_record`): every field of the
+``DivergenceEstimate`` but the fitted adversary, which is all its confidence
+intervals and p-values (needed by the verdicts) read.  Reading it back runs
+no code.  Each line carries a ``checksum`` of its content
+(:func:`line_checksum`) and a line that does not match is refused: this
+guards against accidents (an edited or corrupted file), not against an
+attacker, who can recompute the checksum or simply rerun the tool.  A torn
+last line (an interrupted write) is cut off before new lines are appended.
+
+Isolation: every pair is sampled in a forked child process with a time
+limit (``[run] sample_timeout``, :func:`sample_pairs`), so a mechanism that
+raises, calls ``sys.exit``, kills its process or hangs costs its pair's rows
+(error rows), not the audit; attacks of pairs already sampled run while
+other pairs still sample.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
 import math
+import multiprocessing
+import multiprocessing.connection
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,8 +139,20 @@ def run_tasks(
     *,
     resume: bool = False,
     progress: bool = True,
+    finished: dict[str, dict] | None = None,
 ) -> tuple[dict[str, dict], dict[str, Any]]:
     """Run the audit's tasks in parallel and return their records.
+
+    Each pair is sampled in a child process of its own (:func:`sample_pairs`),
+    at most one per worker at once and each within ``run.sample_timeout``
+    seconds; the pairs are attacked one after the other as their samples come
+    in (each pair's tasks in parallel), while the other pairs still sample,
+    and every finished task is appended to ``tasks.jsonl`` at once.  A
+    failure of the audited code (an exception, ``sys.exit``, a process that
+    dies or hangs) and a failure of the attack workers (a worker that dies)
+    become error rows of the pair's tasks, never an exception.  The main
+    thread never blocks on anything but the children and the attacks, so
+    Ctrl-C stops the audit at once.
 
     Parameters
     ----------
@@ -139,12 +166,16 @@ def run_tasks(
         Keep the records of ``out_dir/tasks.jsonl`` and run only the missing tasks.
     progress : bool
         Show a tqdm progress bar on stderr.
+    finished : dict, optional
+        Filled with task id -> record as tasks finish, so that a caller
+        interrupted by ``KeyboardInterrupt`` still holds the finished records.
 
     Returns
     -------
     records : dict
         Task id -> record (the task's fields, ``estimate``, ``unbounded``,
-        ``error``, ``note``, ``exact``, ``theory_bound``, ``seconds``).
+        ``error``, ``note``, ``exact``, ``theory_bound``, ``seconds``,
+        ``resumed``: read back from ``tasks.jsonl`` by ``resume``).
     evidence : dict
         Task id -> the task's ``DivergenceEstimate`` (None when it has none).
 
@@ -152,44 +183,179 @@ def run_tasks(
     ------
     ValueError
         When the plan would not fit in memory, or ``resume`` meets a results
-        file written by a different config.
+        file written by a different config or edited since (a checksum fails).
     """
     tasks = plan_tasks(config, [pair.name for pair in pairs])
     plan = _plan_hash(config, tasks)
     path = None if out_dir is None else Path(out_dir) / TASKS_FILE
-    records, evidence = _read_finished(path, plan) if resume and path is not None else ({}, {})
+    records = {} if finished is None else finished
+    evidence: dict[str, Any] = {}
+    if resume and path is not None:
+        read_records, read_evidence = _read_finished(path, plan)
+        records.update(read_records)
+        evidence.update(read_evidence)
     pending = [task for task in tasks if task.id not in records]
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         if not resume:
             path.write_text("")
     pending_pairs = [pair for pair in pairs if any(task.pair == pair.name for task in pending)]
-    _check_memory(config, mechanism, pending_pairs)
-    n, seed = config.attacks.n_samples, config.run.seed
-    samples = {pair.name: _draw(mechanism, pair, n, seed, config.attacks.coupled) for pair in pending_pairs}
-    laws = {pair.name: mechanism.output_laws(pair.d, pair.d_prime) for pair in pending_pairs}
-    jobs = (
-        joblib.delayed(_run_task)(
-            task,
-            samples[task.pair],
-            laws[task.pair],
-            _theory_bound(mechanism, task),
-            config,
-        )
-        for task in pending
+    workers = joblib.effective_n_jobs(config.run.n_jobs)
+    draw = functools.partial(
+        _draw, mechanism, n=config.attacks.n_samples, seed=config.run.seed, coupled=config.attacks.coupled
     )
-    with _backend(config.run.backend, config.run.n_jobs), tqdm(
-        total=len(tasks), initial=len(tasks) - len(pending), desc="attacks", file=sys.stderr, disable=not progress
-    ) as bar:
-        for record, estimate in _finished(jobs, config.run.backend, config.run.n_jobs):
-            record["plan"] = plan
-            records[record["task"]], evidence[record["task"]] = record, estimate
-            if path is not None:
-                _append(path, record, estimate)
-            bar.update()
+    probed = _check_memory(config, pending_pairs, draw)
+    bar = tqdm(total=len(tasks), initial=len(tasks) - len(pending), desc="attacks", file=sys.stderr,
+               disable=not progress, **_tqdm_options())
+
+    def keep(record: dict, estimate: Any) -> None:
+        record.update(plan=plan, resumed=False)
+        records[record["task"]], evidence[record["task"]] = record, estimate
+        if path is not None:
+            _append(path, record, estimate)
+        bar.update()
+
+    # Sampling runs in child processes while this process attacks the pairs already sampled; it
+    # advances (new children, deadlines) between pairs, so a hung pair only ever costs its timeout.
+    sampler = sample_pairs(draw, [pair for pair in pending_pairs if pair.name not in probed], workers,
+                           config.run.sample_timeout)
+    failed = [(pair, probed[pair.name]) for pair in pending_pairs if pair.name in probed]
+    with bar, _backend(config.run.backend, config.run.n_jobs), contextlib.closing(sampler):
+        for count, (pair, samples) in enumerate(itertools.chain(failed, sampler), start=1):
+            bar.set_postfix_str(f"pairs sampled {count}/{len(pending_pairs)}")
+            laws = _output_laws(mechanism, pair) if isinstance(samples, PairSamples) else None
+            pair_tasks = [task for task in pending if task.pair == pair.name]
+            jobs = [
+                joblib.delayed(_run_task)(task, samples, laws, _theory_bound(mechanism, task), config)
+                for task in pair_tasks
+            ]
+            try:
+                for record, estimate in _finished(jobs, config.run.backend, config.run.n_jobs):
+                    keep(record, estimate)
+            except Exception as error:  # e.g. a worker killed (TerminatedWorkerError): the pair's unfinished tasks
+                message = f"the attack workers failed: {one_line(error)}"
+                for task in pair_tasks:
+                    if task.id not in records:
+                        keep(_error_record(task, message), None)
     order = {task.id: i for i, task in enumerate(tasks)}
-    records = dict(sorted(records.items(), key=lambda item: order[item[0]]))
-    return records, {task: evidence.get(task) for task in records}
+    ordered = dict(sorted(records.items(), key=lambda item: order[item[0]]))
+    return ordered, {task: evidence.get(task) for task in ordered}
+
+
+def one_line(error: BaseException, limit: int = 400) -> str:
+    """``"Type: message"`` on one line (whitespace collapsed), cut to ``limit`` characters."""
+    if isinstance(error, SystemExit):
+        text = f"called sys.exit({error.code!r})"
+    else:
+        text = " ".join(f"{type(error).__name__}: {error}".split()).rstrip(": ")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _tqdm_options() -> dict[str, Any]:
+    """Redraw at most every 30 s when stderr is not a terminal, so CI logs are not flooded."""
+    return {} if sys.stderr.isatty() else {"mininterval": 30.0}
+
+
+def sample_pairs(
+    draw: Callable[[NeighbourPair], PairSamples | str],
+    pairs: Sequence[NeighbourPair],
+    workers: int,
+    timeout: float,
+) -> Iterator[tuple[NeighbourPair, PairSamples | str]]:
+    """Each pair's ``draw(pair)``, computed in a child process, as the children finish.
+
+    At most ``workers`` children run at once.  A child that runs longer than
+    ``timeout`` seconds is killed and its pair gets an error message naming
+    ``run.sample_timeout``; one that dies without answering (``os._exit``, a
+    crash, the out-of-memory killer) gets a message with its exit code.  The
+    children are forked, so the mechanism is never pickled and a user module
+    imported by the config is already there.  Where ``fork`` is not available
+    (Windows, macOS) the pairs are sampled in this process, one after the
+    other, without a timeout.
+    """
+    if not _FORK:
+        for pair in pairs:
+            yield pair, draw(pair)
+        return
+    waiting, running = list(pairs), {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < max(workers, 1):
+                pair = waiting.pop(0)
+                running[pair.name] = (pair, _spawn(draw, pair), time.monotonic())
+            deadline = min(started + timeout for _, _, started in running.values())
+            ready = multiprocessing.connection.wait(
+                [child[0] for _, child, _ in running.values()], timeout=max(0.0, deadline - time.monotonic())
+            )
+            for name, (pair, child, started) in list(running.items()):
+                if child[0] in ready:
+                    result = _receive(child, pair)
+                elif time.monotonic() >= started + timeout:
+                    result = (
+                        f"sampling pair {pair.name} took longer than run.sample_timeout = {timeout:g} s and was "
+                        "stopped; raise run.sample_timeout if the mechanism is merely slow"
+                    )
+                else:
+                    continue
+                _stop(child)
+                del running[name]
+                yield pair, result
+    finally:
+        for _, child, _ in running.values():
+            _stop(child)
+
+
+_FORK = sys.platform.startswith("linux")
+"""Whether pairs are sampled in forked child processes (see :func:`sample_pairs`)."""
+
+
+def _spawn(draw: Callable, pair: NeighbourPair) -> tuple[Any, Any]:
+    """Fork a child that sends ``draw(pair)`` (or the message of what it raised) and exits."""
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_child, args=(sender, draw, pair))
+    with warnings.catch_warnings():  # forking a process with threads: the child only runs the mechanism
+        warnings.simplefilter("ignore", DeprecationWarning)
+        process.start()
+    sender.close()
+    return receiver, process
+
+
+def _child(sender: Any, draw: Callable, pair: NeighbourPair) -> None:
+    try:
+        result = draw(pair)
+    except BaseException as error:  # noqa: BLE001 - whatever the audited code does is its pair's error
+        result = f"sampling pair {pair.name} failed: {one_line(error)}"
+    try:
+        sender.send(result)
+    finally:
+        os._exit(0)  # skip the parent's atexit handlers and buffers, inherited by the fork
+
+
+def _receive(child: tuple[Any, Any], pair: NeighbourPair) -> PairSamples | str:
+    receiver, process = child
+    try:
+        return receiver.recv()
+    except (EOFError, OSError):
+        process.join()
+        return (
+            f"sampling pair {pair.name}: the mechanism's process ended without a result (exit code "
+            f"{process.exitcode}: os._exit, a crash or the out-of-memory killer)"
+        )
+
+
+def _stop(child: tuple[Any, Any]) -> None:
+    receiver, process = child
+    if process.is_alive():
+        process.kill()
+    process.join()
+    receiver.close()
+
+
+def _error_record(task: Task, message: str) -> dict:
+    """The record of a task that could not run."""
+    return dict(dataclasses.asdict(task), task=task.id, estimate=math.nan, unbounded=False, error=message,
+                note="", exact=None, theory_bound=None, seconds=0.0)
 
 
 def task_seed(seed: int, name: str) -> np.random.SeedSequence:
@@ -222,14 +388,27 @@ def _draw(mechanism: Any, pair: NeighbourPair, n: int, seed: int, coupled: bool)
             p = independent(pair.d, "d")
         if not coupled:
             q = independent(pair.d_prime, "d_prime", p.shape[1])
-    except Exception as error:  # any failure of the audited code is reported in its rows, not raised
-        return f"mechanism {mechanism.name!r} on pair {pair.name}: {error}"
+    except (Exception, SystemExit) as error:  # any failure of the audited code is reported in its rows
+        text = one_line(error) if isinstance(error, SystemExit) else " ".join(str(error).split())
+        return f"mechanism {mechanism.name!r} on pair {pair.name}: {text}"
     return PairSamples(p, q, coupled)
 
 
 def _theory_bound(mechanism: Any, task: Task) -> float | None:
-    bound = mechanism.theory_bound(task.function_class, task.divergence, task.alpha)
-    return None if bound is None else float(bound)
+    """The mechanism's closed-form bound for the task; None when it has none or cannot compute it."""
+    try:
+        bound = mechanism.theory_bound(task.function_class, task.divergence, task.alpha)
+        return None if bound is None else float(bound)
+    except (ArithmeticError, ValueError, IndexError):  # e.g. an overflow at epsilon = 1e308: unknown, not fatal
+        return None
+
+
+def _output_laws(mechanism: Any, pair: NeighbourPair) -> tuple[Any, Any] | None:
+    """The pair's exact output laws, None when unknown or not computable (they only fill ``exact``)."""
+    try:
+        return mechanism.output_laws(pair.d, pair.d_prime)
+    except (ArithmeticError, ValueError, IndexError):
+        return None
 
 
 def _run_task(
@@ -266,9 +445,7 @@ def _run_task(
                     coupled=samples.coupled,
                 )
             except Exception as error:  # an attack that fails costs its row, not the audit
-                record["error"] = (
-                    f"attack {task.function_class}/{task.divergence} failed: {type(error).__name__}: {error}"
-                )
+                record["error"] = f"attack {task.function_class}/{task.divergence} failed: {one_line(error)}"
             else:
                 record.update(estimate=float(estimate.estimate), unbounded=bool(estimate.unbounded))
                 if estimate.unbounded:
@@ -295,7 +472,7 @@ def _exact(task: Task, laws: tuple[Any, Any]) -> float | None:
     try:
         return float(restricted_divergence(*laws, function_class=task.function_class,
                                            divergence=task.divergence, alpha=task.alpha))
-    except ValueError:  # a (class, divergence) audit.exact does not cover: the value is unknown
+    except (ArithmeticError, ValueError, IndexError):  # not covered by audit.exact, or extreme laws: unknown
         return None
 
 
@@ -348,25 +525,48 @@ def _plain(value: Any) -> Any:
 
 def _append(path: Path, record: dict, estimate: DivergenceEstimate | None) -> None:
     line = dict(record, evidence=None if estimate is None else estimate_to_record(estimate))
+    line.pop("resumed", None)
+    line["checksum"] = line_checksum(line)
     with path.open("a") as handle:
         handle.write(json.dumps(line, allow_nan=True) + "\n")
         handle.flush()
 
 
+def line_checksum(line: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON (sorted keys) of a tasks.jsonl line without its ``checksum``.
+
+    It catches a line changed by accident (an edit, a bad merge, a disk
+    error), not an attacker: whoever can rewrite the file can recompute it,
+    or simply rerun the tool.
+    """
+    content = {key: value for key, value in line.items() if key != "checksum"}
+    return hashlib.sha256(json.dumps(content, sort_keys=True, allow_nan=True).encode()).hexdigest()
+
+
 def _read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, DivergenceEstimate | None]]:
+    """The records of ``tasks.jsonl``, marked ``resumed``; a torn last line is cut off the file.
+
+    Every other line must decode, carry this plan's hash and a matching
+    :func:`line_checksum`, else the resume is refused.
+    """
     records: dict[str, dict] = {}
     evidence: dict[str, DivergenceEstimate | None] = {}
     if not path.exists():
         return records, evidence
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    lines = _drop_torn_line(path)
+    fix = "run without --resume (or choose another --out directory) to redo the audit"
+    for number, line in enumerate(lines, start=1):
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:  # the last line of an interrupted run may be cut short: redo that task
-            continue
-        if record.get("plan") != plan:
+        except json.JSONDecodeError:
+            raise ValueError(f"{path} line {number} is not valid JSON although later lines are; {fix}.") from None
+        if not isinstance(record, dict) or record.get("plan") != plan:
             raise ValueError(
-                f"{path} line {number} was written by a different config, seed or plan; "
-                "run without --resume or choose another --out directory."
+                f"{path} line {number} was written by a different config, seed or plan; {fix}."
+            )
+        if record.pop("checksum", None) != line_checksum(record):
+            raise ValueError(
+                f"{path} line {number} was changed after capaudit wrote it (its checksum does not match); {fix}."
             )
         stored = record.pop("evidence")
         if not (stored is None or isinstance(stored, dict)):
@@ -374,9 +574,33 @@ def _read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, Di
                 f"{path} line {number}: evidence must be a JSON object of numbers (older capaudit versions "
                 f"stored it pickled); run without --resume. Found {type(stored).__name__}."
             )
+        record["resumed"] = True
         records[record["task"]] = record
         evidence[record["task"]] = None if stored is None else estimate_from_record(stored)
     return records, evidence
+
+
+def _drop_torn_line(path: Path) -> list[str]:
+    """The complete lines of ``path``; a last line cut short by an interrupted write is removed from the file.
+
+    A line is torn when it does not end with a newline or does not decode
+    (the newline of a later write may follow a torn line); the records
+    appended next then start on a line of their own.
+    """
+    text = path.read_text()
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    else:  # no final newline: the last write was interrupted
+        lines, text = lines[:-1], text[: len(text) - len(lines[-1])]
+    if lines:
+        try:
+            json.loads(lines[-1])
+        except json.JSONDecodeError:
+            lines.pop()
+            text = "".join(line + "\n" for line in lines)
+    path.write_text(text)
+    return lines
 
 
 @contextmanager
@@ -468,13 +692,20 @@ def available_memory() -> int | None:
         return None
 
 
-def _check_memory(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPair]) -> None:
+def _check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: functools.partial) -> dict[str, str]:
+    """Refuse a plan that would not fit in memory; the output width comes from two outputs of the first pair.
+
+    Those are drawn like every sample (:func:`sample_pairs`); when that fails,
+    the failure is returned as the first pair's (pair name -> message), so
+    that a hung mechanism costs one timeout, not two, and the check is skipped.
+    """
     if not pairs:
-        return
-    try:  # the output width, from two outputs; a failing mechanism is reported by its rows instead
-        dim = np.atleast_2d(np.asarray(mechanism.sample(pairs[0].d, 2, np.random.default_rng(0))).T).shape[0]
-    except Exception:
-        return
+        return {}
+    probe = functools.partial(draw.func, *draw.args, **dict(draw.keywords, n=2))
+    [(pair, samples)] = list(sample_pairs(probe, pairs[:1], 1, config.run.sample_timeout))
+    if not isinstance(samples, PairSamples):
+        return {pair.name: samples}
+    dim = samples.d.shape[1]
     workers = joblib.effective_n_jobs(config.run.n_jobs)
     need = estimate_memory(config.attacks.n_samples, dim, len(pairs), config.attacks.classes, workers)
     have = available_memory()
@@ -485,4 +716,5 @@ def _check_memory(config: AuditConfig, mechanism: Any, pairs: Sequence[Neighbour
             f"{have / 2**30:.1f} GiB are available; lower attacks.n_samples or run.n_jobs. "
             f"Found n_samples = {config.attacks.n_samples}."
         )
+    return {}
 

@@ -113,3 +113,25 @@ def test_demo_command(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "as expected" in out
     assert (tmp_path / "correct" / "report.md").is_file() and (tmp_path / "buggy" / "report.md").is_file()
+
+
+def test_help_and_version_load_no_heavy_library():
+    """`capaudit --help` stays fast: audit imports numpy, pandas and scikit-learn only when used."""
+    code = (
+        "import sys\nfrom audit.cli import main\n"
+        "for argv in (['--help'], ['--version']):\n"
+        "    try:\n        main(argv)\n    except SystemExit as done:\n        assert done.code == 0\n"
+        "heavy = [m for m in ('numpy', 'pandas', 'sklearn', 'matplotlib') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    assert "exit codes: 0 pass or inconclusive, 1 violation, 2 error" in done.stdout
+    assert done.stdout.strip().splitlines()[-1].startswith("capaudit ")
+
+
+def test_quiet_and_debug_after_the_command(tmp_path, capsys):
+    path = _write(tmp_path, GOOD)
+    assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet", "--debug"]) == 0
+    assert "attacks" not in capsys.readouterr().err  # no progress bar

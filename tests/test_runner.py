@@ -15,7 +15,14 @@ import pytest
 from audit import bounds, run_audit
 from audit.config import load_config
 from attacks.estimate import estimate_divergence
-from audit.runner import TASKS_FILE, estimate_from_record, estimate_memory, estimate_to_record, plan_tasks
+from audit.runner import (
+    TASKS_FILE,
+    estimate_from_record,
+    estimate_memory,
+    estimate_to_record,
+    line_checksum,
+    plan_tasks,
+)
 
 PAIRS = [{"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}]
 
@@ -102,7 +109,9 @@ def test_resume_redoes_nothing_finished(tmp_path):
     assert after[:2] == lines[:2]  # kept verbatim: their seconds would differ had they been redone
     assert len(after) == 4
     assert {json.loads(line)["task"] for line in after} == {json.loads(line)["task"] for line in lines}
-    pd.testing.assert_frame_equal(resumed.table, full.table)
+    kept = {json.loads(line)["task"] for line in lines[:2]}
+    assert (resumed.table["resumed"] == resumed.table["task"].isin(kept)).all()  # the rows read back are marked
+    pd.testing.assert_frame_equal(resumed.table.drop(columns="resumed"), full.table.drop(columns="resumed"))
 
 
 def _json_plain(value):
@@ -177,7 +186,9 @@ def test_resume_refuses_evidence_that_is_not_an_object(tmp_path):
     run_audit(_config(), out_dir=tmp_path, progress=False)
     path = tmp_path / TASKS_FILE
     first, *rest = path.read_text().splitlines()
-    path.write_text("\n".join([json.dumps(dict(json.loads(first), evidence="gASVAAAA")), *rest]) + "\n")
+    pickled = dict(json.loads(first), evidence="gASVAAAA")
+    pickled["checksum"] = line_checksum(pickled)  # a well-formed line, as an older version would write it
+    path.write_text("\n".join([json.dumps(pickled), *rest]) + "\n")
     with pytest.raises(ValueError, match="line 1: evidence must be a JSON object"):
         run_audit(_config(), out_dir=tmp_path, resume=True, progress=False)
 

@@ -11,7 +11,10 @@ worst-case neighbouring pairs).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -237,11 +240,30 @@ class MechanismInfo:
         return f"unavailable: {self.install_hint or 'install ' + ', '.join(self.requires)} ({errors[0]})"
 
 
+@contextmanager
+def library_import_path() -> Iterator[None]:
+    """``sys.path`` without the current directory for the duration: where capaudit imports its libraries.
+
+    ``python -m`` and an interactive session put the current directory
+    first on ``sys.path``; an ``opendp.py`` there would otherwise be
+    imported in place of the OpenDP library when an adapter is built.  Only
+    a config's ``callable`` imports from the config's folder
+    (:func:`audit.config.user_import_path`).
+    """
+    saved, here = sys.path[:], os.getcwd()
+    sys.path[:] = [entry for entry in saved if os.path.abspath(entry or os.curdir) != here]
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
+
+
 @lru_cache(maxsize=None)
 def _import_error(module: str) -> str | None:
-    """None if ``module`` imports, else the error in one line (cached: imports are slow)."""
+    """None if ``module`` imports (never from the current directory), else the error in one line (cached)."""
     try:
-        importlib.import_module(module)
+        with library_import_path():
+            importlib.import_module(module)
     except Exception as error:  # a broken install raises more than ImportError (e.g. diffprivlib)
         return f"{type(error).__name__}: {error}"
     return None

@@ -5,7 +5,9 @@ registered from their classes; library adapters register themselves from
 ``audit/mechanisms/adapters/__init__.py`` with :func:`register`, naming the
 modules they need in ``MechanismInfo.requires`` so that a missing library
 shows up as "unavailable: install the extra capaudit[...]: ..." instead of an import
-crash.  Adapter modules are imported only when one is built.
+crash.  Adapter modules are imported only when one is built, and never from the
+current directory or a config's folder (:func:`library_import_path`): only a
+config's ``callable`` runs code from there.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from audit.mechanisms.base import REQUIRED, BaseMechanism, CallableMechanism, Mechanism, MechanismInfo
+from audit.mechanisms.base import (
+    REQUIRED,
+    BaseMechanism,
+    CallableMechanism,
+    Mechanism,
+    MechanismInfo,
+    library_import_path,
+)
 
 Factory = Callable[..., Mechanism] | str
 _REGISTRY: dict[str, tuple[Factory, MechanismInfo]] = {}
@@ -77,7 +86,8 @@ def _load() -> None:
             for cls in module.MECHANISMS:
                 register(cls.name, cls, info_from_class(cls, kind))
         try:
-            importlib.import_module("audit.mechanisms.adapters")
+            with library_import_path():
+                importlib.import_module("audit.mechanisms.adapters")
         except ModuleNotFoundError as error:
             if error.name != "audit.mechanisms.adapters":
                 _LOAD_ERROR = error
@@ -94,7 +104,7 @@ def list_mechanisms() -> list[MechanismInfo]:
 
 
 def make_mechanism(
-    name: str | None = None, params: dict | None = None, *, callable: str | None = None
+    name: str | None = None, params: dict | None = None, *, callable: str | Callable[..., Any] | None = None
 ) -> Mechanism:
     """Build a registered mechanism by name, or wrap a user function.
 
@@ -105,9 +115,10 @@ def make_mechanism(
     params : dict, optional
         Keyword arguments: the mechanism's parameters, or for ``callable``
         arguments bound to the user function with :func:`functools.partial`.
-    callable : str, optional
-        ``"package.module:function"``: a user function
-        ``f(dataset, n, rng) -> array of shape (n, d)``.
+    callable : str or function, optional
+        A user function ``f(dataset, n, rng) -> array of shape (n, d)``, or
+        ``"package.module:function"`` naming one (imported here: a config
+        runs the code it names).
 
     Returns
     -------
@@ -144,11 +155,13 @@ def make_mechanism(
     if missing:
         raise ValueError(f"mechanism {name!r} needs parameter(s) {', '.join(missing)}.")
     if isinstance(factory, str):
-        factory = _import_attribute(factory, what=f"factory of mechanism {name!r}")
+        with library_import_path():
+            factory = _import_attribute(factory, what=f"factory of mechanism {name!r}")
     try:
         return factory(**params)
-    except ValueError as error:
-        raise ValueError(f"mechanism {name!r}: {error}") from None
+    except (TypeError, ValueError, ArithmeticError) as error:  # e.g. sensitivity = {}: a bad parameter value
+        kind = "" if isinstance(error, ValueError) else f"{type(error).__name__}: "
+        raise ValueError(f"mechanism {name!r}: {kind}{error}") from None
 
 
 def _import_attribute(spec: str, what: str) -> Any:
@@ -157,7 +170,7 @@ def _import_attribute(spec: str, what: str) -> Any:
         raise ValueError(f"{what} must be written 'package.module:function'. Found {spec!r}.")
     try:
         module = importlib.import_module(module_name)
-    except Exception as error:
+    except (Exception, SystemExit) as error:  # the module's own code ran: whatever it does is its error
         raise ValueError(
             f"{what} {spec!r}: cannot import module {module_name!r} ({type(error).__name__}: {error})."
         ) from error
@@ -170,8 +183,16 @@ def _import_attribute(spec: str, what: str) -> Any:
     return value
 
 
-def _wrap_callable(spec: str, params: dict) -> CallableMechanism:
-    function = _import_attribute(spec, what="mechanism callable")
+def function_name(function: Callable[..., Any]) -> str:
+    """``"module:qualified.name"`` of a function object, as a config would name it."""
+    return f"{getattr(function, '__module__', '?')}:{getattr(function, '__qualname__', repr(function))}"
+
+
+def _wrap_callable(spec: str | Callable[..., Any], params: dict) -> CallableMechanism:
+    if isinstance(spec, str):
+        function = _import_attribute(spec, what="mechanism callable")
+    else:
+        function, spec = spec, function_name(spec)
     if not callable(function):
         raise ValueError(f"mechanism callable {spec!r} is not callable. Found {type(function).__name__}.")
     if params:

@@ -1,0 +1,443 @@
+"""Faults never read as a verdict: exit 2 with one line and no traceback, rows kept, report written.
+
+The mechanisms below follow the user-mechanism protocol ``f(dataset, n, rng)``
+and misbehave only on datasets that sum to more than 0, so that in the
+two-pair config pair ``p0`` (d' = [[1]]) fails and pair ``p1`` (d' = [[0]])
+finishes; configs name them ``test_faults:<function>`` (pytest puts this
+directory on sys.path).
+"""
+
+import json
+import multiprocessing.connection
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import audit.api
+import audit.report
+import audit.runner
+from audit import run_audit
+from audit.api import AuditError
+from audit.cli import main
+from audit.config import ConfigError, load_config
+from audit.runner import TASKS_FILE
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _healthy(dataset, n, rng):
+    return np.sum(dataset) + rng.laplace(0.0, 1.0, size=n)
+
+
+def exits_0(dataset, n, rng):
+    if np.sum(dataset) > 0:
+        sys.exit(0)
+    return _healthy(dataset, n, rng)
+
+
+def exits_message(dataset, n, rng):
+    if np.sum(dataset) > 0:
+        sys.exit("msg")
+    return _healthy(dataset, n, rng)
+
+
+def kills_its_process(dataset, n, rng):
+    if np.sum(dataset) > 0:
+        os._exit(3)
+    return _healthy(dataset, n, rng)
+
+
+def hangs(dataset, n, rng):
+    if np.sum(dataset) > 0:
+        time.sleep(600)
+    return _healthy(dataset, n, rng)
+
+
+def out_of_memory(dataset, n, rng):
+    if np.sum(dataset) > 0:
+        raise MemoryError
+    return _healthy(dataset, n, rng)
+
+
+def too_deep(dataset, n, rng):
+    if np.sum(dataset) > 0:
+        return too_deep(dataset, n, rng)
+    return _healthy(dataset, n, rng)
+
+
+def huge(dataset, n, rng):
+    return 1e300 * _healthy(dataset, n, rng)
+
+
+def laplace(dataset, n, rng):
+    return _healthy(dataset, n, rng)
+
+
+def dies_in_a_worker(*args):
+    """Stands for ``runner._run_task``: kills the loky worker that runs it."""
+    os._exit(7)
+
+
+PAIRS = [{"d": [[0.0]], "d_prime": [[1.0]]}, {"d": [[0.0]], "d_prime": [[0.0]]}]
+
+
+def _config(function="laplace", **run):
+    return {
+        "mechanism": {"callable": f"test_faults:{function}"},
+        "pairs": PAIRS,
+        "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 0.5}],
+        "attacks": {"classes": ["linear"], "n_samples": 200},
+        "run": {"seed": 1, "n_jobs": 1, **run},
+    }
+
+
+def _toml(tmp_path: Path, config: dict) -> Path:
+    """The config as TOML (only the shapes used here)."""
+    lines = [f'[mechanism]\ncallable = "{config["mechanism"]["callable"]}"']
+    for pair in config["pairs"]:
+        lines.append(f"[[pairs]]\nd = {pair['d']}\nd_prime = {pair['d_prime']}")
+    lines.append('[[claims]]\ndivergence = "kl"\nfunction_class = "linear"\nepsilon = 0.5')
+    lines.append('[attacks]\nclasses = ["linear"]\nn_samples = 200')
+    lines.append("[run]\n" + "\n".join(f"{key} = {json.dumps(value)}" for key, value in config["run"].items()))
+    path = tmp_path / "audit.toml"
+    path.write_text("\n\n".join(lines) + "\n")
+    return path
+
+
+def _run(tmp_path, capsys, config, *extra):
+    """``capaudit run`` in this process: (exit code, stderr, results.json or None)."""
+    out = tmp_path / "out"
+    code = main(["run", str(_toml(tmp_path, config)), "--out", str(out), "--quiet", *extra])
+    err = capsys.readouterr().err
+    results = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else None
+    return code, err, results
+
+
+def _assert_clean_error(code, err, expected):
+    assert code == 2
+    assert "Traceback" not in err
+    assert expected in err
+    assert all(line.startswith("capaudit") for line in err.strip().splitlines())  # one line per message
+
+
+@pytest.mark.parametrize(
+    ("function", "expected"),
+    [
+        ("exits_0", "called sys.exit(0)"),
+        ("exits_message", "called sys.exit('msg')"),
+        ("kills_its_process", "exit code 3"),
+        ("hangs", "run.sample_timeout = 1 s"),
+        ("out_of_memory", "MemoryError"),
+        ("too_deep", "RecursionError"),
+    ],
+)
+def test_a_failing_mechanism_costs_its_pair_not_the_audit(tmp_path, capsys, function, expected):
+    start = time.perf_counter()
+    code, err, results = _run(tmp_path, capsys, _config(function, sample_timeout=1))
+    _assert_clean_error(code, err, expected)
+    rows = {row["pair"]: row for row in results["rows"]}
+    assert expected in rows["p0"]["error"] and rows["p1"]["error"] is None  # the healthy pair finished
+    assert (tmp_path / "out" / "report.md").exists() and (tmp_path / "out" / "results.csv").exists()
+    assert time.perf_counter() - start < 60  # a hung pair costs one timeout, not the audit
+
+
+def test_outputs_near_overflow_are_a_clean_outcome(tmp_path, capsys):
+    code, err, results = _run(tmp_path, capsys, _config("huge"))
+    assert code in (0, 2) and "Traceback" not in err  # error rows or an honest audit, never a violation
+    assert results is not None and len(results["rows"]) == 4
+
+
+def fails_in_the_pool(*args):
+    """Stands for ``runner._run_task``: a failure of the pool itself, not of one attack."""
+    raise RuntimeError("the pool broke")
+
+
+def test_a_failing_pool_gives_error_rows(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(audit.runner, "_run_task", fails_in_the_pool)
+    code, err, results = _run(tmp_path, capsys, _config(n_jobs=2, backend="threading"))
+    _assert_clean_error(code, err, "the attack workers failed: RuntimeError: the pool broke")
+    assert len(results["rows"]) == 4 and all("the pool broke" in row["error"] for row in results["rows"])
+
+
+@pytest.mark.slow
+def test_a_dead_loky_worker_gives_error_rows(tmp_path, capsys, monkeypatch):
+    """A worker process killed mid-task (TerminatedWorkerError); slow: loky starts fresh workers."""
+    monkeypatch.setattr(audit.runner, "_run_task", dies_in_a_worker)
+    code, err, results = _run(tmp_path, capsys, _config(n_jobs=2, backend="loky"))
+    _assert_clean_error(code, err, "the attack workers failed: TerminatedWorkerError")
+    assert len(results["rows"]) == 4 and all("attack workers failed" in row["error"] for row in results["rows"])
+
+
+@pytest.mark.parametrize("stage", ["assign_verdicts", "write_audit_report"])
+def test_a_crash_after_the_tasks_keeps_the_rows(tmp_path, capsys, monkeypatch, stage):
+    def crash(*args, **kwargs):
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr(audit.api if stage == "assign_verdicts" else audit.report, stage, crash)
+    code, err, results = _run(tmp_path, capsys, _config())
+    _assert_clean_error(code, err, "ZeroDivisionError: float division by zero")
+    assert results["verdict"] == "error" and "ZeroDivisionError" in results["error"]
+    assert len(results["rows"]) == 4 and all(row["verdict"] is None for row in results["rows"])
+    assert "**ERROR**" in (tmp_path / "out" / "report.md").read_text()
+    assert len((tmp_path / "out" / TASKS_FILE).read_text().splitlines()) == 4
+
+
+def test_debug_shows_the_traceback(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(audit.api, "assign_verdicts", lambda *args: 1 / 0)
+    code, err, _ = _run(tmp_path, capsys, _config(), "--debug")
+    assert code == 2 and "Traceback" in err and "ZeroDivisionError" in err
+
+
+def test_ctrl_c_exits_130_after_saving(tmp_path, capsys, monkeypatch):
+    append = audit.runner._append
+
+    def interrupted_after_two(path, record, estimate):
+        if len(path.read_text().splitlines()) == 2:
+            raise KeyboardInterrupt
+        append(path, record, estimate)
+
+    monkeypatch.setattr(audit.runner, "_append", interrupted_after_two)
+    code, err, results = _run(tmp_path, capsys, _config())
+    assert code == 130 and "interrupted" in err and "--resume" in err and "Traceback" not in err
+    assert results["verdict"] == "error" and len(results["rows"]) >= 2
+    monkeypatch.undo()
+    code, err, results = _run(tmp_path, capsys, _config(), "--resume")
+    assert code == 0 and len(results["rows"]) == 4
+    assert sum(row["resumed"] for row in results["rows"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("out", "expected"),
+    [("file", "is an existing file"), ("/proc/capaudit-test", "is not writable")],
+)
+def test_an_output_directory_that_cannot_hold_the_report(tmp_path, capsys, out, expected):
+    if out == "file":
+        out = tmp_path / "file"
+        out.write_text("")
+    code = main(["run", str(_toml(tmp_path, _config())), "--out", str(out), "--quiet"])
+    _assert_clean_error(code, capsys.readouterr().err, expected)
+
+
+def test_a_directory_is_not_a_config(tmp_path, capsys):
+    code = main(["run", str(tmp_path), "--out", str(tmp_path / "out")])
+    _assert_clean_error(code, capsys.readouterr().err, "is a directory")
+
+
+def test_a_config_too_deep_to_parse(tmp_path, capsys):
+    path = tmp_path / "deep.toml"
+    path.write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
+    code = main(["run", str(path), "--out", str(tmp_path / "out")])
+    _assert_clean_error(code, capsys.readouterr().err, "RecursionError")
+
+
+def test_sample_timeout_must_be_positive():
+    with pytest.raises(ConfigError, match="run.sample_timeout: must be a positive number"):
+        load_config(_config(sample_timeout=0))
+    assert load_config(_config()).run.sample_timeout == 600
+
+
+# --- tasks.jsonl: checksums, torn lines, resumed rows -----------------------
+
+
+def test_an_edited_tasks_file_is_refused_on_resume(tmp_path, capsys):
+    config = _config()
+    run_audit(config, out_dir=tmp_path / "out", progress=False)
+    path = tmp_path / "out" / TASKS_FILE
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    lines[1]["evidence"]["estimate"] = lines[1]["estimate"] = 0.0  # forged, plan hash kept
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    code, err, _ = _run(tmp_path, capsys, config, "--resume")
+    _assert_clean_error(code, err, "line 2 was changed after capaudit wrote it")
+
+
+def test_a_torn_last_line_is_not_glued_to_the_next_record(tmp_path):
+    config = _config()
+    full = run_audit(config, out_dir=tmp_path, progress=False)
+    path = tmp_path / TASKS_FILE
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:2]) + "\n" + lines[2][:40])  # no final newline: an interrupted write
+    resumed = run_audit(config, out_dir=tmp_path, resume=True, progress=False)
+    after = path.read_text().splitlines()
+    assert len(after) == 4 and all(json.loads(line)["checksum"] for line in after)
+    assert resumed.table["resumed"].tolist() == [True, True, False, False]
+    assert resumed.table.drop(columns="resumed").equals(full.table.drop(columns="resumed"))
+    again = run_audit(config, out_dir=tmp_path, resume=True, progress=False)  # all read back: same verdicts
+    assert again.table["resumed"].all()
+    assert again.table.drop(columns="resumed").equals(full.table.drop(columns="resumed"))
+
+
+def test_run_audit_raises_audit_error_with_the_rows_saved(tmp_path, monkeypatch):
+    monkeypatch.setattr(audit.api, "assign_verdicts", lambda *args: 1 / 0)
+    with pytest.raises(AuditError, match=f"the verdicts failed: ZeroDivisionError.*saved in {tmp_path}"):
+        run_audit(_config(), out_dir=tmp_path, progress=False)
+
+
+# --- imports: a config runs only the code it names ---------------------------
+
+TRAP = "import pathlib\npathlib.Path(__file__).with_suffix('.imported').write_text('')\n"
+
+
+def test_adapters_never_import_from_the_config_folder_or_the_current_directory(tmp_path):
+    (tmp_path / "opendp.py").write_text(TRAP)
+    # no [[claims]]: the config fails right after the adapter (and its library) is built
+    (tmp_path / "audit.toml").write_text('[mechanism]\nname = "opendp.laplace"\nparams = { scale = 1.0 }\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "audit.cli", "run", "audit.toml", "--out", "out", "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 2 and "claims: missing required field" in done.stderr
+    assert not (tmp_path / "opendp.imported").exists()
+
+
+def test_a_callable_is_imported_only_once_the_config_is_valid(tmp_path, capsys):
+    (tmp_path / "trap_module.py").write_text(TRAP + "def f(dataset, n, rng):\n    return rng.normal(size=n)\n")
+    path = tmp_path / "audit.toml"
+    path.write_text('[mechanism]\ncallable = "trap_module:f"\n\n[[pairs]]\nd = [[0.0]]\nd_prime = [[1.0]]\n\n'
+                    '[[claims]]\ndivergence = "kl"\nfunction_class = "linear"\nepsilon = -1\n')
+    code = main(["run", str(path), "--out", str(tmp_path / "out")])
+    _assert_clean_error(code, capsys.readouterr().err, "claims[0].epsilon")
+    assert not (tmp_path / "trap_module.imported").exists()
+
+
+def test_a_callable_that_exits_at_import_is_a_config_error(tmp_path, capsys):
+    (tmp_path / "exits_at_import.py").write_text("import sys\nsys.exit(0)\n")
+    config = _config()
+    config["mechanism"]["callable"] = "exits_at_import:f"
+    path = _toml(tmp_path, config)
+    code = main(["run", str(path), "--out", str(tmp_path / "out")])
+    _assert_clean_error(code, capsys.readouterr().err, "mechanism.callable")
+
+
+def test_run_audit_takes_a_function_object_and_records_its_name():
+    config = _config()
+    config["mechanism"]["callable"] = lambda dataset, n, rng: np.sum(dataset) + rng.laplace(0.0, 1.0, size=n)
+    result = run_audit(config, progress=False)
+    assert result.exit_code == 0 and len(result.table) == 4
+    name = result.config["mechanism"]["callable"]
+    assert name == "test_faults:test_run_audit_takes_a_function_object_and_records_its_name.<locals>.<lambda>"
+
+
+def test_rows_do_not_depend_on_jobs_backend_or_fork(monkeypatch):
+    config = _config()
+    config["pairs"] = [{"d": [[0.0]], "d_prime": [[float(i)]]} for i in range(1, 4)]
+    one = run_audit(config, progress=False).table
+    two = run_audit(config, n_jobs=2, backend="threading", progress=False).table  # loky: tests/test_runner.py
+    assert two.equals(one)
+    monkeypatch.setattr(audit.runner, "_FORK", False)  # Windows, macOS: sampled in this process
+    assert run_audit(config, n_jobs=2, backend="threading", progress=False).table.equals(one)
+
+
+def test_ctrl_c_while_a_pair_hangs_keeps_the_other_pairs(tmp_path, capsys, monkeypatch):
+    """The main thread waits on the sampling children only: Ctrl-C there stops the audit at once."""
+    wait = multiprocessing.connection.wait
+
+    def interrupted_when_idle(objects, timeout=None):  # Ctrl-C half a second into a wait that finds nothing
+        ready = wait(objects, timeout=0.5 if timeout is None else min(timeout, 0.5))
+        if not ready:
+            raise KeyboardInterrupt
+        return ready
+
+    monkeypatch.setattr(multiprocessing.connection, "wait", interrupted_when_idle)
+    config = _config("hangs", sample_timeout=300)
+    config["pairs"] = PAIRS[::-1]  # p0 healthy, p1 hangs
+    start = time.perf_counter()
+    code, err, results = _run(tmp_path, capsys, config)
+    assert code == 130 and "Traceback" not in err and time.perf_counter() - start < 60
+    assert {row["pair"] for row in results["rows"]} == {"p0"} and len(results["rows"]) == 2
+
+
+def test_a_bad_parameter_value_is_a_config_error(tmp_path, capsys):
+    path = tmp_path / "audit.toml"
+    path.write_text('[mechanism]\nname = "laplace"\nparams = { sensitivity = {} }\n\n'
+                    '[[claims]]\ndivergence = "kl"\nfunction_class = "all"\nepsilon = 1.0\n')
+    code = main(["run", str(path), "--out", str(tmp_path / "out")])
+    _assert_clean_error(code, capsys.readouterr().err, "mechanism.name: mechanism 'laplace': TypeError")
+
+
+def test_a_config_error_replaces_an_earlier_report(tmp_path, capsys):
+    """A failed run must not leave the previous run's PASS in --out to be read as its own."""
+    code, _, results = _run(tmp_path, capsys, _config())
+    assert code == 0 and results["verdict"] == "pass"
+    config = _config()
+    config["run"]["seed"] = -1
+    code, err, results = _run(tmp_path, capsys, config)
+    _assert_clean_error(code, err, "run.seed")
+    assert results["verdict"] == "error" and "run.seed" in results["error"] and results["rows"] == []
+
+
+# --- fuzz: mutated configs end in a clean exit 2 or an audit -----------------
+
+FUZZ_VALUES = [
+    True, "1", "", "poly00", "poly२", 0, -1, 1, 2**63, 10**6, 0.5, 1.0000001, 0.999999, 1e308, -1e308,
+    float("inf"), float("nan"), [], [0], [[1e308]], [[0.0], [1.0]], {}, {"epsilon": {}}, "laplace", "kl",
+    "threshold", ["linear"], ["all"],
+]
+FUZZ_BASE = {
+    "mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
+    "pairs": [{"d": [[0.0]], "d_prime": [[1.0]]}],
+    "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 1.0}],
+    "attacks": {"classes": ["linear"], "n_samples": 100, "confidence": 0.9, "train_fraction": 0.5},
+    "run": {"seed": 0, "n_jobs": 1, "sample_timeout": 30},
+}
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not np.isfinite(value):
+        return "nan" if np.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(key)} = {_toml_value(item)}" for key, item in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    return json.dumps(value)
+
+
+def _to_toml(config: dict) -> str:
+    blocks = []
+    for section, content in config.items():
+        entries = content if isinstance(content, list) else [content]
+        header = f"[[{section}]]" if isinstance(content, list) else f"[{section}]"
+        for entry in entries:
+            blocks.append("\n".join([header, *(f"{key} = {_toml_value(item)}" for key, item in entry.items())]))
+    return "\n\n".join(blocks) + "\n"
+
+
+def _mutated(rng: np.random.Generator) -> dict:
+    """The base config with one to three leaves replaced by odd values."""
+    config = json.loads(json.dumps(FUZZ_BASE))
+    for _ in range(rng.integers(1, 4)):
+        section = str(rng.choice(list(config)))
+        table = config[section][0] if isinstance(config[section], list) else config[section]
+        table[str(rng.choice(list(table)))] = FUZZ_VALUES[rng.integers(len(FUZZ_VALUES))]
+    return config
+
+
+def _fuzz(tmp_path, capsys, count: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        path = tmp_path / f"fuzz{i}.toml"
+        path.write_text(_to_toml(_mutated(rng)))
+        code = main(["run", str(path), "--out", str(tmp_path / f"out{i}"), "--quiet"])
+        err = capsys.readouterr().err
+        assert code in (0, 1, 2) and "Traceback" not in err, (path.read_text(), err)
+        if code == 2:
+            assert err.strip() and all(line.startswith("capaudit") for line in err.strip().splitlines())
+        if code == 1:  # a violation must come from held-out evidence, i.e. finished rows
+            table = json.loads((tmp_path / f"out{i}" / "results.json").read_text())["rows"]
+            assert any(row["verdict"] in ("violation", "unbounded") for row in table)
+
+
+def test_mutated_configs_end_cleanly(tmp_path, capsys):
+    _fuzz(tmp_path, capsys, count=30, seed=0)  # 200 in the slow test below
+
+
+@pytest.mark.slow
+def test_many_mutated_configs_end_cleanly(tmp_path, capsys):
+    _fuzz(tmp_path, capsys, count=200, seed=1)
