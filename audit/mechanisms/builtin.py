@@ -23,7 +23,7 @@ import numpy as np
 from scipy import stats
 
 from audit.mechanisms.base import BaseMechanism
-from audit.validation import check_positive
+from audit.validation import as_numbers, check_positive
 
 Pair = tuple[np.ndarray, np.ndarray]
 
@@ -41,7 +41,10 @@ def positive_int(name: str, value: Any) -> int:
 
 def sensitivity_vector(sensitivity: Any) -> np.ndarray:
     """Per-coordinate sensitivities v (THEORY.md section 6) as a 1-D array of positive floats."""
-    v = np.atleast_1d(np.asarray(sensitivity, dtype=float))
+    try:
+        v = np.atleast_1d(as_numbers(sensitivity, "sensitivity"))
+    except ValueError:
+        v = np.empty(0)  # not numbers (a table, a string, a bool): refused below with the accepted forms
     if v.ndim != 1 or v.size == 0 or not np.all(np.isfinite(v)) or np.any(v <= 0):
         raise ValueError(
             f"sensitivity must be a positive number or a non-empty list of positive numbers "
