@@ -147,3 +147,27 @@ def test_search_strategy_is_deterministic_given_the_seed():
     assert all(np.array_equal(a.d_prime, b.d_prime) for a, b in zip(first, again))
     # The extreme pair (a record moved across the whole domain) is the most distinguishable.
     assert np.abs(first[0].d - first[0].d_prime).sum() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    "d,d_prime,distance",
+    [
+        ([[0.0], [0.0]], [[1.0], [1.0]], 2),
+        ([[0.0], [1.0]], [[1.0], [0.0]], 2),  # same size: positions, as the mechanism reads them
+        ([[0.0]], [[0.0]], 0),
+        ([[0.0], [1.0]], [[1.0], [0.0], [5.0]], 1),  # different sizes: multisets
+        ([[0.0], [1.0]], [[2.0], [3.0], [4.0]], 3),
+    ],
+)
+def test_record_distance(d, d_prime, distance):
+    from audit.neighbours import record_distance
+
+    assert record_distance(d, d_prime) == record_distance(d_prime, d) == distance
+
+
+def test_pairs_carry_their_distance():
+    far = {"d": [[0.0], [0.0]], "d_prime": [[1.0], [1.0]]}
+    pairs = make_pairs([far, ([[0.0]], [[1.0]])], make_mechanism("laplace"))
+    assert [pair.distance for pair in pairs] == [2, 1]
+    generated = make_pairs({"strategy": "random", "count": 3, "domain": DOMAIN}, make_mechanism("laplace"), rng=0)
+    assert all(pair.distance == 1 for pair in generated)
