@@ -210,7 +210,7 @@ def _read(source: str | os.PathLike | Mapping[str, Any]) -> tuple[dict, Path]:
     except IsADirectoryError:
         raise ConfigError(f"config file {str(path)!r} is a directory; give the path of a .toml file.") from None
     except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {error}.") from None
+        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {_one_line(error)}.") from None
     return raw, path.resolve().parent
 
 
@@ -263,6 +263,11 @@ def _check_fields(table: Mapping, section: str, where: str) -> None:
             close = difflib.get_close_matches(str(key), known, n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"accepted fields: {', '.join(known)}."
             raise ConfigError(f"{where}: unknown field {key!r}; {hint}")
+
+
+def _one_line(error: Exception) -> str:
+    """An error's message on one line (numpy reprs and user mechanisms' messages span several)."""
+    return " ".join(str(error).split())
 
 
 def _table(raw: Mapping, key: str, path: str) -> dict:
@@ -331,7 +336,7 @@ def _mechanism(table: dict, base_dir: Path) -> MechanismSpec:
     try:
         spec.build()
     except (TypeError, ValueError) as error:
-        raise ConfigError(f"mechanism.{key}: {error}") from None
+        raise ConfigError(f"mechanism.{key}: {_one_line(error)}") from None
     return spec
 
 
@@ -352,6 +357,11 @@ def _dataset(value: Any, path: str) -> np.ndarray:
         array = as_numbers(value, path)
     except ValueError:
         raise ConfigError(f"{path}: must be an array of numbers, e.g. [[0.0], [1.0]]. Found {value!r}.") from None
+    if array.ndim > 2:
+        raise ConfigError(
+            f"{path}: must be a list of records (a list of numbers, or of lists of numbers), "
+            f"not {array.ndim} levels deep. Found {value!r}."
+        )
     if array.size == 0 or not np.all(np.abs(array) <= MAX_RECORD):
         raise ConfigError(
             f"{path}: must be a non-empty array of finite numbers within +-{MAX_RECORD:g} (larger values overflow "
@@ -373,7 +383,7 @@ def _pair(table: dict, path: str) -> tuple[np.ndarray, np.ndarray]:
             check_neighbours(d, d_prime, relation)
         except ValueError as error:
             raise ConfigError(
-                f"{path}: {error} Give neighbouring datasets, or drop relation to audit a pair at that distance "
+                f"{path}: {_one_line(error)} Give neighbouring datasets, or drop relation to audit a pair at that distance "
                 "(the report states it)."
             ) from None
     return d, d_prime
@@ -385,7 +395,7 @@ def _neighbours(table: dict) -> dict:
     try:
         check_spec(table)
     except ValueError as error:
-        raise ConfigError(str(error)) from None
+        raise ConfigError(_one_line(error)) from None
     return table
 
 
@@ -452,7 +462,7 @@ def _class_name(value: Any, path: str) -> str:
     try:
         parse_function_class(value)
     except ValueError as error:
-        raise ConfigError(f"{path}: {error}") from None
+        raise ConfigError(f"{path}: {_one_line(error)}") from None
     return value
 
 

@@ -307,6 +307,7 @@ def test_valid_class_params_are_kept_and_the_message_example_is_valid():
         ({"d": [[1e308]], "d_prime": [[-1e308]]}, ["pairs[0].d", "+-1e+100"]),
         ({"d": [[True]], "d_prime": [[0.0]]}, ["pairs[0].d", "array of numbers"]),
         ({"d": [["1"]], "d_prime": [[0.0]]}, ["pairs[0].d", "array of numbers"]),
+        ({"d": [[[0.0], [1.0]]], "d_prime": [[0.0], [1.0]]}, ["pairs[0].d", "not 3 levels deep"]),
     ],
 )
 def test_explicit_pairs_are_checked(pair, expected):
