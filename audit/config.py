@@ -209,6 +209,8 @@ def _read(source: str | os.PathLike | Mapping[str, Any]) -> tuple[dict, Path]:
         raise ConfigError(f"config file {str(path)!r} does not exist.") from None
     except IsADirectoryError:
         raise ConfigError(f"config file {str(path)!r} is a directory; give the path of a .toml file.") from None
+    except OSError as error:
+        raise ConfigError(f"config file {str(path)!r} cannot be read: {error.strerror or error}.") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"config file {str(path)!r} is not valid TOML: {_one_line(error)}.") from None
     return raw, path.resolve().parent

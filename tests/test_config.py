@@ -351,3 +351,11 @@ def test_deeply_nested_config_is_a_config_error(tmp_path):
     path.write_text('[mechanism]\nname = "laplace"\nparams = { epsilon = ' + "[" * 5000 + "]" * 5000 + " }\n")
     with pytest.raises(ConfigError, match="nested too deeply|not valid TOML"):
         load_config(path)
+
+
+def test_unreadable_config_paths_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_config(tmp_path)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match="cannot be read"):  # a path through a file: NotADirectoryError
+        load_config(tmp_path / "file" / "audit.toml")
