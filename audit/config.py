@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from audit.neighbours import RELATIONS, SPEC_FIELDS, STRATEGIES, check_neighbours, check_spec
+from audit.neighbours import MAX_RECORD, RELATIONS, SPEC_FIELDS, STRATEGIES, check_neighbours, check_spec
 from audit.validation import as_numbers, is_number
 
 if sys.version_info >= (3, 11):
@@ -54,8 +54,6 @@ carries the whole moment and estimates run to -1e7 (measured: Laplace epsilon = 
 linear class, estimates stable at alpha >= 1.1, scattered at 1.05, from -12 to -70 at 1.01)."""
 MAX_ALPHA = 1000.0
 """Largest Renyi order: beyond it the order is the max-divergence in all but name (use dp)."""
-MAX_RECORD = 1e100
-"""Largest absolute value of a record: sums and squares of larger values overflow float64."""
 MAX_CLASS_UNITS = 10_000
 """Largest ``n_components`` (kernel) or ``width`` (mlp) in ``class_params``."""
 

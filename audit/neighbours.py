@@ -35,6 +35,8 @@ SPEC_FIELDS = (
     "strategy", "count", "relation", "domain", "candidates", "screen_samples", "function_class", "divergence",
 )
 DEFAULT_COUNT = 5
+MAX_RECORD = 1e100
+"""Largest absolute value of a record coordinate: sums and squares of larger values overflow float64."""
 MAX_COUNT = 1000
 """Most pairs a [neighbours] table may ask for: every pair is sampled n_samples times per
 dataset and attacked by every class, in both directions."""
@@ -267,10 +269,11 @@ def _domain(value: Any, mechanism: Mechanism | None) -> Domain:
         raise ValueError(f"neighbours.domain must be a table {{low = [...], high = [...], size = m}}. Found {value!r}.")
     low = np.atleast_1d(as_numbers(value["low"], "neighbours.domain.low"))
     high = np.atleast_1d(as_numbers(value["high"], "neighbours.domain.high"))
-    if low.ndim != 1 or low.shape != high.shape or not np.all(np.isfinite(low) & np.isfinite(high)) or np.any(low > high):
+    within = np.all(np.abs(low) <= MAX_RECORD) and np.all(np.abs(high) <= MAX_RECORD)
+    if low.ndim != 1 or low.shape != high.shape or not within or np.any(low > high):
         raise ValueError(
-            f"neighbours.domain: low and high must be finite lists of equal length with low <= high. "
-            f"Found low={value['low']!r}, high={value['high']!r}."
+            f"neighbours.domain: low and high must be finite lists of equal length with low <= high, within "
+            f"+-{MAX_RECORD:g}. Found low={value['low']!r}, high={value['high']!r}."
         )
     size = value.get("size", 1)
     if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 1 <= size <= MAX_DOMAIN_SIZE:

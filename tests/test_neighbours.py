@@ -115,6 +115,7 @@ def test_default_domain_is_the_box_of_the_default_pairs():
         ({"strategy": "random", "domain": {"low": [0.0], "high": [1.0], "size": 10**9}}, "size .* from 1 to 100000"),
         ({"strategy": "random", "domain": {"low": ["0"], "high": [1.0]}}, "domain.low must be a number"),
         ({"strategy": "random", "domain": {"low": [True], "high": [1.0]}}, "domain.low must be a number"),
+        ({"strategy": "random", "domain": {"low": [-1e308], "high": [1e308]}}, r"within \+-1e\+100"),
         ({"strategy": "random", "colour": "red"}, "unknown field.*colour"),
         ({"strategy": "random", "domain": {"low": [1.0], "high": [0.0]}}, "low <= high"),
         ({"strategy": "random", "domain": {"low": [0.0], "high": [1.0], "size": 0}}, r"size \(records per dataset\) must be an integer from 1 to 100000"),
