@@ -24,6 +24,7 @@ def test_unresolvable_laws_are_a_value_error(p, q, function_class, divergence):
         restricted_divergence(p, q, function_class, divergence)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # scipy's line search on the infinite integrand
 def test_an_underflowing_renyi_integrand_is_a_value_error():
     """Laplace at epsilon = 20, Renyi over all at alpha = 4 crashed the process (quad on a NaN integrand)."""
     with pytest.raises(ValueError, match="no exact value"):
