@@ -388,3 +388,19 @@ def test_the_smallest_accepted_split_keeps_true_claims_mostly_unrefuted():
         }
         violations += run_audit(config).verdict == "violation"
     assert violations <= binom.ppf(0.99, seeds, 0.05), violations
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "expected"),
+    [
+        ("sparse_vector", {"threshold": True}, "threshold must be a number. Found True"),
+        ("matrix", {"A": [["1", "0"]]}, "A must be a number or a (nested) list of numbers"),
+        ("gaussian", {"sigma": "1"}, "sigma must be a finite number > 0, not a str"),
+    ],
+)
+def test_built_in_parameters_are_numbers_not_bools_or_strings(name, params, expected):
+    config = copy.deepcopy(BASE)
+    config["mechanism"] = {"name": name, "params": params}
+    with pytest.raises(ConfigError) as error:
+        load_config(config)
+    assert str(error.value).startswith("mechanism.name: ") and expected in str(error.value), str(error.value)
