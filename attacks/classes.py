@@ -18,9 +18,29 @@ import re
 from dataclasses import dataclass
 
 KINDS = ("poly", "kernel", "mlp", "tree", "threshold", "all")
-ACCEPTED_NAMES = "'linear', 'polyK' (K >= 1), 'kernel', 'mlp', 'treeK' (K >= 1), 'threshold', 'all'"
+MAX_POLY_DEGREE = 10
+"""Largest K of ``polyK``: a degree-K polynomial of d coordinates has C(d + K, K)
+features (already 3003 at d = 5, K = 10), beyond which the fit is neither
+feasible nor stable."""
+MAX_TREE_DEPTH = 20
+"""Largest K of ``treeK``: up to 2^K leaves (about a million at 20), more than any
+audit's sample can populate."""
+ACCEPTED_NAMES = (
+    f"'linear', 'polyK' (K = 1..{MAX_POLY_DEGREE}), 'kernel', 'mlp', 'treeK' (K = 1..{MAX_TREE_DEPTH}), "
+    "'threshold', 'all'"
+)
+PARAMETERS = {
+    "poly": ("ridge",),
+    "kernel": ("n_components", "bandwidth", "ridge"),
+    "mlp": ("width", "ridge"),
+    "tree": ("ridge",),
+    "threshold": (),
+    "all": (),
+}
+"""The :class:`attacks.Adversary` parameters that apply to each kind (``class_params``)."""
 
-_PATTERN = re.compile(r"^(linear|poly(\d+)|kernel|mlp|tree(\d+)|threshold|all)$")
+# ASCII digits without a leading zero: "poly00", "poly02" and non-ASCII digits ("poly\u0968") are not names.
+_PATTERN = re.compile(r"(linear|poly([1-9][0-9]*)|kernel|mlp|tree([1-9][0-9]*)|threshold|all)", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -63,6 +83,17 @@ class FunctionClass:
             return ()
         return ("kl", "renyi", "ipm", "dp")
 
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The :class:`attacks.Adversary` parameters an attack of this class uses (its ``class_params``).
+
+        ``ridge`` penalises the coefficients of every feature-based KL / Renyi
+        fit; ``n_components`` and ``bandwidth`` shape the random Fourier
+        features of ``kernel``; ``width`` is the hidden layer of ``mlp``.
+        ``threshold`` and ``all`` take none.
+        """
+        return PARAMETERS[self.kind]
+
     def is_contained_in(self, other: FunctionClass) -> bool:
         """Whether this class is a subset of ``other`` (THEORY.md section 3).
 
@@ -91,9 +122,10 @@ def parse_function_class(name: str | FunctionClass) -> FunctionClass:
     Parameters
     ----------
     name : str or FunctionClass
-        One of ``linear``, ``polyK``, ``kernel``, ``mlp``, ``treeK``,
-        ``threshold``, ``all`` (case-insensitive); a FunctionClass is returned
-        unchanged.
+        One of ``linear``, ``polyK`` (1 <= K <= ``MAX_POLY_DEGREE``),
+        ``kernel``, ``mlp``, ``treeK`` (1 <= K <= ``MAX_TREE_DEPTH``),
+        ``threshold``, ``all`` (case-insensitive; K in ASCII digits without a
+        leading zero); a FunctionClass is returned unchanged.
 
     Raises
     ------
@@ -107,14 +139,20 @@ def parse_function_class(name: str | FunctionClass) -> FunctionClass:
     """
     if isinstance(name, FunctionClass):
         return name
-    match = _PATTERN.match(name.strip().lower()) if isinstance(name, str) else None
-    if match is None or match.group(2) == "0" or match.group(3) == "0":
+    match = _PATTERN.fullmatch(name.lower()) if isinstance(name, str) else None
+    if match is None:
         raise ValueError(f"function_class must be one of {ACCEPTED_NAMES}. Found {name!r}.")
-    word = match.group(1)
+    word, poly, tree = match.groups()
     if word == "linear":
         return FunctionClass("poly", 1)
-    if match.group(2) is not None:
-        return FunctionClass("poly", int(match.group(2)))
-    if match.group(3) is not None:
-        return FunctionClass("tree", int(match.group(3)))
+    if poly is not None:
+        return FunctionClass("poly", _bounded_degree(int(poly), MAX_POLY_DEGREE, name))
+    if tree is not None:
+        return FunctionClass("tree", _bounded_degree(int(tree), MAX_TREE_DEPTH, name))
     return FunctionClass(word)
+
+
+def _bounded_degree(degree: int, maximum: int, name: str) -> int:
+    if degree > maximum:
+        raise ValueError(f"function_class must be one of {ACCEPTED_NAMES}: K is at most {maximum}. Found {name!r}.")
+    return degree

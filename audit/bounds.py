@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike
 from scipy.special import logsumexp
 
 from attacks.divergences import check_alpha
-from audit.validation import check_positive
+from audit.validation import as_numbers, check_positive, is_number
 
 
 def laplace_kl(epsilon: float, v: ArrayLike = 1.0) -> float:
@@ -39,14 +39,21 @@ def laplace_kl(epsilon: float, v: ArrayLike = 1.0) -> float:
 def laplace_linear_kl(epsilon: float) -> float:
     """Exact (lin, KL) divergence of the 1-D Laplace mechanism (CBDP appendix Theorem 9).
 
-    sqrt(1 + epsilon^2) - 1 + log(1 - (sqrt(1 + epsilon^2) - 1)^2 / epsilon^2),
-    evaluated with ``sqrt(1 + e^2) - 1 = e^2 / (sqrt(1 + e^2) + 1)`` so that
-    small epsilon does not cancel.
+    sqrt(1 + epsilon^2) - 1 + log(1 - r^2) with r = (sqrt(1 + epsilon^2) - 1) / epsilon
+    = epsilon / (sqrt(1 + epsilon^2) + 1), so that sqrt(1 + epsilon^2) - 1 =
+    epsilon r does not cancel at small epsilon. For r >= 1/2 the logarithm is
+    log(1 - r) + log1p(r) with 1 - r = (1 + 1 / (sqrt(1 + epsilon^2) + epsilon))
+    / (sqrt(1 + epsilon^2) + 1) (from (sqrt(1 + e^2) - e)(sqrt(1 + e^2) + e) = 1),
+    which stays finite where r^2 rounds to 1 (epsilon up to the largest float).
     """
     epsilon = check_positive(epsilon, "epsilon")
-    root = np.hypot(1.0, epsilon)
-    excess = epsilon**2 / (root + 1.0)
-    return float(excess + np.log1p(-((epsilon / (root + 1.0)) ** 2)))
+    root = float(np.hypot(1.0, epsilon))
+    r = epsilon / (root + 1.0)
+    if r < 0.5:
+        log_gap = float(np.log1p(-r * r))
+    else:
+        log_gap = float(np.log1p(1.0 / (root + epsilon)) - np.log1p(root) + np.log1p(r))
+    return epsilon * r + log_gap
 
 
 def gaussian_kl(sigma: float, v: ArrayLike = 1.0) -> float:
@@ -195,20 +202,16 @@ def _alpha_norm(v: np.ndarray, alpha: float) -> float:
 
 
 def _check_nonnegative(value: float, name: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number >= 0 (inf allowed). Found {value!r}.") from None
-    if np.isnan(number) or number < 0.0:
+    if not is_number(value) or np.isnan(value) or value < 0:
         raise ValueError(f"{name} must be a number >= 0 (inf allowed). Found {value!r}.")
-    return number
+    return float(value)
 
 
 def _check_sensitivity(v: ArrayLike) -> np.ndarray:
     """|v| as a 1-D float array; a scalar is d = 1."""
     try:
-        array = np.abs(np.atleast_1d(np.asarray(v, dtype=float)))
-    except (TypeError, ValueError):
+        array = np.abs(np.atleast_1d(as_numbers(v, "v (the sensitivity)")))
+    except ValueError:
         raise ValueError(f"v (the sensitivity) must be a finite scalar or 1-D vector. Found {v!r}.") from None
     if array.ndim != 1 or array.size == 0 or not np.all(np.isfinite(array)):
         raise ValueError(f"v (the sensitivity) must be a finite scalar or 1-D vector. Found {v!r}.")

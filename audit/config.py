@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from audit.neighbours import RELATIONS, SPEC_FIELDS, STRATEGIES
+from audit.neighbours import MAX_RECORD, RELATIONS, SPEC_FIELDS, STRATEGIES, check_neighbours, check_spec
+from audit.validation import as_numbers, is_number
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -41,11 +42,30 @@ BACKENDS = {"loky": None, "threading": None, "dask": ("distributed", "dask"), "r
 """Backend name -> (module it needs, capaudit extra that installs it), None for joblib's own."""
 MIN_SAMPLES = 100
 """Smallest n_samples: the held-out split must hold enough points for a confidence interval."""
+MAX_SAMPLES = 100_000_000
+"""Largest n_samples: outputs are held in memory (8 bytes a coordinate, both datasets of every pair)."""
+MIN_HELD_OUT = 30
+"""Fewest held-out outputs per dataset at any confidence: the usual floor for the normal
+approximation that the delta-method intervals of kl / renyi / ipm rest on."""
+RESOLVED_MASS = 0.1
+"""A held-out split must bound, at the audit's confidence, the probability of a set that none of
+its points falls in below this mass (see :func:`min_held_out`)."""
+MIN_ALPHA = 1.1
+"""Smallest Renyi order: the Renyi objective is a moment of order beta = alpha / (alpha - 1) of
+the witness on Q (11 at alpha = 1.1, 101 at 1.01); beyond ~10 a handful of held-out points
+carries the whole moment and estimates run to -1e7 (measured: Laplace epsilon = 1, n = 2000,
+5 seeds: linear and poly2 estimates from 0.07 to 0.29 at alpha = 1.1, unrestricted value 0.40;
+at 1.05 linear down to -0.4 and poly2 from -12 to -6; linear from -70 to -12 at 1.01, -1e3 at 1.001).
+Kernel estimates are erratic at every order near 1; that is the interval's problem, not the order's."""
+MAX_ALPHA = 1000.0
+"""Largest Renyi order: beyond it the order is the max-divergence in all but name (use dp)."""
+MAX_CLASS_UNITS = 10_000
+"""Largest ``n_components`` (kernel) or ``width`` (mlp) in ``class_params``."""
 
 _FIELDS = {
     "": ("mechanism", "pairs", "neighbours", "claims", "attacks", "run"),
     "mechanism": ("name", "callable", "params"),
-    "pairs": ("d", "d_prime"),
+    "pairs": ("d", "d_prime", "relation"),
     "neighbours": SPEC_FIELDS,
     "claims": ("divergence", "alpha", "function_class", "epsilon", "delta"),
     "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params", "coupled"),
@@ -169,23 +189,37 @@ def load_config(
     ConfigError
         Naming the field path, the value found and the fix.
     """
+    try:
+        raw, base_dir = _read(source)
+        run = dict(_table(raw, "run", "run"))
+        run.update({key: value for key, value in (overrides or {}).items() if value is not None})
+        if run:
+            raw["run"] = run
+        return _validate(raw, base_dir)
+    except RecursionError:
+        raise ConfigError(
+            "config: nested too deeply to read (tables or arrays within each other hundreds of levels deep); "
+            "a config needs at most a few levels, e.g. [[pairs]] d = [[0.0], [1.0]]."
+        ) from None
+
+
+def _read(source: str | os.PathLike | Mapping[str, Any]) -> tuple[dict, Path]:
+    """The raw config and the directory user mechanisms are imported from."""
     if isinstance(source, Mapping):
-        raw, base_dir = copy.deepcopy(dict(source)), Path.cwd()
-    else:
-        path = Path(source)
-        try:
-            with path.open("rb") as handle:
-                raw = tomllib.load(handle)
-        except FileNotFoundError:
-            raise ConfigError(f"config file {str(path)!r} does not exist.") from None
-        except tomllib.TOMLDecodeError as error:
-            raise ConfigError(f"config file {str(path)!r} is not valid TOML: {error}.") from None
-        base_dir = path.resolve().parent
-    run = dict(_table(raw, "run", "run"))
-    run.update({key: value for key, value in (overrides or {}).items() if value is not None})
-    if run:
-        raw["run"] = run
-    return _validate(raw, base_dir)
+        return copy.deepcopy(dict(source)), Path.cwd()
+    path = Path(source)
+    try:
+        with path.open("rb") as handle:
+            raw = tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(path)!r} does not exist.") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {str(path)!r} is a directory; give the path of a .toml file.") from None
+    except OSError as error:
+        raise ConfigError(f"config file {str(path)!r} cannot be read: {error.strerror or error}.") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {_one_line(error)}.") from None
+    return raw, path.resolve().parent
 
 
 def _validate(raw: dict, base_dir: Path) -> AuditConfig:
@@ -201,9 +235,12 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
         raw["mechanism"] = dict(raw["mechanism"], callable=function_name(mechanism.callable))
     if "pairs" in raw and "neighbours" in raw:
         raise ConfigError("config: give either [[pairs]] or [neighbours], not both.")
-    pairs = tuple(_pair(entry, f"pairs[{i}]") for i, entry in enumerate(_array_of_tables(raw, "pairs")))
+    entries = _array_of_tables(raw, "pairs")
+    pairs = tuple(_pair(entry, f"pairs[{i}]") for i, entry in enumerate(entries))
     if pairs:  # plain lists, so that results.json can record the config as run
-        raw["pairs"] = [{"d": d.tolist(), "d_prime": d_prime.tolist()} for d, d_prime in pairs]
+        raw["pairs"] = [
+            {**entry, "d": d.tolist(), "d_prime": d_prime.tolist()} for entry, (d, d_prime) in zip(entries, pairs)
+        ]
     neighbours = _neighbours(_table(raw, "neighbours", "neighbours")) if "neighbours" in raw else None
     if "pairs" in raw and not pairs:
         raise ConfigError("pairs: the list is empty; give at least one [[pairs]] entry with d and d_prime.")
@@ -217,12 +254,15 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
         raise ConfigError(
             "claims: missing required field; add at least one [[claims]] entry (divergence, function_class, epsilon)."
         )
+    attacks = _attacks(_table(raw, "attacks", "attacks"))
+    for i, claim in enumerate(claims):
+        _check_refutable(claim, attacks, f"claims[{i}]")
     config = AuditConfig(
         mechanism=mechanism,
         pairs=pairs,
         neighbours=neighbours,
         claims=claims,
-        attacks=_attacks(_table(raw, "attacks", "attacks")),
+        attacks=attacks,
         run=_run(_table(raw, "run", "run")),
         raw=raw,
     )
@@ -238,6 +278,11 @@ def _check_fields(table: Mapping, section: str, where: str) -> None:
             close = difflib.get_close_matches(str(key), known, n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"accepted fields: {', '.join(known)}."
             raise ConfigError(f"{where}: unknown field {key!r}; {hint}")
+
+
+def _one_line(error: Exception) -> str:
+    """An error's message on one line (numpy reprs and user mechanisms' messages span several)."""
+    return " ".join(str(error).split())
 
 
 def _table(raw: Mapping, key: str, path: str) -> dict:
@@ -266,7 +311,7 @@ def _number(value: Any, path: str, *, integer: bool = False) -> float | int:
     kinds = (int,) if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds) or (not integer and not math.isfinite(value)):
         kind = "an integer" if integer else "a finite number"
-        raise ConfigError(f"{path}: must be {kind}. Found {value!r}.")
+        raise ConfigError(f"{path}: must be {kind} (unquoted; true / false are not numbers). Found {value!r}.")
     return value
 
 
@@ -311,8 +356,8 @@ def _build(spec: MechanismSpec) -> None:
     """Build the mechanism once to check it; a ConfigError names the field."""
     try:
         spec.build()
-    except ValueError as error:
-        raise ConfigError(f"mechanism.{'name' if spec.callable is None else 'callable'}: {error}") from None
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"mechanism.{'name' if spec.callable is None else 'callable'}: {_one_line(error)}") from None
 
 
 @contextmanager
@@ -329,30 +374,48 @@ def user_import_path(base_dir: Path) -> Iterator[None]:
 
 def _dataset(value: Any, path: str) -> np.ndarray:
     try:
-        array = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
+        array = as_numbers(value, path)
+    except ValueError:
         raise ConfigError(f"{path}: must be an array of numbers, e.g. [[0.0], [1.0]]. Found {value!r}.") from None
-    if array.size == 0 or not np.all(np.isfinite(array)):
-        raise ConfigError(f"{path}: must be a non-empty array of finite numbers. Found {value!r}.")
+    if array.ndim > 2:
+        raise ConfigError(
+            f"{path}: must be a list of records (a list of numbers, or of lists of numbers), "
+            f"not {array.ndim} levels deep. Found {value!r}."
+        )
+    if array.size == 0 or not np.all(np.abs(array) <= MAX_RECORD):
+        raise ConfigError(
+            f"{path}: must be a non-empty array of finite numbers within +-{MAX_RECORD:g} (larger values overflow "
+            f"the mechanism's sums and the attacks' squares). Found {value!r}."
+        )
     array.setflags(write=False)
     return array
 
 
 def _pair(table: dict, path: str) -> tuple[np.ndarray, np.ndarray]:
+    """A [[pairs]] entry; with ``relation`` the two datasets must be neighbours under it."""
     _check_fields(table, "pairs", path)
     hint = "each [[pairs]] entry needs d and d_prime (neighbouring datasets)"
     d = _dataset(_required(table, "d", path, hint), f"{path}.d")
     d_prime = _dataset(_required(table, "d_prime", path, hint), f"{path}.d_prime")
+    if "relation" in table:
+        relation = _choice(table["relation"], RELATIONS, f"{path}.relation")
+        try:
+            check_neighbours(d, d_prime, relation)
+        except ValueError as error:
+            raise ConfigError(
+                f"{path}: {_one_line(error)} Give neighbouring datasets, or drop relation to audit a pair at "
+                "that distance (the report states it)."
+            ) from None
     return d, d_prime
 
 
 def _neighbours(table: dict) -> dict:
     _check_fields(table, "neighbours", "neighbours")
     _choice(_required(table, "strategy", "neighbours", "e.g. strategy = \"random\""), STRATEGIES, "neighbours.strategy")
-    if "relation" in table:
-        _choice(table["relation"], RELATIONS, "neighbours.relation")
-    if "count" in table and _number(table["count"], "neighbours.count", integer=True) < 1:
-        raise ConfigError(f"neighbours.count: must be a positive integer. Found {table['count']!r}.")
+    try:
+        check_spec(table)
+    except ValueError as error:
+        raise ConfigError(_one_line(error)) from None
     return table
 
 
@@ -391,10 +454,23 @@ def _claim(table: dict, path: str) -> Claim:
 
 
 def _alpha(value: Any, path: str) -> float:
+    """A Renyi order in [MIN_ALPHA, MAX_ALPHA] (see their docstrings for why)."""
     value = float(_number(value, path))
     if value <= 1.0:
         raise ConfigError(
             f'{path}: Renyi orders must be > 1 (alpha = 1 is KL: use divergence = "kl"). Found {value!r}.'
+        )
+    if value < MIN_ALPHA:
+        raise ConfigError(
+            f"{path}: Renyi orders must be at least {MIN_ALPHA}: the estimate is a moment of order "
+            f"alpha / (alpha - 1) = {value / (value - 1):.3g} of the witness, which a finite sample cannot "
+            f"estimate stably (above {MIN_ALPHA / (MIN_ALPHA - 1):.3g}); use alpha >= {MIN_ALPHA}, "
+            f'or divergence = "kl" for the alpha -> 1 limit. Found {value!r}.'
+        )
+    if value > MAX_ALPHA:
+        raise ConfigError(
+            f"{path}: Renyi orders must be at most {MAX_ALPHA:g}; for the alpha -> infinity limit claim "
+            f'divergence = "dp". Found {value!r}.'
         )
     return value
 
@@ -406,7 +482,7 @@ def _class_name(value: Any, path: str) -> str:
     try:
         parse_function_class(value)
     except ValueError as error:
-        raise ConfigError(f"{path}: {error}") from None
+        raise ConfigError(f"{path}: {_one_line(error)}") from None
     return value
 
 
@@ -422,10 +498,10 @@ def _attacks(table: dict) -> AttackSpec:
     if "all" in classes:
         raise ConfigError("attacks.classes: \"all\" is for claims only (no attack fits every function); remove it.")
     n_samples = _number(table.get("n_samples", defaults.n_samples), "attacks.n_samples", integer=True)
-    if n_samples < MIN_SAMPLES:
+    if not MIN_SAMPLES <= n_samples <= MAX_SAMPLES:
         raise ConfigError(
-            f"attacks.n_samples: must be at least {MIN_SAMPLES} per dataset (the held-out split needs enough "
-            f"points for a confidence interval). Found {n_samples!r}."
+            f"attacks.n_samples: must be at least {MIN_SAMPLES} per dataset (the held-out split needs enough points "
+            f"for a confidence interval) and at most {MAX_SAMPLES:,} (outputs are held in memory). Found {n_samples!r}."
         )
     confidence = float(_number(table.get("confidence", defaults.confidence), "attacks.confidence"))
     if not 0.5 <= confidence < 1.0:
@@ -433,15 +509,17 @@ def _attacks(table: dict) -> AttackSpec:
     train_fraction = float(_number(table.get("train_fraction", defaults.train_fraction), "attacks.train_fraction"))
     if not 0.0 < train_fraction < 1.0:
         raise ConfigError(f"attacks.train_fraction: must be in (0, 1), e.g. 0.5. Found {train_fraction!r}.")
+    _check_held_out(int(n_samples), train_fraction, confidence)
     class_params = table.get("class_params", {})
     if not isinstance(class_params, Mapping) or not all(isinstance(v, Mapping) for v in class_params.values()):
         raise ConfigError(
-            "attacks.class_params: must map class names to tables, e.g. { mlp = { hidden = 16 } }. "
+            "attacks.class_params: must map class names to tables, e.g. { mlp = { width = 16 } }. "
             f"Found {class_params!r}."
         )
-    for name in class_params:
+    for name, params in class_params.items():
         if name not in classes:
             raise ConfigError(f"attacks.class_params: {name!r} is not in attacks.classes ({', '.join(classes)}).")
+        _check_class_params(name, params)
     coupled = table.get("coupled", defaults.coupled)
     if not isinstance(coupled, bool):
         raise ConfigError(f"attacks.coupled: must be true or false (a TOML boolean, unquoted). Found {coupled!r}.")
@@ -453,6 +531,118 @@ def _attacks(table: dict) -> AttackSpec:
         class_params={name: dict(params) for name, params in class_params.items()},
         coupled=coupled,
     )
+
+
+def held_out(n_samples: int, train_fraction: float) -> int:
+    """Held-out outputs per dataset: n_samples minus the train split of :func:`attacks.estimate_divergence`."""
+    return n_samples - min(max(int(round(train_fraction * n_samples)), 1), n_samples - 1)
+
+
+def min_held_out(confidence: float) -> int:
+    """Fewest held-out outputs per dataset for an audit at ``confidence``.
+
+    max(``MIN_HELD_OUT``, ceil(log(1 - c) / log(1 - ``RESOLVED_MASS``))). The
+    second term: when none of m held-out points falls in a set, the exact
+    (Clopper-Pearson) upper confidence bound on its probability is
+    1 - (1 - c)^(1/m), which is below 0.1 only for m >= log(1 - c) / log(0.9)
+    (29 at c = 0.95, 44 at 0.99); a smaller split cannot tell a set of mass
+    0.1 from an empty one, so its bounds are uninformative. The floor of 30
+    is for the normal approximation behind the kl / renyi / ipm intervals.
+    Measured (Laplace epsilon = 1, n_samples = 1000, kl over linear and dp
+    over all claimed at their true values, classes ["linear"]): 10 and 20
+    held-out points gave 1 false violation in 10 seeds each; 30, 50, 100 and
+    500 held-out points gave 4, 2, 3 and 3 in 40 (all kl rows but one, so
+    the interval rather than the split, and none significantly above 5 %);
+    44 at confidence 0.99 gave 0 in 40.
+    """
+    return max(MIN_HELD_OUT, math.ceil(math.log1p(-confidence) / math.log1p(-RESOLVED_MASS)))
+
+
+def _check_held_out(n_samples: int, train_fraction: float, confidence: float) -> None:
+    held, needed = held_out(n_samples, train_fraction), min_held_out(confidence)
+    if held < needed:
+        raise ConfigError(
+            f"attacks.train_fraction: {train_fraction!r} of n_samples = {n_samples} leaves {held} held-out outputs "
+            f"per dataset; an audit at confidence {confidence!r} needs at least {needed} (so that a set none of "
+            f"them falls in is bounded below mass {RESOLVED_MASS} at that confidence, and at least {MIN_HELD_OUT} "
+            f"for the normal approximation). Lower train_fraction to at most "
+            f"{math.floor(100 * (1 - needed / n_samples)) / 100} or raise n_samples to at least "
+            f"{math.ceil(needed / (1 - train_fraction))}."
+        )
+
+
+_CLASS_PARAM_CHECKS = {
+    "n_components": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_CLASS_UNITS,
+                     f"an integer from 1 to {MAX_CLASS_UNITS}"),
+    "width": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_CLASS_UNITS,
+              f"an integer from 1 to {MAX_CLASS_UNITS}"),
+    "bandwidth": (lambda v: is_number(v) and math.isfinite(v) and v > 0, "a finite number > 0"),
+    "ridge": (lambda v: is_number(v) and math.isfinite(v) and v >= 0, "a finite number >= 0"),
+}
+"""Adversary parameter -> (accepts a value, what it must be); which class takes which: FunctionClass.parameters."""
+
+
+def _check_class_params(name: str, params: Mapping[str, Any]) -> None:
+    from attacks.classes import parse_function_class
+
+    accepted = parse_function_class(name).parameters
+    for key, value in params.items():
+        path = f"attacks.class_params.{name}.{key}"
+        if key not in accepted:
+            close = difflib.get_close_matches(str(key), accepted, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(
+                f"{path}: {name!r} attacks take no parameter {key!r}; {hint}"
+                f"accepted: {', '.join(accepted) or 'none'}. Found {key} = {value!r}."
+            )
+        accepts, what = _CLASS_PARAM_CHECKS[key]
+        if not accepts(value):
+            raise ConfigError(f"{path}: must be {what}. Found {value!r}.")
+
+
+_SUGGESTED_CLASSES = ("linear", "poly2", "kernel", "mlp", "tree3", "threshold")
+"""Classes a refutability error may suggest (besides the claim's own), one of each kind."""
+
+
+def _check_refutable(claim: Claim, attacks: AttackSpec, path: str) -> None:
+    """Raise unless some attack class can refute ``claim`` (THEORY.md section 3), and its delta is refutable.
+
+    An attack of class A refutes a claim about class C with divergence D only
+    when A is contained in C and A's witnesses estimate D
+    (``FunctionClass.is_contained_in``, ``FunctionClass.divergences``);
+    without one the claim would read "pass" on no evidence at all.
+    """
+    from attacks.classes import parse_function_class
+
+    claimed = parse_function_class(claim.function_class)
+
+    def tests(name: str) -> bool:
+        attack = parse_function_class(name)
+        return attack.is_contained_in(claimed) and claim.divergence in attack.divergences
+
+    if not any(tests(name) for name in attacks.classes):
+        candidates = [claimed.name] * (claimed.kind != "all") + list(_SUGGESTED_CLASSES)
+        would = [name for name in dict.fromkeys(candidates) if tests(name)]
+        fix = (
+            f"add one of {', '.join(would)} to attacks.classes"
+            if would
+            else f"no attack class estimates {claim.divergence!r} within {claimed.name!r}; "
+            "claim another divergence or class"
+        )
+        raise ConfigError(
+            f"{path}: the claim ({claim.divergence} over {claimed.name!r} <= {claim.epsilon:g}) can be refuted by no "
+            f"attack in attacks.classes ({', '.join(attacks.classes)}): an attack refutes a claim only when its class "
+            f"is contained in the claim's and estimates its divergence, so the audit would pass on no evidence; {fix}."
+        )
+    if claim.divergence == "dp":
+        held = held_out(attacks.n_samples, attacks.train_fraction)
+        largest = (1.0 - attacks.confidence) ** (1.0 / held)
+        if claim.delta >= largest:
+            raise ConfigError(
+                f"{path}.delta: {claim.delta!r} cannot be refuted by this audit: even a set holding all {held} "
+                f"held-out outputs bounds P(S) from below by only {largest:.6g} at confidence {attacks.confidence}, "
+                f"so P(S) - delta is never shown positive. Give delta < {largest:.6g} or raise attacks.n_samples."
+            )
 
 
 def _run(table: dict) -> RunSpec:

@@ -25,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from attacks.classes import parse_function_class
 from audit.mechanisms import Mechanism
+from audit.validation import as_numbers
 
 RELATIONS = ("replace-one", "add-remove")
 STRATEGIES = ("random", "extremes", "search")
@@ -33,6 +35,18 @@ SPEC_FIELDS = (
     "strategy", "count", "relation", "domain", "candidates", "screen_samples", "function_class", "divergence",
 )
 DEFAULT_COUNT = 5
+MAX_RECORD = 1e100
+"""Largest absolute value of a record coordinate: sums and squares of larger values overflow float64."""
+MAX_COUNT = 1000
+"""Most pairs a [neighbours] table may ask for: every pair is sampled n_samples times per
+dataset and attacked by every class, in both directions."""
+MAX_CANDIDATES = 10_000
+"""Most candidates ``search`` screens (each costs two attacks on ``screen_samples`` outputs)."""
+MAX_DOMAIN_SIZE = 100_000
+"""Most records per generated dataset: ``extremes`` and ``random`` build each dataset in memory
+and the mechanism reads all of it for every sample."""
+MAX_SCREEN_SAMPLES = 1_000_000
+"""Most outputs per dataset of a screening attack."""
 
 
 @dataclass(frozen=True)
@@ -45,11 +59,16 @@ class NeighbourPair:
         Stable id used in results rows (``"p0"``, ``"p1"``, ...).
     d, d_prime : numpy.ndarray
         The two datasets, as given to ``mechanism.sample``.
+    distance : int
+        The number of records in which they differ (:func:`record_distance`):
+        1 for neighbours; explicit pairs given without a relation may be
+        farther apart, and the report states it.
     """
 
     name: str
     d: np.ndarray
     d_prime: np.ndarray
+    distance: int = 1
 
 
 def as_records(dataset: Any, name: str = "dataset") -> np.ndarray:
@@ -62,8 +81,25 @@ def as_records(dataset: Any, name: str = "dataset") -> np.ndarray:
     return records
 
 
-def check_neighbours(d: Any, d_prime: Any, relation: str) -> None:
-    """Raise ValueError unless d and d' are neighbours under ``relation``.
+def record_distance(d: Any, d_prime: Any) -> int:
+    """The number of records in which d and d' differ.
+
+    Same number of records: the positions whose rows differ (datasets are
+    ordered, as the mechanism reads them). Different numbers: the fewest
+    records to add, remove or replace to turn one multiset of rows into the
+    other, max(|D \\ D'|, |D' \\ D|).
+    """
+    a, b = as_records(d, "d"), as_records(d_prime, "d_prime")
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"d and d_prime must have records of the same width. Found shapes {a.shape} and {b.shape}.")
+    if len(a) == len(b):
+        return int(np.count_nonzero(np.any(a != b, axis=1)))
+    rows_a, rows_b = Counter(map(tuple, a)), Counter(map(tuple, b))
+    return max(sum((rows_a - rows_b).values()), sum((rows_b - rows_a).values()))
+
+
+def check_neighbours(d: Any, d_prime: Any, relation: str) -> int:
+    """Raise ValueError unless d and d' are neighbours under ``relation``; return their distance (1).
 
     ``replace-one``: same number of records, exactly one row differs.
     ``add-remove``: one has exactly one more record, and removing one of its
@@ -71,31 +107,62 @@ def check_neighbours(d: Any, d_prime: Any, relation: str) -> None:
     """
     if relation not in RELATIONS:
         raise ValueError(f"relation must be one of {', '.join(RELATIONS)}. Found {relation!r}.")
-    a, b = as_records(d, "d"), as_records(d_prime, "d_prime")
-    if a.shape[1] != b.shape[1]:
-        raise ValueError(f"d and d_prime must have records of the same width. Found shapes {a.shape} and {b.shape}.")
-    if relation == "replace-one":
-        differing = int(np.count_nonzero(np.any(a != b, axis=1))) if a.shape == b.shape else None
-        if differing != 1:
-            what = f"{differing} differing records" if differing is not None else f"shapes {a.shape} and {b.shape}"
-            raise ValueError(
-                f"d and d_prime are not replace-one neighbours: they must have the same number of records "
-                f"and differ in exactly one. Found {what}."
-            )
-        return
-    small, large = (a, b) if len(a) < len(b) else (b, a)
-    if len(large) != len(small) + 1 or not _contains_multiset(large, small):
+    distance = record_distance(d, d_prime)
+    sizes = (len(as_records(d)), len(as_records(d_prime)))
+    if relation == "replace-one" and (sizes[0] != sizes[1] or distance != 1):
+        raise ValueError(
+            f"d and d_prime are not replace-one neighbours: they must have the same number of records "
+            f"and differ in exactly one. Found {sizes[0]} and {sizes[1]} records differing in {distance}."
+        )
+    if relation == "add-remove" and (abs(sizes[0] - sizes[1]) != 1 or distance != 1):
         raise ValueError(
             f"d and d_prime are not add-remove neighbours: one must be the other plus one record. "
-            f"Found {len(a)} and {len(b)} records{'' if len(large) != len(small) + 1 else ' with other differences'}."
+            f"Found {sizes[0]} and {sizes[1]} records differing in {distance}."
         )
+    return distance
 
 
-def _contains_multiset(large: np.ndarray, small: np.ndarray) -> bool:
-    """Whether the rows of ``small`` are the rows of ``large`` with one removed (as multisets)."""
-    if len(large) != len(small) + 1:
-        return False
-    return not Counter(map(tuple, small)) - Counter(map(tuple, large))  # O(m), for datasets of any size
+def check_spec(spec: Mapping[str, Any]) -> None:
+    """Raise ValueError, naming the field, unless ``spec`` is a valid ``[neighbours]`` table.
+
+    Checks every field that does not need the mechanism: names, types and
+    the caps (``MAX_COUNT``, ``MAX_CANDIDATES``, ``MAX_DOMAIN_SIZE``,
+    ``MAX_SCREEN_SAMPLES``) that keep a generated audit within memory.
+    """
+    unknown = sorted(map(str, set(spec) - set(SPEC_FIELDS)))
+    if unknown:
+        raise ValueError(f"neighbours: unknown field(s) {', '.join(unknown)}; accepted: {', '.join(SPEC_FIELDS)}.")
+    if spec.get("strategy") not in STRATEGIES:
+        raise ValueError(f"neighbours.strategy must be one of {', '.join(STRATEGIES)}. Found {spec.get('strategy')!r}.")
+    relation = _option(spec, "relation", "replace-one")
+    if relation not in RELATIONS:
+        raise ValueError(f"neighbours.relation must be one of {', '.join(RELATIONS)}. Found {relation!r}.")
+    count = _count(spec, "count", DEFAULT_COUNT, 1, MAX_COUNT, "pairs to generate")
+    _count(spec, "candidates", 10 * count, 1, MAX_CANDIDATES, "random candidates screened by search")
+    _count(spec, "screen_samples", 2000, 10, MAX_SCREEN_SAMPLES, "outputs per dataset of the screening attack")
+    divergence = _option(spec, "divergence", "kl")
+    if divergence not in ("kl", "ipm"):
+        raise ValueError(f"neighbours.divergence (of the screening attack) must be 'kl' or 'ipm'. Found {divergence!r}.")
+    function_class = _option(spec, "function_class", "linear")
+    try:
+        supported = divergence in parse_function_class(function_class).divergences
+    except ValueError as error:
+        raise ValueError(f"neighbours.function_class (of the screening attack): {error}") from None
+    if not supported:
+        raise ValueError(
+            f"neighbours.function_class (of the screening attack) must be a class that estimates {divergence!r}, "
+            f"e.g. 'linear'. Found {function_class!r}."
+        )
+    if spec.get("domain") is not None:
+        _domain(spec["domain"], None)
+
+
+def _count(spec: Mapping[str, Any], key: str, default: int, low: int, high: int, what: str) -> int:
+    """An integer field of ``spec`` in [low, high], or a ValueError naming it."""
+    value = _option(spec, key, default)
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"neighbours.{key} ({what}) must be an integer from {low} to {high}. Found {value!r}.")
+    return int(value)
 
 
 def make_pairs(
@@ -154,7 +221,10 @@ def make_pairs(
                     check_neighbours(d, d_prime, relation)
                 except ValueError as error:
                     raise ValueError(f"pairs[{i}]: {error}") from None
-    return [NeighbourPair(f"p{i}", np.asarray(d), np.asarray(d_prime)) for i, (d, d_prime) in enumerate(pairs)]
+    return [
+        NeighbourPair(f"p{i}", np.asarray(d), np.asarray(d_prime), record_distance(d, d_prime))
+        for i, (d, d_prime) in enumerate(pairs)
+    ]
 
 
 def _explicit(entry: Any, index: int) -> tuple[np.ndarray, np.ndarray]:
@@ -186,7 +256,8 @@ class Domain:
         return np.array([np.where(bits, self.high, self.low) for bits in itertools.product((0, 1), repeat=self.low.size)])
 
 
-def _domain(value: Any, mechanism: Mechanism) -> Domain:
+def _domain(value: Any, mechanism: Mechanism | None) -> Domain:
+    """The record domain of a [neighbours] table; None: the box of the mechanism's default pairs."""
     if value is None:
         # The box spanned by the records of the mechanism's worst-case pairs.
         pairs = list(getattr(mechanism, "default_pairs", lambda: [])())
@@ -196,16 +267,20 @@ def _domain(value: Any, mechanism: Mechanism) -> Domain:
         return _domain({"low": records.min(axis=0), "high": records.max(axis=0), "size": len(as_records(pairs[0][0]))}, mechanism)
     if not isinstance(value, Mapping) or not {"low", "high"} <= set(value) or set(value) - {"low", "high", "size"}:
         raise ValueError(f"neighbours.domain must be a table {{low = [...], high = [...], size = m}}. Found {value!r}.")
-    low = np.atleast_1d(np.asarray(value["low"], dtype=float))
-    high = np.atleast_1d(np.asarray(value["high"], dtype=float))
-    if low.ndim != 1 or low.shape != high.shape or not np.all(np.isfinite(low) & np.isfinite(high)) or np.any(low > high):
+    low = np.atleast_1d(as_numbers(value["low"], "neighbours.domain.low"))
+    high = np.atleast_1d(as_numbers(value["high"], "neighbours.domain.high"))
+    within = np.all(np.abs(low) <= MAX_RECORD) and np.all(np.abs(high) <= MAX_RECORD)
+    if low.ndim != 1 or low.shape != high.shape or not within or np.any(low > high):
         raise ValueError(
-            f"neighbours.domain: low and high must be finite lists of equal length with low <= high. "
-            f"Found low={value['low']!r}, high={value['high']!r}."
+            f"neighbours.domain: low and high must be finite lists of equal length with low <= high, within "
+            f"+-{MAX_RECORD:g}. Found low={value['low']!r}, high={value['high']!r}."
         )
     size = value.get("size", 1)
-    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-        raise ValueError(f"neighbours.domain.size must be a positive integer (records per dataset). Found {size!r}.")
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 1 <= size <= MAX_DOMAIN_SIZE:
+        raise ValueError(
+            f"neighbours.domain.size (records per dataset) must be an integer from 1 to {MAX_DOMAIN_SIZE} "
+            f"(each generated dataset is held in memory). Found {size!r}."
+        )
     return Domain(low, high, int(size))
 
 
@@ -214,22 +289,13 @@ def _option(spec: Mapping[str, Any], key: str, default: Any) -> Any:
 
 
 def _generate(spec: Mapping[str, Any], mechanism: Mechanism, rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
-    unknown = sorted(set(spec) - set(SPEC_FIELDS))
-    if unknown:
-        raise ValueError(f"neighbours: unknown field(s) {', '.join(unknown)}; accepted: {', '.join(SPEC_FIELDS)}.")
-    strategy = spec.get("strategy")
-    if strategy not in STRATEGIES:
-        raise ValueError(f"neighbours.strategy must be one of {', '.join(STRATEGIES)}. Found {strategy!r}.")
+    check_spec(spec)
     relation = _option(spec, "relation", "replace-one")
-    if relation not in RELATIONS:
-        raise ValueError(f"neighbours.relation must be one of {', '.join(RELATIONS)}. Found {relation!r}.")
     count = _option(spec, "count", DEFAULT_COUNT)
-    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
-        raise ValueError(f"neighbours.count must be a positive integer. Found {count!r}.")
     domain = _domain(spec.get("domain"), mechanism)
-    if strategy == "random":
+    if spec["strategy"] == "random":
         return random_pairs(domain, relation, count, rng)
-    if strategy == "extremes":
+    if spec["strategy"] == "extremes":
         return extreme_pairs(domain, relation)[:count]
     candidates = _option(spec, "candidates", 10 * count)
     pool = extreme_pairs(domain, relation) + random_pairs(domain, relation, candidates, rng)

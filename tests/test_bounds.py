@@ -135,3 +135,34 @@ def test_bad_input_raises_naming_the_argument(call, match):
     with pytest.raises(ValueError, match=match) as info:
         call()
     assert "Found" in str(info.value)
+
+
+@pytest.mark.parametrize("epsilon", [0.3, 0.9, 1.0, 2.0, 5.0, 50.0])
+def test_laplace_linear_kl_branches_agree_with_the_published_form(epsilon):
+    """Both branches (r < 1/2 and r >= 1/2) against CBDP Theorem 9 as printed, where it is accurate."""
+    root = np.sqrt(1.0 + epsilon**2)
+    published = root - 1.0 + np.log(1.0 - (root - 1.0) ** 2 / epsilon**2)
+    assert_allclose(bounds.laplace_linear_kl(epsilon), published, rtol=1e-12)
+
+
+@pytest.mark.parametrize("epsilon", [1e8, 1e154, 1e200, 1e308, np.finfo(float).max])
+def test_laplace_linear_kl_is_finite_up_to_the_largest_float(epsilon):
+    """For large epsilon the value is epsilon - 1 - log(epsilon / 2) + O(1 / epsilon) (r -> 1)."""
+    value = bounds.laplace_linear_kl(epsilon)
+    assert np.isfinite(value)
+    assert_allclose(value, epsilon - 1.0 - np.log(epsilon / 2.0), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: bounds.laplace_kl(True),
+        lambda: bounds.laplace_kl("1"),
+        lambda: bounds.gaussian_kl(1.0, {}),
+        lambda: bounds.laplace_kl(1.0, [1.0, True]),
+        lambda: bounds.sequential_composition(True),
+    ],
+)
+def test_bools_strings_and_tables_are_not_numbers(call):
+    with pytest.raises(ValueError, match="Found"):
+        call()

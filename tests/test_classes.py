@@ -62,3 +62,26 @@ def test_divergences_per_class(name, divergences):
 
 def test_class_is_hashable_value():
     assert {parse_function_class("poly1"), FunctionClass("poly", 1)} == {parse_function_class("linear")}
+
+
+@pytest.mark.parametrize("name", ["poly00", "poly02", "tree00", "tree07", "poly\u0968", "tree\u0661", "poly11", "tree21", " linear"])
+def test_parse_is_strict_about_digits_and_degrees(name):
+    with pytest.raises(ValueError, match="function_class must be one of"):
+        parse_function_class(name)
+
+
+def test_largest_degrees_are_accepted():
+    from attacks.classes import MAX_POLY_DEGREE, MAX_TREE_DEPTH
+
+    assert parse_function_class(f"poly{MAX_POLY_DEGREE}").degree == MAX_POLY_DEGREE
+    assert parse_function_class(f"tree{MAX_TREE_DEPTH}").degree == MAX_TREE_DEPTH
+
+
+@pytest.mark.parametrize("name", ["linear", "poly3", "kernel", "mlp", "tree2", "threshold", "all"])
+def test_class_parameters_are_adversary_parameters(name):
+    import inspect
+
+    from attacks import Adversary
+
+    accepted = set(inspect.signature(Adversary).parameters)
+    assert set(parse_function_class(name).parameters) <= accepted

@@ -26,11 +26,11 @@ def test_neighbours_are_accepted(d, d_prime, relation):
 @pytest.mark.parametrize(
     "d,d_prime,relation,message",
     [
-        ([[0.0], [1.0]], [[1.0], [2.0]], "replace-one", "not replace-one neighbours.*Found 2 differing"),
-        ([[0.0]], [[0.0]], "replace-one", "Found 0 differing"),
-        ([[0.0], [1.0]], [[0.0]], "replace-one", "Found shapes"),
-        ([[0.0], [1.0]], [[1.0], [2.0], [3.0]], "add-remove", "not add-remove neighbours.*other differences"),
-        ([[0.0]], [[0.0], [1.0], [2.0]], "add-remove", "Found 1 and 3 records"),
+        ([[0.0], [1.0]], [[1.0], [2.0]], "replace-one", "not replace-one neighbours.*Found 2 and 2 records differing in 2"),
+        ([[0.0]], [[0.0]], "replace-one", "differing in 0"),
+        ([[0.0], [1.0]], [[0.0]], "replace-one", "Found 2 and 1 records differing in 1"),
+        ([[0.0], [1.0]], [[1.0], [2.0], [3.0]], "add-remove", "not add-remove neighbours.*Found 2 and 3 records differing in 2"),
+        ([[0.0]], [[0.0], [1.0], [2.0]], "add-remove", "Found 1 and 3 records differing in 2"),
         ([[0.0, 1.0]], [[0.0]], "add-remove", "same width"),
         ([0.0], [1.0], "swap", "relation must be one of replace-one, add-remove. Found 'swap'"),
     ],
@@ -105,10 +105,20 @@ def test_default_domain_is_the_box_of_the_default_pairs():
     [
         ({"strategy": "grid"}, "strategy must be one of random, extremes, search. Found 'grid'"),
         ({"strategy": "random", "relation": "swap"}, "relation must be one of replace-one, add-remove"),
-        ({"strategy": "random", "count": 0}, "count must be a positive integer. Found 0"),
+        ({"strategy": "random", "count": 0}, r"count \(pairs to generate\) must be an integer from 1 to 1000. Found 0"),
+        ({"strategy": "random", "count": 1_000_000}, "count .* from 1 to 1000. Found 1000000"),
+        ({"strategy": "random", "count": True}, "count .* Found True"),
+        ({"strategy": "search", "candidates": 0}, "candidates .* from 1 to 10000. Found 0"),
+        ({"strategy": "search", "screen_samples": 5}, "screen_samples .* from 10 to"),
+        ({"strategy": "search", "function_class": "threshold", "divergence": "kl"}, "a class that estimates 'kl'"),
+        ({"strategy": "search", "function_class": "poly00"}, "screening attack.*function_class must be one of"),
+        ({"strategy": "random", "domain": {"low": [0.0], "high": [1.0], "size": 10**9}}, "size .* from 1 to 100000"),
+        ({"strategy": "random", "domain": {"low": ["0"], "high": [1.0]}}, "domain.low must be a number"),
+        ({"strategy": "random", "domain": {"low": [True], "high": [1.0]}}, "domain.low must be a number"),
+        ({"strategy": "random", "domain": {"low": [-1e308], "high": [1e308]}}, r"within \+-1e\+100"),
         ({"strategy": "random", "colour": "red"}, "unknown field.*colour"),
         ({"strategy": "random", "domain": {"low": [1.0], "high": [0.0]}}, "low <= high"),
-        ({"strategy": "random", "domain": {"low": [0.0], "high": [1.0], "size": 0}}, "size must be a positive integer"),
+        ({"strategy": "random", "domain": {"low": [0.0], "high": [1.0], "size": 0}}, r"size \(records per dataset\) must be an integer from 1 to 100000"),
         ({"strategy": "random", "domain": [0.0, 1.0]}, "domain must be a table"),
         ({"strategy": "search", "divergence": "renyi"}, "must be 'kl' or 'ipm'"),
     ],
@@ -138,3 +148,27 @@ def test_search_strategy_is_deterministic_given_the_seed():
     assert all(np.array_equal(a.d_prime, b.d_prime) for a, b in zip(first, again))
     # The extreme pair (a record moved across the whole domain) is the most distinguishable.
     assert np.abs(first[0].d - first[0].d_prime).sum() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    "d,d_prime,distance",
+    [
+        ([[0.0], [0.0]], [[1.0], [1.0]], 2),
+        ([[0.0], [1.0]], [[1.0], [0.0]], 2),  # same size: positions, as the mechanism reads them
+        ([[0.0]], [[0.0]], 0),
+        ([[0.0], [1.0]], [[1.0], [0.0], [5.0]], 1),  # different sizes: multisets
+        ([[0.0], [1.0]], [[2.0], [3.0], [4.0]], 3),
+    ],
+)
+def test_record_distance(d, d_prime, distance):
+    from audit.neighbours import record_distance
+
+    assert record_distance(d, d_prime) == record_distance(d_prime, d) == distance
+
+
+def test_pairs_carry_their_distance():
+    far = {"d": [[0.0], [0.0]], "d_prime": [[1.0], [1.0]]}
+    pairs = make_pairs([far, ([[0.0]], [[1.0]])], make_mechanism("laplace"))
+    assert [pair.distance for pair in pairs] == [2, 1]
+    generated = make_pairs({"strategy": "random", "count": 3, "domain": DOMAIN}, make_mechanism("laplace"), rng=0)
+    assert all(pair.distance == 1 for pair in generated)

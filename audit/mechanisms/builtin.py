@@ -23,7 +23,7 @@ import numpy as np
 from scipy import stats
 
 from audit.mechanisms.base import BaseMechanism
-from audit.validation import check_positive
+from audit.validation import as_numbers, check_positive, is_number
 
 Pair = tuple[np.ndarray, np.ndarray]
 
@@ -41,7 +41,10 @@ def positive_int(name: str, value: Any) -> int:
 
 def sensitivity_vector(sensitivity: Any) -> np.ndarray:
     """Per-coordinate sensitivities v (THEORY.md section 6) as a 1-D array of positive floats."""
-    v = np.atleast_1d(np.asarray(sensitivity, dtype=float))
+    try:
+        v = np.atleast_1d(as_numbers(sensitivity, "sensitivity"))
+    except ValueError:
+        v = np.empty(0)  # not numbers (a table, a string, a bool): refused below with the accepted forms
     if v.ndim != 1 or v.size == 0 or not np.all(np.isfinite(v)) or np.any(v <= 0):
         raise ValueError(
             f"sensitivity must be a positive number or a non-empty list of positive numbers "
@@ -325,11 +328,11 @@ class MatrixMechanism(BaseMechanism):
     def __init__(self, A: Any, W: Any = None, epsilon: float = 1.0) -> None:
         super().__init__(A=A, W=W, epsilon=epsilon)
         self.epsilon = self.true_epsilon = check_positive(epsilon, "epsilon")
-        self.A = np.atleast_2d(np.asarray(A, dtype=float))
+        self.A = np.atleast_2d(as_numbers(A, "A"))
         if self.A.ndim != 2 or not np.all(np.isfinite(self.A)) or not np.any(self.A):
             raise ValueError(f"A must be a finite, non-zero s x m matrix. Found {A!r}.")
         m = self.A.shape[1]
-        self.W = np.eye(m) if W is None else np.atleast_2d(np.asarray(W, dtype=float))
+        self.W = np.eye(m) if W is None else np.atleast_2d(as_numbers(W, "W"))
         if self.W.ndim != 2 or self.W.shape[1] != m or not np.all(np.isfinite(self.W)):
             raise ValueError(f"W must be a finite matrix with {m} columns (as many as A). Found {W!r}.")
         self.column_norms = np.abs(self.A).sum(axis=0)
@@ -549,10 +552,9 @@ class SparseVector(BaseMechanism):
     def __init__(self, epsilon: float = 1.0, threshold: float = 1.0, cutoff: int = 1) -> None:
         super().__init__(epsilon=epsilon, threshold=threshold, cutoff=cutoff)
         self.epsilon = self.true_epsilon = check_positive(epsilon, "epsilon")
-        try:
-            self.threshold = float(threshold)
-        except (TypeError, ValueError):
-            raise ValueError(f"threshold must be a number. Found {threshold!r}.") from None
+        if not is_number(threshold):
+            raise ValueError(f"threshold must be a number. Found {threshold!r}.")
+        self.threshold = float(threshold)
         self.cutoff = positive_int("cutoff", cutoff)
 
     def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
