@@ -25,21 +25,33 @@ from collections.abc import Callable
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.stats import norm
+from scipy.stats import beta, norm
 
 # log(theta) is searched in [-_LOG_RANGE, _LOG_RANGE]: beyond it the bound is reported as -inf / inf.
 _LOG_RANGE = 50.0
+# The difference d = P(S) - Q(S) is searched in [-DIFFERENCE_END, DIFFERENCE_END] (at +-1 the
+# restricted likelihood has no room); a bound at an end is reported as -1 / 1.
+DIFFERENCE_END = 1.0 - 1e-9
+# The score bound applies when the count of Q in S and the excess count of P, k_p - delta n_p, reach this
+# (the combined rule's exact coverage is enumerated in tests/test_binomial_ratio.py).
+MIN_SCORE_COUNT = 10
+# split_p_value bisects log alpha over [log 1e-300, 0]; 64 halvings resolve it to 4e-17.
+_LOG_SMALLEST_ALPHA = np.log(1e-300)
+_P_VALUE_STEPS = 64
 
 
 def restricted_mle(k_p: int, n_p: int, k_q: int, n_q: int, delta: float, theta: float) -> float:
     """The q maximising the binomial likelihood of (k_p, k_q) subject to p = delta + theta q.
 
-    The log-likelihood is concave in q on (0, min(1, (1 - delta) / theta)); its
-    derivative is decreasing there and its root (or the boundary it tends to)
+    The log-likelihood is concave in q on the interval where p and q are
+    probabilities, (max(0, -delta / theta), min(1, (1 - delta) / theta));
+    its derivative is decreasing there and its root (or the end it tends to)
     is the maximiser.  For delta = 0 this is the closed-form root of
-    Farrington and Manning's quadratic; one bracketed root search serves both.
+    Farrington and Manning's quadratic; one bracketed root search serves
+    every case, a negative delta (a difference p - q = delta < 0, theta = 1)
+    included.
     """
-    upper = min(1.0, (1.0 - delta) / theta)
+    start, end = max(0.0, -delta / theta), min(1.0, (1.0 - delta) / theta)
 
     def slope(q: float) -> float:
         p = delta + theta * q
@@ -47,12 +59,12 @@ def restricted_mle(k_p: int, n_p: int, k_q: int, n_q: int, delta: float, theta: 
             theta * (_ratio(k_p, p) - _ratio(n_p - k_p, 1.0 - p)) + _ratio(k_q, q) - _ratio(n_q - k_q, 1.0 - q)
         )
 
-    tiny = 1e-15 * upper
-    low, high = tiny, upper - tiny
+    tiny = 1e-15 * (end - start)
+    low, high = _strictly_inside(start + tiny, end, delta, theta), _strictly_inside(end - tiny, start, delta, theta)
     if slope(low) <= 0.0:
-        return 0.0
+        return start
     if slope(high) >= 0.0:
-        return upper
+        return end
     return brentq(slope, low, high, xtol=1e-300, rtol=4 * np.finfo(float).eps)
 
 
@@ -70,12 +82,102 @@ def score_statistic(k_p: int, n_p: int, k_q: int, n_q: int, delta: float, theta:
 def log_ratio_bound(k_p: int, n_p: int, k_q: int, n_q: int, delta: float, level: float, lower: bool) -> float:
     """One-sided confidence bound on log((P(S) - delta) / Q(S)) at confidence ``level``.
 
-    Lower bound: the smallest psi with Z(e^psi) <= Phi^{-1}(level); upper
-    bound: the largest psi with Z(e^psi) >= -Phi^{-1}(level).  -inf / inf
-    when no such psi lies in [-50, 50] (e.g. P(S) not above delta, or no
-    output of D' in S and too few of D to bound the ratio).
+    The score bound (:func:`score_log_ratio_bound`) where
+    :func:`score_applies` to the counts, else the Clopper-Pearson split
+    (:func:`clopper_pearson_log_ratio_bound`); module docstring.  Never +inf
+    as a lower bound (finite counts never prove an infinite ratio); -inf
+    when P(S) may not exceed delta.
+    """
+    if score_applies(k_p, n_p, k_q, n_q, delta):
+        return score_log_ratio_bound(k_p, n_p, k_q, n_q, delta, level, lower)
+    return clopper_pearson_log_ratio_bound(k_p, n_p, k_q, n_q, delta, level, lower)
+
+
+def p_value(k_p: int, n_p: int, k_q: int, n_q: int, delta: float, claim: float) -> float:
+    """One-sided p-value of H0: log((P(S) - delta) / Q(S)) <= claim, consistent with :func:`log_ratio_bound`.
+
+    p_value(claim) <= 1 - level exactly when log_ratio_bound(level) >= claim:
+    the same rule (:func:`score_applies`) picks the score test or the
+    Clopper-Pearson split.
+    """
+    if score_applies(k_p, n_p, k_q, n_q, delta):
+        return float(norm.sf(score_statistic(k_p, n_p, k_q, n_q, delta, float(np.exp(claim)))))
+    return split_p_value(lambda level: clopper_pearson_log_ratio_bound(k_p, n_p, k_q, n_q, delta, level, True), claim)
+
+
+def score_applies(k_p: int, n_p: int, k_q: int, n_q: int, delta: float) -> bool:
+    """Whether the counts are large enough for the score bound: k_q and k_p - delta n_p at least ``MIN_SCORE_COUNT``.
+
+    Below that the score bound's coverage is not verified (it can promise
+    too much from a zero or tiny count of Q; ``tests/test_binomial_ratio.py``
+    enumerates the coverage of the combined rule).
+    """
+    return min(k_q, k_p - delta * n_p) >= MIN_SCORE_COUNT
+
+
+def score_log_ratio_bound(k_p: int, n_p: int, k_q: int, n_q: int, delta: float, level: float, lower: bool) -> float:
+    """The score bound: the smallest psi with Z(e^psi) <= Phi^{-1}(level) (lower), the largest with
+    Z(e^psi) >= -Phi^{-1}(level) (upper); -inf / inf when no such psi lies in [-50, 50].
     """
     return bound_from_score(lambda theta: score_statistic(k_p, n_p, k_q, n_q, delta, theta), level, lower)
+
+
+def clopper_pearson_bounds(k, n, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """One-sided Clopper-Pearson (1934) bounds (low, high) on a binomial proportion, each at confidence ``level``.
+
+    low is the (1 - level) quantile of Beta(k, n - k + 1) (0 when k = 0) and
+    high the level quantile of Beta(k + 1, n - k) (1 when k = n): the exact
+    tail inversion, P(low > p) <= 1 - level and P(high < p) <= 1 - level
+    for every p (``scipy.stats.binomtest(...).proportion_ci(method="exact")``
+    one-sided).  At k = 0, high = 1 - (1 - level)^(1/n).  Vectorised.
+    """
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    low = np.where(k > 0, beta.ppf(1.0 - level, np.maximum(k, 1.0), n - k + 1.0), 0.0)
+    high = np.where(k < n, beta.ppf(level, k + 1.0, np.maximum(n - k, 1.0)), 1.0)
+    return low, high
+
+
+def clopper_pearson_log_ratio_bound(k_p, n_p: int, k_q, n_q: int, delta: float, level: float, lower: bool):
+    """Bound on log((P(S) - delta) / Q(S)) from Clopper-Pearson bounds on P(S) and Q(S) at Bonferroni-split levels.
+
+    Lower: log((low_P - delta) / high_Q), each one-sided bound at confidence
+    1 - (1 - level) / 2 (:func:`clopper_pearson_bounds`), so that both hold
+    together with probability at least ``level`` (the union bound) for any
+    joint law of the two counts: exactly valid at any count, for coupled
+    samples too (it uses the marginal counts only).  Upper:
+    log((high_P - delta) / low_Q).  The lower bound is finite, since
+    high_Q > 0, or -inf when low_P <= delta; the upper one is +inf when
+    k_q = 0 and -inf when high_P <= delta.  Vectorised over counts.
+    """
+    split = 1.0 - (1.0 - level) / 2.0
+    low_p, high_p = clopper_pearson_bounds(k_p, n_p, split)
+    low_q, high_q = clopper_pearson_bounds(k_q, n_q, split)
+    excess, mass_q = (low_p - delta, high_q) if lower else (high_p - delta, low_q)
+    with np.errstate(divide="ignore"):
+        bound = np.where(excess > 0.0, np.log(np.where(excess > 0.0, excess, 1.0)) - np.log(mass_q), -np.inf)
+    return float(bound) if bound.ndim == 0 else bound
+
+
+def split_p_value(lower_bound: Callable[[float], float], claim: float) -> float:
+    """The p-value of H0: psi <= claim that matches a lower bound which falls as its level grows.
+
+    The smallest alpha with lower_bound(1 - alpha) >= claim (1 when even
+    alpha = 1 falls short), so that p <= 1 - level exactly when
+    lower_bound(level) >= claim (to a relative 1e-16 in alpha); found by
+    bisection on log alpha over [1e-300, 1].
+    """
+    if not lower_bound(0.0) >= claim:
+        return 1.0
+    low, high = _LOG_SMALLEST_ALPHA, 0.0
+    if lower_bound(1.0 - np.exp(low)) >= claim:
+        return float(np.exp(low))
+    for _ in range(_P_VALUE_STEPS):  # invariant: lower_bound(1 - e^low) < claim <= lower_bound(1 - e^high)
+        middle = (low + high) / 2
+        if lower_bound(1.0 - np.exp(middle)) >= claim:
+            high = middle
+        else:
+            low = middle
+    return float(np.exp(high))
 
 
 def bound_from_score(statistic: Callable[[float], float], level: float, lower: bool) -> float:
@@ -85,21 +187,68 @@ def bound_from_score(statistic: Callable[[float], float], level: float, lower: b
     upper bound: where Z(e^psi) = -Phi^{-1}(level).  -inf / inf when the root
     lies beyond [-50, 50].
     """
+    psi = invert_score(lambda psi: statistic(float(np.exp(psi))), level, lower, -_LOG_RANGE, _LOG_RANGE)
+    return -np.inf if psi == -_LOG_RANGE else np.inf if psi == _LOG_RANGE else psi
+
+
+def invert_score(statistic: Callable[[float], float], level: float, lower: bool, start: float, end: float) -> float:
+    """The x in [start, end] where a falling statistic Z(x) = Phi^{-1}(level) (lower) or -Phi^{-1}(level) (upper).
+
+    ``start`` when Z stays at or below the target, ``end`` when it stays at
+    or above it.
+    """
     target = norm.ppf(level) if lower else -norm.ppf(level)
 
-    def excess(psi: float) -> float:
-        return statistic(float(np.exp(psi))) - target
+    def excess(x: float) -> float:
+        return statistic(x) - target
 
-    if excess(-_LOG_RANGE) <= 0.0:
-        return -np.inf
-    if excess(_LOG_RANGE) >= 0.0:
-        return np.inf
-    return brentq(excess, -_LOG_RANGE, _LOG_RANGE, xtol=1e-12)
+    if excess(start) <= 0.0:
+        return start
+    if excess(end) >= 0.0:
+        return end
+    return brentq(excess, start, end, xtol=1e-12)
 
 
-def p_value(k_p: int, n_p: int, k_q: int, n_q: int, delta: float, claim: float) -> float:
-    """One-sided p-value of H0: log((P(S) - delta) / Q(S)) <= claim, consistent with the lower bound."""
-    return float(norm.sf(score_statistic(k_p, n_p, k_q, n_q, delta, float(np.exp(claim)))))
+def difference_bound(k_p: int, n_p: int, k_q: int, n_q: int, level: float, lower: bool) -> float:
+    """One-sided confidence bound on P(S) - Q(S) at confidence ``level``, in [-1, 1].
+
+    The score bound for a difference of two proportions (Miettinen and
+    Nurminen 1985, without their n / (n - 1) factor; Farrington and Manning
+    1990): the test of H0: p = d + q is the shifted-ratio score test of the
+    module docstring at theta = 1, delta = d, inverted in d; where
+    :func:`difference_score_applies` to the counts.  Else the Clopper-Pearson
+    split: low_P - high_Q (lower) or high_P - low_Q (upper), each one-sided
+    bound at confidence 1 - (1 - level) / 2, exactly valid at any count and
+    for any joint law of the counts (coupled samples too).
+    """
+    if difference_score_applies(k_p, n_p, k_q, n_q):
+        d = invert_score(lambda d: score_statistic(k_p, n_p, k_q, n_q, d, 1.0), level, lower, -DIFFERENCE_END, DIFFERENCE_END)
+        return float(np.sign(d)) if abs(d) == DIFFERENCE_END else d
+    return clopper_pearson_difference_bound(k_p, n_p, k_q, n_q, level, lower)
+
+
+def difference_p_value(k_p: int, n_p: int, k_q: int, n_q: int, claim: float) -> float:
+    """One-sided p-value of H0: P(S) - Q(S) <= claim, consistent with :func:`difference_bound`."""
+    if claim <= -1.0 or claim >= 1.0:
+        return float(claim <= -1.0)
+    if difference_score_applies(k_p, n_p, k_q, n_q):
+        return float(norm.sf(score_statistic(k_p, n_p, k_q, n_q, claim, 1.0)))
+    return split_p_value(lambda level: clopper_pearson_difference_bound(k_p, n_p, k_q, n_q, level, True), claim)
+
+
+def difference_score_applies(k_p: int, n_p: int, k_q: int, n_q: int) -> bool:
+    """Whether the score bound on P(S) - Q(S) applies: each count, and each count of outputs
+    outside S, at least ``MIN_SCORE_COUNT`` (separable samples, with counts 0 or n, get the
+    Clopper-Pearson split; ``tests/test_binomial_ratio.py`` enumerates the coverage)."""
+    return min(k_p, n_p - k_p, k_q, n_q - k_q) >= MIN_SCORE_COUNT
+
+
+def clopper_pearson_difference_bound(k_p, n_p: int, k_q, n_q: int, level: float, lower: bool) -> float:
+    """low_P - high_Q (lower) or high_P - low_Q (upper) at Bonferroni-split levels (:func:`difference_bound`)."""
+    split = 1.0 - (1.0 - level) / 2.0
+    low_p, high_p = clopper_pearson_bounds(k_p, n_p, split)
+    low_q, high_q = clopper_pearson_bounds(k_q, n_q, split)
+    return float(low_p - high_q) if lower else float(high_p - low_q)
 
 
 def smoothed_log_ratio(k_p, n_p, k_q, n_q, delta: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -136,6 +285,19 @@ def projected_lower_bound(k_p, n_p, k_q, n_q, delta: float, level: float, n_eval
     with np.errstate(invalid="ignore"):
         spread = np.sqrt(variance_p * (1.0 / n_p + 1.0 / n_eval) + variance_q * (1.0 / n_q + 1.0 / n_eval))
         return np.where(np.isfinite(psi), psi - norm.ppf(level) * spread, -np.inf)
+
+
+def _strictly_inside(q: float, toward: float, delta: float, theta: float) -> float:
+    """q moved toward ``toward`` by doubling steps from one ulp until q and p = delta + theta q lie in (0, 1).
+
+    Next to an end of the interval p or 1 - p can round to 0 while q does
+    not: the likelihood's slope is then taken where it is finite.
+    """
+    step = abs(float(np.nextafter(q, toward)) - q)
+    while not (0.0 < q < 1.0 and 0.0 < delta + theta * q < 1.0):
+        q = q + step if toward > q else q - step
+        step *= 2.0
+    return q
 
 
 def _ratio(count: float, mass: float) -> float:
