@@ -105,14 +105,16 @@ def p_value(k_p: int, n_p: int, k_q: int, n_q: int, delta: float, claim: float) 
     return split_p_value(lambda level: clopper_pearson_log_ratio_bound(k_p, n_p, k_q, n_q, delta, level, True), claim)
 
 
-def score_applies(k_p: int, n_p: int, k_q: int, n_q: int, delta: float) -> bool:
-    """Whether the counts are large enough for the score bound: k_q and k_p - delta n_p at least ``MIN_SCORE_COUNT``.
+def score_applies(k_p, n_p, k_q, n_q, delta: float):
+    """Whether the counts are large enough for the score bound on the ratio.
 
-    Below that the score bound's coverage is not verified (it can promise
-    too much from a zero or tiny count of Q; ``tests/test_binomial_ratio.py``
-    enumerates the coverage of the combined rule).
+    k_q, k_p - delta n_p, n_p - k_p and n_q - k_q must each reach
+    ``MIN_SCORE_COUNT``.  Below that the score bound can promise too much
+    (from a zero or tiny count of Q, or from few outputs of P outside S);
+    ``tests/test_binomial_ratio.py`` enumerates the coverage of the combined
+    rule.  Vectorised over counts.
     """
-    return min(k_q, k_p - delta * n_p) >= MIN_SCORE_COUNT
+    return _smallest(k_q, np.subtract(k_p, delta * np.asarray(n_p)), np.subtract(n_p, k_p), np.subtract(n_q, k_q)) >= MIN_SCORE_COUNT
 
 
 def score_log_ratio_bound(k_p: int, n_p: int, k_q: int, n_q: int, delta: float, level: float, lower: bool) -> float:
@@ -236,19 +238,23 @@ def difference_p_value(k_p: int, n_p: int, k_q: int, n_q: int, claim: float) -> 
     return split_p_value(lambda level: clopper_pearson_difference_bound(k_p, n_p, k_q, n_q, level, True), claim)
 
 
-def difference_score_applies(k_p: int, n_p: int, k_q: int, n_q: int) -> bool:
+def difference_score_applies(k_p, n_p, k_q, n_q):
     """Whether the score bound on P(S) - Q(S) applies: each count, and each count of outputs
     outside S, at least ``MIN_SCORE_COUNT`` (separable samples, with counts 0 or n, get the
-    Clopper-Pearson split; ``tests/test_binomial_ratio.py`` enumerates the coverage)."""
-    return min(k_p, n_p - k_p, k_q, n_q - k_q) >= MIN_SCORE_COUNT
+    Clopper-Pearson split; ``tests/test_binomial_ratio.py`` enumerates the coverage).  Vectorised."""
+    return _smallest(k_p, np.subtract(n_p, k_p), k_q, np.subtract(n_q, k_q)) >= MIN_SCORE_COUNT
 
 
-def clopper_pearson_difference_bound(k_p, n_p: int, k_q, n_q: int, level: float, lower: bool) -> float:
-    """low_P - high_Q (lower) or high_P - low_Q (upper) at Bonferroni-split levels (:func:`difference_bound`)."""
+def clopper_pearson_difference_bound(k_p, n_p: int, k_q, n_q: int, level: float, lower: bool):
+    """low_P - high_Q (lower) or high_P - low_Q (upper) at Bonferroni-split levels (:func:`difference_bound`).
+
+    Vectorised over counts.
+    """
     split = 1.0 - (1.0 - level) / 2.0
     low_p, high_p = clopper_pearson_bounds(k_p, n_p, split)
     low_q, high_q = clopper_pearson_bounds(k_q, n_q, split)
-    return float(low_p - high_q) if lower else float(high_p - low_q)
+    bound = low_p - high_q if lower else high_p - low_q
+    return float(bound) if bound.ndim == 0 else bound
 
 
 def smoothed_log_ratio(k_p, n_p, k_q, n_q, delta: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -285,6 +291,12 @@ def projected_lower_bound(k_p, n_p, k_q, n_q, delta: float, level: float, n_eval
     with np.errstate(invalid="ignore"):
         spread = np.sqrt(variance_p * (1.0 / n_p + 1.0 / n_eval) + variance_q * (1.0 / n_q + 1.0 / n_eval))
         return np.where(np.isfinite(psi), psi - norm.ppf(level) * spread, -np.inf)
+
+
+def _smallest(*counts):
+    """Elementwise minimum of counts (a Python bool for scalars)."""
+    smallest = np.minimum.reduce(np.broadcast_arrays(*counts))
+    return smallest.item() if smallest.ndim == 0 else smallest
 
 
 def _strictly_inside(q: float, toward: float, delta: float, theta: float) -> float:

@@ -131,14 +131,14 @@ def p_value(counts, delta: float, claim: float) -> float:
     )
 
 
-def score_applies(counts, delta: float) -> bool:
+def score_applies(counts, delta: float):
     """Whether the paired score bound applies: the marginal counts pass
     :func:`attacks.binomial_ratio.score_applies` and at least
     ``MIN_DISCORDANT`` pairs are discordant (the score bound is pinned down by
     them; ``tests/test_paired_ratio.py`` enumerates the coverage of the
-    combined rule)."""
+    combined rule).  Vectorised over leading axes of ``counts``."""
     counts = np.asarray(counts)
-    return bool(binomial_ratio.score_applies(*_marginal_counts(counts), delta) and counts[1] + counts[2] >= MIN_DISCORDANT)
+    return binomial_ratio.score_applies(*_marginal_counts(counts), delta) & (_discordant(counts) >= MIN_DISCORDANT)
 
 
 def score_log_ratio_bound(counts, delta: float, level: float, lower: bool) -> float:
@@ -179,12 +179,12 @@ def difference_p_value(counts, claim: float) -> float:
     )
 
 
-def difference_score_applies(counts) -> bool:
+def difference_score_applies(counts):
     """Whether the paired score bound on P(S) - Q(S) applies: the marginal counts pass
     :func:`attacks.binomial_ratio.difference_score_applies` and at least ``MIN_DISCORDANT``
-    pairs are discordant."""
+    pairs are discordant.  Vectorised over leading axes of ``counts``."""
     counts = np.asarray(counts)
-    return bool(binomial_ratio.difference_score_applies(*_marginal_counts(counts)) and counts[1] + counts[2] >= MIN_DISCORDANT)
+    return binomial_ratio.difference_score_applies(*_marginal_counts(counts)) & (_discordant(counts) >= MIN_DISCORDANT)
 
 
 def smoothed_log_ratio(counts, delta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -256,11 +256,16 @@ def _lagrange_slope(counts, a, boundary, end, r, theta: float) -> np.ndarray:
     return np.sum(np.where(counts > 0, counts * a / _denominators(a, boundary, end, r, theta), 0.0), axis=-1)
 
 
-def _marginal_counts(counts) -> tuple[int, int, int, int]:
-    """(k_p, n, k_q, n): the pairs with X in S and with Y in S, of n pairs."""
-    both, only_x, only_y, neither = (int(count) for count in counts)
-    n = both + only_x + only_y + neither
-    return both + only_x, n, both + only_y, n
+def _marginal_counts(counts) -> tuple:
+    """(k_p, n, k_q, n): the pairs with X in S and with Y in S, of n pairs; vectorised over leading axes."""
+    counts = np.asarray(counts)
+    n = counts.sum(axis=-1)
+    return counts[..., 0] + counts[..., 1], n, counts[..., 0] + counts[..., 2], n
+
+
+def _discordant(counts) -> np.ndarray:
+    """Pairs with exactly one output in S (only X or only Y)."""
+    return counts[..., 1] + counts[..., 2]
 
 
 def _check_counts(counts) -> np.ndarray:
