@@ -266,8 +266,7 @@ def smoothed_log_ratio(k_p, n_p, k_q, n_q, delta: float) -> tuple[np.ndarray, np
     law, p (1 - p) / (p - delta)^2 and (1 - q) / q; at n_p and n_q samples
     the variance of psi is v_p / n_p + v_q / n_q.
     """
-    p = (np.asarray(k_p, dtype=float) + 0.5) / (n_p + 1.0)
-    q = (np.asarray(k_q, dtype=float) + 0.5) / (n_q + 1.0)
+    p, q = smoothed_proportion(k_p, n_p), smoothed_proportion(k_q, n_q)
     excess = p - delta
     with np.errstate(divide="ignore", invalid="ignore"):
         psi = np.where(excess > 0, np.log(excess / q), -np.inf)
@@ -284,13 +283,31 @@ def projected_lower_bound(k_p, n_p, k_q, n_q, delta: float, level: float, n_eval
     seen on these counts is itself uncertain, and without that term the
     choice chases tails whose few counts inflate the ratio (a winner's
     curse); with it, a rare event with a large ratio wins only when both the
-    observed and the evaluation counts pin its ratio down.  -inf where
-    p <= delta.
+    observed and the evaluation counts pin its ratio down.  Where the counts
+    expected on the evaluation samples are too few for the score bound
+    (:func:`score_applies`), the final bound will be the Clopper-Pearson
+    split, and so is the projection (:func:`projected_split_bound`): else
+    the choice would trade a zero count of Q for a few, which the split
+    scores lower.  -inf where p <= delta.
     """
     psi, variance_p, variance_q = smoothed_log_ratio(k_p, n_p, k_q, n_q, delta)
     with np.errstate(invalid="ignore"):
         spread = np.sqrt(variance_p * (1.0 / n_p + 1.0 / n_eval) + variance_q * (1.0 / n_q + 1.0 / n_eval))
-        return np.where(np.isfinite(psi), psi - norm.ppf(level) * spread, -np.inf)
+        bound = np.where(np.isfinite(psi), psi - norm.ppf(level) * spread, -np.inf)
+    mass_p, mass_q = smoothed_proportion(k_p, n_p), smoothed_proportion(k_q, n_q)
+    score = score_applies(mass_p * n_eval, n_eval, mass_q * n_eval, n_eval, delta)
+    return np.where(score, bound, projected_split_bound(mass_p, mass_q, delta, level, n_eval))
+
+
+def projected_split_bound(mass_p, mass_q, delta: float, level: float, n_eval: int) -> np.ndarray:
+    """The Clopper-Pearson split (:func:`clopper_pearson_log_ratio_bound`) at the counts that smoothed
+    proportions ``mass_p`` and ``mass_q`` project to ``n_eval`` samples per law (real-valued counts)."""
+    return np.asarray(clopper_pearson_log_ratio_bound(mass_p * n_eval, n_eval, mass_q * n_eval, n_eval, delta, level, True))
+
+
+def smoothed_proportion(k, n) -> np.ndarray:
+    """(k + 1/2) / (n + 1): a proportion smoothed by a half count (Krichevsky-Trofimov), never 0 or 1."""
+    return (np.asarray(k, dtype=float) + 0.5) / (np.asarray(n, dtype=float) + 1.0)
 
 
 def _smallest(*counts):

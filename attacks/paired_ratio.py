@@ -217,14 +217,23 @@ def projected_lower_bound(counts, delta: float, level: float, n_eval: int) -> np
     psi - z_level sd on the smoothed cells (:func:`smoothed_log_ratio`), the
     variance taken at the observed number of pairs *plus* at ``n_eval`` (the
     ratio seen on these counts is itself uncertain: without that term the
-    choice chases tails whose few counts inflate it).  Vectorised over
-    leading axes of ``counts``; -inf where p <= delta.
+    choice chases tails whose few counts inflate it).  Where the counts
+    projected to ``n_eval`` pairs are too few for the score bound
+    (:func:`score_applies`), the Clopper-Pearson split of the projected
+    marginals instead (:func:`attacks.binomial_ratio.projected_split_bound`),
+    as the final bound will be.  Vectorised over leading axes of ``counts``;
+    -inf where p <= delta.
     """
-    n = np.asarray(counts, dtype=float).sum(axis=-1)
+    counts = np.asarray(counts, dtype=float)
+    n = counts.sum(axis=-1)
     psi, variance = smoothed_log_ratio(counts, delta)
     spread = np.sqrt(variance * (1.0 / n + 1.0 / n_eval))
     with np.errstate(invalid="ignore"):
-        return np.where(np.isfinite(psi), psi - norm.ppf(level) * spread, -np.inf)
+        bound = np.where(np.isfinite(psi), psi - norm.ppf(level) * spread, -np.inf)
+    k_p, _, k_q, _ = _marginal_counts(counts)
+    mass_p, mass_q = binomial_ratio.smoothed_proportion(k_p, n), binomial_ratio.smoothed_proportion(k_q, n)
+    score = score_applies(counts * (n_eval / n)[..., None], delta)
+    return np.where(score, bound, binomial_ratio.projected_split_bound(mass_p, mass_q, delta, level, n_eval))
 
 
 def paired_counts(in_x: np.ndarray, in_y: np.ndarray) -> np.ndarray:
