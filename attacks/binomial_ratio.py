@@ -59,7 +59,8 @@ _LOG_RANGE = 50.0
 DIFFERENCE_END = 1.0 - 1e-9
 # The score bounds apply when every count they rest on reaches this (score_applies, difference_score_applies);
 # below it the Clopper-Pearson split takes over (the combined rule's exact coverage is enumerated in
-# tests/test_binomial_ratio.py: at 5 the ratio bound's dipped to 0.946 at nominal 0.95, at 10 to 0.948).
+# tests/test_binomial_ratio.py: with k_q and k_p - delta n_p at 5 or more the ratio bound's coverage dipped
+# to 0.946 at nominal 0.95, where few outputs of P fell outside S; with all four counts at 10, to 0.948).
 MIN_SCORE_COUNT = 10
 # split_p_value bisects log alpha over [log 1e-300, 0]; 64 halvings resolve it to 4e-17.
 _LOG_SMALLEST_ALPHA = np.log(1e-300)
