@@ -87,7 +87,7 @@ LAWS = [(0.3, 0.2, 50, 0.0), (0.05, 0.02, 100, 0.0), (0.3, 0.1, 60, 0.05), law(5
 WIDE_GRID = [law(log_ratio, expected_q, n, delta)
              for n in (50, 200, 1000, 3000) for expected_q in (0.1, 1, 3, 10, 30, 100)
              for log_ratio in (0.05, 0.3, 1, 3, 8) for delta in (0.0, 0.01)
-             if delta + expected_q / n * np.exp(log_ratio) <= 1 and (n < 3000 or expected_q <= 10)] + [
+             if delta + expected_q / n * np.exp(log_ratio) <= 1 and (n < 3000 or expected_q <= 3)] + [
     law_of_p(log_ratio, p, n, delta) for n in (50, 1000, 3000) for log_ratio in (8, 12, 20) for p in (0.05, 0.5, 1.0)
     for delta in (0.0, 0.01)]
 
