@@ -29,10 +29,10 @@ exact Clopper-Pearson (1934) bounds on P(S) and Q(S), each at confidence
 black-box audit).  The split rests on nothing but each count being binomial,
 so it also holds for coupled samples.  The switch depends on the counts, so
 the coverage of the combined procedure is computed exactly by enumerating
-the binomial outcomes in ``tests/test_binomial_ratio.py``: at least 0.9482
-at nominal 0.95 and 0.9894 at 0.99 over n = 50 to 3000, Q(S) from 1e-9 to
+the binomial outcomes in ``tests/test_binomial_ratio.py``: at least 0.9493
+at nominal 0.95 and 0.9894 at 0.99 over n = 50 to 3000, Q(S) from 1e-10 to
 0.6, ratios up to e^20, delta 0 and 0.01 (the dip below nominal is the score
-bound's own at moderate counts).  :func:`p_value` follows the same switch, so
+bound's own at moderate counts, not the switch).  :func:`p_value` follows the same switch, so
 p_value(c) <= 1 - level exactly when log_ratio_bound(level) >= c.
 
 The same test at theta = 1 with the shift free, H0: p - q = d, bounds the
@@ -40,7 +40,7 @@ difference P(S) - Q(S) of an IPM attack set (:func:`difference_bound`; the
 Miettinen-Nurminen / Farrington-Manning score interval for a difference),
 again with the Clopper-Pearson split where a count or a count outside S is
 below ``MIN_SCORE_COUNT``, as on separable samples (measured coverage at
-least 0.9487 at nominal 0.95).  All bounds assume the outputs are
+least 0.9487 at nominal 0.95 and 0.9895 at 0.99).  All bounds assume the outputs are
 independent draws from the two laws; none is +inf as a lower bound.
 """
 

@@ -34,7 +34,8 @@ theta = 1 with delta = d free bounds P(S) - Q(S) (:func:`difference_bound`:
 Tango's 1998 score interval for a paired difference, with the same
 fallback).  The coverage of the combined procedures is computed exactly by
 enumerating the multinomial outcomes in ``tests/test_paired_ratio.py``
-(ratio at least 0.9497, difference 0.9470 at nominal 0.95).  It is valid however
+(ratio at least 0.9495 and 0.9902, difference 0.9470 and 0.9876, at
+nominal 0.95 and 0.99).  It is valid however
 the pairs are coupled (independent pairs too), provided the pairs are
 independent of one another: a sampler must spend the same random numbers on
 row i of its output whatever the input.

@@ -10,10 +10,10 @@ not argued.  Where the score bound applies, Z falls with the parameter
 z_level and one statistic per outcome decides.  Score intervals for ratios and
 differences stay within about half a point of nominal once the counts are
 not tiny (Miettinen and Nurminen 1985; Farrington and Manning 1990): the
-tests ask for at least ``level - TOLERANCE[level]`` (measured on the wide
-grid at n = 50 to 1000, Q(S) from 0.1 / n to 100 / n, log-ratios 0.05 to 20,
-delta 0 and 0.01: ratio 0.9482 at 0.95 and 0.9894 at 0.99; difference
-0.9487 at 0.95).  The Clopper-Pearson split alone is exact (never below
+tests ask for at least ``level - TOLERANCE[level]`` (measured on WIDE_GRID,
+n = 50 to 3000, Q(S) from 1e-10 to 0.6, log-ratios 0.05 to 20, delta 0 and
+0.01: ratio 0.9493 at 0.95 and 0.9894 at 0.99; on the difference grid,
+0.9487 and 0.9895).  The Clopper-Pearson split alone is exact (never below
 nominal), so tiny counts, where it takes over, are not where the minimum lies.
 """
 
