@@ -64,8 +64,9 @@ How coef_ is fitted, per divergence:
   S would get if scored on ``dp_eval_size`` held-out samples per law
   (:func:`attacks.binomial_ratio.projected_lower_bound`: a rare event with a
   large ratio wins only when enough samples will score it); the witness is the
-  indicator of S and score is the plug-in log((P_n(S) - delta) / Q_n(S))
-  (THEORY.md section 7).  With ``coupled=True`` (P and Q samples drawn in
+  indicator of S and score is log((P~(S) - delta) / Q~(S)) of the
+  proportions smoothed by a half count, finite at zero counts (THEORY.md
+  section 7).  With ``coupled=True`` (P and Q samples drawn in
   pairs from the same random numbers) the bound projected is the paired one
   of :func:`attacks.paired_ratio.projected_lower_bound`.
 
@@ -93,7 +94,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from attacks import paired_ratio
-from attacks.binomial_ratio import projected_lower_bound
+from attacks.binomial_ratio import projected_lower_bound, smoothed_log_ratio
 from attacks.classes import FunctionClass, parse_function_class
 from attacks.divergences import check_alpha, conjugate_exponent, donsker_varadhan, renyi_scale_optimized
 
@@ -295,7 +296,8 @@ class Adversary(BaseEstimator):
             ``kl``: E_P h - log E_Q exp(h) (Donsker-Varadhan); ``renyi``:
             beta log |E_P g| - log E_Q |g|^beta (scale-optimised restricted
             Renyi, THEORY.md section 4); ``ipm``: E_P h - E_Q h = 2 (TPR - FPR);
-            ``dp``: log((P_n(S) - delta) / Q_n(S)). Empirical means over X.
+            ``dp``: log((P~(S) - delta) / Q~(S)) with the proportions of X in S
+            smoothed by a half count, (k + 1/2) / (n + 1). Empirical means over X.
         """
         check_is_fitted(self)
         X, y = validate_data(self, X, y, reset=False, y_numeric=True)
@@ -387,8 +389,11 @@ def witness_objective(w_p, w_q, divergence: str, alpha: float | None = None, del
     Returns
     -------
     float
-        See :meth:`Adversary.score`. ``dp`` gives -inf when P_n(S) <= delta
-        and +inf when Q_n(S) = 0 < P_n(S) - delta.
+        See :meth:`Adversary.score`. ``dp`` is the log-ratio of the
+        proportions smoothed by a half count
+        (:func:`attacks.binomial_ratio.smoothed_log_ratio`): finite whatever
+        the counts (a zero count of Q proves no infinite ratio), -inf when
+        the smoothed P(S) is not above delta.
     """
     if divergence == "kl":
         return donsker_varadhan(w_p, w_q)
@@ -397,10 +402,8 @@ def witness_objective(w_p, w_q, divergence: str, alpha: float | None = None, del
     if divergence == "ipm":
         return float(np.mean(w_p) - np.mean(w_q))
     if divergence == "dp":
-        excess, mass_q = float(np.mean(w_p)) - delta, float(np.mean(w_q))
-        if excess <= 0:
-            return -np.inf
-        return np.inf if mass_q == 0 else float(np.log(excess / mass_q))
+        w_p, w_q = np.asarray(w_p), np.asarray(w_q)
+        return float(smoothed_log_ratio(np.count_nonzero(w_p), w_p.size, np.count_nonzero(w_q), w_q.size, delta)[0])
     raise ValueError(f"divergence must be one of {DIVERGENCES}. Found {divergence!r}.")
 
 

@@ -27,17 +27,30 @@ The influence terms:
   section 4, scale-optimised); infl_P = beta g_P / mean(g_P),
   infl_Q = |g_Q|^beta / mean(|g_Q|^beta).  Assumes |g|^beta has a finite
   variance under Q.
-* ``ipm``: estimate = mean(h_P) - mean(h_Q) with h = +-1 (CBDP Def. 4);
-  infl_P = h_P, infl_Q = h_Q; a normal interval.
-* ``dp``: estimate = log((P_n(S) - delta) / Q_n(S)) on the held-out counts
-  (THEORY.md section 7); the score interval for a shifted ratio of two
-  independent binomial proportions (:mod:`attacks.binomial_ratio`), or, for
-  coupled samples, of paired proportions from the cells (both in S, only X,
-  only Y, neither) (:mod:`attacks.paired_ratio`).
+* ``ipm``: estimate = mean(h_P) - mean(h_Q) = 2 (P_n(S) - Q_n(S)) with
+  h = +-1 on the attack set S (CBDP Def. 4); the interval is twice one for a
+  difference of two proportions from the held-out counts of S, not the delta
+  method (whose standard error vanishes on separable samples):
+  :func:`attacks.binomial_ratio.difference_bound`, or
+  :func:`attacks.paired_ratio.difference_bound` for coupled samples.
+* ``dp``: estimate = log((P~(S) - delta) / Q~(S)) with the held-out
+  proportions smoothed by a half count, (k + 1/2) / (n + 1), so that a zero
+  count of Q gives a finite estimate (THEORY.md section 7); the bound for a
+  shifted ratio of two independent binomial proportions
+  (:func:`attacks.binomial_ratio.log_ratio_bound`), or, for coupled samples,
+  of paired proportions from the cells (both in S, only X, only Y, neither)
+  (:func:`attacks.paired_ratio.log_ratio_bound`).
+
+``ipm`` and ``dp`` bounds are the score bounds where the counts are large
+enough and Clopper-Pearson bounds on P(S) and Q(S) at Bonferroni-split
+levels where they are not, so that they hold at zero and tiny counts and on
+separable samples; they assume only that the held-out outputs are
+independent draws (independent pairs when coupled).  No ``ipm`` or ``dp``
+estimate is ever unbounded: a finite sample never proves an infinite ratio.
 
 The delta-method intervals are asymptotic; their coverage is checked by
 simulation in ``tests/test_estimate.py`` and ``tests/test_coupled.py``; the
-exact coverage of the ``dp`` bounds, by enumeration, in
+exact coverage of the ``ipm`` and ``dp`` bounds, by enumeration, in
 ``tests/test_binomial_ratio.py`` and ``tests/test_paired_ratio.py``.
 """
 
@@ -77,13 +90,15 @@ class DivergenceEstimate:
         The fitted adversary.
     details : dict
         ``train_score``; for ``ipm``: ``auc``, ``advantage``, ``threshold``;
-        for ``dp``: ``threshold``, ``side`` and the held-out counts ``k_p``,
-        ``n_p``, ``k_q``, ``n_q``; when ``coupled``, also ``cells``, the
+        for ``dp``: ``threshold``, ``side``; for both the held-out counts of
+        the attack set S, ``k_p``, ``n_p``, ``k_q``, ``n_q``; when
+        ``coupled``, also ``cells``, the
         held-out pairs' counts [both in S, only P's, only Q's, neither]
         (:func:`attacks.paired_ratio.paired_counts`).
     standard_error : float
         Delta-method standard error (``nan`` for ``dp``, whose bounds invert
-        a score test, and when unbounded).
+        a score test, and when unbounded; for ``ipm`` descriptive only, its
+        bounds being those of a difference of proportions).
     delta : float
         The delta of a ``dp`` estimate (0 otherwise).
     coupled : bool
@@ -133,11 +148,19 @@ class DivergenceEstimate:
             return paired_ratio.p_value(self.details["cells"], self.delta, claim)
         if self.divergence == "dp":
             return binomial_ratio.p_value(*self._counts(), self.delta, claim)
+        if self.divergence == "ipm" and self.coupled:
+            return paired_ratio.difference_p_value(self.details["cells"], claim / 2)
+        if self.divergence == "ipm":
+            return binomial_ratio.difference_p_value(*self._counts(), claim / 2)
         return float(norm.sf((self.estimate - claim) / self.standard_error))
 
     def _bound(self, level: float, lower: bool) -> float:
         if self.unbounded:
             return np.inf
+        if self.divergence == "ipm" and self.coupled:
+            return 2 * paired_ratio.difference_bound(self.details["cells"], level, lower)
+        if self.divergence == "ipm":
+            return 2 * binomial_ratio.difference_bound(*self._counts(), level, lower)
         if self.divergence != "dp":
             step = norm.ppf(level) * self.standard_error
             return self.estimate - step if lower else self.estimate + step
@@ -146,7 +169,7 @@ class DivergenceEstimate:
         return binomial_ratio.log_ratio_bound(*self._counts(), self.delta, level, lower)
 
     def _counts(self) -> tuple[int, int, int, int]:
-        """Held-out counts (k_p, n_p, k_q, n_q) of a ``dp`` estimate's attack set."""
+        """Held-out counts (k_p, n_p, k_q, n_q) of a ``dp`` or ``ipm`` estimate's attack set."""
         return tuple(int(self.details[key]) for key in ("k_p", "n_p", "k_q", "n_q"))
 
 
@@ -248,16 +271,9 @@ def estimate_divergence(
         labels = np.r_[np.ones(len(test_p)), np.zeros(len(test_q))]
         details.update(auc=float(roc_auc_score(labels, g)), advantage=estimate / 2, threshold=adversary.threshold_)
     if divergence == "dp":
-        details.update(
-            threshold=adversary.threshold_,
-            side=adversary.side_,
-            k_p=int(w_p.sum()),
-            n_p=w_p.size,
-            k_q=int(w_q.sum()),
-            n_q=w_q.size,
-        )
-        if coupled:
-            details["cells"] = [int(count) for count in paired_ratio.paired_counts(w_p > 0, w_q > 0)]
+        details.update(threshold=adversary.threshold_, side=adversary.side_)
+    if divergence in ("ipm", "dp"):
+        details.update(_set_counts(w_p > 0, w_q > 0, coupled))
     return DivergenceEstimate(
         estimate=float(estimate),
         n=min(len(samples_p), len(samples_q)),
@@ -317,6 +333,15 @@ def _standard_error(w_p: np.ndarray, w_q: np.ndarray, divergence: str, alpha: fl
     else:
         variance = np.var(infl_p) / infl_p.size + np.var(infl_q) / infl_q.size
     return float(np.sqrt(variance))
+
+
+def _set_counts(in_p: np.ndarray, in_q: np.ndarray, coupled: bool) -> dict:
+    """Held-out counts of the attack set S: ``k_p`` of ``n_p`` outputs of P and ``k_q`` of ``n_q`` of Q in S,
+    and when ``coupled`` the pairs' ``cells`` (:func:`attacks.paired_ratio.paired_counts`)."""
+    counts = dict(k_p=int(in_p.sum()), n_p=in_p.size, k_q=int(in_q.sum()), n_q=in_q.size)
+    if coupled:
+        counts["cells"] = [int(count) for count in paired_ratio.paired_counts(in_p, in_q)]
+    return counts
 
 
 def _as_samples(samples, name: str) -> np.ndarray:

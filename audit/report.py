@@ -414,8 +414,8 @@ def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool
     per_dataset = f"{n_samples} outputs" if n_samples is not None else "the configured number of outputs"
     coupling = [
         "- Coupled sampling (`attacks.coupled = true`): the outputs on the two datasets of a pair were drawn "
-        "row by row from the same random numbers, and the intervals are the paired ones (dp: the score bound "
-        "on the cells both / only P / only Q / neither; kl, renyi, ipm: the variance of the paired "
+        "row by row from the same random numbers, and the intervals are the paired ones (dp, ipm: the bounds "
+        "on the cells both / only P / only Q / neither; kl, renyi: the variance of the paired "
         "difference). A pair whose mechanism spent different randomness on its two datasets was sampled "
         "independently instead; its rows say so."
     ] if coupled else []
@@ -427,6 +427,11 @@ def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool
         "evaluated on the held-out rest, so an estimate is an unbiased estimate of a lower bound on the "
         "restricted divergence of its class (THEORY.md section 2); the interval is a confidence interval "
         "for that lower bound.",
+        "- dp and ipm rows: bounds on log((P(S) - delta) / Q(S)) and on 2 (P(S) - Q(S)) from the held-out "
+        "counts of the attack set S: score bounds where the counts reach 10 (30 discordant pairs when "
+        "coupled), else Clopper-Pearson bounds on P(S) and Q(S) at Bonferroni-split levels, exact at any "
+        "count. They assume only independent held-out outputs (independent pairs when coupled); a zero "
+        "count gives a finite bound.",
         "- A row can refute a claim only when its attack class is contained in the claim's class; other "
         "rows are `info`.",
         f"- Family-wise error: Holm's step-down procedure over the refuting rows keeps the probability of "
