@@ -46,14 +46,32 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.optimize import brentq
 from scipy.stats import norm
 from sklearn.metrics import roc_auc_score
 from sklearn.utils import check_random_state
 
 from attacks import binomial_ratio, paired_ratio
-from attacks.adversary import Adversary, is_unbounded, witness_objective
+from attacks.adversary import Adversary, witness_log_weights, witness_objective
 from attacks.classes import parse_function_class
-from attacks.divergences import conjugate_exponent
+from attacks.divergences import (
+    conjugate_exponent,
+    donsker_varadhan_influence,
+    effective_sample_size,
+    log_unseen_ratio,
+    renyi_influence,
+    tail_index,
+    variational_bound,
+)
+
+# Caveat thresholds on the held-out Q terms of kl and renyi (module docstring):
+# a tail index above 1/2 allows an infinite variance; fewer effective terms
+# than this leave the normal approximation of their mean untrustworthy.
+_MAX_TAIL_INDEX = 0.5
+_MIN_EFFECTIVE_SIZE = 30
+_WEIGHTS = {"kl": "exp(h)", "renyi": "|g|^beta"}
+# p-values of kl / renyi are found on [_SMALLEST_P, 1] by inverting the lower bound.
+_SMALLEST_P = 1e-15
 
 
 @dataclass(frozen=True)
@@ -69,8 +87,10 @@ class DivergenceEstimate:
     n_test : int
         Held-out samples per distribution (the smaller of the two).
     unbounded : bool
-        The samples were separable: the objective grows without bound along
-        the witness on the training and on the held-out samples.
+        ``kl`` and ``renyi`` only: each dataset gave one repeated output and
+        the two differ (a deterministic release, CBDP Lemma 2).  Separable
+        samples of a continuous law are not unbounded: a finite sample never
+        proves an infinite divergence, and they get a finite estimate.
     function_class, divergence : str
     alpha : float or None
     adversary : Adversary
@@ -126,6 +146,8 @@ class DivergenceEstimate:
 
         Consistent with :meth:`lower_bound`: p_value(c) <= 1 - level exactly
         when lower_bound(level) >= c (both from one normal or score statistic).
+        A zero standard error (every bound equal to the estimate) gives 0 or
+        1; such an estimate carries a ``caveat``.
         """
         if self.unbounded:
             return 0.0
@@ -133,11 +155,28 @@ class DivergenceEstimate:
             return paired_ratio.p_value(self.details["cells"], self.delta, claim)
         if self.divergence == "dp":
             return binomial_ratio.p_value(*self._counts(), self.delta, claim)
+        if self.divergence in _WEIGHTS:
+            return self._inverted_p_value(claim)
         return float(norm.sf((self.estimate - claim) / self.standard_error))
+
+    def _inverted_p_value(self, claim: float) -> float:
+        """The error rate 1 - level at which :meth:`lower_bound` equals ``claim`` (it grows with the rate)."""
+        def excess(log_error: float) -> float:
+            return self._bound(1.0 - np.exp(log_error), lower=True) - claim
+
+        low, high = np.log(_SMALLEST_P), np.log1p(-_SMALLEST_P)
+        if not excess(high) >= 0:  # also NaN: no level refutes the claim
+            return 1.0
+        if excess(low) >= 0:
+            return 0.0
+        return float(np.exp(brentq(excess, low, high, xtol=1e-12)))
 
     def _bound(self, level: float, lower: bool) -> float:
         if self.unbounded:
             return np.inf
+        if self.divergence in _WEIGHTS:
+            return variational_bound(self.estimate, self.standard_error, self.details["log_unseen_ratio"],
+                                     self.details["n_q"], level, lower)
         if self.divergence != "dp":
             step = norm.ppf(level) * self.standard_error
             return self.estimate - step if lower else self.estimate + step
@@ -240,9 +279,15 @@ def estimate_divergence(
         **(class_params or {}),
     ).fit(*_stack(train_p, train_q))
     w_p, w_q = adversary.witness(test_p), adversary.witness(test_q)
-    unbounded = adversary.unbounded_ and is_unbounded(w_p, w_q, divergence)
+    unbounded = divergence in ("kl", "renyi") and _deterministic_release(samples_p, samples_q)
     estimate = np.inf if unbounded else witness_objective(w_p, w_q, divergence, alpha, delta)
+    standard_error = (
+        np.nan if unbounded or divergence == "dp" else _standard_error(w_p, w_q, divergence, alpha, coupled)
+    )
     details = {"train_score": adversary.score(*_stack(train_p, train_q))}
+    if divergence in _WEIGHTS:
+        details.update(log_unseen_ratio=log_unseen_ratio(witness_log_weights(w_p, divergence, alpha),
+                                                         witness_log_weights(w_q, divergence, alpha)), n_q=w_q.size)
     if divergence == "ipm":
         g = adversary.side_ * adversary.discriminant(np.vstack([test_p, test_q]))
         labels = np.r_[np.ones(len(test_p)), np.zeros(len(test_q))]
@@ -268,11 +313,11 @@ def estimate_divergence(
         alpha=None if alpha is None else float(alpha),
         adversary=adversary,
         details=details,
-        standard_error=(
-            np.nan if unbounded or divergence == "dp" else _standard_error(w_p, w_q, divergence, alpha, coupled)
-        ),
+        standard_error=standard_error,
         delta=float(delta),
         coupled=bool(coupled),
+        caveat=None if unbounded or divergence not in ("kl", "renyi") else _caveat(
+            w_q, divergence, alpha, standard_error),
     )
 
 
@@ -283,9 +328,7 @@ def _influence_terms(
 
     The objective of ``kl``, ``renyi`` or ``ipm`` is, to first order (delta
     method), mean(infl_P) - mean(infl_Q) plus a constant, so its variance is
-    that of this difference of means.  The Q terms are scaled by their maximum
-    before the exponential or the power (the ratio to their mean is unchanged)
-    so that they cannot overflow.
+    that of this difference of means.
 
     Parameters
     ----------
@@ -300,13 +343,43 @@ def _influence_terms(
     infl_p, infl_q : arrays of shape (n_p,), (n_q,)
     """
     if divergence == "kl":
-        ratio_q = np.exp(w_q - np.max(w_q))
-        return w_p, ratio_q / np.mean(ratio_q)
+        return donsker_varadhan_influence(w_p, w_q)
     if divergence == "renyi":
-        beta = conjugate_exponent(alpha)
-        moment_q = (np.abs(w_q) / np.max(np.abs(w_q))) ** beta
-        return beta * w_p / np.mean(w_p), moment_q / np.mean(moment_q)
+        return renyi_influence(w_p, w_q, alpha)
     return w_p, w_q  # ipm: the objective is itself a difference of means
+
+
+def _caveat(w_q: np.ndarray, divergence: str, alpha: float | None, standard_error: float) -> str | None:
+    """Why the delta-method interval of a ``kl`` or ``renyi`` estimate cannot be trusted, or None (module docstring).
+
+    Reads the held-out Q terms of the objective, the weights exp(h) (``kl``)
+    or |g|^beta (``renyi``): a zero or non-finite standard error, a Hill
+    tail index above 1/2 (the variance may be infinite), or a Kish effective
+    sample size below 30 (a few samples carry the mean).
+    """
+    if not np.isfinite(standard_error) or standard_error == 0.0:
+        return (f"the standard error is {standard_error}: the held-out terms show no spread, so the data give "
+                "no measure of uncertainty")
+    log_weights = witness_log_weights(w_q, divergence, alpha)
+    index = tail_index(log_weights)
+    if index > _MAX_TAIL_INDEX:
+        return (f"heavy-tailed witness: the held-out weights {_WEIGHTS[divergence]} of Q have tail index {index:.2f} "
+                f"> {_MAX_TAIL_INDEX} (their variance may be infinite), so the interval may be too narrow")
+    size = effective_sample_size(np.exp(log_weights - np.max(log_weights)))
+    if size < _MIN_EFFECTIVE_SIZE:
+        return (f"a few held-out samples carry the objective: the weights {_WEIGHTS[divergence]} of Q have an "
+                f"effective sample size of {size:.1f} < {_MIN_EFFECTIVE_SIZE}, so the interval may be too narrow")
+    return None
+
+
+def _deterministic_release(samples_p: np.ndarray, samples_q: np.ndarray) -> bool:
+    """Each sample repeats one output and the two differ: the divergence is infinite (CBDP Lemma 2).
+
+    The one case in which a finite sample is reported as unbounded, as the
+    audit runner does; separable samples of continuous laws are not.
+    """
+    return bool(np.all(samples_p == samples_p[0]) and np.all(samples_q == samples_q[0])
+                and np.any(samples_p[0] != samples_q[0]))
 
 
 def _standard_error(w_p: np.ndarray, w_q: np.ndarray, divergence: str, alpha: float | None, coupled: bool) -> float:
