@@ -365,21 +365,28 @@ class Adversary(BaseEstimator):
             raise ValueError(f"coupled must be True or False. Found {self.coupled!r}.")
 
     def _make_feature_map(self, X: np.ndarray, random_state: np.random.RandomState) -> Pipeline:
+        """phi of the class, after :class:`_CommonScale` (an affine map every class is closed under)."""
         kind, degree = self.function_class_.kind, self.function_class_.degree
         seed = random_state.randint(np.iinfo(np.int32).max)
+        common = _CommonScale().fit(X)
         if kind == "poly":
             if self.divergence != "renyi":
                 degree = min(degree, _DV_MAX_DEGREE)
-            return make_pipeline(StandardScaler(), PolynomialFeatures(degree, include_bias=False), StandardScaler())
+            return make_pipeline(common, StandardScaler(), PolynomialFeatures(degree, include_bias=False),
+                                 StandardScaler())
         if kind == "kernel":
-            bandwidth = self.bandwidth if self.bandwidth is not None else _median_distance(X, random_state)
+            if self.bandwidth is None:
+                bandwidth = _median_distance(common.transform(X), random_state)
+            else:
+                bandwidth = self.bandwidth / common.scale_
             sampler = RBFSampler(gamma=0.5 / bandwidth**2, n_components=self.n_components, random_state=seed)
-            return make_pipeline(sampler, PCA(n_components=_KERNEL_VARIANCE, whiten=True, svd_solver="covariance_eigh"))
+            return make_pipeline(common, sampler,
+                                 PCA(n_components=_KERNEL_VARIANCE, whiten=True, svd_solver="covariance_eigh"))
         if kind == "mlp":
-            return make_pipeline(StandardScaler(), _NetworkLogit(self.width, seed), StandardScaler())
+            return make_pipeline(common, StandardScaler(), _NetworkLogit(self.width, seed), StandardScaler())
         if kind == "tree":
-            return make_pipeline(_TreeCells(degree, seed))
-        return make_pipeline(_BestCoordinate())
+            return make_pipeline(common, _TreeCells(degree, seed))
+        return make_pipeline(common, _BestCoordinate())
 
     def _fit_kl(self, phi_p, phi_q) -> tuple[np.ndarray, float]:
         """Donsker-Varadhan witness h = phi . a + b with log mean_Q exp(h) = 0.
@@ -623,6 +630,30 @@ def _best_dp_set(g_p: np.ndarray, g_q: np.ndarray, delta: float, eval_size: int,
         if bound[at] > best[0]:
             best = (float(bound[at]), float(thresholds[at]), side)
     return best[1], best[2]
+
+
+class _CommonScale(TransformerMixin, BaseEstimator):
+    """(X - center_) / scale_: every coordinate centred on its median and divided by one common scale.
+
+    A positive scalar scale and a shift are an affine map of the outputs that
+    every class is closed under (polynomials, an isotropic RBF kernel with
+    the bandwidth in the same units, networks, axis-aligned trees,
+    thresholds), so the class is unchanged; it only keeps the arithmetic of
+    the later steps finite for outputs of any magnitude (1e-300 to 1e300):
+    the scale is found from X / max|X|, which cannot overflow.
+    """
+
+    def fit(self, X, y=None):
+        magnitude = float(np.max(np.abs(X))) or 1.0
+        shrunk = X / magnitude
+        center = np.median(shrunk, axis=0)
+        spread = float(np.std(shrunk - center))
+        self.center_ = center * magnitude
+        self.scale_ = magnitude * spread if magnitude * spread > 0 else magnitude
+        return self
+
+    def transform(self, X):
+        return X / self.scale_ - self.center_ / self.scale_
 
 
 class _NetworkLogit(TransformerMixin, BaseEstimator):

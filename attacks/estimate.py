@@ -70,6 +70,8 @@ from attacks.divergences import (
 _MAX_TAIL_INDEX = 0.5
 _MIN_EFFECTIVE_SIZE = 30
 _WEIGHTS = {"kl": "exp(h)", "renyi": "|g|^beta"}
+# A standard error at or below this is round-off of terms that are all equal.
+_NO_SPREAD = 1e-12
 # p-values of kl / renyi are found on [_SMALLEST_P, 1] by inverting the lower bound.
 _SMALLEST_P = 1e-15
 
@@ -357,12 +359,12 @@ def _caveat(w_q: np.ndarray, divergence: str, alpha: float | None, standard_erro
     tail index above 1/2 (the variance may be infinite), or a Kish effective
     sample size below 30 (a few samples carry the mean).
     """
-    if not np.isfinite(standard_error) or standard_error == 0.0:
-        return (f"the standard error is {standard_error}: the held-out terms show no spread, so the data give "
+    if not standard_error > _NO_SPREAD:  # also NaN
+        return (f"the standard error is {standard_error:.3g}: the held-out terms show no spread, so the data give "
                 "no measure of uncertainty")
     log_weights = witness_log_weights(w_q, divergence, alpha)
     index = tail_index(log_weights)
-    if index > _MAX_TAIL_INDEX:
+    if divergence == "kl" and index > _MAX_TAIL_INDEX:
         return (f"heavy-tailed witness: the held-out weights {_WEIGHTS[divergence]} of Q have tail index {index:.2f} "
                 f"> {_MAX_TAIL_INDEX} (their variance may be infinite), so the interval may be too narrow")
     size = effective_sample_size(np.exp(log_weights - np.max(log_weights)))
