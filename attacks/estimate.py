@@ -22,11 +22,9 @@ The influence terms:
 
 * ``kl``: estimate = mean(h_P) - log mean(exp h_Q) (Donsker-Varadhan, CBDP
   appendix Lemma 1); infl_P = h_P, infl_Q = exp(h_Q) / mean(exp h_Q).
-  Assumes exp(h) has a finite variance under Q.
 * ``renyi``: estimate = beta log|mean g_P| - log mean|g_Q|^beta (THEORY.md
   section 4, scale-optimised); infl_P = beta g_P / mean(g_P),
-  infl_Q = |g_Q|^beta / mean(|g_Q|^beta).  Assumes |g|^beta has a finite
-  variance under Q.
+  infl_Q = |g_Q|^beta / mean(|g_Q|^beta).
 * ``ipm``: estimate = mean(h_P) - mean(h_Q) with h = +-1 (CBDP Def. 4);
   infl_P = h_P, infl_Q = h_Q; a normal interval.
 * ``dp``: estimate = log((P_n(S) - delta) / Q_n(S)) on the held-out counts
@@ -35,9 +33,44 @@ The influence terms:
   coupled samples, of paired proportions from the cells (both in S, only X,
   only Y, neither) (:mod:`attacks.paired_ratio`).
 
+``kl`` and ``renyi`` lower bounds (:func:`attacks.divergences.variational_bound`).
+Both objectives subtract log E_Q w, the log of a mean of non-negative weights
+w = exp(h) or |g|^beta, and a sample mean of such weights falls short of
+E_Q w most of the time when a few large values carry it: the plug-in then
+overstates the estimand and a normal interval is too narrow.  The lower
+bound at level 1 - a is::
+
+    estimate - log(1 + u r) - Phi^-1(1 - 0.9 a) se,
+
+a union bound over two errors:
+
+* *unseen mass*: with probability 1 - a/10, Q puts at most
+  u = 1 - (a/10)^(1/n_Q) above the largest of its n_Q held-out weights
+  (exact, :func:`attacks.divergences.unseen_mass_bound`); where it does the
+  weight is **assumed** at most the largest held-out weight of P or Q, r times
+  the mean Q weight (:func:`attacks.divergences.log_unseen_ratio`).  This is
+  what keeps separable samples (Laplace at high epsilon, a rich class on a
+  few hundred samples) from proving a divergence the law does not have;
+* *sampling*: the delta-method step, which **assumes** that w has a finite
+  variance under Q and enough effective terms for a normal approximation.
+
+The witness is fitted to make both assumptions plausible
+(:mod:`attacks.adversary`: its scale is chosen on the training split by this
+bound, and a ``kl`` witness's exp(h) is kept to a Hill tail index <= 0.4),
+and the held-out Q weights are checked: a ``caveat`` is set, so the row can
+never read "violation", when the standard error is (numerically) zero, when a
+``kl`` weight's Hill tail index exceeds 1/2 (an infinite variance is
+plausible; :func:`attacks.divergences.tail_index`), or when Kish's effective
+sample size of the weights is below 30
+(:func:`attacks.divergences.effective_sample_size`).  The upper bound is
+estimate + Phi^-1(level) se.  p-values invert the lower bound.  ``unbounded``
+is set only for a deterministic release (each sample one repeated output, the
+two different, CBDP Lemma 2): separable samples get a finite estimate.
+
 The delta-method intervals are asymptotic; their coverage is checked by
-simulation in ``tests/test_estimate.py`` and ``tests/test_coupled.py``; the
-exact coverage of the ``dp`` bounds, by enumeration, in
+simulation in ``tests/test_estimate.py``, ``tests/test_coupled.py`` and, for
+small n, high epsilon and heavy-tailed witnesses, ``tests/test_honest_intervals.py``;
+the exact coverage of the ``dp`` bounds, by enumeration, in
 ``tests/test_binomial_ratio.py`` and ``tests/test_paired_ratio.py``.
 """
 
@@ -102,10 +135,13 @@ class DivergenceEstimate:
         for ``dp``: ``threshold``, ``side`` and the held-out counts ``k_p``,
         ``n_p``, ``k_q``, ``n_q``; when ``coupled``, also ``cells``, the
         held-out pairs' counts [both in S, only P's, only Q's, neither]
-        (:func:`attacks.paired_ratio.paired_counts`).
+        (:func:`attacks.paired_ratio.paired_counts`); for ``kl`` and
+        ``renyi``: ``log_unseen_ratio`` (log r of the lower bound, module
+        docstring) and ``n_q``, the held-out samples of Q.
     standard_error : float
         Delta-method standard error (``nan`` for ``dp``, whose bounds invert
-        a score test, and when unbounded).
+        a score test, and when unbounded).  The ``kl`` and ``renyi`` lower
+        bounds add an unseen-mass term to it (module docstring).
     delta : float
         The delta of a ``dp`` estimate (0 otherwise).
     coupled : bool
@@ -147,9 +183,10 @@ class DivergenceEstimate:
         """One-sided p-value for H0: estimand <= claim.
 
         Consistent with :meth:`lower_bound`: p_value(c) <= 1 - level exactly
-        when lower_bound(level) >= c (both from one normal or score statistic).
-        A zero standard error (every bound equal to the estimate) gives 0 or
-        1; such an estimate carries a ``caveat``.
+        when lower_bound(level) >= c (both from one normal or score
+        statistic; for ``kl`` and ``renyi``, whose bound has an unseen-mass
+        term, the level at which the bound equals c, found by root finding
+        on [1e-15, 1], so a zero standard error needs no division).
         """
         if self.unbounded:
             return 0.0

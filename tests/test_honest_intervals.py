@@ -90,13 +90,13 @@ def test_separable_samples_give_a_finite_estimate():
 
 
 def test_kl_witness_scale_keeps_exp_h_light_tailed():
-    """The fitted witness's exp(h) has Hill tail index <= 1/3 on the training Q sample (the cap, module docstring)."""
+    """The fitted witness's exp(h) has Hill tail index <= 0.4 on the training Q sample (the cap, module docstring)."""
     p, q = _samples("laplace", 8.0, 4000, 1)
     result = estimate_divergence(p, q, "linear", "kl", random_state=1)
     adversary = result.adversary
     assert 0.0 < adversary.scale_ < 1.0  # the optimal slope (tail index 0.88 at eps = 8) is capped
     # the cap holds on the split it was computed on; on all of Q's sample the index stays near it
-    assert tail_index(adversary.witness(q[:, None])) < 0.45
+    assert tail_index(adversary.witness(q[:, None])) < 0.5
 
 
 def _linear_estimand(result, law, epsilon):
