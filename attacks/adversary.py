@@ -56,10 +56,13 @@ How coef_ is fitted, per divergence:
     finite for r < 2.5, so the variance is finite and its estimate
     converges, with a margin for the noise of k_hat; the optimal linear
     witness at eps = 1 (k = 0.414) loses almost nothing;
-  - *projected bound*: below the cap, c maximises the 95% delta-method lower
-    bound that c g would get on ``dp_eval_size`` held-out samples, computed
-    from the training terms (as the dp set is chosen), so a scale whose gain
-    the held-out split cannot resolve is not taken.
+  - *projected bound*: below the cap, c maximises the 95% lower bound that
+    c g would get on ``dp_eval_size`` held-out samples
+    (:func:`attacks.divergences.variational_bound`: the delta-method step
+    plus the charge for Q's unseen mass), computed from the training terms
+    (as the dp set is chosen), so neither a scale whose gain the held-out
+    split cannot resolve nor a witness far larger on P than anything Q's
+    sample shows (separable samples) is taken.
 
   The assumption left is that the tail of h under Q beyond the training
   sample is no heavier than its largest training values show (exponential,
@@ -78,7 +81,9 @@ How coef_ is fitted, per divergence:
   gives D_R = -log min E_Q |g|^beta (THEORY.md section 4). At alpha = 2 it is
   the closed-form linear solve g = M_Q^{-1} m_P / (m_P' M_Q^{-1} m_P), which
   also starts L-BFGS (on the constraint's null space) for other alpha. Trees:
-  g = (p_cell / q_cell)^(alpha - 1), the per-cell optimum.
+  g = (p_cell / q_cell)^(alpha - 1), the per-cell optimum.  The direction is
+  then shrunk toward the constant witness 1 (objective 0), c g + 1 - c with c
+  in (0, 1] chosen by the same projected bound as the kl scale.
 * ``ipm``: the class's KL witness g (an estimate of log dP/dQ, the
   Neyman-Pearson optimal score) thresholded: h = +1 on S = {s (g - t) > 0},
   -1 elsewhere, with t and the side s maximising the training
@@ -181,7 +186,7 @@ class Adversary(BaseEstimator):
         features in the KL and Renyi fits (see the module docstring).
     dp_eval_size : int, optional
         Held-out samples per law on which the witness will be scored: the
-        ``dp`` attack set and the ``kl`` witness's scale are chosen for the
+        ``dp`` attack set and the ``kl`` / ``renyi`` scale are chosen for the
         bound expected at that size.  Default: the training samples of Q.
     coupled : bool, default=False
         For ``dp``: the i-th sample of P and the i-th sample of Q (in their
