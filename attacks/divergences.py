@@ -23,6 +23,12 @@ Restricted Renyi divergence (CBDP eq. 3)::
 
     D_{R,alpha}^H = log(1 + alpha (alpha - 1) D_alpha^H) / (alpha - 1).
 
+Held-out intervals of the sample objectives rest on the delta method: to first
+order each is a difference of means of per-sample influence terms
+(:func:`donsker_varadhan_influence`, :func:`renyi_influence`).  Two
+diagnostics say when a few terms carry a mean, so that its interval cannot be
+trusted: :func:`effective_sample_size` (Kish) and :func:`tail_index` (Hill).
+
 The functions of this module are pure and vectorised; they validate their
 arguments at the door.
 """
@@ -31,9 +37,12 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import logsumexp
+from scipy.stats import norm
 
 DIVERGENCES = ("kl", "alpha", "tv")
+# Share of the error rate of :func:`variational_bound` spent on the mass of Q
+# above its largest sample weight; the rest goes to the delta-method step.
+UNSEEN_SHARE = 0.1
 
 
 def check_alpha(alpha: float) -> float:
@@ -121,6 +130,14 @@ def variational_objective(
     return float(np.mean(h_p) - np.mean(f_conjugate(h_q, divergence, alpha)))
 
 
+def log_mean_exp(values: np.ndarray) -> float:
+    """log mean exp(values), shifted by the maximum so that it cannot overflow (-inf for all -inf)."""
+    largest = np.max(values)
+    if not np.isfinite(largest):
+        return float(largest)
+    return float(largest + np.log(np.mean(np.exp(values - largest))))
+
+
 def donsker_varadhan(h_p: ArrayLike, h_q: ArrayLike) -> float:
     """E_P[h] - log E_Q[exp h]: the KL objective with the best shift of h.
 
@@ -130,7 +147,7 @@ def donsker_varadhan(h_p: ArrayLike, h_q: ArrayLike) -> float:
     on Q returns a finite number or -inf, never an overflow.
     """
     h_p, h_q = _as_witness_values(h_p, h_q)
-    return float(np.mean(h_p) - (logsumexp(h_q) - np.log(h_q.size)))
+    return float(np.mean(h_p) - log_mean_exp(h_q))
 
 
 def renyi_scale_optimized(g_p: ArrayLike, g_q: ArrayLike, alpha: float) -> float:
@@ -155,6 +172,131 @@ def renyi_scale_optimized(g_p: ArrayLike, g_q: ArrayLike, alpha: float) -> float
         return np.inf
     log_moment = beta * np.log(scale) + np.log(np.mean((np.abs(g_q) / scale) ** beta))
     return float(beta * np.log(mean_p) - log_moment)
+
+
+def donsker_varadhan_influence(h_p: ArrayLike, h_q: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Per-sample influence terms (h_P, exp(h_Q) / mean exp(h_Q)) of :func:`donsker_varadhan`.
+
+    The delta method linearises mean(h_P) - log mean(exp h_Q) as
+    mean(infl_P) - mean(infl_Q) + const, so its variance is that of this
+    difference of means (CBDP appendix Lemma 1).  The Q terms are scaled by
+    their maximum before the exponential (the ratio to their mean is
+    unchanged), so they cannot overflow.
+    """
+    h_p, h_q = _as_witness_values(h_p, h_q)
+    weights = np.exp(h_q - np.max(h_q))
+    return h_p, weights / np.mean(weights)
+
+
+def renyi_influence(g_p: ArrayLike, g_q: ArrayLike, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per-sample influence terms (beta g_P / mean g_P, |g_Q|^beta / mean |g_Q|^beta) of :func:`renyi_scale_optimized`.
+
+    The delta method linearises beta log|mean g_P| - log mean |g_Q|^beta as
+    mean(infl_P) - mean(infl_Q) + const (THEORY.md section 4); the Q terms are
+    scaled by their maximum before the power.
+    """
+    beta = conjugate_exponent(alpha)
+    g_p, g_q = _as_witness_values(g_p, g_q)
+    scale = np.max(np.abs(g_q))
+    moment = (np.abs(g_q) / scale) ** beta if scale > 0 else np.ones_like(g_q)
+    return beta * g_p / np.mean(g_p), moment / np.mean(moment)
+
+
+def effective_sample_size(weights: ArrayLike) -> float:
+    """Kish's effective sample size (sum w)^2 / sum w^2 of non-negative weights.
+
+    It equals the number of weights when they are all equal and 1 when one
+    weight carries the sum: a mean of the weights is no better determined
+    than a mean of that many equal terms.  Scale-free.
+    """
+    weights = np.asarray(weights, dtype=float).ravel()
+    weights = weights / np.max(weights) if np.max(weights) > 0 else np.ones_like(weights)
+    return float(np.sum(weights) ** 2 / np.sum(weights**2))
+
+
+def tail_count(n: int) -> int:
+    """Number of largest values a tail index is estimated from: min(n / 5, 3 sqrt(n)), at least 2.
+
+    The choice of Pareto-smoothed importance sampling (Vehtari, Simpson, Gelman,
+    Yao and Gabry 2024, section 3).
+    """
+    return max(2, int(min(n / 5, 3 * np.sqrt(n))))
+
+
+def tail_index(log_weights: ArrayLike) -> float:
+    """Hill's estimate of the tail index k of weights w = exp(log_weights).
+
+    k = mean of the ``tail_count`` largest log w minus the next largest
+    (Hill 1975): for a Pareto tail P(w > t) ~ t^(-1/k) the moments E w^r are
+    finite exactly for r < 1/k, so k < 1/2 means a finite variance (the
+    delta method's assumption) and k >= 1 an infinite mean.  For w = exp(c h)
+    it is c times the mean excess of the upper tail of h, i.e. c / lambda for
+    an exponential tail of rate lambda.  0 when the largest values tie (a
+    bounded or discrete witness: no tail).
+    """
+    log_weights = np.sort(np.asarray(log_weights, dtype=float).ravel())[::-1]
+    count = min(tail_count(log_weights.size), log_weights.size - 1)
+    if count < 1:
+        return 0.0
+    return float(np.mean(log_weights[:count]) - log_weights[count])
+
+
+def unseen_mass_bound(n: int, error: float) -> float:
+    """Upper confidence bound 1 - error^(1/n) on the mass a law puts above the maximum of n draws.
+
+    For n independent draws of a continuous law, the probability that all
+    fall below its (1 - u)-quantile is (1 - u)^n, so with probability
+    1 - error the law puts at most u = 1 - error^(1/n) ~ log(1/error) / n
+    above their maximum (the "rule of three" at error = 0.05).  For a law with
+    atoms the mass strictly above the maximum is smaller still.
+    """
+    if not (isinstance(n, (int, np.integer)) and n >= 1):
+        raise ValueError(f"n must be a positive integer. Found {n!r}.")
+    if not 0.0 < error < 1.0:
+        raise ValueError(f"error must be in (0, 1). Found {error!r}.")
+    return float(-np.expm1(np.log(error) / n))
+
+
+def log_unseen_ratio(log_weights_p: ArrayLike, log_weights_q: ArrayLike) -> float:
+    """log r: the largest weight on the samples of P or Q over the mean weight on those of Q.
+
+    The weights are exp(h) for :func:`donsker_varadhan`, |g|^beta for
+    :func:`renyi_scale_optimized`; r >= 1.  Where Q puts mass that its
+    sample did not show (above its largest weight), the weight is taken to be
+    at most the largest one seen, on P's sample or Q's: a witness is largest
+    where P puts its mass.  :func:`variational_bound` then bounds E_Q w by
+    (1 + u r) times its sample mean, u = :func:`unseen_mass_bound`.
+    """
+    log_p, log_q = _as_witness_values(log_weights_p, log_weights_q)
+    largest = max(np.max(log_p), np.max(log_q))
+    return float(largest - log_mean_exp(log_q))
+
+
+def variational_bound(
+    estimate: float, standard_error: float, log_ratio: float, n_q: int, level: float, lower: bool = True
+) -> float:
+    """One-sided confidence bound at ``level`` on the estimand of a Donsker-Varadhan or Renyi estimate.
+
+    Both objectives are a term in P minus log E_Q w (weights w = exp(h) or
+    |g|^beta).  Lower bound::
+
+        estimate - log(1 + u r) - z se,
+
+    with u = :func:`unseen_mass_bound` (n_q, 0.1 (1 - level)) the mass Q may
+    put above its largest held-out weight, r = exp(``log_ratio``)
+    (:func:`log_unseen_ratio`), and z = Phi^-1(1 - 0.9 (1 - level)) the
+    delta-method step (a union bound over the two errors).  It assumes that
+    the weights have a finite variance under Q (the delta method; see
+    :func:`tail_index`) and that Q's unseen weights are at most the largest
+    seen.  Upper bound: estimate + Phi^-1(level) se (unseen mass of Q can
+    only lower the objective).
+    """
+    if not lower:
+        return float(estimate + norm.ppf(level) * standard_error)
+    error = 1.0 - level
+    log_u = np.log(unseen_mass_bound(n_q, UNSEEN_SHARE * error))
+    step = norm.ppf(1.0 - (1.0 - UNSEEN_SHARE) * error) * standard_error
+    return float(estimate - np.logaddexp(0.0, log_u + log_ratio) - step)
 
 
 def renyi_from_alpha_divergence(value: ArrayLike, alpha: float) -> np.ndarray | float:

@@ -22,11 +22,9 @@ The influence terms:
 
 * ``kl``: estimate = mean(h_P) - log mean(exp h_Q) (Donsker-Varadhan, CBDP
   appendix Lemma 1); infl_P = h_P, infl_Q = exp(h_Q) / mean(exp h_Q).
-  Assumes exp(h) has a finite variance under Q.
 * ``renyi``: estimate = beta log|mean g_P| - log mean|g_Q|^beta (THEORY.md
   section 4, scale-optimised); infl_P = beta g_P / mean(g_P),
-  infl_Q = |g_Q|^beta / mean(|g_Q|^beta).  Assumes |g|^beta has a finite
-  variance under Q.
+  infl_Q = |g_Q|^beta / mean(|g_Q|^beta).
 * ``ipm``: estimate = mean(h_P) - mean(h_Q) = 2 (P_n(S) - Q_n(S)) with
   h = +-1 on the attack set S (CBDP Def. 4); the interval is twice one for a
   difference of two proportions from the held-out counts of S, not the delta
@@ -48,9 +46,44 @@ separable samples; they assume only that the held-out outputs are
 independent draws (independent pairs when coupled).  No ``ipm`` or ``dp``
 estimate is ever unbounded: a finite sample never proves an infinite ratio.
 
+``kl`` and ``renyi`` lower bounds (:func:`attacks.divergences.variational_bound`).
+Both objectives subtract log E_Q w, the log of a mean of non-negative weights
+w = exp(h) or |g|^beta, and a sample mean of such weights falls short of
+E_Q w most of the time when a few large values carry it: the plug-in then
+overstates the estimand and a normal interval is too narrow.  The lower
+bound at level 1 - a is::
+
+    estimate - log(1 + u r) - Phi^-1(1 - 0.9 a) se,
+
+a union bound over two errors:
+
+* *unseen mass*: with probability 1 - a/10, Q puts at most
+  u = 1 - (a/10)^(1/n_Q) above the largest of its n_Q held-out weights
+  (exact, :func:`attacks.divergences.unseen_mass_bound`); where it does the
+  weight is **assumed** at most the largest held-out weight of P or Q, r times
+  the mean Q weight (:func:`attacks.divergences.log_unseen_ratio`).  This is
+  what keeps separable samples (Laplace at high epsilon, a rich class on a
+  few hundred samples) from proving a divergence the law does not have;
+* *sampling*: the delta-method step, which **assumes** that w has a finite
+  variance under Q and enough effective terms for a normal approximation.
+
+The witness is fitted to make both assumptions plausible
+(:mod:`attacks.adversary`: its scale is chosen on the training split by this
+bound, and a ``kl`` witness's exp(h) is kept to a Hill tail index <= 0.4),
+and the held-out Q weights are checked: a ``caveat`` is set, so the row can
+never read "violation", when the standard error is (numerically) zero, when a
+``kl`` weight's Hill tail index exceeds 1/2 (an infinite variance is
+plausible; :func:`attacks.divergences.tail_index`), or when Kish's effective
+sample size of the weights is below 30
+(:func:`attacks.divergences.effective_sample_size`).  The upper bound is
+estimate + Phi^-1(level) se.  p-values invert the lower bound.  ``unbounded``
+is set only for a deterministic release (each sample one repeated output, the
+two different, CBDP Lemma 2): separable samples get a finite estimate.
+
 The delta-method intervals are asymptotic; their coverage is checked by
-simulation in ``tests/test_estimate.py`` and ``tests/test_coupled.py``; the
-exact coverage of the ``ipm`` and ``dp`` bounds, by enumeration, in
+simulation in ``tests/test_estimate.py``, ``tests/test_coupled.py`` and, for
+small n, high epsilon and heavy-tailed witnesses, ``tests/test_honest_intervals.py``;
+the exact coverage of the ``ipm`` and ``dp`` bounds, by enumeration, in
 ``tests/test_binomial_ratio.py`` and ``tests/test_paired_ratio.py``.
 """
 
@@ -59,14 +92,34 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.optimize import brentq
 from scipy.stats import norm
 from sklearn.metrics import roc_auc_score
 from sklearn.utils import check_random_state
 
 from attacks import binomial_ratio, paired_ratio
-from attacks.adversary import Adversary, is_unbounded, witness_objective
+from attacks.adversary import Adversary, witness_log_weights, witness_objective
 from attacks.classes import parse_function_class
-from attacks.divergences import conjugate_exponent
+from attacks.divergences import (
+    conjugate_exponent,
+    donsker_varadhan_influence,
+    effective_sample_size,
+    log_unseen_ratio,
+    renyi_influence,
+    tail_index,
+    variational_bound,
+)
+
+# Caveat thresholds on the held-out Q terms of kl and renyi (module docstring):
+# a tail index above 1/2 allows an infinite variance; fewer effective terms
+# than this leave the normal approximation of their mean untrustworthy.
+_MAX_TAIL_INDEX = 0.5
+_MIN_EFFECTIVE_SIZE = 30
+_WEIGHTS = {"kl": "exp(h)", "renyi": "|g|^beta"}
+# A standard error at or below this is round-off of terms that are all equal.
+_NO_SPREAD = 1e-12
+# p-values of kl / renyi are found on [_SMALLEST_P, 1] by inverting the lower bound.
+_SMALLEST_P = 1e-15
 
 
 @dataclass(frozen=True)
@@ -82,8 +135,10 @@ class DivergenceEstimate:
     n_test : int
         Held-out samples per distribution (the smaller of the two).
     unbounded : bool
-        The samples were separable: the objective grows without bound along
-        the witness on the training and on the held-out samples.
+        ``kl`` and ``renyi`` only: each dataset gave one repeated output and
+        the two differ (a deterministic release, CBDP Lemma 2).  Separable
+        samples of a continuous law are not unbounded: a finite sample never
+        proves an infinite divergence, and they get a finite estimate.
     function_class, divergence : str
     alpha : float or None
     adversary : Adversary
@@ -94,11 +149,15 @@ class DivergenceEstimate:
         the attack set S, ``k_p``, ``n_p``, ``k_q``, ``n_q``; when
         ``coupled``, also ``cells``, the
         held-out pairs' counts [both in S, only P's, only Q's, neither]
-        (:func:`attacks.paired_ratio.paired_counts`).
+        (:func:`attacks.paired_ratio.paired_counts`); for ``kl`` and
+        ``renyi``: ``log_unseen_ratio`` (log r of the lower bound, module
+        docstring) and ``n_q``, the held-out samples of Q.
     standard_error : float
         Delta-method standard error (``nan`` for ``dp``, whose bounds invert
         a score test, and when unbounded; for ``ipm`` descriptive only, its
         bounds being those of a difference of proportions).
+        The ``kl`` and ``renyi`` lower bounds add an unseen-mass term to it
+        (module docstring).
     delta : float
         The delta of a ``dp`` estimate (0 otherwise).
     coupled : bool
@@ -140,7 +199,10 @@ class DivergenceEstimate:
         """One-sided p-value for H0: estimand <= claim.
 
         Consistent with :meth:`lower_bound`: p_value(c) <= 1 - level exactly
-        when lower_bound(level) >= c (both from one normal or score statistic).
+        when lower_bound(level) >= c (both from one normal or score
+        statistic; for ``kl`` and ``renyi``, whose bound has an unseen-mass
+        term, the level at which the bound equals c, found by root finding
+        on [1e-15, 1], so a zero standard error needs no division).
         """
         if self.unbounded:
             return 0.0
@@ -152,7 +214,21 @@ class DivergenceEstimate:
             return paired_ratio.difference_p_value(self.details["cells"], claim / 2)
         if self.divergence == "ipm":
             return binomial_ratio.difference_p_value(*self._counts(), claim / 2)
+        if self.divergence in _WEIGHTS:
+            return self._inverted_p_value(claim)
         return float(norm.sf((self.estimate - claim) / self.standard_error))
+
+    def _inverted_p_value(self, claim: float) -> float:
+        """The error rate 1 - level at which :meth:`lower_bound` equals ``claim`` (it grows with the rate)."""
+        def excess(log_error: float) -> float:
+            return self._bound(1.0 - np.exp(log_error), lower=True) - claim
+
+        low, high = np.log(_SMALLEST_P), np.log1p(-_SMALLEST_P)
+        if not excess(high) >= 0:  # also NaN: no level refutes the claim
+            return 1.0
+        if excess(low) >= 0:
+            return 0.0
+        return float(np.exp(brentq(excess, low, high, xtol=1e-12)))
 
     def _bound(self, level: float, lower: bool) -> float:
         if self.unbounded:
@@ -161,6 +237,9 @@ class DivergenceEstimate:
             return 2 * paired_ratio.difference_bound(self.details["cells"], level, lower)
         if self.divergence == "ipm":
             return 2 * binomial_ratio.difference_bound(*self._counts(), level, lower)
+        if self.divergence in _WEIGHTS:
+            return variational_bound(self.estimate, self.standard_error, self.details["log_unseen_ratio"],
+                                     self.details["n_q"], level, lower)
         if self.divergence != "dp":
             step = norm.ppf(level) * self.standard_error
             return self.estimate - step if lower else self.estimate + step
@@ -263,9 +342,15 @@ def estimate_divergence(
         **(class_params or {}),
     ).fit(*_stack(train_p, train_q))
     w_p, w_q = adversary.witness(test_p), adversary.witness(test_q)
-    unbounded = adversary.unbounded_ and is_unbounded(w_p, w_q, divergence)
+    unbounded = divergence in ("kl", "renyi") and _deterministic_release(samples_p, samples_q)
     estimate = np.inf if unbounded else witness_objective(w_p, w_q, divergence, alpha, delta)
+    standard_error = (
+        np.nan if unbounded or divergence == "dp" else _standard_error(w_p, w_q, divergence, alpha, coupled)
+    )
     details = {"train_score": adversary.score(*_stack(train_p, train_q))}
+    if divergence in _WEIGHTS:
+        details.update(log_unseen_ratio=log_unseen_ratio(witness_log_weights(w_p, divergence, alpha),
+                                                         witness_log_weights(w_q, divergence, alpha)), n_q=w_q.size)
     if divergence == "ipm":
         g = adversary.side_ * adversary.discriminant(np.vstack([test_p, test_q]))
         labels = np.r_[np.ones(len(test_p)), np.zeros(len(test_q))]
@@ -284,11 +369,11 @@ def estimate_divergence(
         alpha=None if alpha is None else float(alpha),
         adversary=adversary,
         details=details,
-        standard_error=(
-            np.nan if unbounded or divergence == "dp" else _standard_error(w_p, w_q, divergence, alpha, coupled)
-        ),
+        standard_error=standard_error,
         delta=float(delta),
         coupled=bool(coupled),
+        caveat=None if unbounded or divergence not in ("kl", "renyi") else _caveat(
+            w_q, divergence, alpha, standard_error),
     )
 
 
@@ -299,9 +384,7 @@ def _influence_terms(
 
     The objective of ``kl``, ``renyi`` or ``ipm`` is, to first order (delta
     method), mean(infl_P) - mean(infl_Q) plus a constant, so its variance is
-    that of this difference of means.  The Q terms are scaled by their maximum
-    before the exponential or the power (the ratio to their mean is unchanged)
-    so that they cannot overflow.
+    that of this difference of means.
 
     Parameters
     ----------
@@ -316,13 +399,43 @@ def _influence_terms(
     infl_p, infl_q : arrays of shape (n_p,), (n_q,)
     """
     if divergence == "kl":
-        ratio_q = np.exp(w_q - np.max(w_q))
-        return w_p, ratio_q / np.mean(ratio_q)
+        return donsker_varadhan_influence(w_p, w_q)
     if divergence == "renyi":
-        beta = conjugate_exponent(alpha)
-        moment_q = (np.abs(w_q) / np.max(np.abs(w_q))) ** beta
-        return beta * w_p / np.mean(w_p), moment_q / np.mean(moment_q)
+        return renyi_influence(w_p, w_q, alpha)
     return w_p, w_q  # ipm: the objective is itself a difference of means
+
+
+def _caveat(w_q: np.ndarray, divergence: str, alpha: float | None, standard_error: float) -> str | None:
+    """Why the delta-method interval of a ``kl`` or ``renyi`` estimate cannot be trusted, or None (module docstring).
+
+    Reads the held-out Q terms of the objective, the weights exp(h) (``kl``)
+    or |g|^beta (``renyi``): a zero or non-finite standard error, a Hill
+    tail index above 1/2 (the variance may be infinite), or a Kish effective
+    sample size below 30 (a few samples carry the mean).
+    """
+    if not standard_error > _NO_SPREAD:  # also NaN
+        return (f"the standard error is {standard_error:.3g}: the held-out terms show no spread, so the data give "
+                "no measure of uncertainty")
+    log_weights = witness_log_weights(w_q, divergence, alpha)
+    index = tail_index(log_weights)
+    if divergence == "kl" and index > _MAX_TAIL_INDEX:
+        return (f"heavy-tailed witness: the held-out weights {_WEIGHTS[divergence]} of Q have tail index {index:.2f} "
+                f"> {_MAX_TAIL_INDEX} (their variance may be infinite), so the interval may be too narrow")
+    size = effective_sample_size(np.exp(log_weights - np.max(log_weights)))
+    if size < _MIN_EFFECTIVE_SIZE:
+        return (f"a few held-out samples carry the objective: the weights {_WEIGHTS[divergence]} of Q have an "
+                f"effective sample size of {size:.1f} < {_MIN_EFFECTIVE_SIZE}, so the interval may be too narrow")
+    return None
+
+
+def _deterministic_release(samples_p: np.ndarray, samples_q: np.ndarray) -> bool:
+    """Each sample repeats one output and the two differ: the divergence is infinite (CBDP Lemma 2).
+
+    The one case in which a finite sample is reported as unbounded, as the
+    audit runner does; separable samples of continuous laws are not.
+    """
+    return bool(np.all(samples_p == samples_p[0]) and np.all(samples_q == samples_q[0])
+                and np.any(samples_p[0] != samples_q[0]))
 
 
 def _standard_error(w_p: np.ndarray, w_q: np.ndarray, divergence: str, alpha: float | None, coupled: bool) -> float:
