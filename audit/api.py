@@ -21,12 +21,12 @@ import pandas as pd
 from audit.config import AuditConfig, ConfigError, load_config
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.runner import run_tasks, task_seed
-from audit.verdicts import assign_verdicts, exit_code
+from audit.verdicts import assign_verdicts, exit_code, summarize_claims
 
 ROW_COLUMNS = (
     "pair", "direction", "function_class", "divergence", "alpha", "estimate", "ci_low", "ci_high",
     "n_samples", "claim", "claim_class", "refutes_claim", "theory_bound", "exact", "verdict", "note",
-    "task", "error",
+    "p_adjusted", "detectable_excess", "task", "error",
 )
 
 
@@ -42,7 +42,7 @@ class AuditResult:
         One row per results.json row (DESIGN.md schema, plus ``task`` and ``error``).
     exit_code : int
         What ``capaudit run`` exits with: 0 pass or inconclusive, 1 violation,
-        2 when a task failed (a mechanism error).
+        2 when a task failed (a mechanism error) or a claim went untested.
     seed : int
     seconds : float
         Wall time of the audit.
@@ -59,6 +59,11 @@ class AuditResult:
     seconds: float
     versions: Mapping[str, str | None]
     config: Mapping[str, Any]
+
+    @property
+    def claims(self) -> list[dict[str, Any]]:
+        """Per claim: verdict, strongest row, adjusted p, detectable excess (:func:`audit.verdicts.summarize_claims`)."""
+        return summarize_claims(self.table.to_dict(orient="records"))
 
     def write(self, out_dir: str | os.PathLike) -> Path:
         """Write report.md, results.json, results.csv and figures/ (:func:`audit.report.write_audit_report`)."""
@@ -167,7 +172,10 @@ def claim_rows(config: AuditConfig, records: Sequence[dict] | Any) -> list[dict]
                 "exact": _number(record["exact"]),
                 "verdict": None,
                 "note": record["note"],
+                "p_adjusted": math.nan,
+                "detectable_excess": math.nan,
                 "task": record["task"],
+                "unbounded": bool(record["unbounded"]),
                 "error": record["error"],
             })
     return rows
