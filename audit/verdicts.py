@@ -26,12 +26,14 @@ evidence for the claim than one above it is against it.
 Row verdicts:
 
 * ``"info"``: the attack class is not contained in the claim's class.
-* ``"unbounded"``: the estimate is +inf and the row says ``unbounded`` (a
-  deterministic release: every output on each dataset equal, and different,
-  CBDP Lemma 2).  It refutes every finite claim about a class containing the
+* ``"unbounded"``: the estimate is +inf, the row says ``unbounded`` and no
+  attack scored it (no evidence): the runner found a deterministic release
+  (every output on each dataset equal, and different, CBDP Lemma 2) before
+  any attack.  It refutes every finite claim about a class containing the
   attack's, enters Holm's family with p = 0, and the overall verdict is
-  ``"violation"``.  A +inf estimate without that flag is an error of its row
-  (a finite sample never proves an infinite divergence), never a violation.
+  ``"violation"``.  Any other +inf estimate (an attack's score on a finite,
+  e.g. separable, sample) is an error of its row, never a violation: a finite
+  sample never proves an infinite divergence.
 * ``"violation"``: Holm rejects H0 (equivalently ``p_adjusted <= 1 - confidence``).
 * ``"inconclusive"``: not rejected although the point estimate exceeds the
   claim (the data lean against the claim, but not at the family-wise level;
@@ -95,8 +97,8 @@ POWER = 0.8
 """The power at which :func:`detectable_excess` states what an audit could detect."""
 CLAIM_VERDICTS = ("violation", "untested", "inconclusive", "pass")
 INFINITE_WITHOUT_RELEASE = (
-    "the estimate is +inf but the samples are not a deterministic release: a finite sample "
-    "never proves an infinite divergence (the attack's scoring is at fault)"
+    "the attack's estimate is +inf, but a finite sample never proves an infinite divergence "
+    "(only a deterministic release is unbounded): the attack's scoring is at fault"
 )
 
 
@@ -232,7 +234,7 @@ def assign_verdicts(rows: Sequence[dict], evidence: Mapping[str, Evidence | None
     """
     level = 1.0 - confidence
     for row in rows:
-        if row["estimate"] == math.inf and not row.get("unbounded", False) and not _failed(row):
+        if row["estimate"] == math.inf and not _failed(row) and not _deterministic_release(row, evidence[row["task"]]):
             row["error"] = INFINITE_WITHOUT_RELEASE
     family = [row for row in rows if row["refutes_claim"] and not _failed(row)]
     p_values = [_p_value(row, evidence[row["task"]]) for row in family]
@@ -301,6 +303,15 @@ def exit_code(rows: Sequence[Mapping[str, Any]], verdict: str) -> int:
     if incomplete or any(claim["verdict"] == "untested" for claim in summarize_claims(rows)):
         return EXIT_ERROR
     return EXIT_VIOLATION if verdict == "violation" else EXIT_PASS
+
+
+def _deterministic_release(row: Mapping[str, Any], evidence: Evidence | None) -> bool:
+    """The row is flagged ``unbounded`` and no attack scored it: the runner saw a deterministic release.
+
+    An infinite estimate that an attack computed (``evidence`` present) came
+    from a finite sample and proves nothing infinite.
+    """
+    return bool(row.get("unbounded", False)) and evidence is None
 
 
 def _p_value(row: dict, evidence: Evidence | None) -> float:

@@ -214,9 +214,14 @@ def test_evidence_with_caveat_none_is_trusted():
     assert rows[0]["verdict"] == "violation"
 
 
-def test_an_infinite_estimate_without_a_deterministic_release_is_an_error_not_a_violation():
-    rows = [_row("sep", math.inf, 12.0), _row("ok", 0.1, 12.0)]
-    overall = assign_verdicts(rows, {"sep": None, "ok": NormalEvidence(0.1, 0.05)}, confidence=0.95)
+@pytest.mark.parametrize(
+    ("unbounded", "evidence"),
+    [(False, None), (True, NormalEvidence(math.inf, math.nan)), (False, NormalEvidence(math.inf, math.nan))],
+    ids=["not flagged", "flagged by an attack's score", "an attack's inf"],
+)
+def test_an_infinite_estimate_other_than_a_deterministic_release_is_an_error_not_a_violation(unbounded, evidence):
+    rows = [_row("sep", math.inf, 12.0, unbounded=unbounded), _row("ok", 0.1, 12.0)]
+    overall = assign_verdicts(rows, {"sep": evidence, "ok": NormalEvidence(0.1, 0.05)}, confidence=0.95)
     assert rows[0]["verdict"] == "inconclusive" and rows[0]["error"] == INFINITE_WITHOUT_RELEASE
     assert overall == "inconclusive" and exit_code(rows, overall) == EXIT_ERROR
 
