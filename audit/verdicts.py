@@ -106,11 +106,12 @@ class Evidence(Protocol):
     """What a verdict needs from an estimate (:class:`attacks.estimate.DivergenceEstimate` has it).
 
     ``caveat`` (a reason the interval cannot be trusted, or None) is read with
-    ``getattr(evidence, "caveat", None)``, so evidence without it (records of
-    older versions) counts as trusted.
+    ``getattr(evidence, "caveat", None)``, so evidence without it counts as
+    trusted (records of older versions rebuild with the dataclass default None).
     """
 
     estimate: float
+    caveat: str | None
 
     def p_value(self, claim: float) -> float: ...
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -247,7 +248,10 @@ def audit_once(cell: Cell, seed: int) -> dict[str, Any]:
 
 
 def summarize(cells: list[Cell], outcomes: pd.DataFrame) -> pd.DataFrame:
-    """Per cell: violations, their rate with its Clopper-Pearson interval, and the other outcomes' shares."""
+    """Per cell: violations, their rate with its Clopper-Pearson interval, and the other outcomes' shares.
+
+    ``buggy`` marks the cells of the power table (a violation is a catch there).
+    """
     rows = []
     for cell in cells:
         runs = outcomes[outcomes["cell"] == cell.name]
@@ -258,7 +262,7 @@ def summarize(cells: list[Cell], outcomes: pd.DataFrame) -> pd.DataFrame:
         low, high = stats.binomtest(violations, seeds).proportion_ci(confidence_level=0.95, method="exact")
         errors = int(((runs["exit_code"] == 2) | (runs["verdict"] == "crash")).sum())
         rows.append({
-            "cell": cell.name,
+            "cell": cell.name.replace("|", "\\|"),  # a bare "|" would split the markdown table's cell
             "claim": f"{cell.claim:.4g}",
             "seeds": seeds,
             "violations": violations,
@@ -269,6 +273,7 @@ def summarize(cells: list[Cell], outcomes: pd.DataFrame) -> pd.DataFrame:
             "errors": errors,
             "s/audit": f"{runs['seconds'].mean():.2f}",
             "first note": next((d for d in runs["detail"] if d), ""),
+            "buggy": cell.buggy,
         })
     return pd.DataFrame(rows)
 
@@ -298,12 +303,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     seconds = time.perf_counter() - start
     table = summarize(cells, outcomes)
-    buggy = table["cell"].map({cell.name: cell.buggy for cell in cells}).astype(bool)
-    validity, power = table[~buggy], table[buggy]
+    validity, power = (table[table["buggy"] == flag].drop(columns="buggy") for flag in (False, True))
     text = [
         "# bench_validity",
         "",
-        f"Command: `python benchmarks/bench_validity.py {' '.join(argv if argv is not None else sys.argv[1:])}` "
+        f"Command: `python benchmarks/bench_validity.py {shlex.join(argv if argv is not None else sys.argv[1:])}` "
         f"({len(cells)} cells x {seeds} seeds, {seconds:.0f} s with --n-jobs {args.n_jobs}). Claims at their true "
         f"value, confidence {CONFIDENCE}; `**`: false-violation rate significantly above {FALSE_RATE:.0%} "
         "(one-sided binomial p < 0.05). pass / inconclusive: the claim's verdict; errors: exit 2 or a crash.",
