@@ -62,7 +62,7 @@ class AuditResult:
 
     @property
     def claims(self) -> list[dict[str, Any]]:
-        """Per claim: verdict, strongest row, adjusted p, detectable excess (:func:`audit.verdicts.summarize_claims`)."""
+        """Per claim: verdict, strongest row, adjusted p, detectable excess (`audit.verdicts.summarize_claims`)."""
         return summarize_claims(self.table.to_dict(orient="records"))
 
     def write(self, out_dir: str | os.PathLike) -> Path:

@@ -211,8 +211,8 @@ def detectable_excess(evidence: Evidence, level: float, power: float = POWER) ->
 def assign_verdicts(rows: Sequence[dict], evidence: Mapping[str, Evidence | None], confidence: float) -> str:
     """Fill ``verdict``, ``note``, ``ci_low``, ``ci_high``, ``p_adjusted`` and ``detectable_excess`` of every row.
 
-    Rows are changed in place (a +inf estimate without ``unbounded`` also gets
-    its ``error``); the module docstring gives the rules.
+    Rows are changed in place (a +inf estimate other than a deterministic
+    release also gets its ``error``); the module docstring gives the rules.
 
     Parameters
     ----------
@@ -235,7 +235,8 @@ def assign_verdicts(rows: Sequence[dict], evidence: Mapping[str, Evidence | None
     """
     level = 1.0 - confidence
     for row in rows:
-        if row["estimate"] == math.inf and not _failed(row) and not _deterministic_release(row, evidence[row["task"]]):
+        infinite = row["estimate"] == math.inf and not _failed(row)
+        if infinite and not _deterministic_release(row, evidence[row["task"]]):
             row["error"] = INFINITE_WITHOUT_RELEASE
     family = [row for row in rows if row["refutes_claim"] and not _failed(row)]
     p_values = [_p_value(row, evidence[row["task"]]) for row in family]

@@ -147,7 +147,8 @@ def gaussian_dp_epsilon(sigma: float, delta: float = GAUSSIAN_DELTA) -> float:
     return float(optimize.brentq(lambda e: gaussian_dp_delta(e, sigma) - delta, 0.0, upper, xtol=1e-12))
 
 
-# Unrestricted values of THEORY.md section 6 (audit.bounds); restricted_divergence's numerical "all" crashed the interpreter (segmentation fault) on Laplace eps = 8, renyi alpha = 2.
+# Unrestricted values of THEORY.md section 6 (audit.bounds); restricted_divergence's numerical "all" crashed the
+# interpreter (segmentation fault) on Laplace eps = 8, renyi alpha = 2.
 CLOSED_FORMS = {
     ("laplace", "kl"): lambda m, alpha: bounds.laplace_kl(m.params["epsilon"], m.params["sensitivity"]),
     ("laplace", "renyi"): lambda m, alpha: bounds.laplace_renyi(m.params["epsilon"], alpha, m.params["sensitivity"]),
@@ -299,7 +300,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     start = time.perf_counter()
     outcomes = pd.DataFrame(
-        Parallel(n_jobs=args.n_jobs, verbose=5)(delayed(audit_once)(cell, seed) for cell in cells for seed in range(seeds))
+        Parallel(n_jobs=args.n_jobs, verbose=5)(
+            delayed(audit_once)(cell, seed) for cell in cells for seed in range(seeds)
+        )
     )
     seconds = time.perf_counter() - start
     table = summarize(cells, outcomes)

@@ -165,7 +165,8 @@ def test_report_shows_the_claims_with_adjusted_p_and_detectable_excess(written):
 
 
 def test_an_untested_claim_is_reported_with_its_reason(tmp_path, table):
-    failed = table.iloc[[0]].assign(error="attack linear/renyi failed: boom", verdict="inconclusive", refutes_claim=True,
+    failed = table.iloc[[0]].assign(error="attack linear/renyi failed: boom", verdict="inconclusive",
+                                    refutes_claim=True,
                                     estimate=NAN, p_adjusted=NAN, detectable_excess=NAN)
     report = write_audit_report(tmp_path, table=failed, verdict="inconclusive", seed=0, seconds=0.1, versions={},
                                 config={"attacks": {"confidence": 0.95}})

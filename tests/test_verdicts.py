@@ -8,6 +8,7 @@ import pytest
 from scipy.stats import norm
 
 from audit.verdicts import (
+    CLAIM_VERDICTS,
     EXIT_ERROR,
     EXIT_PASS,
     EXIT_VIOLATION,
@@ -128,7 +129,8 @@ def test_nan_estimate_is_never_pass(claim):
 
 
 def test_unbounded_row_is_a_violation_and_info_stays_info():
-    rows = [_row("sep", math.inf, 100.0, unbounded=True), _row("sep-info", math.inf, 100.0, refutes=False, unbounded=True)]
+    rows = [_row("sep", math.inf, 100.0, unbounded=True),
+            _row("sep-info", math.inf, 100.0, refutes=False, unbounded=True)]
     overall = assign_verdicts(rows, {"sep": None, "sep-info": None}, confidence=0.95)
     assert [row["verdict"] for row in rows] == ["unbounded", "info"]
     assert overall == "violation" and "unbounded" in rows[0]["note"]
@@ -236,6 +238,7 @@ def test_a_claim_whose_refuting_rows_all_failed_is_untested_not_a_pass():
     overall = assign_verdicts(rows, {"lin": None, "ker": NormalEvidence(0.1, 0.05), "all": NormalEvidence(0.1, 0.05)},
                               confidence=0.95)
     claims = {claim["claim_class"]: claim for claim in summarize_claims(rows)}
+    assert all(claim["verdict"] in CLAIM_VERDICTS for claim in claims.values())
     assert claims["linear"]["verdict"] == "untested" and claims["linear"]["strongest_task"] is None
     assert "classes linear" in claims["linear"]["note"] and claims["linear"]["refuting_rows"] == 0
     assert claims["all"]["verdict"] == "pass" and claims["all"]["strongest_task"] == "all"
