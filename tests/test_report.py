@@ -173,3 +173,25 @@ def test_an_untested_claim_is_reported_with_its_reason(tmp_path, table):
     (claim,) = json.loads((tmp_path / "results.json").read_text())["claims"]
     assert claim["verdict"] == "untested" and claim["strongest_task"] is None and "classes linear" in claim["note"]
     assert "**untested**" in report.read_text()
+
+
+def test_an_audit_writes_its_claims_and_adjusted_p_values(tmp_path):
+    """Through run_audit: a claim far above the truth passes with adjusted p = 1 (Holm's cap), one far below is
+    violated; the claims in results.json match AuditResult.claims and the rows' p_adjusted column."""
+    from audit import run_audit
+
+    config = {
+        "mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
+        "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 5.0},
+                   {"divergence": "kl", "function_class": "linear", "epsilon": 0.01}],
+        "attacks": {"classes": ["linear"], "n_samples": 4000, "confidence": 0.95},
+        "run": {"seed": 0, "n_jobs": 1},
+    }
+    result = run_audit(config, progress=False)
+    result.write(tmp_path)
+    claims = json.loads((tmp_path / "results.json").read_text())["claims"]
+    assert [(c["claim"], c["verdict"]) for c in claims] == [(5.0, "pass"), (0.01, "violation")]
+    assert claims[0]["p_adjusted"] == 1.0 and 0 < claims[0]["detectable_excess"] < 5.0
+    rows = result.table.set_index("task")
+    assert claims[1]["p_adjusted"] == rows.loc[rows["claim"] == 0.01, "p_adjusted"].min() <= 0.05
+    assert [c["verdict"] for c in result.claims] == ["pass", "violation"]
