@@ -23,12 +23,12 @@ from audit.config import AuditConfig, ConfigError, load_config
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.provenance import describe_audit, pair_records
 from audit.runner import one_line, run_tasks, task_seed
-from audit.verdicts import assign_verdicts, exit_code
+from audit.verdicts import assign_verdicts, exit_code, summarize_claims
 
 ROW_COLUMNS = (
     "pair", "direction", "function_class", "divergence", "alpha", "estimate", "ci_low", "ci_high",
     "n_samples", "claim", "claim_class", "refutes_claim", "theory_bound", "exact", "verdict", "note",
-    "task", "error", "resumed",
+    "p_adjusted", "detectable_excess", "task", "error", "resumed",
 )
 FAILED = "error"
 """The ``verdict`` of results.json when the audit could not reach one (:class:`AuditError`)."""
@@ -58,7 +58,7 @@ class AuditResult:
         One row per results.json row (DESIGN.md schema, plus ``task`` and ``error``).
     exit_code : int
         What ``capaudit run`` exits with: 0 pass or inconclusive, 1 violation,
-        2 when a task failed (a mechanism error).
+        2 when a task failed (a mechanism error) or a claim went untested.
     seed : int
     seconds : float
         Wall time of the audit.
@@ -82,6 +82,11 @@ class AuditResult:
     config: Mapping[str, Any]
     pairs: Sequence[Mapping[str, Any]] = ()
     audited: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def claims(self) -> list[dict[str, Any]]:
+        """Per claim: verdict, strongest row, adjusted p, detectable excess (`audit.verdicts.summarize_claims`)."""
+        return summarize_claims(self.table.to_dict(orient="records"))
 
     def write(self, out_dir: str | os.PathLike) -> Path:
         """Write report.md, results.json, results.csv and figures/ (:func:`audit.report.write_audit_report`)."""
@@ -303,7 +308,10 @@ def claim_rows(config: AuditConfig, records: Sequence[dict] | Any) -> list[dict]
                 "exact": _number(record["exact"]),
                 "verdict": None,
                 "note": record["note"],
+                "p_adjusted": math.nan,
+                "detectable_excess": math.nan,
                 "task": record["task"],
+                "unbounded": bool(record["unbounded"]),
                 "error": record["error"],
                 "resumed": bool(record.get("resumed", False)),
             })

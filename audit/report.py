@@ -15,6 +15,12 @@ results.json carries a ``schema_version`` (:data:`SCHEMA_VERSION`; fields in
 docs/results.md, JSON Schema in docs/schema/results.schema.json). report.md is
 GitHub-flavoured markdown: every ``|`` inside a table cell is escaped, so the
 direction ``P|Q`` stays one cell.
+
+results.json also has a top-level ``claims`` list, one summary per claim
+(:func:`audit.verdicts.summarize_claims`: its verdict, including
+``"untested"``, the strongest row's task and Holm-adjusted p-value, and the
+excess over the claim the audit would have detected with probability 0.8),
+and report.md shows it right after the verdict.
 """
 
 from __future__ import annotations
@@ -32,8 +38,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from audit.verdicts import POWER, summarize_claims  # noqa: E402
+
 SCHEMA_VERSION = "1.0"
 """Version of results.json's layout: the minor part grows with added fields, the major with changed ones."""
+
 ROW_COLUMNS = (
     "pair",
     "direction",
@@ -53,6 +62,8 @@ ROW_COLUMNS = (
     "note",
 )
 NUMERIC_COLUMNS = ("alpha", "estimate", "ci_low", "ci_high", "n_samples", "claim", "theory_bound", "exact")
+OPTIONAL_NUMERIC_COLUMNS = ("p_adjusted", "detectable_excess")
+"""Filled by :func:`audit.verdicts.assign_verdicts`; tables of older versions lack them."""
 VERDICTS = ("pass", "violation", "inconclusive")
 ROW_VERDICTS = ("violation", "unbounded", "inconclusive", "pass", "info")
 _VERDICT_COLOURS = {
@@ -64,7 +75,7 @@ _VERDICT_COLOURS = {
 }
 _HEADLINES = {
     "violation": "at least one claim is refuted by held-out evidence at the audit's confidence.",
-    "inconclusive": "no claim is refuted, but some rows could not decide (see below).",
+    "inconclusive": "no claim is refuted, but some rows could not decide, failed or left a claim untested (see below).",
     "pass": "no claim is refuted by any attack.",
 }
 
@@ -128,11 +139,13 @@ def write_audit_report(
     out_dir = pathlib.Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
     table = table[_column_order(table.columns)].reset_index(drop=True)
+    records = table.to_dict(orient="records")
     meta = {
         "schema_version": SCHEMA_VERSION, "verdict": verdict, "seed": seed, "seconds": seconds,
         "versions": dict(versions), "config": dict(config), "audited": dict(audited or {}), "pairs": list(pairs),
+        "claims": summarize_claims(records),
     }
-    document = {**meta, "rows": [_json_row(row) for row in table.to_dict(orient="records")]}
+    document = {**meta, "rows": [_json_row(row) for row in records]}
     # default=str: TOML dates and the like in the config are written as text.
     text = json.dumps(_json_value(document), indent=2, allow_nan=False, default=str)
     (out_dir / "results.json").write_text(text + "\n")
@@ -158,8 +171,8 @@ def load_results(path: str | pathlib.Path) -> tuple[pd.DataFrame, dict[str, Any]
         NaN and ``"inf"`` strings are infinite floats again.
     meta : dict
         ``schema_version``, ``verdict``, ``seed``, ``seconds``, ``versions``,
-        ``config``, ``audited`` and ``pairs`` (results written before schema
-        version 1.0 lack the first and the last two).
+        ``config``, ``audited``, ``pairs`` and ``claims`` (results written
+        before schema version 1.0 lack the first and the last three).
     """
     path = pathlib.Path(path)
     if path.is_dir():
@@ -167,7 +180,7 @@ def load_results(path: str | pathlib.Path) -> tuple[pd.DataFrame, dict[str, Any]
     document = json.loads(path.read_text())
     rows = document.pop("rows")
     table = pd.DataFrame(rows, columns=_column_order(pd.Index(rows[0].keys() if rows else ROW_COLUMNS)))
-    for column in NUMERIC_COLUMNS:
+    for column in NUMERIC_COLUMNS + tuple(c for c in OPTIONAL_NUMERIC_COLUMNS if c in table.columns):
         table[column] = pd.to_numeric(table[column].replace({"inf": math.inf, "-inf": -math.inf}), errors="raise")
     return table, document
 
@@ -233,6 +246,7 @@ def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.P
             "should not change).",
             "",
         ]
+    lines += ["## Claims", "", _claims_table(meta["claims"]), ""]
     for row_verdict, title in (
         ("violation", "Violations"),
         ("unbounded", "Unbounded rows"),
@@ -345,6 +359,22 @@ def _counts(table: pd.DataFrame) -> str:
     return f"{len(table)} rows: " + ", ".join(parts) + "."
 
 
+def _claims_table(claims: list[dict[str, Any]]) -> str:
+    shown = pd.DataFrame(
+        {
+            "claim": [_claim_label(c["divergence"], c["claim_class"], c["claim"], c["alpha"]) for c in claims],
+            "verdict": [f"**{c['verdict']}**" if c["verdict"] != "pass" else "pass" for c in claims],
+            # a task id holds "|", which would split a markdown table cell
+            "strongest row": [(c["strongest_task"] or "-").replace("|", "\\|") for c in claims],
+            "adjusted p": [_number(c["p_adjusted"]) for c in claims],
+            f"detectable excess ({POWER:.0%} power)": [_number(c["detectable_excess"]) for c in claims],
+            "note": [c["note"] for c in claims],
+        },
+        columns=["claim", "verdict", "strongest row", "adjusted p", f"detectable excess ({POWER:.0%} power)", "note"],
+    )
+    return _to_markdown(shown)
+
+
 def _summary_table(rows: pd.DataFrame) -> str:
     shown = pd.DataFrame(
         {
@@ -371,6 +401,7 @@ def _claim_table(rows: pd.DataFrame) -> str:
             "theory bound": [_number(v) for v in rows["theory_bound"]],
             "exact": [_number(v) for v in rows["exact"]],
             "n": [f"{int(v)}" if np.isfinite(v) else "-" for v in rows["n_samples"].astype(float)],
+            "adjusted p": [_number(v) for v in rows.get("p_adjusted", pd.Series(math.nan, index=rows.index))],
             "verdict": [f"**{v}**" if v in ("violation", "unbounded") else v for v in rows["verdict"]],
         }
     )
@@ -378,8 +409,13 @@ def _claim_table(rows: pd.DataFrame) -> str:
 
 
 def _claim_title(divergence: str, claim_class: Any, claim: Any) -> str:
+    return f"Claim: {_claim_label(divergence, claim_class, claim)}"
+
+
+def _claim_label(divergence: str, claim_class: Any, claim: Any, alpha: Any = None) -> str:
     label = {"kl": "KL", "renyi": "Renyi", "ipm": "IPM", "dp": "DP epsilon"}.get(divergence, str(divergence))
-    return f"Claim: ({claim_class}, {label}) <= {_number(claim)}"
+    order = f" alpha={_number(alpha)}" if divergence == "renyi" and alpha is not None and not pd.isna(alpha) else ""
+    return f"({claim_class}, {label}{order}) <= {_number(claim)}"
 
 
 def _divergence_label(divergence: str, alpha: Any) -> str:
@@ -436,9 +472,21 @@ def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool
         "rows are `info`.",
         f"- Family-wise error: Holm's step-down procedure over the refuting rows keeps the probability of "
         f"any false violation below 1 - {level} for the whole audit, not per row.",
-        "- `inconclusive`: the estimate exceeds the claim but its lower confidence bound does not; the note "
-        "says how many samples would decide. `unbounded`: the samples were separable, so the divergence of "
-        "the class is infinite (e.g. a non-private release, CBDP Lemma 2).",
+        "- `inconclusive`: the estimate exceeds the claim but Holm does not reject (the note gives the "
+        "Holm-adjusted p-value; a claim equal to the attack's estimand reads so about half the time at any "
+        "sample size), or the row's interval cannot be trusted (its note says why; such a row enters Holm's "
+        "family with p = 1, so the other rows' levels do not depend on it), or the estimate is NaN, or the task "
+        "failed. `unbounded`: a deterministic release (each dataset gives one output and they differ), so the "
+        "divergence of every class is infinite (CBDP Lemma 2); an infinite estimate from anything else is an "
+        "error of its row.",
+        "- Claims: `untested` when no row that could refute the claim ran (all failed, or no attack class is "
+        "contained in the claim's); the audit is then not a pass and exits 2. `adjusted p` is the smallest "
+        "Holm-adjusted p-value of the claim's rows (a violation exactly when it is at most 1 - confidence). "
+        f"`detectable excess`: the smallest excess of a row's estimand over the claim that this audit would "
+        f"report as a violation with probability {POWER:g}, (estimate - lower bound) x (1 + z({POWER:g}) / "
+        "z(1 - a)) with the lower bound at the level a = (1 - confidence) / m at which Holm tests a lone false "
+        "claim among m rows; it assumes the standard error under the alternative is the one observed (for dp "
+        "rows the width of the bound on the count ratio stands for it), and the best row alone.",
         "- Renyi and alpha-divergences use CBDP's convention f(t) = (|t|^alpha - 1)/(alpha^2 - alpha) on all "
         "of R (the |t| convention); with f = +inf on t < 0 restricted values would come out larger.",
         "- `theory bound` is the paper's closed-form upper bound when one applies (a claim itself, not a "

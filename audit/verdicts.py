@@ -1,28 +1,58 @@
-"""Row verdicts and the overall verdict of an audit, family-wise error controlled by Holm's step-down.
+"""Row verdicts, per-claim summaries and the overall verdict of an audit, family-wise error controlled by Holm.
 
 A row compares one attack's estimate with one claim.  It can refute the claim
 only when the attack's class is contained in the claim's class (THEORY.md
 section 3; :meth:`attacks.classes.FunctionClass.is_contained_in`); other rows
-are ``"info"``.  The refuting rows form one family of one-sided tests of
-H0: "the estimand <= the claim", tested with Holm's step-down procedure at
-family-wise level ``1 - confidence`` (Holm, "A simple sequentially
-rejective multiple test procedure", Scand. J. Statist. 1979), so that the
-probability of reporting any false violation is at most ``1 - confidence``
-for the whole audit, not per row.
+are ``"info"``.  The refuting rows that ran (no ``error``) form one family of
+one-sided tests of H0: "the estimand <= the claim", tested with Holm's
+step-down procedure at family-wise level ``1 - confidence`` (Holm, "A simple
+sequentially rejective multiple test procedure", Scand. J. Statist. 1979), so
+that the probability of reporting any false violation is at most
+``1 - confidence`` for the whole audit, not per row.
+
+Rows whose interval cannot be trusted.  An estimate with a ``caveat``
+(:attr:`attacks.estimate.DivergenceEstimate.caveat`, e.g. a few held-out
+terms carry the objective) enters the family with p = 1 rather than leaving
+it.  The family keeps its size m, so the levels of the other rows do not
+depend on which rows the data flagged; a p-value of 1 is valid under any
+hypothesis, so Holm's guarantee holds whatever the caveats' dependence on the
+data (dropping the rows would make m random and the other rows' levels
+data-dependent).  Such a row is always ``"inconclusive"`` with the caveat as
+its note and no interval: a witness whose held-out terms are dominated by a
+few samples misjudges the estimate in both directions (a kernel KL estimate
+of -37.9 where the truth is 0.37), so an estimate below the claim is no more
+evidence for the claim than one above it is against it.
 
 Row verdicts:
 
 * ``"info"``: the attack class is not contained in the claim's class.
-* ``"unbounded"``: the estimate is unbounded (separable outputs, e.g. a
-  deterministic release, CBDP Lemma 2): it refutes every finite claim about a
-  class containing the attack's.  It enters Holm's family with p = 0 and the
-  overall verdict is ``"violation"`` (the claim *is* violated); the note says
-  "unbounded".
-* ``"violation"``: Holm rejects H0.
+* ``"unbounded"``: the estimate is +inf, the row says ``unbounded`` and no
+  attack scored it (no evidence): the runner found a deterministic release
+  (every output on each dataset equal, and different, CBDP Lemma 2) before
+  any attack.  It refutes every finite claim about a class containing the
+  attack's, enters Holm's family with p = 0, and the overall verdict is
+  ``"violation"``.  Any other +inf estimate (an attack's score on a finite,
+  e.g. separable, sample) is an error of its row, never a violation: a finite
+  sample never proves an infinite divergence.
+* ``"violation"``: Holm rejects H0 (equivalently ``p_adjusted <= 1 - confidence``).
 * ``"inconclusive"``: not rejected although the point estimate exceeds the
-  claim (the note gives the sample size that would decide), or the estimate
-  is NaN, or the task failed (``error`` set).  A NaN estimate is never a pass.
-* ``"pass"``: not rejected and the estimate does not exceed the claim.
+  claim (the data lean against the claim, but not at the family-wise level;
+  the note gives the row's Holm-adjusted p-value); or the estimate has a
+  caveat; or it is NaN; or the task failed (``error`` set).  A NaN estimate
+  is never a pass.
+* ``"pass"``: not rejected and the estimate is at most the claim.
+
+A claim that is exactly tight (the estimand equals the claim, e.g. pure
+epsilon-DP of a Laplace over thresholds) reads ``"inconclusive"`` whenever
+some row's estimate lands above it, which no sample size prevents; the
+report therefore no longer extrapolates a sample size that "would decide"
+but states what this audit could detect (:func:`detectable_excess`).
+
+Columns filled on every row: ``verdict``, ``note``, ``ci_low``, ``ci_high``,
+``p_adjusted`` (Holm-adjusted p-value, :func:`holm_adjusted`; NaN outside
+the family) and ``detectable_excess`` (:func:`detectable_excess` at the level
+Holm tests a lone false hypothesis at, ``(1 - confidence) / m``; NaN outside
+the family, +inf for a row that cannot reject).
 
 Intervals: a refuting row's ``ci_low``/``ci_high`` is an equal-tailed
 interval whose one-sided level in each tail is the one Holm's procedure
@@ -34,31 +64,54 @@ level of Strassburger and Bretz's 2008 confidence bounds compatible with
 Holm's procedure); its ``ci_low`` then stays at or below the claim.  A row
 after the stop, whose own step would have been more lenient, would
 otherwise show a ``ci_low`` above the claim beside the word inconclusive.
-So a table's ``ci_low`` exceeds the claim exactly on the violations.
-An ``"info"`` row's interval is the plain two-sided ``confidence`` interval.
+So a table's ``ci_low`` exceeds the claim exactly on the violations.  A row
+with a caveat has no interval (NaN).  An ``"info"`` row's interval is the
+plain two-sided ``confidence`` interval.
+
+Claims (:func:`summarize_claims`): one summary per (divergence, alpha, claim
+class, claimed value), with the verdict ``"violation"`` (a row refutes it),
+``"untested"`` (no refuting row ran: every one failed, or the audit had no
+class contained in the claim's), ``"inconclusive"`` (a refuting row is) or
+``"pass"``, the strongest row (smallest adjusted p-value), its adjusted
+p-value and the claim's detectable excess (the smallest over its rows).
 
 Overall: ``"violation"`` if any row is a violation or unbounded; else
-``"inconclusive"`` if any row is; else ``"pass"``.  Exit codes
-(:func:`exit_code`): 2 when any task failed (a mechanism error: the audit is
-incomplete, and DESIGN.md reserves 2 for it, so it wins over 1), else 1 for a
-violation, else 0 (an inconclusive audit found no violation).
+``"inconclusive"`` if any row is inconclusive, any claim is untested, or
+there are no rows; else ``"pass"``.  Exit codes (:func:`exit_code`): 2 when
+any task failed or a claim is untested or there are no rows (the audit is
+incomplete: DESIGN.md reserves 2 for errors, and it wins over 1), else 1 for
+a violation, else 0 (an inconclusive audit found no violation).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
+from scipy.stats import norm
 
 EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
+POWER = 0.8
+"""The power at which :func:`detectable_excess` states what an audit could detect."""
+CLAIM_VERDICTS = ("violation", "untested", "inconclusive", "pass")
+INFINITE_WITHOUT_RELEASE = (
+    "the attack's estimate is +inf, but a finite sample never proves an infinite divergence "
+    "(only a deterministic release is unbounded): the attack's scoring is at fault"
+)
 
 
 class Evidence(Protocol):
-    """What a verdict needs from an estimate (:class:`attacks.estimate.DivergenceEstimate` has it)."""
+    """What a verdict needs from an estimate (:class:`attacks.estimate.DivergenceEstimate` has it).
+
+    ``caveat`` (a reason the interval cannot be trusted, or None) is read with
+    ``getattr(evidence, "caveat", None)``, so evidence without it counts as
+    trusted (records of older versions rebuild with the dataclass default None).
+    """
 
     estimate: float
+    caveat: str | None
 
     def p_value(self, claim: float) -> float: ...
 
@@ -77,11 +130,32 @@ def holm_levels(p_values: Sequence[float], level: float) -> np.ndarray:
     return levels
 
 
+def holm_adjusted(p_values: Sequence[float]) -> np.ndarray:
+    """Holm-adjusted p-values: ``max_{j <= k} min(1, (m - j + 1) p_(j))`` for the k-th smallest.
+
+    The smallest family-wise level at which Holm's step-down procedure (Holm
+    1979) rejects each hypothesis: it rejects at level ``a`` exactly the
+    hypotheses whose adjusted p-value is at most ``a``.  NaN p-values count
+    as 1.
+
+    Returns
+    -------
+    numpy.ndarray of float, shape (m,)
+    """
+    p = np.asarray(p_values, dtype=float)
+    p = np.where(np.isnan(p), 1.0, p)
+    order = np.argsort(p, kind="stable")
+    adjusted = np.empty(p.size)
+    adjusted[order] = np.maximum.accumulate(np.minimum(1.0, (p.size - np.arange(p.size)) * p[order]))
+    return adjusted
+
+
 def holm_rejections(p_values: Sequence[float], level: float) -> np.ndarray:
     """Holm's step-down procedure at family-wise level ``level``.
 
     Sort the p-values increasingly; reject the k-th while ``p_(k) <= level / (m - k + 1)``
-    and stop at the first that is not (Holm 1979).  NaN p-values are never rejected.
+    and stop at the first that is not (Holm 1979): the hypotheses whose
+    :func:`holm_adjusted` p-value is at most ``level``.  NaN p-values are never rejected.
 
     Returns
     -------
@@ -90,41 +164,67 @@ def holm_rejections(p_values: Sequence[float], level: float) -> np.ndarray:
     """
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1). Found {level!r}.")
-    p = np.where(np.isnan(np.asarray(p_values, dtype=float)), 1.0, np.asarray(p_values, dtype=float))
-    order = np.argsort(p, kind="stable")
-    below = p[order] <= level / (p.size - np.arange(p.size))
-    n_rejected = p.size if below.all() else int(np.argmin(below))
-    rejected = np.zeros(p.size, dtype=bool)
-    rejected[order[:n_rejected]] = True
-    return rejected
+    return holm_adjusted(p_values) <= level
 
 
-def samples_to_decide(n: int, estimate: float, ci_low: float, claim: float) -> int | None:
-    """Samples per dataset at which the lower bound would clear the claim, if the estimate stays.
+def detectable_excess(evidence: Evidence, level: float, power: float = POWER) -> float:
+    """Smallest excess of the estimand over the claim that a one-sided test at ``level`` detects with ``power``.
 
-    The interval's half-width scales as 1/sqrt(n): it is ``estimate - ci_low`` at
-    n, and it must shrink below ``estimate - claim``, so
-    ``n_needed = n ((estimate - ci_low) / (estimate - claim))^2``, rounded up.
-    None when that is not a finite number.
+    A normal estimate with standard error s is rejected at one-sided level a
+    when it exceeds the claim by ``z(1 - a) s``; if the estimand exceeds the
+    claim by ``(z(1 - a) + z(power)) s`` that happens with probability
+    ``power``.  The standard error is read off the interval, so that the
+    same formula serves every kind of evidence: ``s = (estimate - lower) /
+    z(1 - a)`` with ``lower`` the one-sided lower bound at confidence
+    ``1 - a``, giving ``(estimate - lower) (1 + z(power) / z(1 - a))``.
+
+    Approximations: the standard error under the alternative is the one
+    observed; for ``dp`` rows the width of the exact or score bound on a
+    log-ratio of counts stands for ``z(1 - a) s`` (it grows as the counts
+    shrink, so an alternative with rarer events in Q needs more); the
+    estimand is the fitted witness's objective, itself a lower bound on the
+    restricted divergence.
+
+    Parameters
+    ----------
+    evidence : Evidence
+        The row's estimate (p-value and intervals).
+    level : float
+        One-sided level of the test, in (0, 1).
+    power : float, default=POWER
+        The probability of detection, in (0, 1).
+
+    Returns
+    -------
+    float
+        The excess, +inf when the interval is not finite (nothing is detectable).
     """
-    gap, half_width = estimate - claim, estimate - ci_low
-    if not (gap > 0 and math.isfinite(half_width) and half_width > 0):
-        return None
-    return math.ceil(n * (half_width / gap) ** 2)
+    if not (0.0 < level < 1.0 and 0.0 < power < 1.0):
+        raise ValueError(f"level and power must be in (0, 1). Found level={level!r}, power={power!r}.")
+    lower, _ = evidence.confidence_interval(1.0 - 2.0 * level)
+    width = float(evidence.estimate) - float(lower)
+    if not (math.isfinite(width) and width >= 0.0):
+        return math.inf
+    return width * (1.0 + norm.ppf(power) / norm.isf(level))
 
 
 def assign_verdicts(rows: Sequence[dict], evidence: Mapping[str, Evidence | None], confidence: float) -> str:
-    """Fill ``verdict``, ``note``, ``ci_low`` and ``ci_high`` of every row in place; return the overall verdict.
+    """Fill ``verdict``, ``note``, ``ci_low``, ``ci_high``, ``p_adjusted`` and ``detectable_excess`` of every row.
+
+    Rows are changed in place (a +inf estimate other than a deterministic
+    release also gets its ``error``); the module docstring gives the rules.
 
     Parameters
     ----------
     rows : sequence of dict
         Results rows (DESIGN.md schema plus ``task`` and ``error``) with at least
-        ``task``, ``estimate``, ``claim``, ``refutes_claim``, ``n_samples``,
-        ``error`` and ``note``.  An estimate of +inf means unbounded.
+        ``task``, ``estimate``, ``claim``, ``claim_class``, ``divergence``,
+        ``alpha``, ``function_class``, ``refutes_claim``, ``error`` and
+        ``note``; ``unbounded`` (default False) says the record is a
+        deterministic release.
     evidence : mapping
-        Task id -> its estimate (p-values and intervals), None for rows
-        without one (errors, unbounded).
+        Task id -> its estimate (p-values, intervals, optional ``caveat``),
+        None for rows without one (errors, deterministic releases).
     confidence : float
         The audit's confidence: the family-wise error rate is ``1 - confidence``.
 
@@ -134,37 +234,96 @@ def assign_verdicts(rows: Sequence[dict], evidence: Mapping[str, Evidence | None
         ``"pass"``, ``"violation"`` or ``"inconclusive"``.
     """
     level = 1.0 - confidence
-    family = [row for row in rows if row["refutes_claim"] and not row["error"]]
+    for row in rows:
+        infinite = row["estimate"] == math.inf and not _failed(row)
+        if infinite and not _deterministic_release(row, evidence[row["task"]]):
+            row["error"] = INFINITE_WITHOUT_RELEASE
+    family = [row for row in rows if row["refutes_claim"] and not _failed(row)]
     p_values = [_p_value(row, evidence[row["task"]]) for row in family]
     rejected = holm_rejections(p_values, level) if family else np.zeros(0, dtype=bool)
     stop_level = level / max(len(family) - int(rejected.sum()), 1)  # the level of the step that stopped
-    for row, row_level, reject in zip(family, holm_levels(p_values, level), rejected):
+    first_level = level / max(len(family), 1)  # the level Holm tests a lone false hypothesis at
+    adjusted = holm_adjusted(p_values)
+    for row, row_level, reject, row_adjusted in zip(family, holm_levels(p_values, level), rejected, adjusted):
+        row["p_adjusted"] = float(row_adjusted)
         _judge(row, evidence[row["task"]], row_level if reject else stop_level, bool(reject))
+        row["detectable_excess"] = _row_detectable_excess(row, evidence[row["task"]], first_level)
     for row in rows:
-        if row["error"]:
+        if _failed(row):
             row.update(verdict="inconclusive", ci_low=math.nan, ci_high=math.nan)
             row["note"] = _join(row["note"], f"error: {row['error']}")
         elif not row["refutes_claim"]:
             row["verdict"] = "info"
             _set_interval(row, evidence[row["task"]], confidence)
+        if _failed(row) or not row["refutes_claim"]:
+            row.update(p_adjusted=math.nan, detectable_excess=math.nan)
+    return overall_verdict(rows)
+
+
+def summarize_claims(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One summary per claim (divergence, alpha, claim class, claimed value) of rows judged by :func:`assign_verdicts`.
+
+    Parameters
+    ----------
+    rows : sequence of mapping
+        Judged rows (``verdict``, ``p_adjusted``, ``detectable_excess`` set).
+
+    Returns
+    -------
+    list of dict
+        In the order the claims first occur, each with ``divergence``,
+        ``alpha`` (NaN when not Renyi), ``claim_class``, ``claim``,
+        ``verdict`` (one of :data:`CLAIM_VERDICTS`), ``strongest_task`` (the
+        refuting row with the smallest adjusted p-value, ties to the larger
+        estimate; None when untested), its ``p_adjusted``,
+        ``detectable_excess`` (smallest over the refuting rows that ran: the
+        excess this audit detects with probability :data:`POWER`),
+        ``refuting_rows`` (how many ran) and ``note``.
+    """
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(_claim_key(row), []).append(row)
+    return [_summarize_claim(key, members) for key, members in groups.items()]
+
+
+def overall_verdict(rows: Sequence[Mapping[str, Any]]) -> str:
+    """``"violation"``, ``"inconclusive"`` or ``"pass"`` from judged rows (module docstring)."""
     verdicts = {row["verdict"] for row in rows}
     if verdicts & {"violation", "unbounded"}:
         return "violation"
-    return "inconclusive" if "inconclusive" in verdicts else "pass"
+    untested = any(claim["verdict"] == "untested" for claim in summarize_claims(rows))
+    return "inconclusive" if "inconclusive" in verdicts or untested or not rows else "pass"
 
 
-def exit_code(rows: Sequence[dict], verdict: str) -> int:
-    """2 if any task failed, else 1 for a violation, else 0 (DESIGN.md, "Contract: command line")."""
-    if any(row["error"] for row in rows):
+def exit_code(rows: Sequence[Mapping[str, Any]], verdict: str) -> int:
+    """2 if any task failed, a claim is untested or nothing ran, else 1 for a violation, else 0.
+
+    DESIGN.md, "Contract: command line": 2 is an error, and an audit that
+    could not test a claim is incomplete.
+    """
+    incomplete = not rows or any(_failed(row) for row in rows)
+    if incomplete or any(claim["verdict"] == "untested" for claim in summarize_claims(rows)):
         return EXIT_ERROR
     return EXIT_VIOLATION if verdict == "violation" else EXIT_PASS
 
 
+def _deterministic_release(row: Mapping[str, Any], evidence: Evidence | None) -> bool:
+    """The row is flagged ``unbounded`` and no attack scored it: the runner saw a deterministic release.
+
+    An infinite estimate that an attack computed (``evidence`` present) came
+    from a finite sample and proves nothing infinite.
+    """
+    return bool(row.get("unbounded", False)) and evidence is None
+
+
 def _p_value(row: dict, evidence: Evidence | None) -> float:
+    """The row's p-value in Holm's family: 0 when unbounded, 1 with a caveat, NaN (read as 1) without evidence."""
     if row["estimate"] == math.inf:
         return 0.0
     if evidence is None or math.isnan(row["estimate"]):
         return math.nan
+    if getattr(evidence, "caveat", None):
+        return 1.0
     return float(evidence.p_value(row["claim"]))
 
 
@@ -172,7 +331,12 @@ def _judge(row: dict, evidence: Evidence | None, level: float, rejected: bool) -
     estimate, claim = row["estimate"], row["claim"]
     if estimate == math.inf:
         row.update(verdict="unbounded", ci_low=math.inf, ci_high=math.inf)
-        row["note"] = _join(row["note"], "unbounded: the outputs are separable, so every finite claim fails")
+        row["note"] = _join(row["note"], "unbounded: a deterministic release, so every finite claim fails")
+        return
+    caveat = None if evidence is None else getattr(evidence, "caveat", None)
+    if caveat:
+        row.update(verdict="inconclusive", ci_low=math.nan, ci_high=math.nan)
+        row["note"] = _join(row["note"], f"interval not trusted: {caveat}")
         return
     _set_interval(row, evidence, 1.0 - 2.0 * level)
     if math.isnan(estimate):
@@ -182,11 +346,21 @@ def _judge(row: dict, evidence: Evidence | None, level: float, rejected: bool) -
         row["verdict"] = "violation"
     elif estimate > claim:
         row["verdict"] = "inconclusive"
-        needed = samples_to_decide(row["n_samples"], estimate, row["ci_low"], claim)
-        more = f"; about {needed} samples per dataset would decide it" if needed else ""
-        row["note"] = _join(row["note"], f"estimate exceeds the claim but not at the family-wise level{more}")
+        row["note"] = _join(
+            row["note"],
+            f"estimate exceeds the claim but not at the family-wise level (Holm-adjusted p = {row['p_adjusted']:.3g})",
+        )
     else:
         row["verdict"] = "pass"
+
+
+def _row_detectable_excess(row: dict, evidence: Evidence | None, level: float) -> float:
+    """Excess this row detects with probability POWER; 0 for a deterministic release, +inf when it cannot reject."""
+    if row["verdict"] == "unbounded":
+        return 0.0
+    if evidence is None or getattr(evidence, "caveat", None) or math.isnan(row["estimate"]):
+        return math.inf
+    return detectable_excess(evidence, level)
 
 
 def _set_interval(row: dict, evidence: Evidence | None, confidence: float) -> None:
@@ -195,6 +369,67 @@ def _set_interval(row: dict, evidence: Evidence | None, confidence: float) -> No
         return
     low, high = evidence.confidence_interval(confidence)
     row.update(ci_low=float(low), ci_high=float(high))
+
+
+def _claim_key(row: Mapping[str, Any]) -> tuple:
+    alpha = row.get("alpha")
+    alpha = None if alpha is None or (isinstance(alpha, float) and math.isnan(alpha)) else float(alpha)
+    return row["divergence"], alpha, row["claim_class"], float(row["claim"])
+
+
+def _summarize_claim(key: tuple, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    divergence, alpha, claim_class, claim = key
+    refuting = [row for row in rows if row["refutes_claim"]]
+    ran = [row for row in refuting if not _failed(row)]
+    verdicts = {row["verdict"] for row in refuting}
+    if verdicts & {"violation", "unbounded"}:
+        verdict = "violation"
+    elif not ran:
+        verdict = "untested"
+    else:
+        verdict = "inconclusive" if "inconclusive" in verdicts else "pass"
+    summary = {
+        "divergence": divergence,
+        "alpha": math.nan if alpha is None else alpha,
+        "claim_class": claim_class,
+        "claim": claim,
+        "verdict": verdict,
+        "strongest_task": None,
+        "p_adjusted": math.nan,
+        "detectable_excess": math.nan,
+        "refuting_rows": len(ran),
+        "note": _untested_note(claim_class, refuting, rows) if verdict == "untested" else "",
+    }
+    if ran:
+        strongest = min(ran, key=lambda row: (_or(row.get("p_adjusted"), 1.0), -_or(row["estimate"], -math.inf)))
+        summary.update(
+            strongest_task=strongest["task"],
+            p_adjusted=_or(strongest.get("p_adjusted"), math.nan),
+            detectable_excess=min(_or(row.get("detectable_excess"), math.inf) for row in ran),
+        )
+    return summary
+
+
+def _untested_note(claim_class: str, refuting: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]) -> str:
+    if refuting:
+        failed = sorted({row["function_class"] for row in refuting})
+        return f"every attack that could refute it failed (classes {', '.join(failed)}); see the failed tasks"
+    classes = sorted({row["function_class"] for row in rows})
+    return (
+        f"no attack class of the audit ({', '.join(classes)}) is contained in {claim_class!r}; "
+        f"add one that is to [attacks] classes"
+    )
+
+
+def _failed(row: Mapping[str, Any]) -> bool:
+    """The row's task failed: its ``error`` is a message (None, NaN or "" when it ran)."""
+    error = row.get("error")
+    return isinstance(error, str) and error != ""
+
+
+def _or(value: Any, default: float) -> float:
+    """``value`` as a float, ``default`` when it is None or NaN."""
+    return default if value is None or math.isnan(float(value)) else float(value)
 
 
 def _join(note: str | None, text: str) -> str:

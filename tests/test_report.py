@@ -25,13 +25,15 @@ def _row(pair, function_class, divergence, alpha, estimate, ci, claim, claim_cla
         "n_samples": 20000,
         "claim": claim,
         "claim_class": claim_class,
-        "refutes_claim": verdict in ("violation", "unbounded"),
+        "refutes_claim": verdict != "info",
         "theory_bound": extra.pop("theory_bound", NAN),
         "exact": extra.pop("exact", NAN),
         "verdict": verdict,
         "note": note,
         "task": f"{pair}/{function_class}/{divergence}/{alpha}",
         "error": None,
+        "p_adjusted": extra.pop("p_adjusted", NAN),
+        "detectable_excess": extra.pop("detectable_excess", NAN),
     }
 
 
@@ -39,10 +41,13 @@ def _row(pair, function_class, divergence, alpha, estimate, ci, claim, claim_cla
 def table():
     return pd.DataFrame(
         [
-            _row("p0", "linear", "renyi", 4.0, 0.40, (0.38, 0.42), 0.5, "linear", "pass", theory_bound=0.73, exact=0.41),
-            _row("p0", "poly2", "renyi", 4.0, 0.61, (0.58, 0.64), 0.5, "poly2", "violation", "lower bound 0.58 > 0.5"),
+            _row("p0", "linear", "renyi", 4.0, 0.40, (0.38, 0.42), 0.5, "linear", "pass", theory_bound=0.73, exact=0.41,
+                 p_adjusted=1.0, detectable_excess=0.05),
+            _row("p0", "poly2", "renyi", 4.0, 0.61, (0.58, 0.64), 0.5, "poly2", "violation", "lower bound 0.58 > 0.5",
+                 p_adjusted=0.001, detectable_excess=0.06),
             _row("p0", "poly3", "renyi", 4.0, 0.52, (0.49, 0.55), 0.5, "poly2", "info", exact=0.6407),
-            _row("p0", "mlp", "kl", NAN, 0.30, (0.25, 0.35), 0.28, "all", "inconclusive", "80000 samples would decide"),
+            _row("p0", "mlp", "kl", NAN, 0.30, (0.25, 0.35), 0.28, "all", "inconclusive", "Holm-adjusted p = 0.2",
+              p_adjusted=0.2, detectable_excess=0.09),
             _row("p1", "linear", "kl", NAN, INF, (50.0, INF), 0.28, "all", "unbounded", "samples separable"),
         ]
     )
@@ -61,7 +66,7 @@ def test_results_json_has_the_contract_schema_and_is_strict_json(written, table)
     out, _ = written
     text = (out / "results.json").read_text()
     document = json.loads(text, parse_constant=lambda name: pytest.fail(f"non-standard JSON constant {name}"))
-    assert set(document) == {"schema_version", "verdict", "seed", "seconds", "versions", "config", "audited", "pairs", "rows"}
+    assert set(document) == {"schema_version", "verdict", "seed", "seconds", "versions", "config", "audited", "pairs", "claims", "rows"}
     assert document["schema_version"] == SCHEMA_VERSION
     assert document["verdict"] == "violation" and document["seed"] == 3
     assert len(document["rows"]) == len(table)
@@ -96,10 +101,11 @@ def test_report_puts_the_verdict_first_then_violations(written):
     text = report.read_text()
     heading_lines = [line for line in text.splitlines() if line.startswith("## ")]
     assert heading_lines[0] == "## Verdict: **VIOLATION**"
-    assert heading_lines[1].startswith("## Violations (1)")
+    assert heading_lines[1] == "## Claims"
+    assert heading_lines[2].startswith("## Violations (1)")
     violations = text.index("## Violations")
     assert text.index("lower bound 0.58 > 0.5") > violations
-    assert text.index("80000 samples would decide") < text.index("## Results per claim")
+    assert text.index("Holm-adjusted p = 0.2") < text.index("## Results per claim")
     assert "0.61 [0.58, 0.64]" in text and "inf [50, inf]" in text
     assert "Holm" in text and "0.95" in text and "|t|" in text
 
@@ -133,3 +139,60 @@ def test_report_says_when_the_mechanism_cannot_be_seeded(tmp_path, table, seedab
         versions={"mechanism_seedable": seedable}, config=config,
     )
     assert ("Not reproducible bit for bit" in path.read_text()) is (not seedable)
+
+
+def test_results_json_summarises_each_claim(written):
+    """Claims (linear, renyi 4) <= .5, (poly2, renyi 4) <= .5 and (all, kl) <= .28 (the poly3 row is info, the
+    mlp row inconclusive and the linear kl row unbounded: a violation)."""
+    out, _ = written
+    claims = json.loads((out / "results.json").read_text())["claims"]
+    by_class = {claim["claim_class"]: claim for claim in claims}
+    assert [claim["claim_class"] for claim in claims] == ["linear", "poly2", "all"]
+    assert by_class["linear"]["verdict"] == "pass" and by_class["linear"]["detectable_excess"] == 0.05
+    assert by_class["poly2"]["verdict"] == "violation" and by_class["poly2"]["strongest_task"] == "p0/poly2/renyi/4.0"
+    assert by_class["poly2"]["p_adjusted"] == 0.001 and by_class["poly2"]["alpha"] == 4.0
+    assert by_class["all"]["verdict"] == "violation" and by_class["all"]["alpha"] is None
+    _, meta = load_results(out)
+    assert meta["claims"] == claims
+
+
+def test_report_shows_the_claims_with_adjusted_p_and_detectable_excess(written):
+    _, report = written
+    text = report.read_text()
+    claims = text[text.index("## Claims"):text.index("## Violations")]
+    assert "(poly2, Renyi alpha=4) <= 0.5" in claims and "**violation**" in claims
+    assert "detectable excess (80% power)" in claims and "0.05" in claims and "0.001" in claims
+    assert "untested" in text  # the Method section explains the claim verdicts
+
+
+def test_an_untested_claim_is_reported_with_its_reason(tmp_path, table):
+    failed = table.iloc[[0]].assign(error="attack linear/renyi failed: boom", verdict="inconclusive",
+                                    refutes_claim=True,
+                                    estimate=NAN, p_adjusted=NAN, detectable_excess=NAN)
+    report = write_audit_report(tmp_path, table=failed, verdict="inconclusive", seed=0, seconds=0.1, versions={},
+                                config={"attacks": {"confidence": 0.95}})
+    (claim,) = json.loads((tmp_path / "results.json").read_text())["claims"]
+    assert claim["verdict"] == "untested" and claim["strongest_task"] is None and "classes linear" in claim["note"]
+    assert "**untested**" in report.read_text()
+
+
+def test_an_audit_writes_its_claims_and_adjusted_p_values(tmp_path):
+    """Through run_audit: a claim far above the truth passes with adjusted p = 1 (Holm's cap), one far below is
+    violated; the claims in results.json match AuditResult.claims and the rows' p_adjusted column."""
+    from audit import run_audit
+
+    config = {
+        "mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
+        "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 5.0},
+                   {"divergence": "kl", "function_class": "linear", "epsilon": 0.01}],
+        "attacks": {"classes": ["linear"], "n_samples": 4000, "confidence": 0.95},
+        "run": {"seed": 0, "n_jobs": 1},
+    }
+    result = run_audit(config, progress=False)
+    result.write(tmp_path)
+    claims = json.loads((tmp_path / "results.json").read_text())["claims"]
+    assert [(c["claim"], c["verdict"]) for c in claims] == [(5.0, "pass"), (0.01, "violation")]
+    assert claims[0]["p_adjusted"] == 1.0 and 0 < claims[0]["detectable_excess"] < 5.0
+    rows = result.table.set_index("task")
+    assert claims[1]["p_adjusted"] == rows.loc[rows["claim"] == 0.01, "p_adjusted"].min() <= 0.05
+    assert [c["verdict"] for c in result.claims] == ["pass", "violation"]

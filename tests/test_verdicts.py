@@ -1,4 +1,4 @@
-"""Row verdicts, Holm's step-down and the overall verdict, on synthetic evidence."""
+"""Row verdicts, Holm's step-down, claim summaries and the overall verdict, on synthetic evidence."""
 
 import math
 from dataclasses import dataclass
@@ -8,14 +8,19 @@ import pytest
 from scipy.stats import norm
 
 from audit.verdicts import (
+    CLAIM_VERDICTS,
     EXIT_ERROR,
     EXIT_PASS,
     EXIT_VIOLATION,
+    INFINITE_WITHOUT_RELEASE,
+    POWER,
     assign_verdicts,
+    detectable_excess,
     exit_code,
+    holm_adjusted,
     holm_levels,
     holm_rejections,
-    samples_to_decide,
+    summarize_claims,
 )
 
 
@@ -32,6 +37,13 @@ class NormalEvidence:
     def confidence_interval(self, confidence: float = 0.95) -> tuple[float, float]:
         half = norm.ppf(0.5 + confidence / 2) * self.standard_error
         return self.estimate - half, self.estimate + half
+
+
+@dataclass(frozen=True)
+class CaveatEvidence(NormalEvidence):
+    """Normal evidence whose interval the estimator flagged as untrustworthy."""
+
+    caveat: str | None = "three held-out terms carry 90% of the objective"
 
 
 @pytest.mark.parametrize(
@@ -55,9 +67,10 @@ def test_holm_levels_follow_the_ranks():
     np.testing.assert_allclose(holm_levels([0.01, 0.04, 0.03, 0.005], 0.05), [0.05 / 3, 0.05, 0.025, 0.0125])
 
 
-def _row(task, estimate, claim, refutes=True, error=None):
-    return {"task": task, "estimate": estimate, "claim": claim, "refutes_claim": refutes,
-            "n_samples": 1000, "error": error, "note": ""}
+def _row(task, estimate, claim, refutes=True, error=None, unbounded=False, claim_class="all", function_class="linear"):
+    return {"task": task, "estimate": estimate, "claim": claim, "refutes_claim": refutes, "n_samples": 1000,
+            "error": error, "note": "", "unbounded": unbounded, "divergence": "kl", "alpha": math.nan,
+            "claim_class": claim_class, "function_class": function_class}
 
 
 def test_row_verdicts_and_overall():
@@ -72,7 +85,7 @@ def test_row_verdicts_and_overall():
     overall = assign_verdicts(rows, evidence, confidence=0.95)
     assert [row["verdict"] for row in rows] == ["violation", "pass", "inconclusive", "info"]
     assert overall == "violation" and exit_code(rows, overall) == EXIT_VIOLATION
-    assert "samples per dataset would decide" in rows[2]["note"]
+    assert "Holm-adjusted p = " in rows[2]["note"] and "samples" not in rows[2]["note"]
 
 
 def test_intervals_use_the_holm_level_of_each_row():
@@ -116,7 +129,8 @@ def test_nan_estimate_is_never_pass(claim):
 
 
 def test_unbounded_row_is_a_violation_and_info_stays_info():
-    rows = [_row("sep", math.inf, 100.0), _row("sep-info", math.inf, 100.0, refutes=False)]
+    rows = [_row("sep", math.inf, 100.0, unbounded=True),
+            _row("sep-info", math.inf, 100.0, refutes=False, unbounded=True)]
     overall = assign_verdicts(rows, {"sep": None, "sep-info": None}, confidence=0.95)
     assert [row["verdict"] for row in rows] == ["unbounded", "info"]
     assert overall == "violation" and "unbounded" in rows[0]["note"]
@@ -142,10 +156,142 @@ def test_all_pass_exits_0():
     assert overall == "pass" and exit_code(rows, overall) == EXIT_PASS
 
 
-def test_samples_to_decide_clears_the_claim():
-    """At n_needed the half-width, shrunk by sqrt(n / n_needed), is at most the gap estimate - claim."""
-    n, estimate, ci_low, claim = 1000, 0.6, 0.4, 0.5
-    needed = samples_to_decide(n, estimate, ci_low, claim)
-    assert needed == 4000  # half-width 0.2 must halve to 0.1: 4 times the samples
-    assert (estimate - ci_low) * math.sqrt(n / needed) <= estimate - claim + 1e-12
-    assert samples_to_decide(n, 0.4, 0.3, 0.5) is None
+
+def test_holm_adjusted_matches_hand_computation():
+    """Sorted 0.005, 0.01, 0.03, 0.04: 4 x .005 = .02, 3 x .01 = .03, 2 x .03 = .06, then max(.06, .04)."""
+    np.testing.assert_allclose(holm_adjusted([0.01, 0.04, 0.03, 0.005]), [0.03, 0.06, 0.06, 0.02])
+    np.testing.assert_allclose(holm_adjusted([0.6, math.nan]), [1.0, 1.0])  # capped at 1; NaN counts as 1
+
+
+@pytest.mark.parametrize("level", [0.01, 0.05, 0.2])
+def test_holm_rejects_exactly_the_adjusted_p_values_at_most_the_level(level):
+    """The step-down rule p_(k) <= level / (m - k + 1) for all j <= k, checked against the adjusted p-values."""
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        p = rng.uniform(0, 0.1, size=rng.integers(1, 8)) ** rng.uniform(0.5, 2)
+        order = np.argsort(p, kind="stable")
+        below = p[order] <= level / (p.size - np.arange(p.size))
+        n_rejected = p.size if below.all() else int(np.argmin(below))
+        expected = np.zeros(p.size, dtype=bool)
+        expected[order[:n_rejected]] = True
+        np.testing.assert_array_equal(holm_rejections(p, level), expected)
+        np.testing.assert_array_equal(holm_adjusted(p) <= level, expected)
+
+
+def test_violation_exactly_when_the_adjusted_p_value_is_at_most_the_level():
+    rng = np.random.default_rng(1)
+    estimates = rng.normal(0.5, 0.15, size=12)
+    rows = [_row(f"t{i}", value, 0.5) for i, value in enumerate(estimates)]
+    evidence = {row["task"]: NormalEvidence(row["estimate"], 0.05) for row in rows}
+    assign_verdicts(rows, evidence, confidence=0.95)
+    for row in rows:
+        assert (row["verdict"] == "violation") == (row["p_adjusted"] <= 0.05)
+        assert (row["verdict"] == "violation") == (row["ci_low"] > 0.5)
+
+
+def test_a_caveat_row_is_inconclusive_with_p_1_and_keeps_the_family_size():
+    """The caveat row's estimate is far above the claim: still no violation.  It stays in Holm's family with
+    p = 1, so the trusted row "b" (p = 0.03) is judged at .05/2 and not rejected; dropped, it would be."""
+    rows = [_row("flagged", 9.0, 0.5), _row("b", 0.5 + norm.isf(0.03) * 0.1, 0.5)]
+    evidence = {"flagged": CaveatEvidence(9.0, 0.01), "b": NormalEvidence(rows[1]["estimate"], 0.1)}
+    overall = assign_verdicts(rows, evidence, confidence=0.95)
+    assert [row["verdict"] for row in rows] == ["inconclusive", "inconclusive"]
+    assert "interval not trusted: three held-out terms" in rows[0]["note"]
+    assert math.isnan(rows[0]["ci_low"]) and math.isnan(rows[0]["ci_high"])
+    assert rows[0]["p_adjusted"] == 1.0 and rows[0]["detectable_excess"] == math.inf
+    assert rows[1]["p_adjusted"] == pytest.approx(0.06)
+    assert rows[1]["ci_low"] == pytest.approx(rows[1]["estimate"] - norm.isf(0.025) * 0.1)
+    assert overall == "inconclusive" and exit_code(rows, overall) == EXIT_PASS
+
+
+def test_a_caveat_row_below_the_claim_is_not_a_pass():
+    rows = [_row("flagged", -37.9, 0.5)]
+    overall = assign_verdicts(rows, {"flagged": CaveatEvidence(-37.9, 0.1)}, confidence=0.95)
+    assert rows[0]["verdict"] == "inconclusive" and overall == "inconclusive"
+
+
+def test_evidence_with_caveat_none_is_trusted():
+    rows = [_row("a", 2.0, 0.5)]
+    assign_verdicts(rows, {"a": CaveatEvidence(2.0, 0.1, caveat=None)}, confidence=0.95)
+    assert rows[0]["verdict"] == "violation"
+
+
+@pytest.mark.parametrize(
+    ("unbounded", "evidence"),
+    [(False, None), (True, NormalEvidence(math.inf, math.nan)), (False, NormalEvidence(math.inf, math.nan))],
+    ids=["not flagged", "flagged by an attack's score", "an attack's inf"],
+)
+def test_an_infinite_estimate_other_than_a_deterministic_release_is_an_error_not_a_violation(unbounded, evidence):
+    rows = [_row("sep", math.inf, 12.0, unbounded=unbounded), _row("ok", 0.1, 12.0)]
+    overall = assign_verdicts(rows, {"sep": evidence, "ok": NormalEvidence(0.1, 0.05)}, confidence=0.95)
+    assert rows[0]["verdict"] == "inconclusive" and rows[0]["error"] == INFINITE_WITHOUT_RELEASE
+    assert overall == "inconclusive" and exit_code(rows, overall) == EXIT_ERROR
+
+
+def test_a_claim_whose_refuting_rows_all_failed_is_untested_not_a_pass():
+    """Claim (linear, KL) <= 0.5: its only refuting attack failed; the kernel row is info and passes nothing."""
+    rows = [
+        _row("lin", math.nan, 0.5, error="attack linear/kl failed: boom", claim_class="linear"),
+        _row("ker", 0.1, 0.5, refutes=False, claim_class="linear", function_class="kernel"),
+        _row("all", 0.1, 0.7, claim_class="all"),
+    ]
+    overall = assign_verdicts(rows, {"lin": None, "ker": NormalEvidence(0.1, 0.05), "all": NormalEvidence(0.1, 0.05)},
+                              confidence=0.95)
+    claims = {claim["claim_class"]: claim for claim in summarize_claims(rows)}
+    assert all(claim["verdict"] in CLAIM_VERDICTS for claim in claims.values())
+    assert claims["linear"]["verdict"] == "untested" and claims["linear"]["strongest_task"] is None
+    assert "classes linear" in claims["linear"]["note"] and claims["linear"]["refuting_rows"] == 0
+    assert claims["all"]["verdict"] == "pass" and claims["all"]["strongest_task"] == "all"
+    assert overall == "inconclusive" and exit_code(rows, overall) == EXIT_ERROR
+
+
+def test_a_claim_no_attack_class_can_refute_is_untested_and_exits_2():
+    rows = [_row("tree", 0.1, 0.5, refutes=False, claim_class="linear", function_class="tree3")]
+    overall = assign_verdicts(rows, {"tree": NormalEvidence(0.1, 0.05)}, confidence=0.95)
+    (claim,) = summarize_claims(rows)
+    assert claim["verdict"] == "untested" and "tree3" in claim["note"] and "'linear'" in claim["note"]
+    assert overall == "inconclusive" and exit_code(rows, overall) == EXIT_ERROR
+
+
+def test_no_rows_is_not_a_pass():
+    assert assign_verdicts([], {}, confidence=0.95) == "inconclusive"
+    assert exit_code([], "inconclusive") == EXIT_ERROR
+
+
+def test_claim_summary_names_the_strongest_row_and_the_smallest_detectable_excess():
+    """Two claims on the same rows' divergence; the one at 0.5 is refuted by "a" (p adjusted over the family of
+    four refuting rows), the one at 3.0 passes; its detectable excess is that of the row with the smallest error."""
+    rows = [_row("a", 1.0, 0.5), _row("b", 0.4, 0.5), _row("a3", 1.0, 3.0), _row("b3", 0.4, 3.0)]
+    errors = {"a": 0.1, "b": 0.02, "a3": 0.1, "b3": 0.02}
+    evidence = {row["task"]: NormalEvidence(row["estimate"], errors[row["task"]]) for row in rows}
+    assign_verdicts(rows, evidence, confidence=0.95)
+    low, high = summarize_claims(rows)
+    assert (low["claim"], low["verdict"], low["strongest_task"]) == (0.5, "violation", "a")
+    assert low["p_adjusted"] == pytest.approx(4 * norm.sf(5.0))
+    level = 0.05 / 4  # Holm tests a lone false hypothesis first, at the level of a family of four
+    expected = (norm.isf(level) + norm.ppf(POWER)) * 0.02
+    assert low["detectable_excess"] == pytest.approx(expected) == high["detectable_excess"]
+    assert (high["verdict"], high["p_adjusted"], high["refuting_rows"]) == ("pass", 1.0, 2)
+
+
+@pytest.mark.parametrize("level", [0.05, 0.05 / 12])
+def test_detectable_excess_is_detected_with_the_stated_power(level):
+    """A normal estimate centred at claim + detectable_excess exceeds its one-sided bound at ``level`` with
+    probability POWER; 4000 draws estimate it within 4 binomial standard errors (sqrt(.8 .2 / 4000) = .0063)."""
+    standard_error, claim = 0.07, 1.0
+    excess = detectable_excess(NormalEvidence(0.0, standard_error), level)
+    assert excess == pytest.approx((norm.isf(level) + norm.ppf(POWER)) * standard_error)
+    draws = np.random.default_rng(2).normal(claim + excess, standard_error, size=4000)
+    rejected = np.mean([NormalEvidence(x, standard_error).p_value(claim) <= level for x in draws])
+    assert abs(rejected - POWER) <= 4 * math.sqrt(POWER * (1 - POWER) / draws.size)
+
+
+def test_detectable_excess_is_infinite_without_a_finite_interval():
+    assert detectable_excess(NormalEvidence(-math.inf, 0.1), 0.05) == math.inf
+    assert detectable_excess(NormalEvidence(1.0, math.inf), 0.05) == math.inf
+
+
+def test_rows_outside_the_family_have_no_adjusted_p():
+    rows = [_row("info", 0.3, 0.5, refutes=False), _row("bad", math.nan, 0.5, error="boom")]
+    assign_verdicts(rows, {"info": NormalEvidence(0.3, 0.05), "bad": None}, confidence=0.95)
+    assert all(math.isnan(row["p_adjusted"]) and math.isnan(row["detectable_excess"]) for row in rows)
