@@ -1,7 +1,12 @@
 """The ``capaudit`` command line (DESIGN.md, "Contract: command line").
 
 Exit codes: 0 no claim violated, 1 a violation, 2 a usage, config or
-mechanism error (a message on stderr, no traceback).
+mechanism error (a message on stderr, no traceback), 3 an inconclusive
+overall verdict under ``run --strict``, 130 interrupted.
+
+``capaudit summary DIR...`` tabulates the results.json of many audits
+(:mod:`audit.summary`); ``run --json-summary`` prints one line of JSON on
+stdout (the human summary line then goes to stderr).
 
 ``capaudit run CONFIG`` writes its report to ``--out`` (default
 ``reports/<config name>``); ``capaudit demo`` writes two reports under
@@ -18,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
+EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR, EXIT_INCONCLUSIVE_STRICT = 0, 1, 2, 3
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,11 +53,18 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--backend", help="joblib backend: loky, threading, dask, ray (overrides [run] backend)")
     run.add_argument("--seed", type=int, help="the audit's seed (overrides [run] seed)")
     run.add_argument("--resume", action="store_true", help="continue the interrupted run in --out")
+    run.add_argument("--strict", action="store_true", help="exit 3 when the overall verdict is inconclusive")
+    run.add_argument("--json-summary", action="store_true",
+                     help="print one line of JSON on stdout (verdict, exit code, counts, strongest row per claim)")
 
     demo = sub.add_parser("demo", help="audit a correct and a buggy Laplace histogram (no config needed)")
     demo.add_argument("--out", default="reports/demo", help="output directory (default: reports/demo)")
 
-    sub.add_parser("mechanisms", help="list built-in mechanisms and library adapters")
+    mechanisms = sub.add_parser("mechanisms", help="list built-in mechanisms and library adapters")
+    mechanisms.add_argument("--long", action="store_true", help="also kind, parameters and availability")
+
+    summary = sub.add_parser("summary", help="tabulate many audits' results.json as a markdown table")
+    summary.add_argument("dirs", nargs="+", metavar="DIR", help="audit output directories (or results.json files)")
     return parser
 
 
@@ -71,7 +83,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             return _demo(args)
         if args.command == "mechanisms":
-            return _mechanisms()
+            return _mechanisms(args.long)
+        if args.command == "summary":
+            from audit.summary import summary_table
+
+            print(summary_table(args.dirs))
+            return EXIT_PASS
     except (ValueError, MechanismError) as error:
         print(f"capaudit {args.command}: error: {error}", file=sys.stderr)
         return EXIT_ERROR
@@ -89,8 +106,15 @@ def _run(args: argparse.Namespace) -> int:
     result = run_audit(
         args.config, n_jobs=args.n_jobs, seed=args.seed, out_dir=out, resume=args.resume, backend=args.backend
     )
-    _summary(f"audit of {args.config}", result, out)
-    return result.exit_code
+    code = result.exit_code
+    if args.strict and code == EXIT_PASS and result.verdict == "inconclusive":
+        code = EXIT_INCONCLUSIVE_STRICT
+    _summary(f"audit of {args.config}", result, out, sys.stderr if args.json_summary else sys.stdout)
+    if args.json_summary:
+        from audit.summary import json_summary
+
+        print(json_summary(result.table, result.verdict, code, out / "report.md"))
+    return code
 
 
 def demo_configs() -> dict[str, dict]:
@@ -134,26 +158,32 @@ def _demo(args: argparse.Namespace) -> int:
     return max(result.exit_code for result in results.values())
 
 
-def _summary(title: str, result, out: Path) -> None:
+def _summary(title: str, result, out: Path, stream=None) -> None:
     counts = result.table["verdict"].value_counts().to_dict()
     rows = ", ".join(f"{count} {verdict}" for verdict, count in sorted(counts.items()))
-    print(f"{title}: {result.verdict.upper()} ({rows}; {result.seconds:.1f} s) -> {out / 'report.md'}")
+    print(f"{title}: {result.verdict.upper()} ({rows}; {result.seconds:.1f} s) -> {out / 'report.md'}",
+          file=stream or sys.stdout)
     # Failed tasks make the exit code 2: their messages belong on stderr, not only in the report.
     for message in result.table["error"].dropna().unique():
         print(f"capaudit: error: {message}", file=sys.stderr)
 
 
-def _mechanisms() -> int:
+def _mechanisms(long: bool) -> int:
+    """Name, description and true privacy; ``long`` adds kind, parameters and availability."""
     from tabulate import tabulate
 
     from audit.mechanisms import list_mechanisms
 
-    rows = [
-        (info.name, info.kind, info.description, ", ".join(f"{k}={v}" for k, v in info.parameters.items()),
-         info.availability)
-        for info in list_mechanisms()
-    ]
-    print(tabulate(rows, headers=["name", "kind", "description", "parameters", "status"]))
+    if long:
+        rows = [
+            (info.name, info.kind, info.description, ", ".join(f"{k}={v}" for k, v in info.parameters.items()),
+             info.true_privacy, info.availability)
+            for info in list_mechanisms()
+        ]
+        print(tabulate(rows, headers=["name", "kind", "description", "parameters", "true privacy", "status"]))
+    else:
+        rows = [(info.name, info.description, info.true_privacy) for info in list_mechanisms()]
+        print(tabulate(rows, headers=["name", "description", "true privacy"], maxcolwidths=[None, 60, 50]))
     return EXIT_PASS
 
 

@@ -51,13 +51,13 @@ _DIVERGENCE_WORDS = {
 
 def figure_name(divergence: str, alpha: Any) -> str:
     """File stem of a group's figure: ``kl``, ``dp``, ``renyi_alpha4``."""
-    return f"{divergence}_alpha{_number(alpha)}" if divergence == "renyi" else str(divergence)
+    return f"{divergence}_alpha{format_number(alpha)}" if divergence == "renyi" else str(divergence)
 
 
 def divergence_title(divergence: str, alpha: Any = None) -> str:
     """The divergence in words, e.g. ``"Rényi divergence of order 4"``."""
     words = _DIVERGENCE_WORDS.get(divergence, str(divergence))
-    return f"{words} of order {_number(alpha)}" if divergence == "renyi" else words
+    return f"{words} of order {format_number(alpha)}" if divergence == "renyi" else words
 
 
 def mechanism_label(config: Mapping[str, Any]) -> str:
@@ -138,7 +138,7 @@ def plot_group(rows: pd.DataFrame, title: str) -> matplotlib.figure.Figure:
         if np.isfinite(claim.claim):
             ax.axhline(claim.claim, color=CLAIM_COLOUR, linestyle="--", linewidth=1)
             drawn.add("claim")
-        ax.set_title(f"claim: class {claim.claim_class}, at most {_number(claim.claim)}", fontsize=9)
+        ax.set_title(f"claim: class {claim.claim_class}, at most {format_number(claim.claim)}", fontsize=9)
         ax.set_xlim(-0.6, len(classes) - 0.4)
         ax.set_xlabel("attack class")
     axes[0][0].set_ylim(bottom, ceiling + 0.08 * (ceiling - bottom))
@@ -216,7 +216,8 @@ def _same(column: pd.Series, value: float) -> pd.Series:
     return values.isna() if math.isnan(value) else values == value
 
 
-def _number(value: Any) -> str:
+def format_number(value: Any) -> str:
+    """A number as the report prints it: 4 significant digits, ``-`` for a missing one, ``inf``."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     return f"{value:.4g}" if isinstance(value, (int, float, np.number)) else str(value)
