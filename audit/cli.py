@@ -19,6 +19,7 @@ a violation, which it does by design: the buggy mechanism's claim is refuted.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -91,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_PASS
     except (ValueError, MechanismError) as error:
         print(f"capaudit {args.command}: error: {error}", file=sys.stderr)
+        if getattr(args, "json_summary", False):  # CI reads the line even when there is no verdict
+            print(json.dumps({"verdict": None, "exit_code": EXIT_ERROR, "error": str(error)}))
         return EXIT_ERROR
     except KeyboardInterrupt:
         print(f"capaudit {args.command}: interrupted; finished tasks are kept in --out, continue with --resume",
@@ -182,8 +185,11 @@ def _mechanisms(long: bool) -> int:
         ]
         print(tabulate(rows, headers=["name", "kind", "description", "parameters", "true privacy", "status"]))
     else:
-        rows = [(info.name, info.description, info.true_privacy) for info in list_mechanisms()]
+        infos = list_mechanisms()
+        rows = [(info.name + ("" if info.available else " *"), info.description, info.true_privacy) for info in infos]
         print(tabulate(rows, headers=["name", "description", "true privacy"], maxcolwidths=[None, 60, 50]))
+        if not all(info.available for info in infos):
+            print("* unavailable here: its library is missing; `capaudit mechanisms --long` says how to install it")
     return EXIT_PASS
 
 

@@ -53,6 +53,9 @@ CONFIGS = [
     config(500_000, ["linear", "kernel"]),
     config(300_000, ["linear", "poly2"], n_jobs=2, pairs=2),
     config(200_000, ["linear", "poly3"], dim=3),
+    config(200_000, ["mlp"]),
+    config(1_000_000, ["tree3"]),
+    config(100_000, ["linear"], n_jobs=2, pairs=2),
 ]
 QUICK = [config(20_000, ["linear"]), config(200_000, ["linear", "poly2"])]
 

@@ -101,3 +101,9 @@ def test_summary_tabulates_many_audits(inconclusive, tmp_path, capsys):
     assert "dp (all) <= 0.1: estimate" in table[2] and ("P\\|Q" in table[2] or "Q\\|P" in table[2])
     assert main(["summary", str(tmp_path / "nowhere")]) == 2
     assert "no results.json" in capsys.readouterr().err
+
+
+def test_json_summary_on_an_error_is_still_one_line(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "missing.toml"), "--json-summary"]) == 2
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["verdict"] is None and summary["exit_code"] == 2 and "does not exist" in summary["error"]
