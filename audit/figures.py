@@ -221,3 +221,128 @@ def format_number(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     return f"{value:.4g}" if isinstance(value, (int, float, np.number)) else str(value)
+
+
+def write_evidence_figures(strongest: pd.DataFrame, figure_dir: pathlib.Path, *, mechanism: str) -> list[pathlib.Path]:
+    """The held-out scores behind each claim's strongest row: ``witness.png`` and, for dp and ipm, ``roc.png``.
+
+    Parameters
+    ----------
+    strongest : pandas.DataFrame
+        One row per claim (:func:`audit.summary.strongest_per_claim`) with a
+        ``held_out_scores`` column (:func:`attacks.estimate.score_histogram`'s
+        dict, or None where the row has no scores, e.g. a failed task).
+    figure_dir : Path
+    mechanism : str
+
+    Returns
+    -------
+    list of Path
+        The files written (none when no row has scores).
+    """
+    rows = strongest[strongest["held_out_scores"].map(_has_scores)]
+    figures = {"witness": (rows, plot_witness_histograms, "Held-out scores of the winning witness, per claim")}
+    figures["roc"] = (rows[rows["divergence"].isin(["dp", "ipm"])], plot_roc, "ROC of the winning attack set, per claim")
+    paths = []
+    for name, (members, plot, title) in figures.items():
+        if len(members):
+            fig = plot(members, f"{title} — {mechanism}")
+            fig.savefig(figure_dir / f"{name}.png", dpi=110)
+            plt.close(fig)
+            paths.append(figure_dir / f"{name}.png")
+    return paths
+
+
+def plot_witness_histograms(rows: pd.DataFrame, title: str) -> matplotlib.figure.Figure:
+    """A panel per row: densities of the held-out score on P and on Q, and the attack set's threshold."""
+    fig, axes = plt.subplots(1, len(rows), figsize=(4.6 * len(rows) + 1.0, 3.8), squeeze=False)
+    for ax, row in zip(axes[0], rows.to_dict(orient="records")):
+        scores = row["held_out_scores"]
+        edges = np.asarray(scores["edges"])
+        for law, colour in (("p", "tab:blue"), ("q", "tab:brown")):
+            counts = np.asarray(scores[law], dtype=float)
+            ax.stairs(counts / max(counts.sum(), 1.0) / np.diff(edges), edges, color=colour,
+                      label=f"{law.upper()} (held out, {int(counts.sum())})")
+        if scores.get("threshold") is not None:
+            ax.axvline(scores["threshold"], color="black", linestyle=":", label="attack set: score > t")
+        ax.set_title(_row_title(row), fontsize=8)
+        ax.set_xlabel("witness score (large on P)")
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("density")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_roc(rows: pd.DataFrame, title: str) -> matplotlib.figure.Figure:
+    """Per row, the ROC of the sets {score > t} on linear and on log axes; for dp the claim's epsilon-DP region.
+
+    A set S with P(S) = TPR and Q(S) = FPR is allowed by epsilon-DP (delta = 0)
+    only if TPR <= min(e^eps FPR, 1 - e^-eps (1 - FPR)) (the hypothesis-testing
+    view of DP, Kairouz, Oh and Viswanath 2015); the shaded region is that set.
+    Points come from the binned held-out scores, without confidence intervals:
+    the verdict is in the table.
+    """
+    fig, axes = plt.subplots(len(rows), 2, figsize=(9.5, 4.0 * len(rows)), squeeze=False)
+    for (linear, log), row in zip(axes, rows.to_dict(orient="records")):
+        fpr, tpr, chosen = roc_points(row["held_out_scores"])
+        for ax, scale in ((linear, "linear"), (log, "log")):
+            grid = np.linspace(0.0, 1.0, 201) if scale == "linear" else np.logspace(-4, 0, 201)
+            if row["divergence"] == "dp" and np.isfinite(row["claim"]):
+                epsilon = float(row["claim"])
+                bound = np.minimum(np.exp(epsilon) * grid, 1.0 - np.exp(-epsilon) * (1.0 - grid))
+                ax.fill_between(grid, 0.0, bound, color="tab:green", alpha=0.15,
+                                label=f"{format_number(epsilon)}-DP region (delta = 0)")
+            ax.plot(grid, grid, color="gray", linewidth=0.8, label="chance")
+            ax.plot(fpr, tpr, marker=".", color="tab:blue", label="sets {score > t}, held out")
+            if chosen is not None:
+                ax.plot(*chosen, marker="*", markersize=12, color="tab:red", linestyle="",
+                        label="the attack set")
+            ax.set_xscale(scale)
+            ax.set_yscale(scale)
+            ax.set_xlabel("FPR = Q(S)")
+            ax.set_ylabel("TPR = P(S)")
+            ax.set_title(f"{_row_title(row)}\n({scale} axes)", fontsize=8)
+        log.set_xlim(left=max(1e-4, 0.5 * min([x for x in fpr if x > 0], default=1e-4)))
+        log.set_ylim(bottom=max(1e-4, 0.5 * min([y for y in tpr if y > 0], default=1e-4)))
+        linear.legend(fontsize=7, loc="lower right")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def roc_points(scores: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, tuple[float, float] | None]:
+    """(FPR, TPR) of the sets {score >= e} at every bin edge e, and the attack set's point (or None).
+
+    Parameters
+    ----------
+    scores : mapping
+        :func:`attacks.estimate.score_histogram`'s dict.
+
+    Returns
+    -------
+    fpr, tpr : arrays of shape (n_edges,)
+        Q's and P's share of held-out scores at or above each edge, from 1 down to 0.
+    chosen : (fpr, tpr) or None
+        At the first edge at or above the threshold, when there is one.
+    """
+    p, q = np.asarray(scores["p"], dtype=float), np.asarray(scores["q"], dtype=float)
+    tpr = np.r_[np.cumsum(p[::-1])[::-1], 0.0] / max(p.sum(), 1.0)
+    fpr = np.r_[np.cumsum(q[::-1])[::-1], 0.0] / max(q.sum(), 1.0)
+    threshold = scores.get("threshold")
+    if threshold is None:
+        return fpr, tpr, None
+    index = int(np.searchsorted(np.asarray(scores["edges"]), threshold))
+    return fpr, tpr, (float(fpr[min(index, fpr.size - 1)]), float(tpr[min(index, tpr.size - 1)]))
+
+
+def _row_title(row: Mapping[str, Any]) -> str:
+    return (
+        f"{divergence_title(row['divergence'], row['alpha'])}, class {row['claim_class']} "
+        f"at most {format_number(row['claim'])}\n{row['function_class']} {row['pair']} {row['direction']}: "
+        f"estimate {format_number(row['estimate'])}, lower bound {format_number(row['ci_low'])}, {row['verdict']}"
+    )
+
+
+def _has_scores(value: Any) -> bool:
+    return isinstance(value, Mapping) and len(value.get("edges", ())) >= 2

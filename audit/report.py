@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from audit.figures import mechanism_label, write_figures
+from audit.figures import mechanism_label, write_evidence_figures, write_figures
 from audit.html_report import write_html_report
+from audit.summary import strongest_per_claim
 
 ROW_COLUMNS = (
     "pair",
@@ -110,8 +111,10 @@ def write_audit_report(
     # default=str: TOML dates and the like in the config are written as text.
     text = json.dumps(_json_value(document), indent=2, allow_nan=False, default=str)
     (out_dir / "results.json").write_text(text + "\n")
-    table.to_csv(out_dir / "results.csv", index=False)
+    table.drop(columns=["held_out_scores"], errors="ignore").to_csv(out_dir / "results.csv", index=False)
     figures = write_figures(table, out_dir / "figures", mechanism=mechanism_label(config))
+    if "held_out_scores" in table.columns:
+        figures += write_evidence_figures(strongest_per_claim(table), out_dir / "figures", mechanism=mechanism_label(config))
     report = out_dir / "report.md"
     report.write_text(_markdown(_by_importance(table), meta, [path.relative_to(out_dir) for path in figures]))
     write_html_report(report)

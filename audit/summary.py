@@ -25,7 +25,6 @@ import numpy as np
 import pandas as pd
 
 from audit.figures import format_number, mechanism_label
-from audit.report import _json_value, load_results
 
 CLAIM_KEYS = ("divergence", "alpha", "claim_class", "claim")
 """The columns that together name a claim."""
@@ -80,6 +79,8 @@ def json_summary(table: pd.DataFrame, verdict: str, exit_code: int, report: str 
         "strongest": [{claim keys, pair, direction, function_class, estimate,
         ci_low, verdict}, ...], "report": path or null}`` without newlines.
     """
+    from audit.report import _json_value  # audit.report imports this module
+
     columns = [*CLAIM_KEYS, "pair", "direction", "function_class", "estimate", "ci_low", "verdict"]
     strongest = strongest_per_claim(table)[columns].to_dict(orient="records") if len(table) else []
     document = {
@@ -113,6 +114,8 @@ def summary_table(paths: Sequence[str | pathlib.Path]) -> str:
     ValueError
         If a path holds no results.json (the message names it).
     """
+    from audit.report import load_results
+
     lines = []
     for path in map(pathlib.Path, paths):
         file = path / "results.json" if path.is_dir() else path

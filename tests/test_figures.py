@@ -1,16 +1,21 @@
-"""audit.figures: one labelled point per row, a panel per claim, a legend of what is drawn."""
+"""audit.figures: one labelled point per row, a panel per claim, a legend of what is drawn; ROC and witness."""
 
 import math
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import pytest
 
+from attacks.estimate import score_histogram
 from audit.figures import (
     divergence_title,
     interval_level_text,
     mechanism_label,
     plot_group,
+    plot_roc,
+    roc_points,
+    write_evidence_figures,
     write_figures,
 )
 
@@ -82,3 +87,34 @@ def test_titles_are_words_with_the_mechanism_and_the_level(tmp_path, two_claims)
     paths = write_figures(two_claims, tmp_path, mechanism="laplace (epsilon=1.0)")
     assert [path.name for path in paths] == ["kl.png"]
     assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_score_histogram_keeps_every_held_out_score_and_discrete_values_apart():
+    rng = np.random.default_rng(0)
+    continuous = score_histogram(rng.normal(1, 1, 500), rng.normal(0, 1, 700), threshold=0.4, side=-1)
+    assert len(continuous["edges"]) == 41 and sum(continuous["p"]) == 500 and sum(continuous["q"]) == 700
+    assert continuous["threshold"] == -0.4  # the threshold of the oriented score side * g
+    discrete = score_histogram(np.array([0.0, 1.0, 1.0]), np.array([0.0, 0.0, 1.0]))
+    assert discrete == {"edges": [-0.5, 0.5, 1.5], "p": [1, 2], "q": [2, 1], "threshold": None}
+
+
+def test_roc_points_are_the_shares_above_each_edge():
+    fpr, tpr, chosen = roc_points({"edges": [-0.5, 0.5, 1.5], "p": [1, 3], "q": [3, 1], "threshold": 0.5})
+    assert fpr.tolist() == [1.0, 0.25, 0.0] and tpr.tolist() == [1.0, 0.75, 0.0]
+    assert chosen == (0.25, 0.75)
+
+
+def test_evidence_figures_cover_each_claims_strongest_row(tmp_path, two_claims):
+    scores = {"edges": [-0.5, 0.5, 1.5], "p": [1, 3], "q": [3, 1], "threshold": 0.5}
+    rows = two_claims.assign(held_out_scores=[scores] * len(two_claims)).iloc[[0, 3]]
+    assert [path.name for path in write_evidence_figures(rows, tmp_path, mechanism="m")] == ["witness.png"]
+    dp = rows.assign(divergence="dp")
+    assert [path.name for path in write_evidence_figures(dp, tmp_path, mechanism="m")] == ["witness.png", "roc.png"]
+    fig = plot_roc(dp, "ROC")
+    try:
+        legend = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
+        assert legend[0] == "0.2-DP region (delta = 0)" and "the attack set" in legend
+    finally:
+        plt.close(fig)
+    none = rows.assign(held_out_scores=None)
+    assert write_evidence_figures(none, tmp_path, mechanism="m") == []
