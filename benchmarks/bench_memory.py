@@ -1,8 +1,8 @@
 """Peak memory of audits against ``audit.runner.estimate_memory``.
 
 Each config runs ``run_audit`` in a fresh Python process.  The peak is the
-largest resident set of the whole process tree (the audit and its joblib
-workers), sampled every 20 ms with psutil, and for a single process also
+largest resident set of the audit and its joblib (loky) workers together,
+sampled every 20 ms with psutil, and for a single process also
 ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` (the kernel's own high-water
 mark, which sampling cannot miss).  Run by hand::
 
@@ -68,7 +68,7 @@ def measure(audit: dict) -> dict:
     parent, peak = psutil.Process(process.pid), 0
     while process.poll() is None:
         try:
-            tree = [parent, *parent.children(recursive=True)]
+            tree = [parent, *filter(_is_worker, parent.children(recursive=True))]
             peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
         except psutil.Error:
             pass
@@ -87,6 +87,16 @@ def measure(audit: dict) -> dict:
         "peak MiB": round(measured / 2**20), "estimate MiB": round(estimate / 2**20),
         "estimate / peak": round(estimate / measured, 2),
     }
+
+
+def _is_worker(process: psutil.Process) -> bool:
+    """A joblib (loky) worker.  Other children are short forks (a library probing the system through
+    a subprocess) whose resident set is the parent's own pages counted a second time: a run of the
+    test suite once measured twice the peak that way."""
+    try:
+        return "loky" in " ".join(process.cmdline())
+    except psutil.Error:
+        return False
 
 
 def main() -> None:
