@@ -114,6 +114,7 @@ from scipy.linalg import null_space, solve
 from scipy.optimize import minimize
 from scipy.special import logsumexp, softmax
 from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils import ClassifierTags
 from sklearn.decomposition import PCA
 from sklearn.kernel_approximation import RBFSampler
 from sklearn.neural_network import MLPClassifier
@@ -298,6 +299,15 @@ class Adversary(BaseEstimator):
             eval_size = self.dp_eval_size or g_q.size
             self.threshold_, self.side_ = _best_dp_set(g_p, g_q, self.delta, eval_size, self.coupled)
         return self
+
+    def __sklearn_tags__(self):
+        # y labels the law of each sample (0: P, 1: Q) like a binary class label, so declare a
+        # classifier: cross_val_score, GridSearchCV and check_cv then stratify the folds, and every
+        # fold holds samples of both laws (P-then-Q stacked data would otherwise give one-law folds).
+        tags = super().__sklearn_tags__()
+        tags.estimator_type = "classifier"
+        tags.classifier_tags = ClassifierTags(multi_class=False)
+        return tags
 
     def discriminant(self, X) -> np.ndarray:
         """The real-valued score g(X) = phi(X) . coef_ + intercept_, shape (n_samples,).

@@ -121,6 +121,9 @@ _NO_SPREAD = 1e-12
 # p-values of kl / renyi are found on [_SMALLEST_P, 1] by inverting the lower bound.
 _SMALLEST_P = 1e-15
 
+SCORE_BINS = 40
+"""Bins of the held-out score histogram in ``details["scores"]`` (the report's ROC and witness figures)."""
+
 
 @dataclass(frozen=True)
 class DivergenceEstimate:
@@ -144,7 +147,8 @@ class DivergenceEstimate:
     adversary : Adversary
         The fitted adversary.
     details : dict
-        ``train_score``; for ``ipm``: ``auc``, ``advantage``, ``threshold``;
+        ``train_score``; ``scores``, the held-out scores binned
+        (:func:`score_histogram`); for ``ipm``: ``auc``, ``advantage``, ``threshold``;
         for ``dp``: ``threshold``, ``side``; for both the held-out counts of
         the attack set S, ``k_p``, ``n_p``, ``k_q``, ``n_q``; when
         ``coupled``, also ``cells``, the
@@ -347,12 +351,16 @@ def estimate_divergence(
     standard_error = (
         np.nan if unbounded or divergence == "dp" else _standard_error(w_p, w_q, divergence, alpha, coupled)
     )
-    details = {"train_score": adversary.score(*_stack(train_p, train_q))}
+    scores_p, scores_q = _held_out_scores(adversary, w_p, w_q, test_p, test_q)
+    details = {
+        "train_score": adversary.score(*_stack(train_p, train_q)),
+        "scores": score_histogram(scores_p, scores_q, adversary.threshold_, adversary.side_),
+    }
     if divergence in _WEIGHTS:
         details.update(log_unseen_ratio=log_unseen_ratio(witness_log_weights(w_p, divergence, alpha),
                                                          witness_log_weights(w_q, divergence, alpha)), n_q=w_q.size)
     if divergence == "ipm":
-        g = adversary.side_ * adversary.discriminant(np.vstack([test_p, test_q]))
+        g = np.r_[scores_p, scores_q]
         labels = np.r_[np.ones(len(test_p)), np.zeros(len(test_q))]
         details.update(auc=float(roc_auc_score(labels, g)), advantage=estimate / 2, threshold=adversary.threshold_)
     if divergence == "dp":
@@ -375,6 +383,54 @@ def estimate_divergence(
         caveat=None if unbounded or divergence not in ("kl", "renyi") else _caveat(
             w_q, divergence, alpha, standard_error),
     )
+
+
+def score_histogram(
+    scores_p: np.ndarray, scores_q: np.ndarray, threshold: float | None = None, side: int | None = None,
+    bins: int = SCORE_BINS,
+) -> dict:
+    """Held-out scores of P and Q binned on shared edges: enough for a ROC curve and a witness histogram.
+
+    Parameters
+    ----------
+    scores_p, scores_q : arrays of shape (n_p,), (n_q,)
+        The held-out scores (:func:`_held_out_scores`): large on P.
+    threshold, side : optional
+        The attack set S = {side (g - t) > 0} of ``ipm`` and ``dp``; stored as
+        the threshold ``side * t`` of the oriented score.
+    bins : int
+        At most this many bins: scores with at most ``bins`` distinct values
+        get one bin each (edges halfway between them), others bins between
+        quantiles of the pooled scores.
+
+    Returns
+    -------
+    dict
+        ``edges`` (list of floats), ``p`` and ``q`` (counts per bin, lists of
+        ints; a score on an inner edge counts in the bin above it, the last
+        bin is closed) and ``threshold`` (float or None).
+    """
+    pooled = np.concatenate([scores_p, scores_q])
+    pooled = pooled[np.isfinite(pooled)] if np.isfinite(pooled).any() else np.zeros(1)
+    values = np.unique(pooled)
+    if values.size <= bins:
+        half_gap = np.diff(values).min() / 2 if values.size > 1 else 0.5
+        edges = np.r_[values[0] - half_gap, (values[1:] + values[:-1]) / 2, values[-1] + half_gap]
+    else:
+        edges = np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, bins + 1)))
+    return {
+        "edges": edges.tolist(),
+        "p": np.histogram(np.clip(scores_p, edges[0], edges[-1]), edges)[0].tolist(),
+        "q": np.histogram(np.clip(scores_q, edges[0], edges[-1]), edges)[0].tolist(),
+        "threshold": None if threshold is None else float(side * threshold),
+    }
+
+
+def _held_out_scores(adversary: Adversary, w_p, w_q, test_p, test_q) -> tuple[np.ndarray, np.ndarray]:
+    """The real-valued score behind the witness, oriented to be large on P: g for kl and renyi, side g else."""
+    if adversary.side_ is None:
+        return w_p, w_q
+    return adversary.side_ * adversary.discriminant(test_p), adversary.side_ * adversary.discriminant(test_q)
 
 
 def _influence_terms(

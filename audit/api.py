@@ -164,9 +164,12 @@ def run_audit(
         stage = "the verdicts"
         rows = claim_rows(audit_config, records.values())
         verdict = assign_verdicts(rows, evidence, audit_config.attacks.confidence)
+        table = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+        # The binned held-out scores behind each row: the report's ROC curves and witness histograms.
+        table["held_out_scores"] = [getattr(evidence.get(task), "details", {}).get("scores") for task in table["task"]]
         result = AuditResult(
             verdict=verdict,
-            table=pd.DataFrame(rows, columns=list(ROW_COLUMNS)),
+            table=table,
             exit_code=exit_code(rows, verdict),
             seed=audit_config.run.seed,
             seconds=time.perf_counter() - start,

@@ -2,9 +2,14 @@
 
 Exit codes: 0 no claim violated, 1 a violation, 2 any failure that is not a
 verdict (a usage, config or mechanism error, a crash: one line on stderr, no
-traceback unless ``--debug``), 130 interrupted (Ctrl-C).  Once an audit has
-started, its finished rows are saved and the report written to ``--out``
-whatever happens (:func:`audit.api.run_audit`).
+traceback unless ``--debug``), 3 an inconclusive overall verdict under
+``run --strict``, 130 interrupted (Ctrl-C).  Once an audit has started, its
+finished rows are saved and the report written to ``--out`` whatever happens
+(:func:`audit.api.run_audit`).
+
+``capaudit summary DIR...`` tabulates the results.json of many audits
+(:mod:`audit.summary`); ``run --json-summary`` prints one line of JSON on
+stdout (the human summary line then goes to stderr).
 
 ``capaudit run CONFIG`` writes its report to ``--out`` (default
 ``reports/<config name>``); ``capaudit demo`` writes two reports under
@@ -18,19 +23,20 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR, EXIT_INCONCLUSIVE_STRICT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="capaudit",
         description="Audit differential-privacy claims with capacity-bounded adversaries.",
-        epilog="exit codes: 0 pass or inconclusive, 1 violation, 2 error (no verdict), 130 interrupted",
+        epilog="exit codes: 0 pass or inconclusive, 1 violation, 2 error (no verdict), 3 inconclusive under run --strict, 130 interrupted",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     _add_common(parser, default=False)
@@ -59,11 +65,18 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--backend", help="joblib backend: loky, threading, dask, ray (overrides [run] backend)")
     run.add_argument("--seed", type=int, help="the audit's seed (overrides [run] seed)")
     run.add_argument("--resume", action="store_true", help="continue the interrupted run in --out")
+    run.add_argument("--strict", action="store_true", help="exit 3 when the overall verdict is inconclusive")
+    run.add_argument("--json-summary", action="store_true",
+                     help="print one line of JSON on stdout (verdict, exit code, counts, strongest row per claim)")
 
     demo = sub.add_parser("demo", help="audit a correct and a buggy Laplace histogram (no config needed)")
     demo.add_argument("--out", default="reports/demo", help="output directory (default: reports/demo)")
 
-    sub.add_parser("mechanisms", help="list built-in mechanisms and library adapters")
+    mechanisms = sub.add_parser("mechanisms", help="list built-in mechanisms and library adapters")
+    mechanisms.add_argument("--long", action="store_true", help="also kind, parameters and availability")
+
+    summary = sub.add_parser("summary", help="tabulate many audits' results.json as a markdown table")
+    summary.add_argument("dirs", nargs="+", metavar="DIR", help="audit output directories (or results.json files)")
     return parser
 
 
@@ -88,7 +101,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args)
         if args.command == "demo":
             return _demo(args)
-        return _mechanisms()
+        if args.command == "mechanisms":
+            return _mechanisms(args.long)
+        from audit.summary import summary_table
+
+        print(summary_table(args.dirs))
+        return EXIT_PASS
     except KeyboardInterrupt as interrupt:
         saved = getattr(interrupt, "saved", None)
         kept = f"finished tasks saved in {saved.parent}, continue with --resume" if saved else "nothing saved"
@@ -98,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             traceback.print_exc()
         print(f"capaudit {args.command}: error: {_message(error)}", file=sys.stderr)
+        if getattr(args, "json_summary", False):  # CI reads the line even when there is no verdict
+            print(json.dumps({"verdict": None, "exit_code": EXIT_ERROR, "error": _message(error)}))
         return EXIT_ERROR
 
 
@@ -142,8 +162,15 @@ def _run(args: argparse.Namespace) -> int:
         if out.is_dir() or (args.out and not out.exists()):
             write_failure(out, _message(error))
         raise
-    _summary(f"audit of {args.config}", result, out)
-    return result.exit_code
+    code = result.exit_code
+    if args.strict and code == EXIT_PASS and result.verdict == "inconclusive":
+        code = EXIT_INCONCLUSIVE_STRICT
+    _summary(f"audit of {args.config}", result, out, sys.stderr if args.json_summary else sys.stdout)
+    if args.json_summary:
+        from audit.summary import json_summary
+
+        print(json_summary(result.table, result.verdict, code, out / "report.md"))
+    return code
 
 
 def demo_configs() -> dict[str, dict]:
@@ -187,26 +214,35 @@ def _demo(args: argparse.Namespace) -> int:
     return max(result.exit_code for result in results.values())
 
 
-def _summary(title: str, result, out: Path) -> None:
+def _summary(title: str, result, out: Path, stream=None) -> None:
     counts = result.table["verdict"].value_counts().to_dict()
     rows = ", ".join(f"{count} {verdict}" for verdict, count in sorted(counts.items()))
-    print(f"{title}: {result.verdict.upper()} ({rows}; {result.seconds:.1f} s) -> {out / 'report.md'}")
+    print(f"{title}: {result.verdict.upper()} ({rows}; {result.seconds:.1f} s) -> {out / 'report.md'}",
+          file=stream or sys.stdout)
     # Failed tasks make the exit code 2: their messages belong on stderr, not only in the report.
     for message in result.table["error"].dropna().unique():
         print(f"capaudit: error: {message}", file=sys.stderr)
 
 
-def _mechanisms() -> int:
+def _mechanisms(long: bool) -> int:
+    """Name, description and true privacy; ``long`` adds kind, parameters and availability."""
     from tabulate import tabulate
 
     from audit.mechanisms import list_mechanisms
 
-    rows = [
-        (info.name, info.kind, info.description, ", ".join(f"{k}={v}" for k, v in info.parameters.items()),
-         info.availability)
-        for info in list_mechanisms()
-    ]
-    print(tabulate(rows, headers=["name", "kind", "description", "parameters", "status"]))
+    if long:
+        rows = [
+            (info.name, info.kind, info.description, ", ".join(f"{k}={v}" for k, v in info.parameters.items()),
+             info.true_privacy, info.availability)
+            for info in list_mechanisms()
+        ]
+        print(tabulate(rows, headers=["name", "kind", "description", "parameters", "true privacy", "status"]))
+    else:
+        infos = list_mechanisms()
+        rows = [(info.name + ("" if info.available else " *"), info.description, info.true_privacy) for info in infos]
+        print(tabulate(rows, headers=["name", "description", "true privacy"], maxcolwidths=[None, 60, 50]))
+        if not all(info.available for info in infos):
+            print("* unavailable here: its library is missing; `capaudit mechanisms --long` says how to install it")
     return EXIT_PASS
 
 

@@ -1,4 +1,4 @@
-"""Write an audit's results: results.json, results.csv, report.md and figures.
+"""Write an audit's results: results.json, results.csv, report.md, report.html and figures.
 
 The writer's input is the results table (one row per results.json row,
 DESIGN.md "Contract: results.json") and the audit's metadata; it computes
@@ -31,12 +31,12 @@ import pathlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+from audit.figures import mechanism_label, write_evidence_figures, write_figures
+from audit.html_report import write_html_report
+from audit.summary import strongest_per_claim
 
 from audit.verdicts import POWER, summarize_claims  # noqa: E402
 
@@ -66,13 +66,6 @@ OPTIONAL_NUMERIC_COLUMNS = ("p_adjusted", "detectable_excess")
 """Filled by :func:`audit.verdicts.assign_verdicts`; tables of older versions lack them."""
 VERDICTS = ("pass", "violation", "inconclusive")
 ROW_VERDICTS = ("violation", "unbounded", "inconclusive", "pass", "info")
-_VERDICT_COLOURS = {
-    "violation": "tab:red",
-    "unbounded": "tab:purple",
-    "inconclusive": "tab:orange",
-    "pass": "tab:green",
-    "info": "tab:gray",
-}
 _HEADLINES = {
     "violation": "at least one claim is refuted by held-out evidence at the audit's confidence.",
     "inconclusive": "no claim is refuted, but some rows could not decide, failed or left a claim untested (see below).",
@@ -92,7 +85,7 @@ def write_audit_report(
     pairs: Sequence[Mapping[str, Any]] = (),
     audited: Mapping[str, Any] | None = None,
 ) -> pathlib.Path:
-    """Write results.json, results.csv, report.md and figures/*.png for an audit.
+    """Write results.json, results.csv, report.md, report.html and figures/*.png for an audit.
 
     Parameters
     ----------
@@ -149,10 +142,13 @@ def write_audit_report(
     # default=str: TOML dates and the like in the config are written as text.
     text = json.dumps(_json_value(document), indent=2, allow_nan=False, default=str)
     (out_dir / "results.json").write_text(text + "\n")
-    table.to_csv(out_dir / "results.csv", index=False)
-    figures = _write_figures(table, out_dir / "figures")
+    table.drop(columns=["held_out_scores"], errors="ignore").to_csv(out_dir / "results.csv", index=False)
+    figures = write_figures(table, out_dir / "figures", mechanism=mechanism_label(config))
+    if "held_out_scores" in table.columns:
+        figures += write_evidence_figures(strongest_per_claim(table), out_dir / "figures", mechanism=mechanism_label(config))
     report = out_dir / "report.md"
     report.write_text(_markdown(_by_importance(table), meta, [path.relative_to(out_dir) for path in figures]))
+    write_html_report(report)
     return report
 
 
@@ -492,76 +488,3 @@ def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool
         "- `theory bound` is the paper's closed-form upper bound when one applies (a claim itself, not a "
         "fact); `exact` is the exact restricted divergence when the output law is known (audit.exact).",
     ]
-
-
-# --- figures ---------------------------------------------------------------
-
-
-def _write_figures(table: pd.DataFrame, figure_dir: pathlib.Path) -> list[pathlib.Path]:
-    """One figure per (divergence, alpha): estimates with intervals per attack class."""
-    paths = []
-    for (divergence, alpha), rows in table.groupby(["divergence", "alpha"], dropna=False, sort=True):
-        name = f"{divergence}_alpha{_number(alpha)}" if divergence == "renyi" else str(divergence)
-        path = figure_dir / f"{name}.png"
-        _plot_group(rows, f"{_divergence_label(divergence, alpha)}", path)
-        paths.append(path)
-    return paths
-
-
-def _plot_group(rows: pd.DataFrame, title: str, path: pathlib.Path) -> None:
-    classes = sorted(set(rows["function_class"]), key=lambda name: (name != "linear", name))
-    bounded = rows[np.isfinite(rows["estimate"].astype(float))]
-    finite = pd.concat(
-        [bounded[c] for c in ("estimate", "ci_low", "ci_high")] + [rows[c] for c in ("claim", "theory_bound", "exact")]
-    )
-    finite = finite[np.isfinite(finite.astype(float))]
-    top = float(finite.max()) if len(finite) else 1.0
-    bottom = min(0.0, float(finite.min())) if len(finite) else 0.0
-    ceiling = top + 0.1 * (top - bottom or 1.0)
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(classes) + 2.0), 3.8))
-    for i, function_class in enumerate(classes):
-        members = rows[rows["function_class"] == function_class]
-        offsets = np.linspace(-0.25, 0.25, len(members)) if len(members) > 1 else [0.0]
-        for offset, row in zip(offsets, members.itertuples()):
-            x = i + offset
-            colour = _VERDICT_COLOURS.get(row.verdict, "black")
-            if np.isposinf(row.estimate):
-                ax.plot(x, ceiling, marker="^", color=colour, markersize=9)
-                ax.annotate("unbounded", (x, ceiling), textcoords="offset points", xytext=(8, -4), fontsize=8)
-                continue
-            low = row.estimate - row.ci_low if np.isfinite(row.ci_low) else 0.0
-            high = min(row.ci_high, ceiling) - row.estimate if np.isfinite(row.ci_high) else ceiling - row.estimate
-            ax.errorbar(x, row.estimate, yerr=[[max(low, 0.0)], [max(high, 0.0)]], fmt="o", color=colour, capsize=3)
-            if np.isfinite(row.exact):
-                ax.plot(x, row.exact, marker="x", color="black", markersize=7)
-            if np.isfinite(row.theory_bound):
-                ax.plot(x, row.theory_bound, marker="_", color="tab:blue", markersize=14, markeredgewidth=2)
-    claims = rows[["claim", "claim_class"]].dropna().drop_duplicates()
-    styles = ["--", ":", "-.", (0, (5, 1))]
-    handles = []
-    for claim, style in zip(claims.itertuples(), styles * len(claims)):
-        handles.append(
-            ax.axhline(
-                claim.claim, color="tab:red", linestyle=style, linewidth=1,
-                label=f"claim ({claim.claim_class}) {claim.claim:.3g}",
-            )
-        )
-    handles += [
-        plt.Line2D([], [], marker="o", linestyle="", color=colour, label=verdict)
-        for verdict, colour in _VERDICT_COLOURS.items()
-        if verdict in set(rows["verdict"])
-    ]
-    handles += [
-        plt.Line2D([], [], marker="x", linestyle="", color="black", label="exact"),
-        plt.Line2D([], [], marker="_", linestyle="", color="tab:blue", markersize=14, label="theory bound"),
-    ]
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.set_xticks(range(len(classes)), classes)
-    ax.set_xlim(-0.6, len(classes) - 0.4)
-    ax.set_ylim(bottom, ceiling + 0.05 * (ceiling - bottom))
-    ax.set_xlabel("attack class")
-    ax.set_ylabel("held-out estimate (CI)")
-    ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

@@ -60,7 +60,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -658,23 +658,51 @@ def _finished(jobs: Iterable, backend: str, n_jobs: int) -> Iterator[tuple[dict,
             yield from parallel(batch)
 
 
-def estimate_memory(n_samples: int, dim: int, n_pairs: int, classes: Sequence[str], n_workers: int) -> int:
-    """Bytes an audit needs, roughly: the samples plus each worker's feature matrix.
+PROCESS_BASELINE = 160 * 2**20
+"""Resident bytes of one Python process with capaudit's libraries loaded (163 MiB measured, bench_memory.py)."""
+_WORDS_PER_ROW = 7.0
+"""8-byte words a task holds per output row besides its features: samples, splits, witness values (measured)."""
+_WORDS_PER_FEATURE = 0.7
+"""8-byte words per feature and output row: the feature matrices of the train and held-out splits (measured)."""
 
-    Samples: n_samples x dim x 8 bytes x 2 datasets x pairs.  Each worker
-    expands one pair's 2 n_samples outputs into the features of its class
-    (C(dim + K, K) monomials for polyK, a few hundred for kernel and mlp).
+
+def estimate_memory(
+    n_samples: int,
+    dim: int,
+    n_pairs: int,
+    classes: Sequence[str],
+    n_workers: int,
+    *,
+    class_params: Mapping[str, Mapping[str, Any]] | None = None,
+    backend: str = "loky",
+) -> int:
+    """Bytes an audit needs at its peak; within a factor 1.5 of the peaks measured by benchmarks/bench_memory.py.
+
+    ``PROCESS_BASELINE`` per process (the main one, plus one per worker when
+    ``n_workers > 1`` and the backend is not ``threading``), the samples of
+    every pair in the main process (8 bytes x n_samples x dim x 2 datasets x
+    pairs), and per worker one task on 2 n_samples output rows of
+    ``_WORDS_PER_ROW + _WORDS_PER_FEATURE F`` words, F the widest feature map
+    of the classes: dim for linear, treeK and threshold, C(dim + K, K)
+    monomials for polyK, ``n_components`` (default 100) for kernel and
+    2 ``width`` (default 32) for mlp (its hidden activations).
     """
     from attacks.classes import parse_function_class
 
+    class_params = class_params or {}
     features = [dim]
     for name in classes:
-        function_class = parse_function_class(name)
+        function_class, params = parse_function_class(name), class_params.get(name, {})
         if function_class.kind == "poly":
             features.append(math.comb(dim + function_class.degree, function_class.degree))
-        elif function_class.kind in ("kernel", "mlp"):
-            features.append(300)
-    return 8 * 2 * n_samples * (dim * n_pairs + max(features) * n_workers)
+        elif function_class.kind == "kernel":
+            features.append(int(params.get("n_components", 100)))
+        elif function_class.kind == "mlp":
+            features.append(2 * int(params.get("width", 32)))
+    processes = 1 + (n_workers if n_workers > 1 and backend != "threading" else 0)
+    rows = 2 * n_samples
+    task = 8 * rows * (_WORDS_PER_ROW + _WORDS_PER_FEATURE * max(features))
+    return int(processes * PROCESS_BASELINE + 8 * rows * dim * n_pairs + n_workers * task)
 
 
 def available_memory() -> int | None:
@@ -707,12 +735,13 @@ def _check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: fun
         return {pair.name: samples}
     dim = samples.d.shape[1]
     workers = joblib.effective_n_jobs(config.run.n_jobs)
-    need = estimate_memory(config.attacks.n_samples, dim, len(pairs), config.attacks.classes, workers)
+    need = estimate_memory(config.attacks.n_samples, dim, len(pairs), config.attacks.classes, workers,
+                           class_params=config.attacks.class_params, backend=config.run.backend)
     have = available_memory()
     if have is not None and need > MEMORY_FRACTION * have:
         raise ValueError(
             f"the audit would need about {need / 2**30:.1f} GiB of memory ({len(pairs)} pairs x 2 datasets x "
-            f"{config.attacks.n_samples} samples x d = {dim}, plus {workers} workers' features) but only "
+            f"{config.attacks.n_samples} samples x d = {dim}, plus {workers} workers' processes and features) but only "
             f"{have / 2**30:.1f} GiB are available; lower attacks.n_samples or run.n_jobs. "
             f"Found n_samples = {config.attacks.n_samples}."
         )

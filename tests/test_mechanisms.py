@@ -425,7 +425,7 @@ def test_make_mechanism_builds_with_params():
 @pytest.mark.parametrize(
     "name,params,message",
     [
-        ("laplase", {}, "unknown mechanism 'laplase'; accepted names: .*laplace"),
+        ("laplase", {}, "unknown mechanism 'laplase'; did you mean 'laplace'\\? accepted names: .*laplace"),
         ("laplace", {"eps": 1.0}, "no parameter.*eps; accepted: epsilon, sensitivity"),
         ("matrix", {}, "'matrix' needs parameter.*A"),
         ("laplace", {"epsilon": -1.0}, "mechanism 'laplace': epsilon must be a finite number > 0. Found -1.0"),

@@ -16,6 +16,7 @@ from audit import bounds, run_audit
 from audit.config import load_config
 from attacks.estimate import estimate_divergence
 from audit.runner import (
+    PROCESS_BASELINE,
     TASKS_FILE,
     estimate_from_record,
     estimate_memory,
@@ -236,9 +237,16 @@ def test_plan_that_does_not_fit_in_memory_is_refused():
         run_audit(_config(n_samples=10**13), progress=False)
 
 
-def test_memory_estimate_counts_samples_and_features():
-    # 2 pairs x 2 datasets x 1000 x d=2 samples, plus 1 worker x 2 x 1000 x C(4, 2) = 6 poly2 features
-    assert estimate_memory(1000, 2, 2, ["linear", "poly2"], 1) == 8 * 2 * 1000 * (2 * 2 + 6)
+def test_memory_estimate_counts_processes_samples_and_features():
+    # 1 process; 2 pairs x 2 datasets x 1000 x d=2 samples; 1 worker x 2 x 1000 rows x (7 + 0.7 C(4, 2)) words
+    single = PROCESS_BASELINE + 8 * 2 * 1000 * 2 * 2 + 8 * 2 * 1000 * (7 + 0.7 * 6)
+    assert estimate_memory(1000, 2, 2, ["linear", "poly2"], 1) == int(single)
+    # 3 processes (main + 2 loky workers), each worker one task; threads share the main process
+    assert estimate_memory(1000, 2, 2, ["linear", "poly2"], 2) == int(single + 2 * PROCESS_BASELINE + 8 * 2 * 1000 * 11.2)
+    threads = estimate_memory(1000, 2, 2, ["linear", "poly2"], 2, backend="threading")
+    assert threads == int(single + 8 * 2 * 1000 * 11.2)
+    wide = estimate_memory(1000, 1, 1, ["kernel"], 1, class_params={"kernel": {"n_components": 400}})
+    assert wide == int(PROCESS_BASELINE + 8 * 2 * 1000 + 8 * 2 * 1000 * (7 + 0.7 * 400))
 
 
 def test_rows_follow_the_design_schema():

@@ -12,6 +12,7 @@ config's ``callable`` runs code from there.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 from collections.abc import Callable
@@ -141,7 +142,9 @@ def make_mechanism(
         return _wrap_callable(callable, params)
     _load()
     if name not in _REGISTRY:
-        raise ValueError(f"unknown mechanism {name!r}; accepted names: {', '.join(sorted(_REGISTRY))}.")
+        close = difflib.get_close_matches(str(name), _REGISTRY, n=1)
+        hint = f" did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"unknown mechanism {name!r};{hint} accepted names: {', '.join(sorted(_REGISTRY))}.")
     factory, info = _REGISTRY[name]
     if not info.available:
         raise ValueError(f"mechanism {name!r} is {info.availability}.")

@@ -1,0 +1,139 @@
+"""Short forms of audits for CI logs and dashboards: the strongest evidence per claim, one JSON line, many audits.
+
+A *claim* here is one (divergence, alpha, claim class, claimed value): the
+rows of results.json that test it share those four columns.  Its *strongest
+evidence* is the row that refutes the claim (its attack class is contained in
+the claim's, THEORY.md section 3) with the largest lower confidence bound
+``ci_low``; an unbounded row (``ci_low = inf``) beats any finite one.  When no
+row can refute the claim, or none has a lower bound, the largest estimate
+stands in, so that every claim has a line.
+
+``capaudit run --json-summary`` prints :func:`json_summary` on one line;
+``capaudit summary DIR...`` prints :func:`summary_table`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import pathlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from audit.figures import format_number, mechanism_label
+
+CLAIM_KEYS = ("divergence", "alpha", "claim_class", "claim")
+"""The columns that together name a claim."""
+
+
+def strongest_per_claim(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per claim: its strongest evidence (module docstring), claims in the table's order.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Results rows (:data:`audit.report.ROW_COLUMNS`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        A subset of ``table``'s rows, one per distinct :data:`CLAIM_KEYS`.
+    """
+    chosen = []
+    for _, rows in table.groupby(list(CLAIM_KEYS), dropna=False, sort=False):
+        refuting = rows[rows["refutes_claim"].astype(bool)]
+        candidates = refuting if len(refuting) else rows
+        low = candidates["ci_low"].astype(float)
+        key = low if low.notna().any() else candidates["estimate"].astype(float)
+        chosen.append(candidates.index[int(np.nanargmax(key.fillna(-math.inf).to_numpy()))])
+    return table.loc[chosen]
+
+
+def evidence_text(row: Mapping[str, Any]) -> str:
+    """One claim's strongest evidence in words.
+
+    E.g. ``"kl (all) <= 0.12: estimate 0.71, lower bound 0.25, linear p0 P|Q, violation"``.
+    """
+    divergence = row["divergence"] + (f" alpha={format_number(row['alpha'])}" if row["divergence"] == "renyi" else "")
+    return (
+        f"{divergence} ({row['claim_class']}) <= {format_number(row['claim'])}: "
+        f"estimate {format_number(row['estimate'])}, lower bound {format_number(row['ci_low'])}, "
+        f"{row['function_class']} {row['pair']} {row['direction']}, {row['verdict']}"
+    )
+
+
+def json_summary(table: pd.DataFrame, verdict: str, exit_code: int, report: str | pathlib.Path | None) -> str:
+    """One line of JSON for CI: verdict, exit code, row counts, strongest row per claim, report path.
+
+    Numbers that JSON cannot hold are written as in results.json: NaN as
+    ``null``, infinities as ``"inf"`` / ``"-inf"``.
+
+    Returns
+    -------
+    str
+        ``{"verdict": ..., "exit_code": ..., "counts": {verdict: rows}, "rows": n,
+        "strongest": [{claim keys, pair, direction, function_class, estimate,
+        ci_low, verdict}, ...], "report": path or null}`` without newlines.
+    """
+    from audit.report import _json_value  # audit.report imports this module
+
+    columns = [*CLAIM_KEYS, "pair", "direction", "function_class", "estimate", "ci_low", "verdict"]
+    strongest = strongest_per_claim(table)[columns].to_dict(orient="records") if len(table) else []
+    document = {
+        "verdict": verdict,
+        "exit_code": exit_code,
+        "rows": len(table),
+        "counts": {str(key): int(value) for key, value in table["verdict"].value_counts().items()},
+        "strongest": [{key: _json_value(value) for key, value in row.items()} for row in strongest],
+        "report": None if report is None else str(report),
+    }
+    return json.dumps(document, allow_nan=False, separators=(",", ":"))
+
+
+def summary_table(paths: Sequence[str | pathlib.Path]) -> str:
+    """A markdown table of many audits: one line per results.json.
+
+    Parameters
+    ----------
+    paths : sequence of path
+        Audit directories (holding results.json) or results.json files.
+
+    Returns
+    -------
+    str
+        Columns: audit (its directory), mechanism, verdict, strongest evidence
+        per claim (``<br>``-separated), rows, date (results.json's ``date`` if
+        it has one, else the file's modification time, UTC).
+
+    Raises
+    ------
+    ValueError
+        If a path holds no results.json (the message names it).
+    """
+    from audit.report import load_results
+
+    lines = []
+    for path in map(pathlib.Path, paths):
+        file = path / "results.json" if path.is_dir() else path
+        if not file.is_file():
+            raise ValueError(f"{path}: no results.json there; give audit output directories (capaudit run --out).")
+        table, meta = load_results(file)
+        evidence = "<br>".join(evidence_text(row) for row in strongest_per_claim(table).to_dict(orient="records"))
+        lines.append({
+            "audit": file.parent.as_posix(),
+            "mechanism": mechanism_label(meta.get("config", {})),
+            "verdict": f"**{meta['verdict']}**" if meta["verdict"] == "violation" else meta["verdict"],
+            "strongest evidence per claim": evidence.replace("|", "\\|") or "-",
+            "rows": len(table),
+            "date": meta.get("date") or _modified(file),
+        })
+    return pd.DataFrame(lines).to_markdown(index=False, disable_numparse=True)
+
+
+def _modified(file: pathlib.Path) -> str:
+    stamp = datetime.datetime.fromtimestamp(file.stat().st_mtime, tz=datetime.timezone.utc)
+    return stamp.strftime("%Y-%m-%d %H:%M UTC")

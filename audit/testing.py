@@ -1,0 +1,144 @@
+"""A pytest helper: audit a privacy claim inside a user's own test suite.
+
+>>> from audit.testing import assert_claim_holds
+>>> def test_my_histogram_is_dp():  # doctest: +SKIP
+...     assert_claim_holds("noisy_hist_1", {"divergence": "dp", "function_class": "all", "epsilon": 0.5},
+...                        params={"epsilon": 0.5})
+
+The helper runs :func:`audit.run_audit` on a config built from its arguments
+and turns the verdict into what a test framework understands: a violation
+raises :class:`AssertionError` whose message is the evidence (the violating
+rows with their lower confidence bounds, and the strongest row per claim);
+a pass returns the :class:`~audit.api.AuditResult`.
+
+An *inconclusive* audit (an estimate above the claim that its confidence
+bound does not confirm) is not a violation: a correct mechanism audited
+against its tight, true claim reads inconclusive in a good share of runs,
+so failing on it would make a correct suite flaky.  The ``inconclusive``
+parameter decides: ``"warn"`` (default) passes with a :class:`UserWarning`,
+``"pass"`` passes silently, ``"fail"`` raises like a violation (for claims
+with a margin, where an inconclusive result already means trouble).
+
+Failed tasks (the mechanism raised, or returned NaN or a changed shape) are
+not evidence about privacy: they raise :class:`RuntimeError` with the
+messages, never a pass.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from audit.api import AuditResult, run_audit
+from audit.summary import evidence_text, strongest_per_claim
+
+INCONCLUSIVE_ACTIONS = ("warn", "pass", "fail")
+_EVIDENCE_COLUMNS = [
+    "pair", "direction", "function_class", "divergence", "alpha", "estimate", "ci_low", "claim", "claim_class", "note",
+]
+
+
+def assert_claim_holds(
+    mechanism: str | Any,
+    claim: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+    *,
+    params: Mapping[str, Any] | None = None,
+    d: Any = None,
+    d_prime: Any = None,
+    n_samples: int = 20_000,
+    classes: Sequence[str] = ("linear", "poly2"),
+    confidence: float = 0.95,
+    seed: int = 0,
+    inconclusive: str = "warn",
+    out_dir: str | os.PathLike | None = None,
+) -> AuditResult:
+    """Audit ``mechanism`` against ``claim``; raise AssertionError with the evidence on a violation.
+
+    Parameters
+    ----------
+    mechanism : str or callable
+        A registry name (``capaudit mechanisms``), ``"package.module:function"``,
+        or a function ``f(dataset, n, rng) -> (n, d) array`` (where
+        :func:`audit.run_audit` accepts function objects).
+    claim : mapping or sequence of mappings
+        One or more ``[[claims]]`` entries, e.g.
+        ``{"divergence": "dp", "function_class": "all", "epsilon": 1.0}``.
+    params : mapping, optional
+        The mechanism's parameters (``[mechanism] params``).
+    d, d_prime : array-like, optional
+        One neighbouring pair of datasets; both or neither.  Neither: the
+        mechanism's own worst-case pairs (registry mechanisms only).
+    n_samples : int, default=20000
+        Outputs per dataset (``[attacks] n_samples``).
+    classes : sequence of str, default=("linear", "poly2")
+        The attack classes.
+    confidence : float, default=0.95
+        Family-wise confidence of the audit: a correct claim fails with
+        probability at most ``1 - confidence``.
+    seed : int, default=0
+        The audit's seed; the same seed gives the same numbers.
+    inconclusive : {"warn", "pass", "fail"}, default="warn"
+        What an inconclusive verdict does (module docstring).
+    out_dir : path, optional
+        Also write the report there (report.md, report.html, results.json).
+
+    Returns
+    -------
+    AuditResult
+        When no claim is violated (and, with ``inconclusive="fail"``, none is undecided).
+
+    Raises
+    ------
+    AssertionError
+        On a violation (or an inconclusive verdict with ``inconclusive="fail"``):
+        the message lists the deciding rows and the strongest evidence per claim.
+    RuntimeError
+        When a task failed (the mechanism raised or returned bad output).
+    ValueError
+        On an invalid argument or config (``audit.config.ConfigError``).
+    """
+    if inconclusive not in INCONCLUSIVE_ACTIONS:
+        raise ValueError(f"inconclusive must be one of {INCONCLUSIVE_ACTIONS}. Found {inconclusive!r}.")
+    if (d is None) != (d_prime is None):
+        raise ValueError("give both d and d_prime (one neighbouring pair) or neither (the mechanism's own pairs).")
+    key = "callable" if callable(mechanism) or ":" in str(mechanism) else "name"
+    config = {
+        "mechanism": {key: mechanism, "params": dict(params or {})},
+        "claims": [dict(claim)] if isinstance(claim, Mapping) else [dict(entry) for entry in claim],
+        "attacks": {"classes": list(classes), "n_samples": n_samples, "confidence": confidence},
+        "run": {"seed": seed, "n_jobs": 1},
+    }
+    if d is not None:
+        config["pairs"] = [{"d": np.asarray(d).tolist(), "d_prime": np.asarray(d_prime).tolist()}]
+    result = run_audit(config, out_dir=out_dir, progress=False)
+    errors = result.table["error"].dropna().unique()
+    if len(errors):
+        raise RuntimeError(f"the audit of {mechanism!r} could not finish: " + "; ".join(map(str, errors)))
+    deciding = {"violation": ("violation", "unbounded"), "inconclusive": ("inconclusive",)}.get(result.verdict)
+    if deciding is None:
+        return result
+    message = _evidence(result, deciding, mechanism, out_dir)
+    if result.verdict == "violation" or inconclusive == "fail":
+        raise AssertionError(message)
+    if inconclusive == "warn":
+        warnings.warn(message, UserWarning, stacklevel=2)
+    return result
+
+
+def _evidence(result: AuditResult, verdicts: Sequence[str], mechanism: Any, out_dir: Any) -> str:
+    """The failure message: verdict, the deciding rows as a table, the strongest row per claim."""
+    table = result.table
+    rows = table[table["verdict"].isin(verdicts)]
+    lines = [
+        f"capaudit: {result.verdict.upper()} for mechanism {mechanism!r} ({len(rows)} of {len(table)} rows):",
+        rows[_EVIDENCE_COLUMNS].to_markdown(index=False, floatfmt=".4g"),
+        "Strongest evidence per claim:",
+        *(f"- {evidence_text(row)}" for row in strongest_per_claim(table).to_dict(orient="records")),
+    ]
+    if out_dir is not None:
+        lines.append(f"Report: {os.fspath(out_dir)}/report.md")
+    return "\n".join(lines)
