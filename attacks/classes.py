@@ -3,11 +3,14 @@
 A class is named by a string (config files, results rows): ``linear``,
 ``polyK`` (K >= 1; ``poly1`` is ``linear``), ``kernel``, ``mlp``, ``treeK``
 (K >= 1), ``threshold`` (1-D thresholds of one output coordinate; IPM and DP
+only), ``atoms`` and ``floatbits`` (sets of exact output values and of
+IEEE-754 representation features, :mod:`attacks.representation`; IPM and DP
 only) and ``all`` (the unrestricted class, for claims only).
 
 Containment (THEORY.md section 3; CBDP section 3): lin in poly_k in
 poly_{k+1}; lin in mlp (one hidden ReLU layer of width >= 2d represents
-x = relu(x) - relu(-x)); tree_k in tree_{k+1}; every class in ``all``. An
+x = relu(x) - relu(-x)); tree_k in tree_{k+1}; every class in ``all``
+(``atoms`` and ``floatbits`` in ``all`` only). An
 attack of class A refutes a claim about class C only when A is contained in C;
 other attacks are informative.
 """
@@ -17,10 +20,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-KINDS = ("poly", "kernel", "mlp", "tree", "threshold", "all")
-ACCEPTED_NAMES = "'linear', 'polyK' (K >= 1), 'kernel', 'mlp', 'treeK' (K >= 1), 'threshold', 'all'"
+KINDS = ("poly", "kernel", "mlp", "tree", "threshold", "atoms", "floatbits", "all")
+ACCEPTED_NAMES = "'linear', 'polyK' (K >= 1), 'kernel', 'mlp', 'treeK' (K >= 1), 'threshold', 'atoms', 'floatbits', 'all'"
 
-_PATTERN = re.compile(r"^(linear|poly(\d+)|kernel|mlp|tree(\d+)|threshold|all)$")
+_PATTERN = re.compile(r"^(linear|poly(\d+)|kernel|mlp|tree(\d+)|threshold|atoms|floatbits|all)$")
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,7 @@ class FunctionClass:
 
     Parameters
     ----------
-    kind : {"poly", "kernel", "mlp", "tree", "threshold", "all"}
+    kind : {"poly", "kernel", "mlp", "tree", "threshold", "atoms", "floatbits", "all"}
         The family; ``linear`` is ``poly`` of degree 1.
     degree : int or None
         K of ``polyK`` (1 for ``linear``) and of ``treeK`` (the depth);
@@ -55,9 +58,10 @@ class FunctionClass:
         ``threshold`` witnesses are +-1 step functions of one coordinate: they
         suit the IPM and DP set attacks, not the KL or Renyi objectives (a
         threshold class is not closed under h -> a h + b in a way that lets the
-        objective's scale be optimised). ``all`` is a claim class only.
+        objective's scale be optimised); nor are ``atoms`` and ``floatbits``
+        (:mod:`attacks.representation`). ``all`` is a claim class only.
         """
-        if self.kind == "threshold":
+        if self.kind in ("threshold", "atoms", "floatbits"):
             return ("ipm", "dp")
         if self.kind == "all":
             return ()
@@ -92,7 +96,7 @@ def parse_function_class(name: str | FunctionClass) -> FunctionClass:
     ----------
     name : str or FunctionClass
         One of ``linear``, ``polyK``, ``kernel``, ``mlp``, ``treeK``,
-        ``threshold``, ``all`` (case-insensitive); a FunctionClass is returned
+        ``threshold``, ``atoms``, ``floatbits``, ``all`` (case-insensitive); a FunctionClass is returned
         unchanged.
 
     Raises
