@@ -15,8 +15,13 @@ maps expose these to the set attacks (``ipm`` and ``dp``) of
     where c_P(x), c_Q(x) count the TRAINING outputs of P and Q bitwise equal
     to x (every coordinate, ``-0.0`` distinct from ``0.0``) and n_P, n_Q are
     the training sizes: a smoothed log ratio of exact-value frequencies
-    (Krichevsky-Trofimov half counts).  A value never seen in training has
-    zero counts: it scores log((n_Q + 1) / (n_P + 1)), 0 when n_P = n_Q.
+    (Krichevsky-Trofimov half counts).  A value seen fewer than
+    ``ATOM_MIN_COUNT`` times in training (P and Q together) scores as a value
+    never seen, with zero counts: log((n_Q + 1) / (n_P + 1)), 0 when
+    n_P = n_Q.  Rare values are pooled with the unseen ones because their
+    ratios rest on a handful of counts: a set of them would be scored on a
+    few held-out outputs, where a zero count of one input says next to
+    nothing (a discrete law's tail atoms), while a real point mass repeats.
     The attack sets S = {s (g - t) > 0} are the sets of values that repeat
     under one input more than under the other: point masses.  A continuous
     law has no repeats, so its held-out outputs are unseen values and fall
@@ -53,6 +58,9 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
+
+ATOM_MIN_COUNT = 10
+"""Training occurrences (P and Q together) below which a value scores as unseen (the ``atoms`` class)."""
 
 GRID_EXPONENTS = (-32, -16, 0)
 """k of the grids 2^k Z whose (relative) distance from each coordinate is a feature."""
@@ -195,10 +203,17 @@ class AtomTable(TransformerMixin, BaseEstimator):
     exact row of X (bitwise, every coordinate) occurs under P and under Q;
     ``transform(X)`` returns the module docstring's
     g(x) = log((c_P(x) + 1/2) / (n_P + 1)) - log((c_Q(x) + 1/2) / (n_Q + 1))
-    as one column; ``fit_transform(X, y)`` returns the leave-one-out score of
+    as one column, with c_P = c_Q = 0 for values seen fewer than
+    ``min_count`` times; ``fit_transform(X, y)`` returns the leave-one-out score of
     each training row (its own count removed), the score a fresh draw of
     that value gets, as :class:`sklearn.preprocessing.TargetEncoder` cross-fits
     its training rows.
+
+    Parameters
+    ----------
+    min_count : int, default=ATOM_MIN_COUNT
+        Values with fewer occurrences among the (other) training rows score
+        as unseen ones.
 
     Attributes
     ----------
@@ -212,10 +227,13 @@ class AtomTable(TransformerMixin, BaseEstimator):
     Examples
     --------
     >>> X = [[0.5], [0.5], [0.5], [1.5], [2.5]]
-    >>> table = AtomTable().fit(X, [0, 0, 0, 1, 1])
+    >>> table = AtomTable(min_count=2).fit(X, [0, 0, 0, 1, 1])
     >>> bool(table.transform([[0.5]])[0, 0] > 1.0), bool(table.transform([[7.0]])[0, 0] < 0.3)
     (True, True)
     """
+
+    def __init__(self, min_count: int = ATOM_MIN_COUNT):
+        self.min_count = min_count
 
     def fit(self, X, y) -> AtomTable:
         self._count(X, y)
@@ -239,6 +257,8 @@ class AtomTable(TransformerMixin, BaseEstimator):
         return self._log_ratio(counts)
 
     def _count(self, X, y) -> tuple[np.ndarray, np.ndarray]:
+        if isinstance(self.min_count, bool) or not isinstance(self.min_count, (int, np.integer)) or self.min_count < 1:
+            raise ValueError(f"min_count must be a positive integer. Found {self.min_count!r}.")
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
         labels = np.asarray(y).astype(np.int64)
         if not np.all(np.isin(labels, (0, 1))):
@@ -251,6 +271,7 @@ class AtomTable(TransformerMixin, BaseEstimator):
         return keys, labels
 
     def _log_ratio(self, counts: np.ndarray) -> np.ndarray:
+        counts = np.where(counts.sum(axis=1, keepdims=True) < self.min_count, 0.0, counts)
         frequencies = (counts + 0.5) / (self.n_ + 1.0)
         return (np.log(frequencies[:, 0]) - np.log(frequencies[:, 1]))[:, None]
 

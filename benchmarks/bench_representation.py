@@ -158,7 +158,7 @@ def main() -> None:
             continue
         start = time.perf_counter()
         rows.append(summarise(name, experiment, args.seeds, args.n))
-        print(f"{name}: {time.perf_counter() - start:.0f} s", flush=True)
+        print(f"{name}: {time.perf_counter() - start:.0f} s;", " | ".join(map(str, rows[-1])), flush=True)
     headers = ["experiment", "mechanism", "version", "n per input", "audits", "violation", "repr. row violation",
                "CP bound (Bonferroni) min .. max", "CP 90% (best)", "best row (k_p, n_p, k_q, n_q)", "s per audit"]
     print(tabulate(rows, headers=headers, tablefmt="github"))

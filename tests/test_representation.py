@@ -98,7 +98,7 @@ def test_non_finite_outputs_are_rejected_with_the_count(bad):
 def test_atom_table_scores_smoothed_frequency_ratios():
     X = np.array([[0.5], [0.5], [0.5], [2.5], [1.5], [2.5]])
     y = np.array([0, 0, 0, 0, 1, 1])
-    table = AtomTable().fit(X, y)
+    table = AtomTable(min_count=1).fit(X, y)
     scores = table.transform([[0.5], [2.5], [1.5], [7.0]])[:, 0]
     n = 5.0  # n_P + 1 = n_Q + 1 + 2
     expected = np.log([3.5 / n, 1.5 / n, 0.5 / n, 0.5 / n]) - np.log([0.5 / 3, 1.5 / 3, 1.5 / 3, 0.5 / 3])
@@ -109,13 +109,25 @@ def test_atom_table_scores_training_rows_leave_one_out():
     """A value seen once scores as an unseen one on its own row: 0 when n_P = n_Q."""
     X = np.array([[0.5], [0.5], [1.0], [2.0]])
     y = np.array([0, 0, 1, 1])
-    scores = AtomTable().fit_transform(X, y)[:, 0]
+    scores = AtomTable(min_count=1).fit_transform(X, y)[:, 0]
     np.testing.assert_allclose(scores, [np.log(1.5 / 0.5), np.log(1.5 / 0.5), 0.0, 0.0])
+
+
+def test_rare_values_score_as_unseen():
+    X = np.r_[np.full(6, 0.5), np.full(3, 1.5), [2.5]][:, None]
+    y = np.r_[np.zeros(6), np.ones(4)]
+    table = AtomTable(min_count=4).fit(X, y)
+    scores = table.transform([[0.5], [1.5], [2.5], [9.0]])[:, 0]
+    unseen = np.log(5 / 7)  # zero counts: log((1/2) / (n_P + 1)) - log((1/2) / (n_Q + 1))
+    assert scores[0] > 0 and np.allclose(scores[1:], unseen)
+    assert np.allclose(AtomTable(min_count=4).fit_transform(X, y)[6:, 0], unseen)  # 1.5 seen 3 - 1 < 4 times
+    with pytest.raises(ValueError, match="min_count must be a positive integer"):
+        AtomTable(min_count=0).fit(X, y)
 
 
 def test_atom_table_keys_are_bitwise_rows():
     X = np.array([[0.0, 1.0], [-0.0, 1.0], [0.0, 1.0], [0.0, 2.0]])
-    table = AtomTable().fit(X, [0, 1, 0, 1])
+    table = AtomTable(min_count=1).fit(X, [0, 1, 0, 1])
     assert sorted(table.counts_.sum(axis=1).tolist()) == [1, 1, 2]  # (0, 1) twice, (0, 2), (-0, 1): -0.0 is its own value
     assert table.transform([[0.0, 1.0]])[0, 0] > 0 > table.transform([[-0.0, 1.0]])[0, 0]
 
