@@ -2,7 +2,8 @@
 
     PYTHONPATH=. python benchmarks/bench_representation.py                  # every experiment, 20 seeds
     PYTHONPATH=. python benchmarks/bench_representation.py leaky textbook   # some of them
-    PYTHONPATH=. python benchmarks/bench_representation.py libraries --seeds 1 --n 100000
+    PYTHONPATH=. python benchmarks/bench_representation.py libraries --seeds 1            # every adapter
+    PYTHONPATH=. python benchmarks/bench_representation.py pydp.gaussian --n 400000 --first-seed 1 --seeds 2
 
 Each experiment is one config run with ``run_audit`` on seeds 0, 1, ...;
 the script only reads the results (``tasks.jsonl`` in a temporary folder)
@@ -76,15 +77,16 @@ LIBRARIES = {  # every adapter at its own claim (epsilon 1, delta 1e-5 where the
 }
 
 
-def clopper_pearson_log_ratio(details: dict, level: float) -> float:
-    """log(P_low / Q_up), each a one-sided Clopper-Pearson bound at 1 - (1 - level) / 2; -inf when k_p = 0."""
+def clopper_pearson_log_ratio(details: dict, level: float, delta: float = 0.0) -> float:
+    """log((P_low - delta) / Q_up), each a one-sided Clopper-Pearson bound at 1 - (1 - level) / 2.
+
+    -inf when P_low <= delta (no evidence that P(S) exceeds delta).
+    """
     tail = (1.0 - level) / 2
     k_p, n_p, k_q, n_q = (int(details[key]) for key in ("k_p", "n_p", "k_q", "n_q"))
-    if k_p == 0:
-        return -np.inf
-    p_low = beta.ppf(tail, k_p, n_p - k_p + 1)
+    p_low = beta.ppf(tail, k_p, n_p - k_p + 1) if k_p > 0 else 0.0
     q_up = beta.ppf(1.0 - tail, k_q + 1, n_q - k_q) if k_q < n_q else 1.0
-    return float(np.log(p_low / q_up))
+    return float(np.log((p_low - delta) / q_up)) if p_low > delta else -np.inf
 
 
 def audit_once(experiment: Experiment, seed: int, n: int | None) -> dict:
@@ -107,17 +109,17 @@ def audit_once(experiment: Experiment, seed: int, n: int | None) -> dict:
     table = result.table
     m = int(table["refutes_claim"].sum())
     level = 1.0 - (1.0 - 0.95) / m
-    claim = float(table["claim"].iloc[0])
+    claim, delta = float(table["claim"].iloc[0]), float(experiment.claims[0]["delta"])
     best = {"cp": -np.inf, "cp90": -np.inf, "counts": None, "row_verdict": None}
     for row in table[table["function_class"].isin(REPRESENTATION)].itertuples():
         details = evidence.get(row.task, {}).get("details", {})
         if "k_p" not in details:
             continue
-        bound = clopper_pearson_log_ratio(details, level)
+        bound = clopper_pearson_log_ratio(details, level, delta)
         if bound > best["cp"] or best["counts"] is None:
             best = {
                 "cp": bound,
-                "cp90": clopper_pearson_log_ratio(details, 0.90),
+                "cp90": clopper_pearson_log_ratio(details, 0.90, delta),
                 "counts": (details["k_p"], details["n_p"], details["k_q"], details["n_q"]),
                 "row_verdict": row.verdict,
                 "class": row.function_class,
@@ -125,8 +127,8 @@ def audit_once(experiment: Experiment, seed: int, n: int | None) -> dict:
     return {"verdict": result.verdict, "claim": claim, "seconds": result.seconds, "version": result.versions, **best}
 
 
-def summarise(name: str, experiment: Experiment, seeds: int, n: int | None) -> list:
-    runs = [audit_once(experiment, seed, n) for seed in range(seeds)]
+def summarise(name: str, experiment: Experiment, seeds: range, n: int | None) -> list:
+    runs = [audit_once(experiment, seed, n) for seed in seeds]
     caught = [run for run in runs if run["row_verdict"] in ("violation", "unbounded") and run["cp"] > run["claim"]]
     cps = [run["cp"] for run in runs]
     example = max(runs, key=lambda run: run["cp"])
@@ -144,12 +146,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("experiments", nargs="*", help=f"some of {sorted(EXPERIMENTS)} or 'libraries'")
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--n", type=int, default=None, help="samples per input (default: the experiment's)")
     args = parser.parse_args()
     available = {info.name for info in list_mechanisms() if info.available}
     chosen = dict(EXPERIMENTS) if not args.experiments else {k: EXPERIMENTS[k] for k in args.experiments if k in EXPERIMENTS}
-    if not args.experiments or "libraries" in args.experiments:
-        for name, (params, claims) in LIBRARIES.items():
+    for name, (params, claims) in LIBRARIES.items():
+        if not args.experiments or "libraries" in args.experiments or name in args.experiments:
             chosen[f"library {name}"] = Experiment(name, params, claims, FLOAT, 100_000, pairs={})
     rows = []
     for name, experiment in chosen.items():
@@ -157,7 +160,7 @@ def main() -> None:
             print(f"skipped {name}: {experiment.mechanism} is unavailable")
             continue
         start = time.perf_counter()
-        rows.append(summarise(name, experiment, args.seeds, args.n))
+        rows.append(summarise(name, experiment, range(args.first_seed, args.first_seed + args.seeds), args.n))
         print(f"{name}: {time.perf_counter() - start:.0f} s;", " | ".join(map(str, rows[-1])), flush=True)
     headers = ["experiment", "mechanism", "version", "n per input", "audits", "violation", "repr. row violation",
                "CP bound (Bonferroni) min .. max", "CP 90% (best)", "best row (k_p, n_p, k_q, n_q)", "s per audit"]

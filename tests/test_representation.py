@@ -30,7 +30,7 @@ PAIR = (np.zeros((2, 1)), np.array([[0.0], [1.0]]))  # sums 0 and 1: DP-Sniper's
 
 
 def clopper_pearson_log_ratio(details: dict, level: float = 0.95) -> float:
-    """log(P_low / Q_up) with one-sided Clopper-Pearson bounds at (1 + level) / 2 each (Bonferroni)."""
+    """log(P_low / Q_up) with one-sided Clopper-Pearson bounds at (1 + level) / 2 each (Bonferroni; delta = 0)."""
     tail = (1.0 - level) / 2
     k_p, n_p, k_q, n_q = (details[key] for key in ("k_p", "n_p", "k_q", "n_q"))
     p_low = beta.ppf(tail, k_p, n_p - k_p + 1) if k_p > 0 else 0.0

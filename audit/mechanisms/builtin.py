@@ -153,7 +153,10 @@ class LaplaceMechanism(AdditiveNoiseMechanism):
     sums differ by at most |v_i| in each coordinate, tightly for the default
     pair f(D') - f(D) = v.  In THEORY.md section 6's notation (scale 1/eps_b,
     shift v) this is eps_b = epsilon / ||v||_1; ``theory_bound`` passes
-    (eps_b, v) to ``audit.bounds``.
+    (eps_b, v) to ``audit.bounds``.  These are the privacy of the real-valued
+    mechanism, which the value-based attack classes see; sampled in float64
+    it is the buggy ``textbook_laplace``, which the ``floatbits`` class
+    refutes (``snapping_laplace`` is the float-safe counterpart).
 
     Parameters
     ----------
