@@ -21,7 +21,9 @@ import re
 from dataclasses import dataclass
 
 KINDS = ("poly", "kernel", "mlp", "tree", "threshold", "atoms", "floatbits", "all")
-ACCEPTED_NAMES = "'linear', 'polyK' (K >= 1), 'kernel', 'mlp', 'treeK' (K >= 1), 'threshold', 'atoms', 'floatbits', 'all'"
+ACCEPTED_NAMES = (
+    "'linear', 'polyK' (K >= 1), 'kernel', 'mlp', 'treeK' (K >= 1), 'threshold', 'atoms', 'floatbits', 'all'"
+)
 
 _PATTERN = re.compile(r"^(linear|poly(\d+)|kernel|mlp|tree(\d+)|threshold|atoms|floatbits|all)$")
 

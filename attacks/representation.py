@@ -79,7 +79,7 @@ FEATURE_NAMES = (
 """Names of the float features of one coordinate, in the order of :func:`float_features`."""
 
 ZERO_GRANULARITY = 1024
-"""Granularity of +-0.0, which is a multiple of every power of two: above that of any finite non-zero float (<= 1023)."""
+"""Granularity of +-0.0, a multiple of every power of two: above that of any finite non-zero float (<= 1023)."""
 
 _MANTISSA_BITS = 52
 _MANTISSA_MASK = np.uint64((1 << _MANTISSA_BITS) - 1)
@@ -262,7 +262,9 @@ class AtomTable(TransformerMixin, BaseEstimator):
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
         labels = np.asarray(y).astype(np.int64)
         if not np.all(np.isin(labels, (0, 1))):
-            raise ValueError(f"y must hold 0 (outputs of P) and 1 (outputs of Q). Found labels {np.unique(y).tolist()}.")
+            raise ValueError(
+                f"y must hold 0 (outputs of P) and 1 (outputs of Q). Found labels {np.unique(y).tolist()}."
+            )
         keys = _row_keys(X)
         self.values_, inverse = np.unique(keys, return_inverse=True)
         self.counts_ = np.zeros((self.values_.size, 2), dtype=np.int64)

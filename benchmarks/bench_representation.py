@@ -150,7 +150,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=None, help="samples per input (default: the experiment's)")
     args = parser.parse_args()
     available = {info.name for info in list_mechanisms() if info.available}
-    chosen = dict(EXPERIMENTS) if not args.experiments else {k: EXPERIMENTS[k] for k in args.experiments if k in EXPERIMENTS}
+    names = args.experiments or list(EXPERIMENTS)
+    chosen = {name: EXPERIMENTS[name] for name in names if name in EXPERIMENTS}
     for name, (params, claims) in LIBRARIES.items():
         if not args.experiments or "libraries" in args.experiments or name in args.experiments:
             chosen[f"library {name}"] = Experiment(name, params, claims, FLOAT, 100_000, pairs={})

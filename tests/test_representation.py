@@ -128,7 +128,8 @@ def test_rare_values_score_as_unseen():
 def test_atom_table_keys_are_bitwise_rows():
     X = np.array([[0.0, 1.0], [-0.0, 1.0], [0.0, 1.0], [0.0, 2.0]])
     table = AtomTable(min_count=1).fit(X, [0, 1, 0, 1])
-    assert sorted(table.counts_.sum(axis=1).tolist()) == [1, 1, 2]  # (0, 1) twice, (0, 2), (-0, 1): -0.0 is its own value
+    # (0, 1) twice, (0, 2) once, (-0, 1) once: -0.0 is a value of its own
+    assert sorted(table.counts_.sum(axis=1).tolist()) == [1, 1, 2]
     assert table.transform([[0.0, 1.0]])[0, 0] > 0 > table.transform([[-0.0, 1.0]])[0, 0]
 
 
