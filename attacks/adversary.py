@@ -32,7 +32,13 @@ g(x) = phi(x) . coef_ + intercept_ (THEORY.md section 3 and 4):
   :class:`sklearn.tree.DecisionTreeClassifier`; the witness is the
   closed-form optimum per cell (histogram divergence, THEORY.md section 4);
 * ``threshold``: phi = one output coordinate (the one with the largest
-  training IPM), for the IPM and DP set attacks only.
+  training IPM), for the IPM and DP set attacks only;
+* ``atoms``: phi = the smoothed log ratio of how often the exact value
+  occurs among P's and Q's training outputs, leave-one-out on the training
+  rows (:class:`attacks.representation.AtomTable`); IPM and DP only;
+* ``floatbits``: phi = the one-hot leaf of a depth-3 tree on the IEEE-754
+  features of the outputs (:class:`attacks.representation.FloatFeatures`),
+  scored like ``treeK``; IPM and DP only.
 
 How coef_ is fitted, per divergence:
 
@@ -138,6 +144,7 @@ from attacks.divergences import (
     tail_index,
     variational_bound,
 )
+from attacks.representation import FLOATBITS_DEPTH, AtomTable, FloatFeatures
 
 DIVERGENCES = ("kl", "renyi", "ipm", "dp")
 
@@ -281,8 +288,8 @@ class Adversary(BaseEstimator):
                 f"function_class {self.function_class!r} supports divergences "
                 f"{self.function_class_.divergences}. Found divergence {self.divergence!r}."
             )
-        self.feature_map_ = self._make_feature_map(X, random_state).fit(X, y)
-        phi = self.feature_map_.transform(X)
+        self.feature_map_ = self._make_feature_map(X, random_state)
+        phi = self.feature_map_.fit_transform(X, y)  # atoms: leave-one-out on the training rows
         phi_p, phi_q = phi[y == 0], phi[y == 1]
         self.threshold_, self.side_, self.scale_ = None, None, None
         fit_coef = self._fit_renyi if self.divergence == "renyi" else self._fit_kl
@@ -405,6 +412,10 @@ class Adversary(BaseEstimator):
             return make_pipeline(common, StandardScaler(), _NetworkLogit(self.width, seed), StandardScaler())
         if kind == "tree":
             return make_pipeline(common, _TreeCells(degree, seed))
+        if kind == "atoms":  # exact values and bit patterns: no rescaling before these two
+            return make_pipeline(AtomTable())
+        if kind == "floatbits":
+            return make_pipeline(FloatFeatures(), _TreeCells(FLOATBITS_DEPTH, seed))
         return make_pipeline(common, _BestCoordinate())
 
     def _fit_kl(self, phi_p, phi_q) -> tuple[np.ndarray, float]:
@@ -413,10 +424,10 @@ class Adversary(BaseEstimator):
         For ``kl`` the direction is scaled by :func:`_witness_scale` (module docstring).
         """
         kind = self.function_class_.kind
-        if kind == "tree":
+        if kind in ("tree", "floatbits"):
             p, q = _smoothed_cell_frequencies(phi_p, phi_q)
             coef = np.log(p) - np.log(q)
-        elif kind == "threshold":
+        elif kind in ("threshold", "atoms"):
             coef = np.ones(1)
         else:
             coef = _maximise_donsker_varadhan(phi_p, phi_q, self.ridge)

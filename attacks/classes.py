@@ -3,11 +3,14 @@
 A class is named by a string (config files, results rows): ``linear``,
 ``polyK`` (K >= 1; ``poly1`` is ``linear``), ``kernel``, ``mlp``, ``treeK``
 (K >= 1), ``threshold`` (1-D thresholds of one output coordinate; IPM and DP
+only), ``atoms`` and ``floatbits`` (sets of exact output values and of
+IEEE-754 representation features, :mod:`attacks.representation`; IPM and DP
 only) and ``all`` (the unrestricted class, for claims only).
 
 Containment (THEORY.md section 3; CBDP section 3): lin in poly_k in
 poly_{k+1}; lin in mlp (one hidden ReLU layer of width >= 2d represents
-x = relu(x) - relu(-x)); tree_k in tree_{k+1}; every class in ``all``. An
+x = relu(x) - relu(-x)); tree_k in tree_{k+1}; every class in ``all``
+(``atoms`` and ``floatbits`` in ``all`` only). An
 attack of class A refutes a claim about class C only when A is contained in C;
 other attacks are informative.
 """
@@ -17,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-KINDS = ("poly", "kernel", "mlp", "tree", "threshold", "all")
+KINDS = ("poly", "kernel", "mlp", "tree", "threshold", "atoms", "floatbits", "all")
 MAX_POLY_DEGREE = 10
 """Largest K of ``polyK``: a degree-K polynomial of d coordinates has C(d + K, K)
 features (already 3003 at d = 5, K = 10), beyond which the fit is neither
@@ -27,7 +30,7 @@ MAX_TREE_DEPTH = 20
 audit's sample can populate."""
 ACCEPTED_NAMES = (
     f"'linear', 'polyK' (K = 1..{MAX_POLY_DEGREE}), 'kernel', 'mlp', 'treeK' (K = 1..{MAX_TREE_DEPTH}), "
-    "'threshold', 'all'"
+    "'threshold', 'atoms', 'floatbits', 'all'"
 )
 PARAMETERS = {
     "poly": ("ridge",),
@@ -35,12 +38,14 @@ PARAMETERS = {
     "mlp": ("width", "ridge"),
     "tree": ("ridge",),
     "threshold": (),
+    "atoms": (),
+    "floatbits": (),
     "all": (),
 }
 """The :class:`attacks.Adversary` parameters that apply to each kind (``class_params``)."""
 
 # ASCII digits without a leading zero: "poly00", "poly02" and non-ASCII digits ("poly\u0968") are not names.
-_PATTERN = re.compile(r"(linear|poly([1-9][0-9]*)|kernel|mlp|tree([1-9][0-9]*)|threshold|all)", re.ASCII)
+_PATTERN = re.compile(r"(linear|poly([1-9][0-9]*)|kernel|mlp|tree([1-9][0-9]*)|threshold|atoms|floatbits|all)", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -49,7 +54,7 @@ class FunctionClass:
 
     Parameters
     ----------
-    kind : {"poly", "kernel", "mlp", "tree", "threshold", "all"}
+    kind : {"poly", "kernel", "mlp", "tree", "threshold", "atoms", "floatbits", "all"}
         The family; ``linear`` is ``poly`` of degree 1.
     degree : int or None
         K of ``polyK`` (1 for ``linear``) and of ``treeK`` (the depth);
@@ -75,9 +80,10 @@ class FunctionClass:
         ``threshold`` witnesses are +-1 step functions of one coordinate: they
         suit the IPM and DP set attacks, not the KL or Renyi objectives (a
         threshold class is not closed under h -> a h + b in a way that lets the
-        objective's scale be optimised). ``all`` is a claim class only.
+        objective's scale be optimised); nor are ``atoms`` and ``floatbits``
+        (:mod:`attacks.representation`). ``all`` is a claim class only.
         """
-        if self.kind == "threshold":
+        if self.kind in ("threshold", "atoms", "floatbits"):
             return ("ipm", "dp")
         if self.kind == "all":
             return ()
@@ -124,7 +130,7 @@ def parse_function_class(name: str | FunctionClass) -> FunctionClass:
     name : str or FunctionClass
         One of ``linear``, ``polyK`` (1 <= K <= ``MAX_POLY_DEGREE``),
         ``kernel``, ``mlp``, ``treeK`` (1 <= K <= ``MAX_TREE_DEPTH``),
-        ``threshold``, ``all`` (case-insensitive; K in ASCII digits without a
+        ``threshold``, ``atoms``, ``floatbits``, ``all`` (case-insensitive; K in ASCII digits without a
         leading zero); a FunctionClass is returned unchanged.
 
     Raises

@@ -71,7 +71,7 @@ _FIELDS = {
     "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params", "coupled"),
     "run": ("seed", "n_jobs", "backend", "sample_timeout"),
 }
-DEFAULT_CLASSES = ("linear", "poly2", "poly3", "tree3")
+DEFAULT_CLASSES = ("linear", "poly2", "poly3", "tree3", "atoms")
 
 
 class ConfigError(ValueError):

@@ -466,6 +466,9 @@ def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool
         "count gives a finite bound.",
         "- A row can refute a claim only when its attack class is contained in the claim's class; other "
         "rows are `info`.",
+        "- `atoms` and `floatbits` attack the representation of the outputs (exact values, IEEE-754 bits; "
+        "attacks.representation) and refute claims about `all` only. A feature of the released output is "
+        "post-processing, so a violation measured on the features is a violation of the mechanism.",
         f"- Family-wise error: Holm's step-down procedure over the refuting rows keeps the probability of "
         f"any false violation below 1 - {level} for the whole audit, not per row.",
         "- `inconclusive`: the estimate exceeds the claim but Holm does not reject (the note gives the "

@@ -21,6 +21,7 @@ CONFIGURATIONS = [
     Adversary("linear", "kl", random_state=0),
     Adversary("poly2", "renyi", alpha=4.0, random_state=0),
     Adversary("threshold", "dp", random_state=0),
+    Adversary("atoms", "dp", random_state=0),
 ]
 
 _TARGET_NOT_P_OR_Q = (

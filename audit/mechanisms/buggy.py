@@ -311,6 +311,53 @@ class LeakyLaplace(LaplaceMechanism):
         return float("inf") if divergence in ("kl", "renyi", "dp") else None
 
 
+class TextbookLaplace(LaplaceMechanism):
+    """The textbook Laplace mechanism in float64: f(D) + numpy's ``rng.laplace(0, ||v||_1 / epsilon)``.
+
+    The same sampler as the built-in ``laplace``, named for what it is under
+    the representation attacks (:mod:`attacks.representation`).  Over the
+    reals it is epsilon-DP; in floating point it is **not epsilon-DP for any
+    epsilon** (Mironov, CCS 2012): numpy draws U on the grid 2^-53 Z and
+    returns b log(2U) (or -b log(2 - 2U)), so the noise takes a sparse
+    ("porous") set of float values, and f(D) + noise inherits the
+    precision of f(D) (Haney et al. 2022).  On f(D) = 0 the outputs below
+    1/2 in magnitude keep their full mantissa (about 2.9% have their lowest
+    set bit below 2^-53 at b = 10); on f(D') = 1 the sum is rounded to the
+    precision of numbers near 1 and none do.  Such an event has positive
+    probability under D and zero under D'.  With epsilon = 0.1, sensitivity
+    1 and the default pair (sums 0 and 1) this is DP-Sniper's
+    ``floating_point`` experiment (Bichsel et al. 2021, numpy Laplace at
+    loc 0 and 1): numpy computes loc + noise in the same float operation.
+
+    Parameters
+    ----------
+    epsilon : float
+    sensitivity : float or list of float
+    """
+
+    name = "textbook_laplace"
+    description = "sum + numpy rng.laplace(0, ||v||_1/epsilon) in float64 (BUG: porous float support, Mironov 2012)"
+    privacy_claim = "claims epsilon-DP; epsilon-DP over the reals, in float64 not epsilon-DP for any epsilon"
+
+    def __init__(self, epsilon: float = 1.0, sensitivity: float | list[float] = 1.0) -> None:
+        super().__init__(epsilon=epsilon, sensitivity=sensitivity)
+        self.true_epsilon = float("inf")
+
+    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
+        """The real-valued Laplace's closed forms for the value-based classes.
+
+        For ``atoms`` and ``floatbits`` the restricted ``dp`` divergence is
+        infinite (a single float with its lowest set bit below 2^-53 is such
+        a set: positive mass under D = 0, none under D' = 1); their IPM has
+        no closed form (None).
+        """
+        from attacks.classes import parse_function_class
+
+        if parse_function_class(function_class).kind in ("atoms", "floatbits"):
+            return float("inf") if divergence == "dp" else None
+        return super().theory_bound(function_class, divergence, alpha)
+
+
 MECHANISMS = (
     NoisyHist1,
     NoisyHist2,
@@ -325,4 +372,5 @@ MECHANISMS = (
     SVT5,
     SVT6,
     LeakyLaplace,
+    TextbookLaplace,
 )

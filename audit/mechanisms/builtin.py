@@ -156,7 +156,10 @@ class LaplaceMechanism(AdditiveNoiseMechanism):
     sums differ by at most |v_i| in each coordinate, tightly for the default
     pair f(D') - f(D) = v.  In THEORY.md section 6's notation (scale 1/eps_b,
     shift v) this is eps_b = epsilon / ||v||_1; ``theory_bound`` passes
-    (eps_b, v) to ``audit.bounds``.
+    (eps_b, v) to ``audit.bounds``.  These are the privacy of the real-valued
+    mechanism, which the value-based attack classes see; sampled in float64
+    it is the buggy ``textbook_laplace``, which the ``floatbits`` class
+    refutes (``snapping_laplace`` is the float-safe counterpart).
 
     Parameters
     ----------
@@ -267,6 +270,82 @@ class GaussianMechanism(AdditiveNoiseMechanism):
         if divergence == "ipm" and self.v.size == 1:
             return 2.0 * (2.0 * stats.norm.cdf(self.v[0] / (2.0 * self.sigma)) - 1.0)
         return None
+
+
+class SnappingLaplace(BaseMechanism):
+    """Mironov's snapping mechanism (CCS 2012, section 5.2): a Laplace release that is epsilon-DP in float64.
+
+    In units of the sensitivity Delta (y = f(D) / Delta, bound b = B / Delta),
+    the output is
+
+        Delta * clamp_b(Lambda * round((clamp_b(y) + S lambda ln U*) / Lambda)),
+
+    with S a uniform sign, U* uniform on (0, 1) with every float drawn with
+    probability proportional to its spacing (a uniform 52-bit mantissa and a
+    geometric exponent), Lambda the smallest power of two >= lambda, and
+    lambda = (1 + 12 b eta) / (epsilon - 2 eta), eta = 2^-53, the calibration
+    under which Mironov's Theorem 1 gives ((1 + 12 b eta) / lambda + 2 eta)-DP
+    = **epsilon-DP** for b in (lambda, 2^46 lambda) (diffprivlib's
+    ``Snapping`` calibrates the same way).  Outputs lie on the grid
+    Delta Lambda Z (and at +-B): every output is an atom, and no atom's
+    probability ratio between neighbours exceeds e^epsilon, so neither the
+    float features nor the atom attack (:mod:`attacks.representation`) can
+    refute the claim.  The theorem assumes a correctly rounded logarithm;
+    numpy's is faithful to about one unit in the last place, far below the
+    rounding to Lambda.  The default pair (sums 0 and Delta) is the worst case.
+
+    Parameters
+    ----------
+    epsilon : float
+        Privacy parameter, > 2^-52.
+    sensitivity : float
+        Delta: how much one record can move the (scalar) sum.
+    bound : float
+        B: the sum and the output are clamped to [-B, B]; B / Delta must lie in
+        (lambda, 2^46 lambda).
+    """
+
+    name = "snapping_laplace"
+    description = "Mironov's snapping mechanism: clamp, Laplace from an exact-spacing uniform, round to 2^k, clamp"
+    privacy_claim = "epsilon-DP (pure) in float64 (Mironov 2012, Theorem 1)"
+
+    def __init__(self, epsilon: float = 1.0, sensitivity: float = 1.0, bound: float = 1000.0) -> None:
+        super().__init__(epsilon=epsilon, sensitivity=sensitivity, bound=bound)
+        self.epsilon = self.true_epsilon = check_positive(epsilon, "epsilon")
+        self.sensitivity = check_positive(sensitivity, "sensitivity")
+        eta = 2.0**-53
+        if self.epsilon <= 2 * eta:
+            raise ValueError(f"epsilon must exceed 2^-52 for the snapping calibration. Found {epsilon!r}.")
+        self.bound = check_positive(bound, "bound") / self.sensitivity
+        self.noise_scale = (1.0 + 12.0 * self.bound * eta) / (self.epsilon - 2 * eta)
+        if not self.noise_scale < self.bound < 2.0**46 * self.noise_scale:
+            raise ValueError(
+                f"bound / sensitivity must lie in (lambda, 2^46 lambda) = ({self.noise_scale:g}, "
+                f"{2.0**46 * self.noise_scale:g}) for Mironov's theorem; raise or lower bound. Found bound={bound!r}."
+            )
+        self.grid = 2.0 ** np.ceil(np.log2(self.noise_scale))
+
+    def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        y = np.clip(sum_query(dataset, 1)[0] / self.sensitivity, -self.bound, self.bound)
+        sign = np.where(rng.integers(0, 2, size=n) == 1, 1.0, -1.0)
+        noisy = y + sign * self.noise_scale * np.log(_uniform_by_spacing(rng, n))
+        snapped = np.clip(self.grid * np.rint(noisy / self.grid), -self.bound, self.bound)
+        return (self.sensitivity * snapped + 0.0)[:, None]  # + 0.0 turns -0.0 into 0.0: one zero, not two
+
+    def default_pairs(self) -> list[Pair]:
+        """Two records of zeros vs zeros and Delta: the sums differ by exactly the sensitivity."""
+        return [(np.zeros((2, 1)), np.array([[0.0], [self.sensitivity]]))]
+
+
+def _uniform_by_spacing(rng: np.random.Generator, n: int) -> np.ndarray:
+    """n floats in (0, 1), each float u drawn with probability proportional to its spacing (Mironov's U*).
+
+    A uniform 52-bit mantissa on the binade [2^-k, 2^(1-k)), k >= 1 geometric
+    with P(k) = 2^-k (the binade's share of (0, 1)).
+    """
+    mantissa = rng.integers(0, 2**52, size=n, dtype=np.int64)
+    binade = rng.geometric(0.5, size=n)
+    return np.ldexp(1.0 + np.ldexp(mantissa.astype(np.float64), -52), -binade)
 
 
 class NonPrivateMechanism(BaseMechanism):
@@ -584,4 +663,5 @@ MECHANISMS = (
     ReportNoisyMax,
     SparseVector,
     NonPrivateMechanism,
+    SnappingLaplace,
 )
