@@ -6,11 +6,11 @@ witness h from its function class that maximises the variational form of the
 divergence D(P, Q) on those samples (CBDP eq. 1-3). ``score(X, y)`` evaluates
 the same objective for the fitted witness on other samples: on held-out data
 it is an unbiased (KL: consistent) estimate of a lower bound on the
-restricted divergence (THEORY.md section 2), so ``cross_val_score`` gives
+restricted divergence (docs/theory.md section 2), so ``cross_val_score`` gives
 held-out lower bounds.
 
 Every class is represented as a feature map phi followed by a linear map,
-g(x) = phi(x) . coef_ + intercept_ (THEORY.md section 3 and 4):
+g(x) = phi(x) . coef_ + intercept_ (docs/theory.md section 3 and 4):
 
 * ``linear`` / ``polyK``: phi = standardised monomials of total degree <= K
   (<= min(K, 2) for the KL fit, see below);
@@ -30,7 +30,7 @@ g(x) = phi(x) . coef_ + intercept_ (THEORY.md section 3 and 4):
   for a gain that the affine refit mostly recovers;
 * ``treeK``: phi = the one-hot cell of a depth-K
   :class:`sklearn.tree.DecisionTreeClassifier`; the witness is the
-  closed-form optimum per cell (histogram divergence, THEORY.md section 4);
+  closed-form optimum per cell (histogram divergence, docs/theory.md section 4);
 * ``threshold``: phi = one output coordinate (the one with the largest
   training IPM), for the IPM and DP set attacks only;
 * ``atoms``: phi = the smoothed log ratio of how often the exact value
@@ -74,7 +74,7 @@ How coef_ is fitted, per divergence:
   sample is no heavier than its largest training values show (exponential,
   as for Laplace and Gaussian outputs and polynomial witnesses of degree
   <= 2 with a non-positive leading term).  Heavy-tail trap
-  (THEORY.md section 4): a polynomial witness with a non-zero odd leading
+  (docs/theory.md section 4): a polynomial witness with a non-zero odd leading
   term of degree >= 3 has E_Q exp(h) = infinity under any law with Laplace or
   Gaussian tails, so its population objective is -infinity while a finite
   sample (which never sees the tail) scores it high -- a held-out estimate
@@ -84,7 +84,7 @@ How coef_ is fitted, per divergence:
   lower bound for any law. Trees: h = log(p_cell / q_cell).
 * ``renyi``: minimise E_Q |g|^beta subject to E_P g = 1, beta =
   alpha / (alpha - 1), over g = a . (1, phi): a convex problem whose value
-  gives D_R = -log min E_Q |g|^beta (THEORY.md section 4). At alpha = 2 it is
+  gives D_R = -log min E_Q |g|^beta (docs/theory.md section 4). At alpha = 2 it is
   the closed-form linear solve g = M_Q^{-1} m_P / (m_P' M_Q^{-1} m_P), which
   also starts L-BFGS (on the constraint's null space) for other alpha. Trees:
   g = (p_cell / q_cell)^(alpha - 1), the per-cell optimum.  The direction is
@@ -101,7 +101,7 @@ How coef_ is fitted, per divergence:
   (:func:`attacks.binomial_ratio.projected_lower_bound`: a rare event with a
   large ratio wins only when enough samples will score it); the witness is the
   indicator of S and score is log((P~(S) - delta) / Q~(S)) of the
-  proportions smoothed by a half count, finite at zero counts (THEORY.md
+  proportions smoothed by a half count, finite at zero counts (docs/theory.md
   section 7).  With ``coupled=True`` (P and Q samples drawn in
   pairs from the same random numbers) the bound projected is the paired one
   of :func:`attacks.paired_ratio.projected_lower_bound`.
@@ -353,7 +353,7 @@ class Adversary(BaseEstimator):
         float
             ``kl``: E_P h - log E_Q exp(h) (Donsker-Varadhan); ``renyi``:
             beta log |E_P g| - log E_Q |g|^beta (scale-optimised restricted
-            Renyi, THEORY.md section 4); ``ipm``: E_P h - E_Q h = 2 (TPR - FPR);
+            Renyi, docs/theory.md section 4); ``ipm``: E_P h - E_Q h = 2 (TPR - FPR);
             ``dp``: log((P~(S) - delta) / Q~(S)) with the proportions of X in S
             smoothed by a half count, (k + 1/2) / (n + 1). Empirical means over X.
         """
@@ -571,7 +571,7 @@ def _projected_bound(w_p: np.ndarray, w_q: np.ndarray, divergence: str, alpha: f
 def _minimise_renyi_moment(phi_p, phi_q, beta: float, ridge: float) -> np.ndarray:
     """argmin_a mean |(1, phi_q) a|^beta + ridge |a_1:|^2 / 2 subject to mean (1, phi_p) a = 1.
 
-    A convex problem (THEORY.md section 4). Starts from the beta = 2
+    A convex problem (docs/theory.md section 4). Starts from the beta = 2
     (alpha = 2) closed form a = A^{-1} m / (m' A^{-1} m) with
     m = mean (1, phi_p), A = mean (1, phi_q)(1, phi_q)' + ridge/2 on the
     non-constant diagonal (plus a round-off jitter), then runs L-BFGS on the constraint's
@@ -636,7 +636,7 @@ def _best_dp_set(g_p: np.ndarray, g_q: np.ndarray, delta: float, eval_size: int,
     """Threshold t and side s maximising the epsilon lower bound expected on ``eval_size`` held-out samples.
 
     The bound is the projected lower bound at 95% of the training counts of S
-    (THEORY.md section 7): :func:`attacks.binomial_ratio.projected_lower_bound`
+    (docs/theory.md section 7): :func:`attacks.binomial_ratio.projected_lower_bound`
     for independent samples, :func:`attacks.paired_ratio.projected_lower_bound`
     for coupled pairs (g_p[i], g_q[i]), whose outputs both lie above t exactly
     when their minimum does, and both below when their maximum does.

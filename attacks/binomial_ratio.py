@@ -1,7 +1,7 @@
 """Confidence bounds for the privacy loss of one event, log((P(S) - delta) / Q(S)), and for P(S) - Q(S).
 
 An (epsilon, delta)-DP claim says P(S) <= e^epsilon Q(S) + delta for every
-event S (THEORY.md section 7).  With k_p of n_p outputs on D and k_q of n_q
+event S (docs/theory.md section 7).  With k_p of n_p outputs on D and k_q of n_q
 outputs on D' in S (two independent binomial counts) the bound on
 psi = log((p - delta) / q) inverts the score test of H0: p = delta + theta q,
 
@@ -25,7 +25,7 @@ therefore uses it only where :func:`score_applies` (k_q, k_p - delta n_p,
 n_p - k_p and n_q - k_q all at least ``MIN_SCORE_COUNT``), and elsewhere the
 exact Clopper-Pearson (1934) bounds on P(S) and Q(S), each at confidence
 1 - (1 - level) / 2, combined by the union bound
-(:func:`clopper_pearson_log_ratio_bound`; THEORY.md section 7, the standard
+(:func:`clopper_pearson_log_ratio_bound`; docs/theory.md section 7, the standard
 black-box audit).  The split rests on nothing but each count being binomial,
 so it also holds for coupled samples.  The switch depends on the counts, so
 the coverage of the combined procedure is computed exactly by enumerating

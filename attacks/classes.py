@@ -7,7 +7,7 @@ only), ``atoms`` and ``floatbits`` (sets of exact output values and of
 IEEE-754 representation features, :mod:`attacks.representation`; IPM and DP
 only) and ``all`` (the unrestricted class, for claims only).
 
-Containment (THEORY.md section 3; CBDP section 3): lin in poly_k in
+Containment (docs/theory.md section 3; CBDP section 3): lin in poly_k in
 poly_{k+1}; lin in mlp (one hidden ReLU layer of width >= 2d represents
 x = relu(x) - relu(-x)); tree_k in tree_{k+1}; every class in ``all``
 (``atoms`` and ``floatbits`` in ``all`` only). An
@@ -101,7 +101,7 @@ class FunctionClass:
         return PARAMETERS[self.kind]
 
     def is_contained_in(self, other: FunctionClass) -> bool:
-        """Whether this class is a subset of ``other`` (THEORY.md section 3).
+        """Whether this class is a subset of ``other`` (docs/theory.md section 3).
 
         Examples
         --------

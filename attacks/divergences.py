@@ -10,7 +10,7 @@ divergence of CBDP eq. 2.  Any fixed witness h gives a lower bound on the
 restricted divergence of every class that contains it, which is what makes a
 held-out score an honest lower bound.
 
-Conventions (THEORY.md section 2):
+Conventions (docs/theory.md section 2):
 
 * ``kl``: f(t) = t log t, f*(s) = exp(s - 1).
 * ``alpha`` (order alpha > 1): f(t) = (|t|^alpha - 1) / (alpha^2 - alpha) on all
@@ -78,7 +78,7 @@ def alpha_conjugate_constant(alpha: float) -> float:
 
 
 def f_generator(t: ArrayLike, divergence: str, alpha: float | None = None) -> np.ndarray:
-    """The convex generator f(t) of ``divergence`` (THEORY.md section 2 table)."""
+    """The convex generator f(t) of ``divergence`` (docs/theory.md section 2 table)."""
     t = np.asarray(t, dtype=float)
     if divergence == "kl":
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -92,7 +92,7 @@ def f_generator(t: ArrayLike, divergence: str, alpha: float | None = None) -> np
 
 
 def f_conjugate(s: ArrayLike, divergence: str, alpha: float | None = None) -> np.ndarray:
-    """The convex conjugate f*(s) = sup_t s t - f(t) (THEORY.md section 2 table)."""
+    """The convex conjugate f*(s) = sup_t s t - f(t) (docs/theory.md section 2 table)."""
     s = np.asarray(s, dtype=float)
     if divergence == "kl":
         return np.exp(s - 1.0)
@@ -154,7 +154,7 @@ def renyi_scale_optimized(g_p: ArrayLike, g_q: ArrayLike, alpha: float) -> float
     """Restricted Renyi value of a witness direction g, with its scale optimised.
 
     For a class closed under scaling, maximising the alpha-divergence
-    objective over c * g and applying CBDP eq. 3 gives (THEORY.md section 4)::
+    objective over c * g and applying CBDP eq. 3 gives (docs/theory.md section 4)::
 
         D_{R,alpha} = beta log |E_P g| - log E_Q |g|^beta,   beta = alpha / (alpha - 1),
 
@@ -192,7 +192,7 @@ def renyi_influence(g_p: ArrayLike, g_q: ArrayLike, alpha: float) -> tuple[np.nd
     """Per-sample influence terms (beta g_P / mean g_P, |g_Q|^beta / mean |g_Q|^beta) of :func:`renyi_scale_optimized`.
 
     The delta method linearises beta log|mean g_P| - log mean |g_Q|^beta as
-    mean(infl_P) - mean(infl_Q) + const (THEORY.md section 4); the Q terms are
+    mean(infl_P) - mean(infl_Q) + const (docs/theory.md section 4); the Q terms are
     scaled by their maximum before the power.
     """
     beta = conjugate_exponent(alpha)

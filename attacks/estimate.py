@@ -3,7 +3,7 @@
 :func:`estimate_divergence` fits an :class:`~attacks.adversary.Adversary` on a
 train split of the samples of P and Q and scores its witness on the held-out
 rest. The *estimand* is the population value of the fitted witness's
-objective: a lower bound on the restricted divergence of the class (THEORY.md
+objective: a lower bound on the restricted divergence of the class (docs/theory.md
 section 2), so a lower confidence bound above a claim is evidence against it.
 
 Intervals (all conditional on the fitted witness, with the held-out samples
@@ -22,7 +22,7 @@ The influence terms:
 
 * ``kl``: estimate = mean(h_P) - log mean(exp h_Q) (Donsker-Varadhan, CBDP
   appendix Lemma 1); infl_P = h_P, infl_Q = exp(h_Q) / mean(exp h_Q).
-* ``renyi``: estimate = beta log|mean g_P| - log mean|g_Q|^beta (THEORY.md
+* ``renyi``: estimate = beta log|mean g_P| - log mean|g_Q|^beta (docs/theory.md
   section 4, scale-optimised); infl_P = beta g_P / mean(g_P),
   infl_Q = |g_Q|^beta / mean(|g_Q|^beta).
 * ``ipm``: estimate = mean(h_P) - mean(h_Q) = 2 (P_n(S) - Q_n(S)) with
@@ -33,7 +33,7 @@ The influence terms:
   :func:`attacks.paired_ratio.difference_bound` for coupled samples.
 * ``dp``: estimate = log((P~(S) - delta) / Q~(S)) with the held-out
   proportions smoothed by a half count, (k + 1/2) / (n + 1), so that a zero
-  count of Q gives a finite estimate (THEORY.md section 7); the bound for a
+  count of Q gives a finite estimate (docs/theory.md section 7); the bound for a
   shifted ratio of two independent binomial proportions
   (:func:`attacks.binomial_ratio.log_ratio_bound`), or, for coupled samples,
   of paired proportions from the cells (both in S, only X, only Y, neither)

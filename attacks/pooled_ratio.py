@@ -1,7 +1,7 @@
 """Lower bounds on epsilon pooled over several attack sets: a weighted mean of their log-ratios.
 
 An (epsilon, delta)-DP claim bounds the privacy loss of every event,
-psi(S) = log((P(S) - delta) / Q(S)) <= epsilon (THEORY.md section 7), so it
+psi(S) = log((P(S) - delta) / Q(S)) <= epsilon (docs/theory.md section 7), so it
 bounds every weighted mean sum_k w_k psi(S_k) with weights w_k >= 0 summing
 to one.  A lower confidence bound on such a mean, its sets and weights fixed
 before the samples that estimate it are drawn, is therefore a lower

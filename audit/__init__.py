@@ -1,7 +1,7 @@
 """Auditing privacy mechanisms: mechanisms, neighbours, theory, verdicts, runner, reports.
 
-``run_audit`` is the Python entry point (DESIGN.md, "Contract: Python");
-``bounds`` holds the closed forms of THEORY.md section 6.  The names are
+``run_audit`` is the Python entry point (docs/design.md, "Contract: Python");
+``bounds`` holds the closed forms of docs/theory.md section 6.  The names are
 imported on first use (PEP 562), so that ``capaudit --help`` does not load
 numpy, scikit-learn and pandas.
 """

@@ -1,6 +1,6 @@
 """The Python entry point of an audit: :func:`run_audit` and its :class:`AuditResult`.
 
-Same semantics as ``capaudit run`` (DESIGN.md, "Contract: Python").
+Same semantics as ``capaudit run`` (docs/design.md, "Contract: Python").
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class AuditResult:
     verdict : str
         ``"pass"``, ``"violation"`` or ``"inconclusive"`` (see :mod:`audit.verdicts`).
     table : pandas.DataFrame
-        One row per results.json row (DESIGN.md schema, plus ``task`` and ``error``).
+        One row per results.json row (docs/design.md schema, plus ``task`` and ``error``).
     exit_code : int
         What ``capaudit run`` exits with: 0 pass or inconclusive, 1 violation,
         2 when a task failed (a mechanism error) or a claim went untested.
@@ -112,7 +112,7 @@ def run_audit(
     Parameters
     ----------
     config : path or mapping
-        A TOML config file or the same structure as a dict (DESIGN.md, "Contract: config").
+        A TOML config file or the same structure as a dict (docs/design.md, "Contract: config").
     n_jobs, seed, backend : optional
         Override ``[run]``'s values.
     out_dir : path, optional
@@ -282,7 +282,7 @@ def claim_rows(config: AuditConfig, records: Sequence[dict] | Any) -> list[dict]
     """One results row per (task record, claim on the task's divergence, alpha and delta).
 
     ``refutes_claim`` is True when the attack's class is contained in the
-    claim's class (THEORY.md section 3); verdicts and intervals are filled
+    claim's class (docs/theory.md section 3); verdicts and intervals are filled
     later by :func:`audit.verdicts.assign_verdicts`.
     """
     from attacks.classes import parse_function_class

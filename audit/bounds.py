@@ -1,11 +1,11 @@
 """Closed forms of capacity bounded DP: exact values, published bounds, properties.
 
-One small pure function per formula of THEORY.md sections 5 and 6. Exact
+One small pure function per formula of docs/theory.md sections 5 and 6. Exact
 values (``laplace_kl``, ``gaussian_kl``, ``laplace_linear_kl``,
 ``gaussian_linear_kl``, ``laplace_renyi``, ``gaussian_renyi``) hold for every
 parameter. The ``*_linear_renyi_bound`` functions are the *upper bounds* of
 CBDP Table 1 / Corollary 2 / Theorem 5, implemented exactly as published:
-they are claims to be audited, not facts (THEORY.md section 6 notes that the
+they are claims to be audited, not facts (docs/theory.md section 6 notes that the
 proof of appendix Theorem 13 drops a 2^{-d} factor).
 
 Conventions: P is the mechanism's output law on D, Q on D'. A Laplace
@@ -13,7 +13,7 @@ mechanism adds Lap(0, b) noise to a query of sensitivity Delta and
 ``epsilon = Delta / b``; a Gaussian mechanism adds N(0, sigma^2) noise to a
 query of sensitivity 1. The sensitivity ``v`` is a scalar (d = 1) or a vector
 of per-coordinate sensitivities (v_1, ..., v_d), in units of that Delta.
-Renyi orders follow CBDP's |t| convention (THEORY.md section 2).
+Renyi orders follow CBDP's |t| convention (docs/theory.md section 2).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from audit.validation import as_numbers, check_positive, is_number
 def laplace_kl(epsilon: float, v: ArrayLike = 1.0) -> float:
     """Unrestricted KL divergence of the Laplace mechanism.
 
-    sum_i (epsilon |v_i| - 1 + exp(-epsilon |v_i|)) (THEORY.md section 6; the
+    sum_i (epsilon |v_i| - 1 + exp(-epsilon |v_i|)) (docs/theory.md section 6; the
     alpha -> 1 limit of CBDP appendix Theorem 11).
     """
     x = check_positive(epsilon, "epsilon") * _check_sensitivity(v)
@@ -178,7 +178,7 @@ def pinsker_ipm_bound(kl: float) -> float:
     """Pinsker-like bound IPM^H <= 8 sqrt(KL^H) (CBDP Theorem 7).
 
     Valid only for classes H that are convex, have range [-1, 1], are
-    translation invariant and closed under negation (THEORY.md section 5).
+    translation invariant and closed under negation (docs/theory.md section 5).
     """
     return 8.0 * float(np.sqrt(_check_nonnegative(kl, "kl")))
 

@@ -1,4 +1,4 @@
-"""The ``capaudit`` command line (DESIGN.md, "Contract: command line").
+"""The ``capaudit`` command line (docs/design.md, "Contract: command line").
 
 Exit codes: 0 no claim violated, 1 a violation, 2 any failure that is not a
 verdict (a usage, config or mechanism error, a crash: one line on stderr, no
@@ -179,7 +179,7 @@ def demo_configs() -> dict[str, dict]:
     ``noisy_hist_1`` adds Lap(1/epsilon) to each count (epsilon-DP);
     ``noisy_hist_2`` adds Lap(epsilon) instead, so at epsilon = 0.5 it is only
     2-DP.  Both are held to the KL-DP of a 0.5-DP Laplace count,
-    epsilon - 1 + exp(-epsilon) (THEORY.md section 6), and to the paper's
+    epsilon - 1 + exp(-epsilon) (docs/theory.md section 6), and to the paper's
     (linear, Renyi alpha = 2) bound log(1 + 2 epsilon^2) (CBDP Table 1), over
     their neighbouring histograms: the first passes, the second fails both
     (its values are 1.135 and log 3 = 1.099).

@@ -1,6 +1,6 @@
 """Audit configs: a TOML file or a dict, validated into a frozen :class:`AuditConfig`.
 
-The fields are DESIGN.md's "Contract: config".  Every error is a
+The fields are docs/design.md's "Contract: config".  Every error is a
 :class:`ConfigError` whose message names the field path (``claims[1].alpha``),
 the value found and what would fix it; ``capaudit`` prints it and exits 2.
 
@@ -175,7 +175,7 @@ def load_config(
     Parameters
     ----------
     source : path or mapping
-        A TOML file (DESIGN.md, "Contract: config") or the same structure as a dict.
+        A TOML file (docs/design.md, "Contract: config") or the same structure as a dict.
     overrides : mapping, optional
         ``[run]`` values that replace the config's (``seed``, ``n_jobs``,
         ``backend``; None values are ignored): the command line's options.
@@ -605,7 +605,7 @@ _SUGGESTED_CLASSES = ("linear", "poly2", "kernel", "mlp", "tree3", "threshold")
 
 
 def _check_refutable(claim: Claim, attacks: AttackSpec, path: str) -> None:
-    """Raise unless some attack class can refute ``claim`` (THEORY.md section 3), and its delta is refutable.
+    """Raise unless some attack class can refute ``claim`` (docs/theory.md section 3), and its delta is refutable.
 
     An attack of class A refutes a claim about class C with divergence D only
     when A is contained in C and A's witnesses estimate D

@@ -4,8 +4,8 @@ For laws P, Q with densities (frozen ``scipy.stats`` continuous laws), or two
 discrete laws (frozen ``scipy.stats`` discrete laws, e.g. randomized response
 or the two-sided geometric / discrete Laplace), this module computes the
 H-restricted divergences of CBDP eq. 2 / eq. 3 and Def. 4 with the
-conventions of THEORY.md section 2 (CBDP's |t| convention for the
-alpha-divergence), through the reductions of THEORY.md section 4:
+conventions of docs/theory.md section 2 (CBDP's |t| convention for the
+alpha-divergence), through the reductions of docs/theory.md section 4:
 
 * KL over a linear-in-features class (CBDP appendix Lemma 1, Donsker-Varadhan)::
 
@@ -16,7 +16,7 @@ alpha-divergence), through the reductions of THEORY.md section 4:
   Q's log density (:func:`_tail`), never obtained by truncating the
   integration domain: under Laplace or Gaussian tails a polynomial witness
   with an odd leading term of degree >= 3 has E_Q[exp h] = inf, so
-  (poly3, KL) = (poly2, KL) (THEORY.md section 4, "Trap").
+  (poly3, KL) = (poly2, KL) (docs/theory.md section 4, "Trap").
 * Renyi over a class closed under scaling::
 
       D_{R,alpha}^H(P, Q) = -log min_{g in H, E_P g = 1} E_Q |g|^beta,   beta = alpha / (alpha - 1),
@@ -38,7 +38,7 @@ the value is confirmed on a rule with twice as many panels. KL optima are
 found by Newton's method with the exact Hessian (a log barrier keeps the
 leading coefficient in its admissible interval).
 
-Discrete laws (THEORY.md section 2 with sums for integrals): every
+Discrete laws (docs/theory.md section 2 with sums for integrals): every
 expectation is a weighted sum over the atoms, i.e. a "rule" whose nodes are
 the atoms of P and Q and whose weights are 1, so the same objectives and
 solvers serve both kinds (:func:`_atom_rule`). On m atoms the polynomials of
@@ -120,7 +120,7 @@ def restricted_divergence(
     divergence : {"kl", "renyi", "ipm"}
     alpha : float, optional
         Renyi order > 1, required for ``divergence="renyi"`` (CBDP's |t|
-        convention, THEORY.md section 2); ignored otherwise.
+        convention, docs/theory.md section 2); ignored otherwise.
 
     Returns
     -------
@@ -627,7 +627,7 @@ def _increases_along_ray(features, mean_p, log_weights_q, a) -> bool:
 
 
 def _polynomial_renyi(p, q, degree: int, alpha: float) -> float:
-    """(poly_K, Renyi) = -log min_{E_P g = 1} E_Q |g|^beta over polynomials g (THEORY.md section 4).
+    """(poly_K, Renyi) = -log min_{E_P g = 1} E_Q |g|^beta over polynomials g (docs/theory.md section 4).
 
     Starts from the alpha = 2 quadratic program (for beta > 2, i.e. alpha < 2,
     followed along a geometric path of exponents up to beta, since |g|^beta

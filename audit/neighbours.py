@@ -1,6 +1,6 @@
 """Neighbouring datasets (D, D') to audit a mechanism on.
 
-Sources of pairs (THEORY.md section 1; DESIGN.md, "Contract: config"):
+Sources of pairs (docs/theory.md section 1; docs/design.md, "Contract: config"):
 
 * explicit ``[[pairs]]`` from the config, optionally checked against a relation;
 * the mechanism's own ``default_pairs()`` (its worst case), when nothing is given;

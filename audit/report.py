@@ -1,7 +1,7 @@
 """Write an audit's results: results.json, results.csv, report.md, report.html and figures.
 
 The writer's input is the results table (one row per results.json row,
-DESIGN.md "Contract: results.json") and the audit's metadata; it computes
+docs/design.md "Contract: results.json") and the audit's metadata; it computes
 nothing about privacy itself, it only lays the evidence out so that the
 verdict comes first and every refuting row can be traced to its numbers.
 
@@ -93,7 +93,7 @@ def write_audit_report(
         Output directory, created if needed; existing files of the same names
         are overwritten.
     table : pandas.DataFrame
-        One row per results row with the columns of DESIGN.md's schema
+        One row per results row with the columns of docs/design.md's schema
         (:data:`ROW_COLUMNS`); extra columns (``task``, ``error``, ...) are
         kept in results.json and results.csv.
     verdict : {"pass", "violation", "inconclusive"}
@@ -106,7 +106,7 @@ def write_audit_report(
         Versions of capaudit, Python and the audited libraries.
     config : mapping
         The audit configuration as a JSON-serialisable dict (TOML layout of
-        DESIGN.md "Contract: config").
+        docs/design.md "Contract: config").
     pairs : sequence of mapping, optional
         The audited pairs, ``{"name", "d", "d_prime", "relation"}`` each
         (:func:`audit.provenance.pair_records`), saved so a pair can be re-run.
@@ -457,7 +457,7 @@ def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool
         *coupling,
         "- Held-out scores: each adversary is fitted on a train split and its variational objective is "
         "evaluated on the held-out rest, so an estimate is an unbiased estimate of a lower bound on the "
-        "restricted divergence of its class (THEORY.md section 2); the interval is a confidence interval "
+        "restricted divergence of its class (docs/theory.md section 2); the interval is a confidence interval "
         "for that lower bound.",
         "- dp and ipm rows: bounds on log((P(S) - delta) / Q(S)) and on 2 (P(S) - Q(S)) from the held-out "
         "counts of the attack set S: score bounds where the counts reach 10 (30 discordant pairs when "

@@ -2,7 +2,7 @@
 
 A task is one attack: (pair, direction, attack class, divergence, alpha, delta),
 named by a stable id such as ``p0|P|Q|poly3|renyi|4|0``.  Directions: ``P|Q``
-estimates Gamma(M(d) || M(d')), ``Q|P`` the reverse (THEORY.md section 1).
+estimates Gamma(M(d) || M(d')), ``Q|P`` the reverse (docs/theory.md section 1).
 A class is attacked only on the divergences it can estimate
 (:attr:`attacks.classes.FunctionClass.divergences`).
 

@@ -3,7 +3,7 @@
 A *claim* here is one (divergence, alpha, claim class, claimed value): the
 rows of results.json that test it share those four columns.  Its *strongest
 evidence* is the row that refutes the claim (its attack class is contained in
-the claim's, THEORY.md section 3) with the largest lower confidence bound
+the claim's, docs/theory.md section 3) with the largest lower confidence bound
 ``ci_low``; an unbounded row (``ci_low = inf``) beats any finite one.  When no
 row can refute the claim, or none has a lower bound, the largest estimate
 stands in, so that every claim has a line.

@@ -12,7 +12,7 @@ at 1, this module tabulates over a grid of Renyi orders alpha
 then the KL rows (exact (H, KL), the closed form of (lin, KL) of CBDP appendix
 Thms 9, 10, and KL itself) and the IPM row (threshold witnesses: 2 TV).
 
-Published closed forms are claims (THEORY.md introduction). Every published
+Published closed forms are claims (docs/theory.md introduction). Every published
 value is compared with the exact value of every class it covers (a value for
 class C bounds every class contained in C); where it is below, the row is
 flagged and the report says so in a section of its own. Nothing is "fixed".
@@ -75,7 +75,7 @@ _THEOREMS = {"laplace": ("Thm 9", "Thm 11"), "gaussian": ("Thm 10", "Thm 12")}
 
 
 def output_laws(mechanism: str, scale: float) -> tuple[stats.rv_continuous, stats.rv_continuous]:
-    """P = law of M(0), Q = law of M(1) for sensitivity 1 (THEORY.md section 6).
+    """P = law of M(0), Q = law of M(1) for sensitivity 1 (docs/theory.md section 6).
 
     Parameters
     ----------
@@ -438,15 +438,15 @@ def _markdown(table: pd.DataFrame, mechanism: str, scale: float, figures: list[p
         "",
         "- Exact restricted values: `audit.exact.restricted_divergence(P, Q, class, divergence, alpha)`, "
         "a convex optimisation over the class's coefficients with the expectations under P and Q computed "
-        "by numerical quadrature (THEORY.md section 4): for Renyi, "
+        "by numerical quadrature (docs/theory.md section 4): for Renyi, "
         "-log min over {g in H, E_P g = 1} of E_Q |g|^beta; for KL, Donsker-Varadhan over the class.",
         "- Renyi and alpha-divergences use CBDP's |t| convention, f(t) = (|t|^alpha - 1)/(alpha^2 - alpha) "
-        "on all of R (THEORY.md section 2); with f = +inf on t < 0 restricted values would come out larger.",
+        "on all of R (docs/theory.md section 2); with f = +inf on t < 0 restricted values would come out larger.",
         "- Published closed forms (`audit.bounds`) are taken as published and treated as claims: a value for "
         "class C is compared with the exact value of every class contained in C, and flagged where it is "
         f"lower by more than a relative {BOUND_RTOL:g} (the numerical accuracy of the exact values).",
         "- (poly3, KL) equals (poly2, KL) under Laplace and Gaussian tails: exp of a cubic has no finite "
-        "expectation (THEORY.md section 4).",
+        "expectation (docs/theory.md section 4).",
         "",
     ]
     return "\n".join(lines)

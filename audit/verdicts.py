@@ -1,7 +1,7 @@
 """Row verdicts, per-claim summaries and the overall verdict of an audit, family-wise error controlled by Holm.
 
 A row compares one attack's estimate with one claim.  It can refute the claim
-only when the attack's class is contained in the claim's class (THEORY.md
+only when the attack's class is contained in the claim's class (docs/theory.md
 section 3; :meth:`attacks.classes.FunctionClass.is_contained_in`); other rows
 are ``"info"``.  The refuting rows that ran (no ``error``) form one family of
 one-sided tests of H0: "the estimand <= the claim", tested with Holm's
@@ -79,7 +79,7 @@ Overall: ``"violation"`` if any row is a violation or unbounded; else
 ``"inconclusive"`` if any row is inconclusive, any claim is untested, or
 there are no rows; else ``"pass"``.  Exit codes (:func:`exit_code`): 2 when
 any task failed or a claim is untested or there are no rows (the audit is
-incomplete: DESIGN.md reserves 2 for errors, and it wins over 1), else 1 for
+incomplete: docs/design.md reserves 2 for errors, and it wins over 1), else 1 for
 a violation, else 0 (an inconclusive audit found no violation).
 """
 
@@ -217,7 +217,7 @@ def assign_verdicts(rows: Sequence[dict], evidence: Mapping[str, Evidence | None
     Parameters
     ----------
     rows : sequence of dict
-        Results rows (DESIGN.md schema plus ``task`` and ``error``) with at least
+        Results rows (docs/design.md schema plus ``task`` and ``error``) with at least
         ``task``, ``estimate``, ``claim``, ``claim_class``, ``divergence``,
         ``alpha``, ``function_class``, ``refutes_claim``, ``error`` and
         ``note``; ``unbounded`` (default False) says the record is a
@@ -298,7 +298,7 @@ def overall_verdict(rows: Sequence[Mapping[str, Any]]) -> str:
 def exit_code(rows: Sequence[Mapping[str, Any]], verdict: str) -> int:
     """2 if any task failed, a claim is untested or nothing ran, else 1 for a violation, else 0.
 
-    DESIGN.md, "Contract: command line": 2 is an error, and an audit that
+    docs/design.md, "Contract: command line": 2 is an error, and an audit that
     could not test a claim is incomplete.
     """
     incomplete = not rows or any(_failed(row) for row in rows)

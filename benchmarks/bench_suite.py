@@ -4,7 +4,7 @@
 
 For every mechanism (claimed epsilon = 0.1, DP-Sniper's benchmark settings,
 Bichsel et al. 2021) it finds a valid lower confidence bound on the pure-DP
-epsilon (THEORY.md section 7) over the mechanism's ``default_pairs`` (StatDP's
+epsilon (docs/theory.md section 7) over the mechanism's ``default_pairs`` (StatDP's
 neighbouring inputs) in both directions, at 95% and at DP-Sniper's 90%, and
 writes a markdown table beside DP-Sniper's published lower bounds.
 

@@ -147,7 +147,7 @@ def gaussian_dp_epsilon(sigma: float, delta: float = GAUSSIAN_DELTA) -> float:
     return float(optimize.brentq(lambda e: gaussian_dp_delta(e, sigma) - delta, 0.0, upper, xtol=1e-12))
 
 
-# Unrestricted values of THEORY.md section 6 (audit.bounds); restricted_divergence's numerical "all" crashed the
+# Unrestricted values of docs/theory.md section 6 (audit.bounds); restricted_divergence's numerical "all" crashed the
 # interpreter (segmentation fault) on Laplace eps = 8, renyi alpha = 2.
 CLOSED_FORMS = {
     ("laplace", "kl"): lambda m, alpha: bounds.laplace_kl(m.params["epsilon"], m.params["sensitivity"]),

@@ -172,7 +172,7 @@ def test_theory_bound_is_the_builtin_one_at_the_same_law(name, builtin, params, 
 
 
 def test_theory_bound_reference_value_and_none_for_discrete_laws():
-    """THEORY.md section 6: (lin, KL) of Laplace at epsilon 1 is 0.2260; discrete laws get no closed form."""
+    """docs/theory.md section 6: (lin, KL) of Laplace at epsilon 1 is 0.2260; discrete laws get no closed form."""
     assert build("opendp.laplace", scale=1.0).theory_bound("linear", "kl") == pytest.approx(0.2260, abs=5e-5)
     assert build("opendp.laplace_int").theory_bound("linear", "kl") is None
 

@@ -1,4 +1,4 @@
-"""Held-out estimates against THEORY.md section 6 reference values, and input checks.
+"""Held-out estimates against docs/theory.md section 6 reference values, and input checks.
 
 Tolerances: |estimate - exact| <= 4 standard errors (the delta-method SE of the
 held-out estimate at n_test = 12 500) + an allowance of 0.015 for the known
@@ -16,7 +16,7 @@ from theory_reference import EXACT
 N = 25_000
 ALLOWANCE = 0.015
 POLYNOMIAL = ("linear", "poly2", "poly3")
-REFERENCE = {  # THEORY.md section 6: (class, divergence, alpha) -> value, for the polynomial classes
+REFERENCE = {  # docs/theory.md section 6: (class, divergence, alpha) -> value, for the polynomial classes
     law: {key: value for key, value in table.items() if key[0] in POLYNOMIAL} for law, table in EXACT.items()
 }
 

@@ -54,7 +54,7 @@ def _assert_valid(cells: list, seeds: int, family_size: int) -> None:
 
 
 def test_claims_are_the_true_values():
-    """Closed forms of THEORY.md section 6 and the exact (linear, KL) of Laplace; the Gaussian's dp epsilon is
+    """Closed forms of docs/theory.md section 6 and the exact (linear, KL) of Laplace; the Gaussian's dp epsilon is
     the one at which the Balle-Wang delta equals the claimed delta."""
     names = ["laplace eps=1|n=1000|linear|kl|linear", "laplace eps=1|n=1000|kernel|kl|all",
              "laplace eps=1|n=1000|threshold|dp|all", "gaussian 1/sigma=1|n=1000|kernel|renyi10|all",

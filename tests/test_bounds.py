@@ -1,4 +1,4 @@
-"""Closed forms of audit.bounds against THEORY.md section 6 and independent evaluations."""
+"""Closed forms of audit.bounds against docs/theory.md section 6 and independent evaluations."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ from scipy import integrate, stats
 
 from audit import bounds
 
-# THEORY.md's reference table is given to 4 significant digits.
+# docs/theory.md's reference table is given to 4 significant digits.
 REFERENCE_RTOL = 1e-3
 
 

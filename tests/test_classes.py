@@ -1,4 +1,4 @@
-"""Function class names and containment (THEORY.md section 3)."""
+"""Function class names and containment (docs/theory.md section 3)."""
 
 import pytest
 

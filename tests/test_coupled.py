@@ -52,7 +52,7 @@ def _set_mass(result, law) -> float:
 
 
 def _estimand(result, laws, scale: float) -> float:
-    """The population objective of the fitted witness (THEORY.md section 2).
+    """The population objective of the fitted witness (docs/theory.md section 2).
 
     ipm: E_P h - E_Q h = 2 (P(S) - Q(S)).  kl, linear h = a x + c:
     E_P h - log E_Q e^h = c - (a + c) + log(1 - a^2 b^2), by the Laplace

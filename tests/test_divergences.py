@@ -1,4 +1,4 @@
-"""attacks.divergences against closed forms (THEORY.md sections 2 and 6)."""
+"""attacks.divergences against closed forms (docs/theory.md sections 2 and 6)."""
 
 import numpy as np
 import pytest
@@ -36,7 +36,7 @@ def test_optimal_witnesses_reach_the_closed_forms():
     p = np.exp(-np.abs(x)) / 2
     q = np.exp(-np.abs(x - 1)) / 2
     log_ratio = -np.abs(x) + np.abs(x - 1)
-    # KL: the witness log dP/dQ gives KL(P, Q) = eps - 1 + exp(-eps) at eps = 1 (THEORY.md section 6).
+    # KL: the witness log dP/dQ gives KL(P, Q) = eps - 1 + exp(-eps) at eps = 1 (docs/theory.md section 6).
     weights_p, weights_q = p / p.sum(), q / q.sum()
     dv = np.sum(weights_p * log_ratio) - np.log(np.sum(weights_q * np.exp(log_ratio)))
     assert_allclose(dv, np.exp(-1.0), rtol=1e-4)

@@ -1,4 +1,4 @@
-"""Exact restricted divergences (audit.exact) against THEORY.md, closed forms and independent quadrature."""
+"""Exact restricted divergences (audit.exact) against docs/theory.md, closed forms and independent quadrature."""
 
 import numpy as np
 import pytest
@@ -85,7 +85,7 @@ def _raw_moments(mechanism, loc, order):
 @pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
 @pytest.mark.parametrize("degree", [1, 2, 3, 4])
 def test_alpha_two_is_the_moment_quadratic_program(mechanism, degree):
-    # THEORY.md section 4: D_{R,2}^{poly_k} = log(m_P^T M_Q^{-1} m_P) from the laws' raw moments.
+    # docs/theory.md section 4: D_{R,2}^{poly_k} = log(m_P^T M_Q^{-1} m_P) from the laws' raw moments.
     p, q = LAWS[mechanism]
     moments_p = _raw_moments(mechanism, 0.0, degree)
     moments_q = _raw_moments(mechanism, 1.0, 2 * degree)
@@ -96,7 +96,7 @@ def test_alpha_two_is_the_moment_quadratic_program(mechanism, degree):
 
 
 def test_alpha_two_linear_closed_forms():
-    # THEORY.md section 4: log(1 + eps^2 / 2) (Laplace) and log(1 + 1 / sigma^2) (Gaussian).
+    # docs/theory.md section 4: log(1 + eps^2 / 2) (Laplace) and log(1 + 1 / sigma^2) (Gaussian).
     assert_allclose(restricted_divergence(*laplace_laws(0.7), "linear", "renyi", 2.0), np.log1p(0.7**2 / 2), rtol=1e-8)
     assert_allclose(restricted_divergence(*gaussian_laws(1.7), "linear", "renyi", 2.0), np.log1p(1 / 1.7**2), rtol=1e-8)
 
@@ -126,7 +126,7 @@ def test_linear_renyi_matches_independent_quadrature(laws, alpha):
 
 @pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
 def test_kl_domain_trap(mechanism):
-    # THEORY.md section 4: an odd leading term of degree >= 3 makes E_Q exp(h) infinite, so poly3 = poly2.
+    # docs/theory.md section 4: an odd leading term of degree >= 3 makes E_Q exp(h) infinite, so poly3 = poly2.
     p, q = LAWS[mechanism]
     assert restricted_divergence(p, q, "poly3", "kl") == pytest.approx(restricted_divergence(p, q, "poly2", "kl"), rel=1e-9)
 
@@ -179,7 +179,7 @@ def test_quadrature_rule_matches_quad():
 
 
 def test_table_one_bound_is_below_the_exact_linear_value_for_small_epsilon():
-    """CBDP Table 1's (lin, Renyi) claims fail at small epsilon / large sigma (THEORY.md: bounds are claims).
+    """CBDP Table 1's (lin, Renyi) claims fail at small epsilon / large sigma (docs/theory.md: bounds are claims).
 
     The bound behaves like 2^{alpha-1} epsilon^alpha / (alpha - 1) while the exact
     value is of order epsilon^2. At epsilon = 1 (the reference table) no alpha in
@@ -380,7 +380,7 @@ def test_discrete_laplace_classes_are_ordered(a, divergence, alpha):
     assert 0 < values[0] and np.all(np.diff(values) >= -1e-9), values
     assert values[2] < values[3]  # two-sided geometric: the log-likelihood ratio is not a polynomial
     if divergence == "kl":
-        # THEORY.md section 4's trap holds for geometric tails too: an odd cubic term makes E_Q exp h infinite.
+        # docs/theory.md section 4's trap holds for geometric tails too: an odd cubic term makes E_Q exp h infinite.
         assert values[2] == pytest.approx(values[1], rel=1e-9)
 
 

@@ -332,7 +332,7 @@ def test_leaky_laplace_leaks_with_probability_p():
 
 def test_theory_bounds_match_the_reference_values():
     laplace, gaussian = builtin.LaplaceMechanism(epsilon=1.0), builtin.GaussianMechanism(sigma=1.0)
-    # THEORY.md section 6 reference table (4 significant digits).
+    # docs/theory.md section 6 reference table (4 significant digits).
     assert laplace.theory_bound("linear", "kl") == pytest.approx(0.2260, abs=5e-5)
     assert laplace.theory_bound("poly1", "kl") == pytest.approx(0.2260, abs=5e-5)
     assert laplace.theory_bound("all", "kl") == pytest.approx(0.3679, abs=5e-5)

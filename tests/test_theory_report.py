@@ -14,7 +14,7 @@ from theory_reference import EXACT, REFERENCE_RTOL, TABLE1_BOUND_ALPHA4
 
 
 def _reference(mechanism):
-    """THEORY.md's values keyed as the theory table labels them: (divergence, alpha, class, kind)."""
+    """docs/theory.md's values keyed as the theory table labels them: (divergence, alpha, class, kind)."""
     values = {
         (divergence, alpha, function_class, "closed form" if function_class == "all" else "exact"): value
         for (function_class, divergence, alpha), value in EXACT[mechanism].items()

@@ -1,4 +1,4 @@
-"""THEORY.md section 6 reference values: the one copy the tests read.
+"""docs/theory.md section 6 reference values: the one copy the tests read.
 
 P is the mechanism's output at 0 and Q its output at 1 (sensitivity 1): Laplace
 with epsilon = 1 (scale 1), Gaussian with sigma = 1. Class ``all`` is the

@@ -1,7 +1,7 @@
 """The mechanism protocol, the base class of built-ins and adapters, and output checks.
 
 A mechanism maps a dataset (a numpy array) to n independent random outputs
-of shape (n, d) (DESIGN.md, "Contract: config"; docs/architecture.md,
+of shape (n, d) (docs/design.md, "Contract: config"; docs/architecture.md,
 "Mechanisms").  User code only has to satisfy :class:`Mechanism`; built-ins
 and library adapters derive from :class:`BaseMechanism`, which adds what the
 audit uses to compare attacks with theory (output laws, closed-form bounds,

@@ -40,7 +40,7 @@ def positive_int(name: str, value: Any) -> int:
 
 
 def sensitivity_vector(sensitivity: Any) -> np.ndarray:
-    """Per-coordinate sensitivities v (THEORY.md section 6) as a 1-D array of positive floats."""
+    """Per-coordinate sensitivities v (docs/theory.md section 6) as a 1-D array of positive floats."""
     try:
         v = np.atleast_1d(as_numbers(sensitivity, "sensitivity"))
     except ValueError:
@@ -154,7 +154,7 @@ class LaplaceMechanism(AdditiveNoiseMechanism):
     scale is b = ||v||_1 / epsilon on every coordinate, the usual L1
     calibration, so the mechanism is **epsilon-DP** (pure) over datasets whose
     sums differ by at most |v_i| in each coordinate, tightly for the default
-    pair f(D') - f(D) = v.  In THEORY.md section 6's notation (scale 1/eps_b,
+    pair f(D') - f(D) = v.  In docs/theory.md section 6's notation (scale 1/eps_b,
     shift v) this is eps_b = epsilon / ||v||_1; ``theory_bound`` passes
     (eps_b, v) to ``audit.bounds``.  These are the privacy of the real-valued
     mechanism, which the value-based attack classes see; sampled in float64
@@ -186,7 +186,7 @@ class LaplaceMechanism(AdditiveNoiseMechanism):
         return stats.laplace(loc=location, scale=self.scale)
 
     def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        """Closed forms of THEORY.md section 6 for the default pair (shift v, scale b).
+        """Closed forms of docs/theory.md section 6 for the default pair (shift v, scale b).
 
         ``linear`` gets CBDP's (lin, KL) exact value (appendix Thm 9, 1-D) and
         Table 1 / Thm 5 (lin, Renyi) bound; every other class gets the
@@ -217,7 +217,7 @@ class GaussianMechanism(AdditiveNoiseMechanism):
 
     Not epsilon-DP for any finite epsilon; its true privacy is Renyi-DP with
     D_alpha = alpha ||v||_2^2 / (2 sigma^2) and KL = ||v||_2^2 / (2 sigma^2)
-    (CBDP appendix Thm 12; THEORY.md section 6), tight for the default pair
+    (CBDP appendix Thm 12; docs/theory.md section 6), tight for the default pair
     f(D') - f(D) = v.
 
     Parameters
@@ -250,7 +250,7 @@ class GaussianMechanism(AdditiveNoiseMechanism):
         return stats.norm(loc=location, scale=self.sigma)
 
     def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        """Closed forms of THEORY.md section 6 for the default pair (shift v).
+        """Closed forms of docs/theory.md section 6 for the default pair (shift v).
 
         (lin, KL) = KL = ||v||^2 / (2 sigma^2) (appendix Thm 10); (lin, Renyi):
         Table 1 / Thm 5 bound; other classes: the unrestricted Renyi value
@@ -353,7 +353,7 @@ class NonPrivateMechanism(BaseMechanism):
 
     Not private at all: every divergence between distinct outputs is
     infinite for any class that separates two points, which every attack
-    class does (CBDP Lemma 2, THEORY.md section 6); the IPM is 2.
+    class does (CBDP Lemma 2, docs/theory.md section 6); the IPM is 2.
     """
 
     name = "nonprivate"

@@ -159,7 +159,7 @@ class LaplaceNoise(LibraryAdapter):
 
     The mechanism is then the built-in ``laplace`` with the same scale and
     sensitivity: pure epsilon-DP with epsilon = sensitivity / scale, and the
-    paper's closed forms (THEORY.md section 6) are the built-in's.
+    paper's closed forms (docs/theory.md section 6) are the built-in's.
     """
 
     scale: float
@@ -181,7 +181,7 @@ class GaussianNoise(LibraryAdapter):
     """Adapters whose noise is (up to float granularity) N(0, sigma²), ``self.sigma`` set in ``__init__``.
 
     The paper's closed forms are the built-in ``gaussian``'s at the same sigma
-    and sensitivity (THEORY.md section 6).
+    and sensitivity (docs/theory.md section 6).
     """
 
     sigma: float
