@@ -92,7 +92,8 @@ def _claim_cells(row: dict) -> tuple:
     return (
         row["pair"], row["direction"], row["function_class"], _number(row["alpha"]),
         f"{_number(row['estimate'])} [{_number(row['ci_low'])}, {_number(row['ci_high'])}]",
-        _number(row["theory_bound"]), _number(row["exact"]), f"{row['n_samples']}", row["verdict"],
+        _number(row["theory_bound"]), _number(row["exact"]), f"{row['n_samples']}",
+        _number(row.get("p_adjusted")), row["verdict"],
     )
 
 
@@ -107,7 +108,7 @@ def _check_tables_match_results(out_dir) -> None:
     claims = {(row["divergence"], row["claim_class"], row["claim"]) for row in document["rows"]}
     assert len(claim_tables) == len(claims)
     assert all(header == ["pair", "direction", "attack class", "alpha", "estimate [CI]", "theory bound", "exact",
-                          "n", "verdict"] for header, _ in claim_tables)
+                          "n", "adjusted p", "verdict"] for header, _ in claim_tables)
     shown = Counter(tuple(cells) for _, body in claim_tables for cells in body)
     assert shown == Counter(_claim_cells(row) for row in document["rows"])
 

@@ -115,7 +115,7 @@ def test_results_of_a_real_audit_validate(tmp_path):
         "neighbours": {"strategy": "extremes", "count": 1, "relation": "add-remove"},
         "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 0.5},
                    {"divergence": "dp", "function_class": "threshold", "epsilon": 2.0, "delta": 1e-6}],
-        "attacks": {"classes": ["linear"], "n_samples": 400},
+        "attacks": {"classes": ["linear", "threshold"], "n_samples": 400},
         "run": {"n_jobs": 1},
     }
     assert _errors(_validator("config.schema.json"), config) == []
