@@ -12,10 +12,12 @@ bench = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(bench)
 
 
+@pytest.mark.slow
 def test_estimate_is_within_a_factor_1_5_of_the_measured_peak():
     """kernel on 60 000 samples: about 160 MiB of libraries plus 70 MiB of features; both terms count.
 
-    Peaks vary by a few MiB between runs (allocator, page cache), far inside the factor 1.5.
+    Slow: a resident-set measurement of a subprocess tree is only reliable on a quiet machine (under
+    the full suite's load it once read twice the peak); tests/test_runner.py checks the formula itself.
     """
     row = bench.measure(bench.config(60_000, ["kernel"]))
     assert 1 / 1.5 <= row["estimate / peak"] <= 1.5, row
