@@ -76,9 +76,11 @@ never read "violation", when the standard error is (numerically) zero, when a
 plausible; :func:`attacks.divergences.tail_index`), or when Kish's effective
 sample size of the weights is below 30
 (:func:`attacks.divergences.effective_sample_size`).  The upper bound is
-estimate + Phi^-1(level) se.  p-values invert the lower bound.  ``unbounded``
-is set only for a deterministic release (each sample one repeated output, the
-two different, CBDP Lemma 2): separable samples get a finite estimate.
+estimate + Phi^-1(level) se.  p-values invert the lower bound.  No estimate
+is unbounded: separable samples, and even samples that each repeat one output
+(a deterministic release, CBDP Lemma 2, or a randomized response at high
+epsilon), get a finite estimate; with no spread to measure, the ``kl`` and
+``renyi`` rows carry a caveat and the ``dp`` / ``ipm`` count bounds decide.
 
 The delta-method intervals are asymptotic; their coverage is checked by
 simulation in ``tests/test_estimate.py``, ``tests/test_coupled.py`` and, for
@@ -138,10 +140,9 @@ class DivergenceEstimate:
     n_test : int
         Held-out samples per distribution (the smaller of the two).
     unbounded : bool
-        ``kl`` and ``renyi`` only: each dataset gave one repeated output and
-        the two differ (a deterministic release, CBDP Lemma 2).  Separable
-        samples of a continuous law are not unbounded: a finite sample never
-        proves an infinite divergence, and they get a finite estimate.
+        Always False for estimates of this version: a finite sample never
+        proves an infinite divergence.  Kept so that records written by
+        earlier versions (``tasks.jsonl``) read back.
     function_class, divergence : str
     alpha : float or None
     adversary : Adversary
@@ -346,10 +347,9 @@ def estimate_divergence(
         **(class_params or {}),
     ).fit(*_stack(train_p, train_q))
     w_p, w_q = adversary.witness(test_p), adversary.witness(test_q)
-    unbounded = divergence in ("kl", "renyi") and _deterministic_release(samples_p, samples_q)
-    estimate = np.inf if unbounded else witness_objective(w_p, w_q, divergence, alpha, delta)
+    estimate = witness_objective(w_p, w_q, divergence, alpha, delta)
     standard_error = (
-        np.nan if unbounded or divergence == "dp" else _standard_error(w_p, w_q, divergence, alpha, coupled)
+        np.nan if divergence == "dp" else _standard_error(w_p, w_q, divergence, alpha, coupled)
     )
     scores_p, scores_q = _held_out_scores(adversary, w_p, w_q, test_p, test_q)
     details = {
@@ -371,7 +371,7 @@ def estimate_divergence(
         estimate=float(estimate),
         n=min(len(samples_p), len(samples_q)),
         n_test=min(len(test_p), len(test_q)),
-        unbounded=unbounded,
+        unbounded=False,
         function_class=name,
         divergence=divergence,
         alpha=None if alpha is None else float(alpha),
@@ -380,7 +380,7 @@ def estimate_divergence(
         standard_error=standard_error,
         delta=float(delta),
         coupled=bool(coupled),
-        caveat=None if unbounded or divergence not in ("kl", "renyi") else _caveat(
+        caveat=None if divergence not in ("kl", "renyi") else _caveat(
             w_q, divergence, alpha, standard_error),
     )
 
@@ -482,16 +482,6 @@ def _caveat(w_q: np.ndarray, divergence: str, alpha: float | None, standard_erro
         return (f"a few held-out samples carry the objective: the weights {_WEIGHTS[divergence]} of Q have an "
                 f"effective sample size of {size:.1f} < {_MIN_EFFECTIVE_SIZE}, so the interval may be too narrow")
     return None
-
-
-def _deterministic_release(samples_p: np.ndarray, samples_q: np.ndarray) -> bool:
-    """Each sample repeats one output and the two differ: the divergence is infinite (CBDP Lemma 2).
-
-    The one case in which a finite sample is reported as unbounded, as the
-    audit runner does; separable samples of continuous laws are not.
-    """
-    return bool(np.all(samples_p == samples_p[0]) and np.all(samples_q == samples_q[0])
-                and np.any(samples_p[0] != samples_q[0]))
 
 
 def _standard_error(w_p: np.ndarray, w_q: np.ndarray, divergence: str, alpha: float | None, coupled: bool) -> float:

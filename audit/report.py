@@ -475,9 +475,9 @@ def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool
         "Holm-adjusted p-value; a claim equal to the attack's estimand reads so about half the time at any "
         "sample size), or the row's interval cannot be trusted (its note says why; such a row enters Holm's "
         "family with p = 1, so the other rows' levels do not depend on it), or the estimate is NaN, or the task "
-        "failed. `unbounded`: a deterministic release (each dataset gives one output and they differ), so the "
-        "divergence of every class is infinite (CBDP Lemma 2); an infinite estimate from anything else is an "
-        "error of its row.",
+        "failed. No row is unbounded: a finite sample never proves an infinite divergence, even when each "
+        "dataset's outputs repeat one value (a deterministic release, or a randomized response at high epsilon); "
+        "an infinite estimate is an error of its row (`unbounded` rows appear only in results of earlier versions).",
         "- Claims: `untested` when no row that could refute the claim ran (all failed, or no attack class is "
         "contained in the claim's); the audit is then not a pass and exits 2. `adjusted p` is the smallest "
         "Holm-adjusted p-value of the claim's rows (a violation exactly when it is at most 1 - confidence). "

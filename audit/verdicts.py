@@ -26,8 +26,9 @@ evidence for the claim than one above it is against it.
 Row verdicts:
 
 * ``"info"``: the attack class is not contained in the claim's class.
-* ``"unbounded"``: the estimate is +inf, the row says ``unbounded`` and no
-  attack scored it (no evidence): the runner found a deterministic release
+* ``"unbounded"`` (records of earlier versions only: this version never flags
+  a row, a finite sample proving no infinity): the estimate is +inf, the row
+  says ``unbounded`` and no attack scored it (no evidence): the runner found a deterministic release
   (every output on each dataset equal, and different, CBDP Lemma 2) before
   any attack.  It refutes every finite claim about a class containing the
   attack's, enters Holm's family with p = 0, and the overall verdict is
