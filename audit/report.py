@@ -360,8 +360,7 @@ def _claims_table(claims: list[dict[str, Any]]) -> str:
         {
             "claim": [_claim_label(c["divergence"], c["claim_class"], c["claim"], c["alpha"]) for c in claims],
             "verdict": [f"**{c['verdict']}**" if c["verdict"] != "pass" else "pass" for c in claims],
-            # a task id holds "|", which would split a markdown table cell
-            "strongest row": [(c["strongest_task"] or "-").replace("|", "\\|") for c in claims],
+            "strongest row": [c["strongest_task"] or "-" for c in claims],  # _to_markdown escapes its "|"
             "adjusted p": [_number(c["p_adjusted"]) for c in claims],
             f"detectable excess ({POWER:.0%} power)": [_number(c["detectable_excess"]) for c in claims],
             "note": [c["note"] for c in claims],
