@@ -259,7 +259,7 @@ def difference_bound(k_p: int, n_p: int, k_q: int, n_q: int, level: float, lower
 def difference_p_value(k_p: int, n_p: int, k_q: int, n_q: int, claim: float) -> float:
     """One-sided p-value of H0: P(S) - Q(S) <= claim, consistent with :func:`difference_bound`."""
     if claim <= -1.0 or claim >= 1.0:
-        return float(claim <= -1.0)
+        return float(claim >= 1.0)  # P(S) - Q(S) <= 1 always holds; <= -1 is below every lower bound
     if difference_score_applies(k_p, n_p, k_q, n_q):
         return float(norm.sf(score_statistic(k_p, n_p, k_q, n_q, claim, 1.0)))
     return split_p_value(lambda level: clopper_pearson_difference_bound(k_p, n_p, k_q, n_q, level, True), claim)

@@ -182,7 +182,7 @@ def difference_p_value(counts, claim: float) -> float:
     """One-sided p-value of H0: P(S) - Q(S) <= claim, consistent with :func:`difference_bound`."""
     counts = _check_counts(counts)
     if claim <= -1.0 or claim >= 1.0:
-        return float(claim <= -1.0)
+        return float(claim >= 1.0)  # P(S) - Q(S) <= 1 always holds; <= -1 is below every lower bound
     if difference_score_applies(counts):
         return float(norm.sf(score_statistic(counts, claim, 1.0)))
     marginals = _marginal_counts(counts)

@@ -69,4 +69,25 @@ def test_separable_samples_give_finite_bounded_estimates(coupled):
     assert ipm.estimate == 2.0 and not ipm.unbounded
     low = ipm.lower_bound(0.95)
     assert 1.9 < low < 2.0 and ipm.p_value(low) == pytest.approx(0.05, rel=1e-6)
-    assert ipm.p_value(2.0) == 0.0 and ipm.confidence_interval(0.95)[1] == 2.0
+    assert ipm.p_value(2.0) == 1.0 and ipm.confidence_interval(0.95)[1] == 2.0
+
+
+def test_ipm_claim_at_its_maximum_is_never_refuted():
+    """IPM over +-1 witnesses is at most 2: a claim of 2 holds for every law, even on separable samples.
+
+    (A p-value of 0 at the boundary once turned Gaussian 1/sigma = 20 into 10 of 10 false violations.)
+    """
+    from attacks import binomial_ratio, paired_ratio
+
+    assert binomial_ratio.difference_p_value(500, 500, 0, 500, 1.0) == 1.0
+    assert paired_ratio.difference_p_value([0, 500, 0, 0], 1.0) == 1.0
+    assert binomial_ratio.difference_p_value(500, 500, 0, 500, -1.0) == 0.0
+    config = {
+        "mechanism": {"name": "gaussian", "params": {"sigma": 0.05}},
+        "pairs": [{"d": [[0.0]], "d_prime": [[1.0]]}],
+        "claims": [{"divergence": "ipm", "function_class": "all", "epsilon": 2.0}],
+        "attacks": {"classes": ["linear", "threshold"], "n_samples": 1000},
+        "run": {"seed": 0, "n_jobs": 1},
+    }
+    result = run_audit(config, progress=False)
+    assert "violation" not in set(result.table["verdict"])
