@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     theory = sub.add_parser(
         "theory", help="exact restricted divergences and the paper's bounds for Laplace or Gaussian"
     )
-    theory.add_argument("--mechanism", required=True, choices=["laplace", "gaussian"])
+    theory.add_argument("--mechanism", required=True, choices=["laplace", "gaussian", "matrix"])
     scale = theory.add_mutually_exclusive_group(required=True)
     scale.add_argument("--epsilon", type=float, help="Laplace: epsilon = sensitivity / scale")
     scale.add_argument("--sigma", type=float, help="Gaussian: noise standard deviation (sensitivity 1)")
@@ -57,6 +57,11 @@ def _parser() -> argparse.ArgumentParser:
         "--classes", nargs="+", default=["linear", "poly2", "poly3"], help="function classes (linear, polyK)"
     )
     theory.add_argument("--out", help="directory for report.md and figures/")
+    theory.add_argument("--sensitivity", type=float, nargs="+",
+                        help="per-coordinate sensitivities v: the d-dim (linear, Renyi) table (Laplace, Gaussian)")
+    theory.add_argument("--A", help="matrix mechanism's strategy matrix, rows separated by ';' (e.g. '1 0; 0 1')")
+    theory.add_argument("--n", type=int, default=200_000, help="outputs per dataset of the d-dim attacks")
+    theory.add_argument("--seed", type=int, default=0, help="seed of the d-dim attacks")
 
     run = sub.add_parser("run", help="audit the claims of a TOML config")
     run.add_argument("config", help="the audit config (TOML); see examples/")
