@@ -18,7 +18,17 @@ class C bounds every class contained in C); where it is below, the row is
 flagged and the report says so in a section of its own. Nothing is "fixed".
 
 The figures reproduce CBDP Figure 1 (Laplace, epsilon = 1) and Figure 2
-(Gaussian, sigma = 1, in the appendix) for the chosen parameters.
+(Gaussian, sigma = 1, in the appendix) for the chosen parameters. Table 1's
+(lin, Renyi) bounds are stated for alpha > 2 only (Corollary 2): below, they
+are shown but never checked. For Laplace, Table 1's lower bound on Renyi DP,
+epsilon - log 2 / (alpha - 1), is drawn and checked against the closed form.
+
+In d dimensions (``--sensitivity v``, or ``--mechanism matrix``),
+:func:`dimensional_table` sets (lin, Renyi) of the built-in's default pair
+beside the d-dim Table 1 / Corollary 2 bound or the matrix mechanism's
+Theorem 5: exact where the problem separates (:func:`linear_reduction`),
+otherwise the estimate and lower confidence bound of linear attacks at a
+stated n.
 """
 
 from __future__ import annotations
@@ -71,6 +81,8 @@ _CLOSED_FORMS = {
     ),
 }
 _THEOREMS = {"laplace": ("Thm 9", "Thm 11"), "gaussian": ("Thm 10", "Thm 12")}
+TABLE1_NOT_STATED = "CBDP Table 1, not stated (alpha <= 2)"
+"""Source of a Table 1 (lin, Renyi) value at alpha <= 2: shown as published, never applied (Corollary 2: alpha > 2)."""
 
 
 def output_laws(mechanism: str, scale: float) -> tuple[stats.rv_continuous, stats.rv_continuous]:
@@ -147,9 +159,8 @@ def theory_table(
     for alpha in alphas:
         for name in classes:
             rows.append(_exact_row(p, q, name, "renyi", alpha))
-        rows.append(
-            _row("renyi", alpha, "linear", "upper bound", "CBDP Table 1", linear_renyi_bound(mechanism, scale, alpha))
-        )
+        source = "CBDP Table 1" if bounds.linear_renyi_bound_stated(alpha) else TABLE1_NOT_STATED
+        rows.append(_row("renyi", alpha, "linear", "upper bound", source, linear_renyi_bound(mechanism, scale, alpha)))
         rows.append(
             _row("renyi", alpha, "all", "closed form", f"Renyi DP, CBDP {thm[1]}", renyi_dp(mechanism, scale, alpha))
         )
@@ -355,7 +366,8 @@ def _violations(table: pd.DataFrame) -> pd.DataFrame:
     """Pairs (published row, exact row of a covered class) with the published value below."""
     pairs = []
     exact_rows = table[table["kind"] == "exact"]
-    for label, published in table[table["kind"] != "exact"].iterrows():
+    published_rows = table[(table["kind"] != "exact") & (table["source"] != TABLE1_NOT_STATED)]
+    for label, published in published_rows.iterrows():
         same = exact_rows["divergence"] == published["divergence"]
         if published["divergence"] == "renyi":
             same &= exact_rows["alpha"] == published["alpha"]
@@ -469,13 +481,16 @@ def _markdown(table: pd.DataFrame, mechanism: str, scale: float, figures: list[p
             "",
         ]
     lines += ["## Table 1 bound against Renyi DP", "", _crossing_text(mechanism, scale, alphas), ""]
+    if mechanism == "laplace":
+        lines += [_lower_bound_text(scale, alphas), ""]
     lines += [
         "## Values",
         "",
         _to_markdown(display_table(table)),
         "",
         "Columns: `<class> exact` = computed by `audit.exact`; `linear upper bound` = CBDP Table 1's "
-        "closed-form upper bound on (lin, Renyi); `linear closed form` = (lin, KL) of CBDP appendix "
+        "closed-form upper bound on (lin, Renyi), stated for alpha > 2 only (Corollary 2; shown but not "
+        "checked at alpha <= 2); `linear closed form` = (lin, KL) of CBDP appendix "
         f"{'Thm 9' if mechanism == 'laplace' else 'Thm 10'}; `all closed form` = the unrestricted value "
         f"(Renyi DP of CBDP appendix {'Thm 11' if mechanism == 'laplace' else 'Thm 12'}, or KL); "
         "`threshold exact` on the IPM line = IPM over threshold witnesses = 2 TV.",
@@ -521,6 +536,20 @@ def _crossing_text(mechanism: str, scale: float, alphas: list[float]) -> str:
     return text + "."
 
 
+def _lower_bound_text(scale: float, alphas: list[float]) -> str:
+    """CBDP Table 1's lower bound on Laplace Renyi DP, epsilon - log 2 / (alpha - 1), checked on the grid."""
+    below = [a for a in alphas if renyi_dp("laplace", scale, a) < bounds.laplace_renyi_lower_bound(scale, a, 1.0)]
+    check = (
+        "the closed-form Renyi DP is above it at every order on the grid (check passed)"
+        if not below
+        else "CHECK FAILED: Renyi DP is below it at alpha = " + ", ".join(f"{a:g}" for a in below)
+    )
+    return (
+        "CBDP Table 1 also gives a *lower* bound on Renyi DP, epsilon - log 2 / (alpha - 1) (the dotted line "
+        f"of the first figure): a bound on the unrestricted value, not on any restricted one; {check}."
+    )
+
+
 def _violation_lines(violations: pd.DataFrame) -> list[str]:
     return [
         f"PUBLISHED BOUND VIOLATED: {row.divergence} alpha={_alpha_text(row.alpha)}: {row.source} "
@@ -547,8 +576,14 @@ def _plot_linear_renyi(table: pd.DataFrame, mechanism: str, scale: float, path: 
     renyi = table[table["divergence"] == "renyi"]
     fig, ax = _renyi_axes(renyi, mechanism, scale, "a")
     grid = _dense_grid(renyi)
-    bound_curve = [linear_renyi_bound(mechanism, scale, a) for a in grid]
-    ax.plot(grid, bound_curve, label="(lin, Renyi) upper bound, CBDP Table 1")
+    bound_curve = np.array([linear_renyi_bound(mechanism, scale, a) for a in grid])
+    stated = grid > bounds.COROLLARY2_MIN_ALPHA
+    line = ax.plot(grid[stated], bound_curve[stated], label="(lin, Renyi) upper bound, CBDP Table 1 (alpha > 2)")
+    ax.plot(grid[~stated], bound_curve[~stated], color=line[0].get_color(), linestyle=":", linewidth=1,
+            label="the same formula where not stated (alpha <= 2)")
+    if mechanism == "laplace":
+        ax.plot(grid, [bounds.laplace_renyi_lower_bound(scale, a) for a in grid], color="gray", linestyle=":",
+                label="Renyi DP lower bound, CBDP Table 1")
     linear = renyi[(renyi["function_class"] == "linear") & (renyi["kind"] == "exact")]
     if len(linear):
         ax.plot(linear["alpha"], linear["value"], marker="o", markersize=3, label="(lin, Renyi) exact")
