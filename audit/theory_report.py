@@ -304,7 +304,9 @@ def dimensional_command(args: argparse.Namespace) -> int:
 
     if args.mechanism == "matrix":
         if args.epsilon is None or args.A is None:
-            raise ValueError(f"--mechanism matrix takes --epsilon and --A (rows separated by ';'). Found --A {args.A!r}.")
+            raise ValueError(
+                f"--mechanism matrix takes --epsilon and --A (rows separated by ';'). Found --A {args.A!r}."
+            )
         params = {"A": _matrix_argument(args.A), "epsilon": args.epsilon}
     else:
         name = "epsilon" if args.mechanism == "laplace" else "sigma"
