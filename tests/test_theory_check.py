@@ -112,6 +112,9 @@ def _assert_flagged(result, report, document, bound):
         assert entry["status"].startswith("BOUND FAILS: lower confidence bound")
     assert "**PUBLISHED BOUND FAILS:** 2 of 2" in report
     assert "## Theory (2 of 2 published bounds fail)" in report
+    # the line sits with the verdict, before what was audited; the section after the deciding rows, before figures
+    assert report.index("## Verdict") < report.index("**PUBLISHED BOUND FAILS:**") < report.index("## Claims")
+    assert report.index("## Claims") < report.index("## Theory") < report.index("## Figures")
     assert [entry["fails"] for entry in document["theory"]] == [True, True]
 
 
@@ -191,3 +194,29 @@ def test_a_true_tight_bound_reads_failed_in_at_most_one_minus_confidence_of_audi
         flagged += bool(failures(run_audit(config, progress=False).theory))
     # Bonferroni keeps each audit's chance of any false "BOUND FAILS" at most 0.05; allow binomial noise (p < 0.001).
     assert flagged <= binom.ppf(0.999, seeds, 1 - confidence)
+
+
+def test_theory_table_of_report_md_parses_back_to_results_json_as_github_renders_it(tmp_path):
+    markdown_it = pytest.importorskip("markdown_it")
+    _audit(tmp_path, "laplace", {"epsilon": 0.2}, "linear", 2_000)
+    document = json.loads((tmp_path / "results.json").read_text())
+    section = (tmp_path / "report.md").read_text().split("## Theory")[1].split("\n## ")[0]
+    tokens = markdown_it.MarkdownIt("commonmark").enable("table").parse(section)
+    cells, row = [], None
+    for token in tokens:
+        if token.type == "tr_open":
+            row = []
+        elif token.type == "inline" and row is not None:
+            row.append("".join(child.content for child in token.children or [] if child.type == "text"))
+        elif token.type == "tr_close":
+            cells.append(row)
+            row = None
+    header, body = cells[0], cells[1:]
+    assert len(body) == len(document["theory"]) == 2
+    for line, entry in zip(body, document["theory"]):
+        shown = dict(zip(header, line))
+        assert shown["direction"] == entry["direction"]  # "P|Q" stays one cell
+        assert float(shown["published bound"]) == pytest.approx(entry["bound"], rel=1e-3)
+        assert float(shown["exact"]) == pytest.approx(entry["exact"], rel=1e-3)
+        assert float(shown["lower bound"]) == pytest.approx(entry["lower_bound"], rel=1e-3)
+        assert shown["status"] == entry["status"]
