@@ -224,6 +224,10 @@ def _summary(title: str, result, out: Path, stream=None) -> None:
     rows = ", ".join(f"{count} {verdict}" for verdict, count in sorted(counts.items()))
     print(f"{title}: {result.verdict.upper()} ({rows}; {result.seconds:.1f} s) -> {out / 'report.md'}",
           file=stream or sys.stdout)
+    failing = [entry for entry in getattr(result, "theory", ()) if entry["fails"]]
+    if failing:  # a published bound that fails does not change the verdict: say so where it is read
+        print(f"PUBLISHED BOUND FAILS: {len(failing)} of {len(result.theory)} closed-form bounds compared "
+              "(report.md, Theory)", file=stream or sys.stdout)
     # Failed tasks make the exit code 2: their messages belong on stderr, not only in the report.
     for message in result.table["error"].dropna().unique():
         print(f"capaudit: error: {message}", file=sys.stderr)

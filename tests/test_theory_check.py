@@ -220,3 +220,17 @@ def test_theory_table_of_report_md_parses_back_to_results_json_as_github_renders
         assert float(shown["exact"]) == pytest.approx(entry["exact"], rel=1e-3)
         assert float(shown["lower bound"]) == pytest.approx(entry["lower_bound"], rel=1e-3)
         assert shown["status"] == entry["status"]
+
+
+def test_capaudit_run_prints_the_failing_bounds_beside_the_verdict(tmp_path, capsys):
+    from audit.cli import main
+
+    config = tmp_path / "laplace.toml"
+    config.write_text(
+        '[mechanism]\nname = "laplace"\nparams = { epsilon = 0.2 }\n'
+        '[[claims]]\ndivergence = "renyi"\nalpha = [4]\nfunction_class = "linear"\nepsilon = 10.0\n'
+        '[attacks]\nclasses = ["linear"]\nn_samples = 2000\n[run]\nseed = 0\nn_jobs = 1\n'
+    )
+    assert main(["run", str(config), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert ": PASS (" in out and "PUBLISHED BOUND FAILS: 2 of 2 closed-form bounds compared" in out
