@@ -311,7 +311,8 @@ def _theory_section(theory: Sequence[Mapping[str, Any]]) -> list[str]:
         "",
         "The mechanism's closed-form bound for each row's (class, divergence, alpha) (`theory_bound`: the "
         "paper's Table 1 / Corollary 2 / Theorem 5 bound, or an exact unrestricted value; docs/theory.md "
-        "section 6) against the row's exact value and its lower confidence bound. A lower bound fails a "
+        "section 6; for (linear, Renyi) at alpha <= 2, where Corollary 2 states no bound, the unrestricted "
+        "value) against the row's exact value and its lower confidence bound. A lower bound fails a "
         "published bound at the Bonferroni level shown (1 - (1 - confidence) / m over the m rows compared), "
         "an exact value beyond a relative tolerance of 1e-4. Published bounds are claims; they are reported "
         "as published, not corrected.",
