@@ -23,6 +23,7 @@ from audit.config import AuditConfig, ConfigError, load_config
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.provenance import describe_audit, pair_records
 from audit.runner import one_line, run_tasks, task_seed
+from audit.theory_check import check_bounds
 from audit.verdicts import assign_verdicts, exit_code, summarize_claims
 
 ROW_COLUMNS = (
@@ -71,6 +72,9 @@ class AuditResult:
     audited : dict
         What was audited: mechanism, config hash, command, date, machine
         (:func:`audit.provenance.describe_audit`).
+    theory : list of dict
+        Published closed-form bounds against the rows' exact values and lower
+        confidence bounds (:func:`audit.theory_check.check_bounds`).
     """
 
     verdict: str
@@ -82,6 +86,7 @@ class AuditResult:
     config: Mapping[str, Any]
     pairs: Sequence[Mapping[str, Any]] = ()
     audited: Mapping[str, Any] = field(default_factory=dict)
+    theory: Sequence[Mapping[str, Any]] = ()
 
     @property
     def claims(self) -> list[dict[str, Any]]:
@@ -95,6 +100,7 @@ class AuditResult:
         return write_audit_report(
             out_dir, table=self.table, verdict=self.verdict, seed=self.seed, seconds=self.seconds,
             versions=dict(self.versions), config=dict(self.config), pairs=list(self.pairs), audited=dict(self.audited),
+            theory=list(self.theory),
         )
 
 
@@ -177,6 +183,7 @@ def run_audit(
             config=audit_config.raw,
             pairs=pair_records(pairs),
             audited=describe_audit(mechanism, config, audit_config.raw),
+            theory=check_bounds(rows, evidence, audit_config.attacks.confidence),
         )
         stage = "writing the report"
         if out is not None:

@@ -6,7 +6,11 @@ values (``laplace_kl``, ``gaussian_kl``, ``laplace_linear_kl``,
 parameter. The ``*_linear_renyi_bound`` functions are the *upper bounds* of
 CBDP Table 1 / Corollary 2 / Theorem 5, implemented exactly as published:
 they are claims to be audited, not facts (docs/theory.md section 6 notes that the
-proof of appendix Theorem 13 drops a 2^{-d} factor).
+proof of appendix Theorem 13 drops a 2^{-d} factor). Corollary 2 states them
+for alpha > 2 only (:func:`linear_renyi_bound_stated`): below, the functions
+still evaluate the formula (for plots) but no caller applies it as a bound.
+``laplace_renyi_lower_bound`` is Table 1's *lower* bound on the unrestricted
+Laplace Renyi divergence.
 
 Conventions: P is the mechanism's output law on D, Q on D'. A Laplace
 mechanism adds Lap(0, b) noise to a query of sensitivity Delta and
@@ -94,6 +98,35 @@ def gaussian_renyi(sigma: float, alpha: float, v: ArrayLike = 1.0) -> float:
     alpha ||v||_2^2 / (2 sigma^2).
     """
     return check_alpha(alpha) * gaussian_kl(sigma, v)
+
+
+COROLLARY2_MIN_ALPHA = 2.0
+"""CBDP Corollary 2 (hence Table 1 and Theorem 5) states the (lin, Renyi) bounds "for all alpha > 2"."""
+
+
+def linear_renyi_bound_stated(alpha: float) -> bool:
+    """Whether CBDP states its (lin, Renyi) upper bounds at this order: alpha > 2 (Corollary 2).
+
+    The proof bounds E|Y|^{alpha/(alpha-1)} below by its value at exponent 1,
+    which needs alpha / (alpha - 1) in [1, 2], i.e. alpha >= 2; the corollary
+    is stated for alpha > 2. Outside, the bound is "not stated" and is not applied.
+    """
+    return check_alpha(alpha) > COROLLARY2_MIN_ALPHA
+
+
+def laplace_renyi_lower_bound(epsilon: float, alpha: float, v: ArrayLike = 1.0) -> float:
+    """CBDP Table 1's lower bound on the unrestricted Laplace Renyi divergence.
+
+    epsilon ||v||_1 - d log(2) / (alpha - 1) (d = 1: epsilon - log(2) / (alpha - 1)).
+    True for every alpha > 1: each coordinate's Renyi divergence (appendix
+    Thm 11) is at least (1/(alpha-1)) log(alpha/(2 alpha - 1) e^{(alpha-1) epsilon |v_i|})
+    >= epsilon |v_i| - log(2) / (alpha - 1), and Renyi divergences of product
+    laws add. A lower bound on Renyi DP, so on nothing restricted: a sanity
+    check of :func:`laplace_renyi` and of exact unrestricted values.
+    """
+    alpha = check_alpha(alpha)
+    v = _check_sensitivity(v)
+    return float(check_positive(epsilon, "epsilon") * np.sum(v) - v.size * np.log(2.0) / (alpha - 1.0))
 
 
 def laplace_linear_renyi_bound(epsilon: float, alpha: float, v: ArrayLike = 1.0) -> float:

@@ -37,6 +37,7 @@ import pandas as pd
 from audit.figures import mechanism_label, write_evidence_figures, write_figures
 from audit.html_report import write_html_report
 from audit.summary import strongest_per_claim
+from audit.theory_check import failures
 
 from audit.verdicts import POWER, summarize_claims  # noqa: E402
 
@@ -84,6 +85,7 @@ def write_audit_report(
     config: Mapping[str, Any],
     pairs: Sequence[Mapping[str, Any]] = (),
     audited: Mapping[str, Any] | None = None,
+    theory: Sequence[Mapping[str, Any]] = (),
 ) -> pathlib.Path:
     """Write results.json, results.csv, report.md, report.html and figures/*.png for an audit.
 
@@ -113,6 +115,9 @@ def write_audit_report(
     audited : mapping, optional
         What was audited (:func:`audit.provenance.describe_audit`): the
         report's opening block after the verdict.
+    theory : sequence of mapping, optional
+        Published bounds against the rows (:func:`audit.theory_check.check_bounds`):
+        results.json ``theory`` and report.md's Theory section.
 
     Returns
     -------
@@ -136,7 +141,7 @@ def write_audit_report(
     meta = {
         "schema_version": SCHEMA_VERSION, "verdict": verdict, "seed": seed, "seconds": seconds,
         "versions": dict(versions), "config": dict(config), "audited": dict(audited or {}), "pairs": list(pairs),
-        "claims": summarize_claims(records),
+        "claims": summarize_claims(records), "theory": [dict(entry) for entry in theory],
     }
     document = {**meta, "rows": [_json_row(row) for row in records]}
     # default=str: TOML dates and the like in the config are written as text.
@@ -167,8 +172,9 @@ def load_results(path: str | pathlib.Path) -> tuple[pd.DataFrame, dict[str, Any]
         NaN and ``"inf"`` strings are infinite floats again.
     meta : dict
         ``schema_version``, ``verdict``, ``seed``, ``seconds``, ``versions``,
-        ``config``, ``audited``, ``pairs`` and ``claims`` (results written
-        before schema version 1.0 lack the first and the last three).
+        ``config``, ``audited``, ``pairs``, ``claims`` and ``theory`` (results
+        written before schema version 1.0 lack the first and the last three,
+        those before the theory check ``theory``).
     """
     path = pathlib.Path(path)
     if path.is_dir():
@@ -229,6 +235,7 @@ def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.P
         "",
         _counts(table),
         "",
+        *_theory_headline(meta.get("theory", [])),
         f"Seed {meta['seed']}, {meta['seconds']:.1f} s. Versions: "
         + ", ".join(f"{name} {version}" for name, version in meta["versions"].items())
         + ".",
@@ -256,6 +263,7 @@ def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.P
         if len(errors):
             columns = ["pair", "direction", "function_class", "divergence", "alpha", "error"]
             lines += [f"## Failed tasks ({len(errors)})", "", _to_markdown(errors[columns]), ""]
+    lines += _theory_section(meta.get("theory", []))
     lines += ["## Results per claim", ""]
     for (divergence, claim_class, claim), rows in table.groupby(
         ["divergence", "claim_class", "claim"], dropna=False, sort=False
@@ -266,6 +274,52 @@ def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.P
         lines += [f"![{path.stem}]({path.as_posix()})\n" for path in figures]
     lines += ["## Method", "", *_method_notes(confidence, attacks.get("n_samples"), attacks.get("coupled", False)), ""]
     return "\n".join(lines)
+
+
+def _theory_headline(theory: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The line beside the verdict when a published bound fails (the verdict is about the claims only)."""
+    failing = failures(theory)
+    if not failing:
+        return []
+    return [
+        f"**PUBLISHED BOUND FAILS:** {len(failing)} of {len(theory)} published closed-form bounds compared are "
+        "exceeded by an exact value or a lower confidence bound (see Theory). The verdict above is about the "
+        "config's claims only.",
+        "",
+    ]
+
+
+def _theory_section(theory: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each row's published bound (``theory_bound``) beside its exact value, lower confidence bound and status."""
+    if not theory:
+        return []
+    shown = pd.DataFrame(
+        {
+            "pair": [e["pair"] for e in theory],
+            "direction": [e["direction"] for e in theory],
+            "attack class": [e["function_class"] for e in theory],
+            "divergence": [_divergence_label(e["divergence"], e["alpha"]) for e in theory],
+            "published bound": [_number(e["bound"]) for e in theory],
+            "exact": [_number(e["exact"]) for e in theory],
+            "lower bound": [_number(e["lower_bound"]) for e in theory],
+            "level": [_number(e["level"]) for e in theory],
+            "status": [f"**{e['status']}**" if e["fails"] else e["status"] for e in theory],
+        }
+    )
+    return [
+        f"## Theory ({len(failures(theory))} of {len(theory)} published bounds fail)",
+        "",
+        "The mechanism's closed-form bound for each row's (class, divergence, alpha) (`theory_bound`: the "
+        "paper's Table 1 / Corollary 2 / Theorem 5 bound, or an exact unrestricted value; docs/theory.md "
+        "section 6; for (linear, Renyi) at alpha <= 2, where Corollary 2 states no bound, the unrestricted "
+        "value) against the row's exact value and its lower confidence bound. A lower bound fails a "
+        "published bound at the Bonferroni level shown (1 - (1 - confidence) / m over the m rows compared), "
+        "an exact value beyond a relative tolerance of 1e-4. Published bounds are claims; they are reported "
+        "as published, not corrected.",
+        "",
+        _to_markdown(shown),
+        "",
+    ]
 
 
 def _audited_block(audited: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> list[str]:

@@ -95,6 +95,26 @@ def test_d_dimensional_table_bounds_as_published(alpha):
     )
 
 
+def test_corollary_2_states_the_linear_renyi_bounds_above_alpha_2_only():
+    assert bounds.linear_renyi_bound_stated(2.0001) and bounds.linear_renyi_bound_stated(4.0)
+    assert not bounds.linear_renyi_bound_stated(2.0) and not bounds.linear_renyi_bound_stated(1.5)
+    with pytest.raises(ValueError, match="alpha"):
+        bounds.linear_renyi_bound_stated(1.0)
+
+
+@pytest.mark.parametrize("alpha", [1.1, 2.0, 4.0, 50.0])
+@pytest.mark.parametrize("epsilon, v", [(1.0, 1.0), (0.2, [1.0, 1.0]), (3.0, [1.0, 0.5, 2.0])])
+def test_table_one_laplace_renyi_lower_bound(epsilon, v, alpha):
+    # CBDP Table 1: Renyi DP of Laplace >= epsilon ||v||_1 - d log 2 / (alpha - 1), below the exact value.
+    d = np.size(v)
+    lower = bounds.laplace_renyi_lower_bound(epsilon, alpha, v)
+    assert_allclose(lower, epsilon * np.sum(v) - d * np.log(2) / (alpha - 1), rtol=1e-12)
+    assert lower <= bounds.laplace_renyi(epsilon, alpha, v)
+    # Tight as alpha grows: the exact value tends to epsilon ||v||_1 (the pure-DP loss), as does the bound.
+    if alpha == 50.0:
+        assert bounds.laplace_renyi(epsilon, alpha, v) - lower < 2 * d * np.log(2) / (alpha - 1)
+
+
 def test_bounds_do_not_overflow_at_large_alpha():
     # log(1 + 2^{a-1} e^a) / (a - 1) -> log 2 + log e as a -> infinity.
     assert_allclose(bounds.laplace_linear_renyi_bound(3.0, 1e5), np.log(2) + np.log(3.0), rtol=1e-4)
@@ -121,6 +141,7 @@ def test_properties():
         (lambda: bounds.gaussian_renyi(1.0, 1.0), "alpha"),
         (lambda: bounds.laplace_renyi(1.0, 0.5), "alpha"),
         (lambda: bounds.laplace_linear_renyi_bound(1.0, None), "alpha"),
+        (lambda: bounds.laplace_renyi_lower_bound(0.0, 2.0), "epsilon"),
         (lambda: bounds.laplace_kl(1.0, [[1.0, 2.0]]), "sensitivity"),
         (lambda: bounds.gaussian_kl(1.0, [np.inf]), "sensitivity"),
         (lambda: bounds.matrix_linear_renyi_bound(1.0, 2.0, 0), "s "),

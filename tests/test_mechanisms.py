@@ -350,9 +350,11 @@ def test_theory_bounds_match_the_reference_values():
 def test_theory_bounds_in_d_dimensions_use_scale_one_over_b_and_shift_v():
     v = [1.0, 2.0]
     mechanism = builtin.LaplaceMechanism(epsilon=1.5, sensitivity=v)
-    assert mechanism.theory_bound("linear", "renyi", 2.0) == pytest.approx(
-        bounds.laplace_linear_renyi_bound(0.5, 2.0, v)
+    assert mechanism.theory_bound("linear", "renyi", 4.0) == pytest.approx(
+        bounds.laplace_linear_renyi_bound(0.5, 4.0, v)
     )
+    # Corollary 2 states the (lin, Renyi) bound for alpha > 2 only: below, the unrestricted value.
+    assert mechanism.theory_bound("linear", "renyi", 2.0) == pytest.approx(bounds.laplace_renyi(0.5, 2.0, v))
     assert mechanism.theory_bound("poly3", "renyi", 2.0) == pytest.approx(bounds.laplace_renyi(0.5, 2.0, v))
     assert mechanism.theory_bound("linear", "kl") == pytest.approx(bounds.laplace_kl(0.5, v))
     # The unrestricted pure-DP loss of the default pair is eps_b ||v||_1 = epsilon.
@@ -368,7 +370,8 @@ def test_default_dp_bound_is_the_true_epsilon(cls):
 
 def test_matrix_and_nonprivate_bounds():
     matrix = builtin.MatrixMechanism(A=BUILTIN_PARAMS["matrix"]["A"], epsilon=0.5)
-    assert matrix.theory_bound("linear", "renyi", 2.0) == pytest.approx(bounds.matrix_linear_renyi_bound(0.5, 2.0, 3))
+    assert matrix.theory_bound("linear", "renyi", 4.0) == pytest.approx(bounds.matrix_linear_renyi_bound(0.5, 4.0, 3))
+    assert matrix.theory_bound("linear", "renyi", 2.0) == matrix.theory_bound("all", "renyi", 2.0)  # not stated
     assert matrix.theory_bound("all", "renyi", 2.0) == pytest.approx(bounds.laplace_renyi(0.25, 2.0, [1.0, 1.0]))
     nonprivate = builtin.NonPrivateMechanism()
     assert nonprivate.theory_bound("linear", "kl") == np.inf

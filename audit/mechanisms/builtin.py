@@ -189,9 +189,11 @@ class LaplaceMechanism(AdditiveNoiseMechanism):
         """Closed forms of docs/theory.md section 6 for the default pair (shift v, scale b).
 
         ``linear`` gets CBDP's (lin, KL) exact value (appendix Thm 9, 1-D) and
-        Table 1 / Thm 5 (lin, Renyi) bound; every other class gets the
-        unrestricted value (appendix Thm 11; KL, and 2 TV for the IPM in 1-D),
-        an upper bound for any class.  ``dp``: epsilon.
+        the Table 1 / Corollary 2 (lin, Renyi) bound in d dimensions where it
+        is stated (alpha > 2, ``bounds.linear_renyi_bound_stated``); every
+        other class, and linear at alpha <= 2, gets the unrestricted value
+        (appendix Thm 11; KL, and 2 TV for the IPM in 1-D), an upper bound for
+        any class.  ``dp``: epsilon.
         """
         from audit import bounds
 
@@ -204,7 +206,7 @@ class LaplaceMechanism(AdditiveNoiseMechanism):
                 return bounds.laplace_linear_kl(eps_b * self.v[0])
             return bounds.laplace_kl(eps_b, self.v)
         if divergence == "renyi":
-            if cls == "linear":
+            if cls == "linear" and bounds.linear_renyi_bound_stated(alpha):
                 return bounds.laplace_linear_renyi_bound(eps_b, alpha, self.v)
             return bounds.laplace_renyi(eps_b, alpha, self.v)
         if divergence == "ipm" and self.v.size == 1:
@@ -253,8 +255,9 @@ class GaussianMechanism(AdditiveNoiseMechanism):
         """Closed forms of docs/theory.md section 6 for the default pair (shift v).
 
         (lin, KL) = KL = ||v||^2 / (2 sigma^2) (appendix Thm 10); (lin, Renyi):
-        Table 1 / Thm 5 bound; other classes: the unrestricted Renyi value
-        (Thm 12); IPM in 1-D: 2 TV = 2 (2 Phi(v / (2 sigma)) - 1).
+        the Table 1 / Corollary 2 d-dim bound where stated (alpha > 2); other
+        classes and linear at alpha <= 2: the unrestricted Renyi value (Thm 12);
+        IPM in 1-D: 2 TV = 2 (2 Phi(v / (2 sigma)) - 1).
         """
         from audit import bounds
 
@@ -264,7 +267,7 @@ class GaussianMechanism(AdditiveNoiseMechanism):
                 return bounds.gaussian_linear_kl(self.sigma, self.v)
             return bounds.gaussian_kl(self.sigma, self.v)
         if divergence == "renyi":
-            if cls == "linear":
+            if cls == "linear" and bounds.linear_renyi_bound_stated(alpha):
                 return bounds.gaussian_linear_renyi_bound(self.sigma, alpha, self.v)
             return bounds.gaussian_renyi(self.sigma, alpha, self.v)
         if divergence == "ipm" and self.v.size == 1:
@@ -432,8 +435,9 @@ class MatrixMechanism(BaseMechanism):
         return [(x, x_prime)]
 
     def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        """(lin, Renyi): CBDP Thm 5 bound with s = rows of A.  Other classes and
-        divergences: the unrestricted value for the noisy A x (an upper bound by
+        """(lin, Renyi): CBDP Thm 5 bound with s = rows of A where stated (alpha > 2,
+        Corollary 2).  Other classes and divergences, and linear at alpha <= 2:
+        the unrestricted value for the noisy A x (an upper bound by
         post-processing), maximised over the column that changes."""
         from audit import bounds
 
@@ -441,7 +445,7 @@ class MatrixMechanism(BaseMechanism):
         if divergence == "dp":
             return self.epsilon
         eps_b = self.epsilon / self.l1_sensitivity
-        if divergence == "renyi" and cls == "linear":
+        if divergence == "renyi" and cls == "linear" and bounds.linear_renyi_bound_stated(alpha):
             return bounds.matrix_linear_renyi_bound(self.epsilon, alpha, self.A.shape[0])
         columns = [np.abs(column[column != 0]) for column in self.A.T if np.any(column)]
         if divergence == "renyi":
