@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from audit.checks import combine, run_checks
 from audit.config import AuditConfig, ConfigError, load_config
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.provenance import describe_audit, pair_records
@@ -71,6 +72,9 @@ class AuditResult:
     audited : dict
         What was audited: mechanism, config hash, command, date, machine
         (:func:`audit.provenance.describe_audit`).
+    checks : list of dict
+        The ``[[checks]]`` rows (:func:`audit.checks.run_checks`); they join
+        the verdict and exit code as :func:`audit.checks.combine` says.
     """
 
     verdict: str
@@ -82,6 +86,7 @@ class AuditResult:
     config: Mapping[str, Any]
     pairs: Sequence[Mapping[str, Any]] = ()
     audited: Mapping[str, Any] = field(default_factory=dict)
+    checks: Sequence[Mapping[str, Any]] = ()
 
     @property
     def claims(self) -> list[dict[str, Any]]:
@@ -95,6 +100,7 @@ class AuditResult:
         return write_audit_report(
             out_dir, table=self.table, verdict=self.verdict, seed=self.seed, seconds=self.seconds,
             versions=dict(self.versions), config=dict(self.config), pairs=list(self.pairs), audited=dict(self.audited),
+            checks=list(self.checks),
         )
 
 
@@ -164,19 +170,24 @@ def run_audit(
         stage = "the verdicts"
         rows = claim_rows(audit_config, records.values())
         verdict = assign_verdicts(rows, evidence, audit_config.attacks.confidence)
+        stage = "the checks"
+        checks = run_checks(audit_config)
+        claims = (verdict, exit_code(rows, verdict)) if audit_config.claims else (None, None)
+        verdict, code = combine(*claims, checks)
         table = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
         # The binned held-out scores behind each row: the report's ROC curves and witness histograms.
         table["held_out_scores"] = [getattr(evidence.get(task), "details", {}).get("scores") for task in table["task"]]
         result = AuditResult(
             verdict=verdict,
             table=table,
-            exit_code=exit_code(rows, verdict),
+            exit_code=code,
             seed=audit_config.run.seed,
             seconds=time.perf_counter() - start,
             versions=_versions(mechanism),
             config=audit_config.raw,
             pairs=pair_records(pairs),
             audited=describe_audit(mechanism, config, audit_config.raw),
+            checks=checks,
         )
         stage = "writing the report"
         if out is not None:
