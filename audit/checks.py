@@ -273,7 +273,7 @@ class _Context:
         estimate = estimate_divergence(
             p, q, spec.function_class, divergence, alpha=spec.alpha,
             train_fraction=self.config.attacks.train_fraction,
-            random_state=int(self.rng(f"{role}|attack").integers(2**31)),
+            random_state=int(task_seed(self.config.run.seed, f"checks[{self.index}]|{role}|attack").generate_state(1)[0]),
             class_params=self.config.attacks.class_params.get(spec.function_class),
         )
         return Measurement(
@@ -338,8 +338,9 @@ def _parallel(ctx: _Context) -> dict[str, Any]:
     first, second = (m.build() for m in spec.mechanisms)
     pair1, pair2 = _pair(spec, first), _pair(spec, second)
     level = ctx.level(4)
-    p1, q1, r1 = (ctx.sample(first, x, f"M1|{name}") for x, name in ((pair1[0], "d"), (pair1[1], "d_prime"), (pair1[0], "d|again")))
-    p2, q2, r2 = (ctx.sample(second, x, f"M2|{name}") for x, name in ((pair2[0], "d"), (pair2[1], "d_prime"), (pair2[0], "d|again")))
+    # r: a second, independent draw on d, for the block that does not change
+    p1, q1, r1 = (ctx.sample(first, pair1[i], f"M1|{name}") for i, name in ((0, "d"), (1, "d_prime"), (0, "d|again")))
+    p2, q2, r2 = (ctx.sample(second, pair2[i], f"M2|{name}") for i, name in ((0, "d"), (1, "d_prime"), (0, "d|again")))
     parts = [ctx.measure(p1, q1, "M1", level, laws=_laws(first, pair1)),
              ctx.measure(p2, q2, "M2", level, laws=_laws(second, pair2))]
     # A record changes in D1 or in D2, never both: two composed pairs, each held to max(eps1, eps2).
@@ -454,9 +455,10 @@ def _finish(ctx: _Context, level: float, parts: list[Measurement], composed: lis
     lows = [max(m.low, -m.high) if two_sided else m.low for m in composed]
     decisive = composed[int(np.nanargmax(lows))] if not all(math.isnan(x) for x in lows) else composed[0]
     measured_low = max(lows) if not any(math.isnan(x) for x in lows) else math.nan
-    trusted = all(m.caveat is None for m in parts + composed)
-    verdict = check_verdict(measured_low, bound, broken, trusted)
-    notes = [f"{m.role}: {m.caveat}" for m in parts + composed if m.caveat]
+    # A part whose exact value is its epsilon does not need its interval; every other bound must be trusted.
+    used = [m for m in parts if m.exact is None] + composed
+    verdict = check_verdict(measured_low, bound, broken, all(m.caveat is None for m in used))
+    notes = [f"{m.role}: {m.caveat}" for m in used if m.caveat]
     if broken:
         if math.isnan(measured_low) or math.isnan(bound):
             outcome = "cannot be compared with the bound (none computed)"

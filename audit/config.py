@@ -736,6 +736,12 @@ def _checks(raw: Mapping, mechanism: MechanismSpec, attacks: AttackSpec) -> tupl
 def _check(table: dict, path: str, default: MechanismSpec, attacks: AttackSpec) -> CheckSpec:
     prop = _choice(_required(table, "property", path, f"one of {', '.join(PROPERTIES)}"), PROPERTIES, f"{path}.property")
     accepted = _CHECK_COMMON + _CHECK_FIELDS[prop]
+    if prop == "convexity" and table.get("divergence") == "renyi":
+        raise ConfigError(
+            f'{path}.divergence: convexity (CBDP Thm 2) holds for f-divergences only; Renyi is not one and Renyi '
+            'privacy is not convex under mixtures, so the theorem says nothing: use divergence = "kl" or "ipm". '
+            "Found 'renyi'."
+        )
     for key in table:
         if key not in accepted:
             takers = [name for name, fields in _CHECK_FIELDS.items() if key in fields]

@@ -140,7 +140,8 @@ def write_audit_report(
     meta = {
         "schema_version": SCHEMA_VERSION, "verdict": verdict, "seed": seed, "seconds": seconds,
         "versions": dict(versions), "config": dict(config), "audited": dict(audited or {}), "pairs": list(pairs),
-        "claims": summarize_claims(records), "checks": [dict(check) for check in checks],
+        "claims": summarize_claims(records),
+        **({"checks": [dict(check) for check in checks]} if checks else {}),  # only configs with [[checks]]
     }
     document = {**meta, "rows": [_json_row(row) for row in records]}
     # default=str: TOML dates and the like in the config are written as text.
@@ -233,7 +234,7 @@ def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.P
         "",
         _counts(table) if len(table) else "No claims: the verdict is about the property checks.",
         "",
-        *_checks_summary(meta["checks"]),
+        *_checks_summary(meta.get("checks", [])),
         f"Seed {meta['seed']}, {meta['seconds']:.1f} s. Versions: "
         + ", ".join(f"{name} {version}" for name, version in meta["versions"].items())
         + ".",
@@ -249,7 +250,7 @@ def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.P
         ]
     if meta["claims"]:
         lines += ["## Claims", "", _claims_table(meta["claims"]), ""]
-    lines += _checks_block(meta["checks"])
+    lines += _checks_block(meta.get("checks", []))
     for row_verdict, title in (
         ("violation", "Violations"),
         ("unbounded", "Unbounded rows"),
