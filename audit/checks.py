@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 
 from audit import bounds
-from audit.config import AuditConfig, CheckSpec
+from audit.config import MAPS, AuditConfig, CheckSpec
 from audit.runner import one_line, task_seed
 
 CHECK_VERDICTS = ("holds", "contradicted", "hypothesis broken", "inconclusive", "error")
@@ -143,11 +143,12 @@ def check_level(confidence: float, n_checks: int, n_bounds: int) -> float:
 
 
 def apply_map(outputs: np.ndarray, mapping: str | Sequence[Sequence[float]]) -> np.ndarray:
-    """g(y): a matrix A gives y -> A y (rows of ``outputs`` are outputs); ``"square"`` gives y -> y**2 elementwise."""
+    """g(y): a matrix A gives y -> A y (rows of ``outputs`` are outputs); ``"square"`` y -> y**2 elementwise,
+    ``"append-square"`` y -> (y, y**2)."""
     if isinstance(mapping, str):
-        if mapping != "square":
-            raise ValueError(f'map must be a matrix or "square". Found {mapping!r}.')
-        return outputs**2
+        if mapping not in MAPS:
+            raise ValueError(f"map must be a matrix or one of {MAPS}. Found {mapping!r}.")
+        return outputs**2 if mapping == "square" else np.hstack([outputs, outputs**2])
     matrix = np.asarray(mapping, dtype=float)
     if matrix.shape[1] != outputs.shape[1]:
         raise ValueError(

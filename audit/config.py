@@ -700,8 +700,8 @@ CHECK_DIVERGENCES = {
 """The divergences each theorem covers (Thms 3, 4: KL and Renyi; Thm 1: f-divergences and Renyi; Thm 2: f-divergences)."""
 CHECK_MECHANISMS = {"sequential": 2, "parallel": 2, "convexity": 2}
 """Mechanisms a property combines (the others take one)."""
-MAPS = ("square",)
-"""Named nonlinear post-processing maps (elementwise); a matrix is a linear map."""
+MAPS = ("square", "append-square")
+"""Named nonlinear post-processing maps: y -> y**2 and y -> (y, y**2) (elementwise); a matrix is a linear map."""
 
 
 @dataclass(frozen=True, eq=False)

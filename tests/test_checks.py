@@ -247,3 +247,17 @@ def test_true_theorems_are_rarely_contradicted_over_seeds():
         any(row["verdict"] == "contradicted" for row in _run(*checks, n=200, seed=seed)) for seed in range(40)
     )
     assert contradicted < 7
+
+
+@pytest.mark.slow
+def test_a_nonlinear_map_widens_the_class_beyond_the_bound():
+    """y -> (y, y^2) makes a linear adversary a poly2 one: (poly2, Renyi 4) of Laplace is 0.627 > (linear) 0.411.
+
+    The measured lower bound exceeds M's exact linear value (the conclusion fails without i o g in H),
+    and the check says "hypothesis broken", not "contradicted".
+    """
+    (row,) = _run({"property": "post-processing", "map": "append-square", "divergence": "renyi", "alpha": 4},
+                  n=20_000)
+    assert row["verdict"] == "hypothesis broken"
+    assert row["bound"] == pytest.approx(0.4106, abs=1e-3)
+    assert row["measured_low"] > row["bound"] and "exceeds the bound" in row["note"]
