@@ -17,6 +17,7 @@ from scipy import stats
 
 from audit import run_audit
 from audit.checks import (
+    CHECK_VERDICTS,
     adaptive_sample,
     apply_map,
     check_level,
@@ -27,7 +28,7 @@ from audit.checks import (
     run_checks,
     theorem_bound,
 )
-from audit.config import ConfigError, load_config
+from audit.config import PROPERTIES, ConfigError, load_config
 from audit.mechanisms.builtin import LaplaceMechanism
 
 LAPLACE = {"name": "laplace", "params": {"epsilon": 1.0}}
@@ -169,6 +170,17 @@ def test_a_false_bound_is_contradicted_with_its_evidence(monkeypatch):
     assert combine(None, None, [row]) == ("violation", 1)
 
 
+def test_a_contradicted_check_beside_passing_claims_makes_the_audit_a_violation(monkeypatch):
+    monkeypatch.setattr(LaplaceMechanism, "output_laws",
+                        lambda self, d, d_prime: (stats.laplace(0.0, 100.0), stats.laplace(1.0, 100.0)))
+    config = _config({"property": "sequential"}, claims=[{"divergence": "kl", "function_class": "linear", "epsilon": 5.0}])
+    config["attacks"]["classes"] = ["linear"]
+    result = run_audit(config, progress=False)
+    assert [claim["verdict"] for claim in result.claims] == ["pass"]
+    assert [check["verdict"] for check in result.checks] == ["contradicted"]
+    assert (result.verdict, result.exit_code) == ("violation", 1)
+
+
 # --------------------------------------------------------------------------- config, results and report
 
 
@@ -214,6 +226,8 @@ def test_checks_only_audit_writes_results_and_report(tmp_path):
     assert document["rows"] == []
     schema = json.loads((Path(__file__).resolve().parents[1] / "docs/schema/results.schema.json").read_text())
     assert list(jsonschema.Draft202012Validator(schema).iter_errors(document)) == []
+    entry = schema["properties"]["checks"]["items"]["properties"]
+    assert entry["verdict"]["enum"] == list(CHECK_VERDICTS) and entry["property"]["enum"] == list(PROPERTIES)
     report = (tmp_path / "report.md").read_text()
     assert "## Property checks" in report and "No claims" in report
 
