@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from audit.checks import combine, run_checks
 from audit.config import AuditConfig, ConfigError, load_config
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.provenance import describe_audit, pair_records
@@ -75,6 +76,9 @@ class AuditResult:
     theory : list of dict
         Published closed-form bounds against the rows' exact values and lower
         confidence bounds (:func:`audit.theory_check.check_bounds`).
+    checks : list of dict
+        The ``[[checks]]`` rows (:func:`audit.checks.run_checks`); they join
+        the verdict and exit code as :func:`audit.checks.combine` says.
     """
 
     verdict: str
@@ -87,6 +91,7 @@ class AuditResult:
     pairs: Sequence[Mapping[str, Any]] = ()
     audited: Mapping[str, Any] = field(default_factory=dict)
     theory: Sequence[Mapping[str, Any]] = ()
+    checks: Sequence[Mapping[str, Any]] = ()
 
     @property
     def claims(self) -> list[dict[str, Any]]:
@@ -101,6 +106,7 @@ class AuditResult:
             out_dir, table=self.table, verdict=self.verdict, seed=self.seed, seconds=self.seconds,
             versions=dict(self.versions), config=dict(self.config), pairs=list(self.pairs), audited=dict(self.audited),
             theory=list(self.theory),
+            checks=list(self.checks),
         )
 
 
@@ -170,13 +176,17 @@ def run_audit(
         stage = "the verdicts"
         rows = claim_rows(audit_config, records.values())
         verdict = assign_verdicts(rows, evidence, audit_config.attacks.confidence)
+        stage = "the checks"
+        checks = run_checks(audit_config)
+        claims = (verdict, exit_code(rows, verdict)) if audit_config.claims else (None, None)
+        verdict, code = combine(*claims, checks)
         table = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
         # The binned held-out scores behind each row: the report's ROC curves and witness histograms.
         table["held_out_scores"] = [getattr(evidence.get(task), "details", {}).get("scores") for task in table["task"]]
         result = AuditResult(
             verdict=verdict,
             table=table,
-            exit_code=exit_code(rows, verdict),
+            exit_code=code,
             seed=audit_config.run.seed,
             seconds=time.perf_counter() - start,
             versions=_versions(mechanism),
@@ -184,6 +194,7 @@ def run_audit(
             pairs=pair_records(pairs),
             audited=describe_audit(mechanism, config, audit_config.raw),
             theory=check_bounds(rows, evidence, audit_config.attacks.confidence),
+            checks=checks,
         )
         stage = "writing the report"
         if out is not None:

@@ -22,6 +22,7 @@ a violation, which it does by design: the buggy mechanism's claim is refuted.
 from __future__ import annotations
 
 import argparse
+import collections
 import functools
 import json
 import sys
@@ -221,7 +222,9 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _summary(title: str, result, out: Path, stream=None) -> None:
     counts = result.table["verdict"].value_counts().to_dict()
-    rows = ", ".join(f"{count} {verdict}" for verdict, count in sorted(counts.items()))
+    checks = collections.Counter(check["verdict"] for check in getattr(result, "checks", ()))
+    rows = ", ".join([f"{count} {verdict}" for verdict, count in sorted(counts.items())]
+                     + [f"{count} checks {verdict}" for verdict, count in sorted(checks.items())])
     print(f"{title}: {result.verdict.upper()} ({rows}; {result.seconds:.1f} s) -> {out / 'report.md'}",
           file=stream or sys.stdout)
     failing = [entry for entry in getattr(result, "theory", ()) if entry["fails"]]
@@ -231,6 +234,9 @@ def _summary(title: str, result, out: Path, stream=None) -> None:
     # Failed tasks make the exit code 2: their messages belong on stderr, not only in the report.
     for message in result.table["error"].dropna().unique():
         print(f"capaudit: error: {message}", file=sys.stderr)
+    for check in getattr(result, "checks", ()):  # a check that could not run also exits 2
+        if check["error"]:
+            print(f"capaudit: error: {check['error']}", file=sys.stderr)
 
 
 def _mechanisms(long: bool) -> int:

@@ -63,7 +63,7 @@ MAX_CLASS_UNITS = 10_000
 """Largest ``n_components`` (kernel) or ``width`` (mlp) in ``class_params``."""
 
 _FIELDS = {
-    "": ("mechanism", "pairs", "neighbours", "claims", "attacks", "run"),
+    "": ("mechanism", "pairs", "neighbours", "claims", "checks", "attacks", "run"),
     "mechanism": ("name", "callable", "params"),
     "pairs": ("d", "d_prime", "relation"),
     "neighbours": SPEC_FIELDS,
@@ -156,6 +156,8 @@ class AuditConfig:
     run : RunSpec
     raw : dict
         The config as given (after command-line overrides), for results.json.
+    checks : tuple of CheckSpec
+        ``[[checks]]`` entries: CBDP's theorems as audits (:mod:`audit.checks`); empty by default.
     """
 
     mechanism: MechanismSpec
@@ -165,6 +167,7 @@ class AuditConfig:
     attacks: AttackSpec
     run: RunSpec
     raw: Mapping[str, Any]
+    checks: tuple[CheckSpec, ...] = ()
 
 
 def load_config(
@@ -250,11 +253,13 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
             "add [[pairs]] entries with d and d_prime, or a [neighbours] table."
         )
     claims = tuple(_claim(entry, f"claims[{i}]") for i, entry in enumerate(_array_of_tables(raw, "claims")))
-    if not claims:
-        raise ConfigError(
-            "claims: missing required field; add at least one [[claims]] entry (divergence, function_class, epsilon)."
-        )
     attacks = _attacks(_table(raw, "attacks", "attacks"))
+    checks = _checks(raw, mechanism, attacks)
+    if not claims and not checks:
+        raise ConfigError(
+            "claims: missing required field; add at least one [[claims]] entry (divergence, function_class, epsilon) "
+            "or a [[checks]] entry (property = \"sequential\", ...)."
+        )
     for i, claim in enumerate(claims):
         _check_refutable(claim, attacks, f"claims[{i}]")
     config = AuditConfig(
@@ -265,6 +270,7 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
         attacks=attacks,
         run=_run(_table(raw, "run", "run")),
         raw=raw,
+        checks=checks,
     )
     if mechanism.callable is not None:  # user code runs last, once the rest of the config is valid
         _build(mechanism)
@@ -667,3 +673,177 @@ def _run(table: dict) -> RunSpec:
     if timeout <= 0:
         raise ConfigError(f"run.sample_timeout: must be a positive number of seconds, e.g. 600. Found {timeout!r}.")
     return RunSpec(seed=int(seed), n_jobs=int(n_jobs), backend=backend, sample_timeout=timeout)
+
+
+# --------------------------------------------------------------------------- [[checks]]
+
+PROPERTIES = ("sequential", "parallel", "post-processing", "convexity", "pinsker", "generalization")
+"""``[[checks]] property``: CBDP Thms 4, 3, 1, 2, 7 and 6 (docs/theory.md section 5, :mod:`audit.checks`)."""
+_CHECK_COMMON = ("property", "mechanisms", "function_class", "n_samples")
+_CHECK_FIELDS = {
+    "sequential": ("divergence", "alpha", "adaptive", "d", "d_prime"),
+    "parallel": ("divergence", "alpha", "d", "d_prime"),
+    "post-processing": ("divergence", "alpha", "map", "d", "d_prime"),
+    "convexity": ("divergence", "weight", "d", "d_prime"),
+    "pinsker": ("d", "d_prime"),
+    "generalization": ("n_records",),
+}
+"""Fields each property takes besides :data:`_CHECK_COMMON`."""
+CHECK_DIVERGENCES = {
+    "sequential": ("kl", "renyi"),
+    "parallel": ("kl", "renyi"),
+    "post-processing": ("kl", "renyi", "ipm"),
+    "convexity": ("kl", "ipm"),
+    "pinsker": ("kl",),
+    "generalization": ("kl",),
+}
+"""The divergences each theorem covers (Thms 3, 4: KL and Renyi; Thm 1: f-divergences and Renyi; Thm 2: f-divergences)."""
+CHECK_MECHANISMS = {"sequential": 2, "parallel": 2, "convexity": 2}
+"""Mechanisms a property combines (the others take one)."""
+MAPS = ("square", "append-square")
+"""Named nonlinear post-processing maps: y -> y**2 and y -> (y, y**2) (elementwise); a matrix is a linear map."""
+
+
+@dataclass(frozen=True, eq=False)
+class CheckSpec:
+    """One ``[[checks]]`` entry: a CBDP property to measure (docs/config.md, "[[checks]]").
+
+    ``mechanisms`` holds one or two specs (the config's ``[mechanism]`` when
+    not given); ``pair`` the neighbouring datasets (None: the first
+    mechanism's first default pair); ``map`` a matrix (tuple of rows) or a
+    name of :data:`MAPS`.
+    """
+
+    property: str
+    mechanisms: tuple[MechanismSpec, ...]
+    function_class: str = "linear"
+    divergence: str = "kl"
+    alpha: float | None = None
+    n_samples: int = 10_000
+    pair: tuple[np.ndarray, np.ndarray] | None = None
+    adaptive: bool = False
+    map: str | tuple[tuple[float, ...], ...] | None = None
+    weight: float = 0.5
+    n_records: int = 10
+
+
+def _checks(raw: Mapping, mechanism: MechanismSpec, attacks: AttackSpec) -> tuple[CheckSpec, ...]:
+    """The validated ``[[checks]]`` entries (none by default)."""
+    entries = _array_of_tables(raw, "checks")
+    return tuple(_check(entry, f"checks[{i}]", mechanism, attacks) for i, entry in enumerate(entries))
+
+
+def _check(table: dict, path: str, default: MechanismSpec, attacks: AttackSpec) -> CheckSpec:
+    prop = _choice(_required(table, "property", path, f"one of {', '.join(PROPERTIES)}"), PROPERTIES, f"{path}.property")
+    accepted = _CHECK_COMMON + _CHECK_FIELDS[prop]
+    if prop == "convexity" and table.get("divergence") == "renyi":
+        raise ConfigError(
+            f'{path}.divergence: convexity (CBDP Thm 2) holds for f-divergences only; Renyi is not one and Renyi '
+            'privacy is not convex under mixtures, so the theorem says nothing: use divergence = "kl" or "ipm". '
+            "Found 'renyi'."
+        )
+    for key in table:
+        if key not in accepted:
+            takers = [name for name, fields in _CHECK_FIELDS.items() if key in fields]
+            hint = f"it applies to property {' / '.join(takers)} only" if takers else f"accepted: {', '.join(accepted)}"
+            raise ConfigError(f"{path}: property {prop!r} takes no field {key!r}; {hint}. Found {key} = {table[key]!r}.")
+    divergence = _choice(table.get("divergence", "kl"), CHECK_DIVERGENCES[prop], f"{path}.divergence")
+    alpha = None
+    if divergence == "renyi":
+        alpha = _alpha(_required(table, "alpha", path, "a Renyi check needs one order, e.g. alpha = 2"), f"{path}.alpha")
+    elif "alpha" in table:
+        raise ConfigError(f'{path}.alpha: only divergence = "renyi" takes alpha; remove it. Found {table["alpha"]!r}.')
+    function_class = _check_class(table.get("function_class", "linear"), divergence, prop, f"{path}.function_class")
+    n_samples = int(_number(table.get("n_samples", attacks.n_samples), f"{path}.n_samples", integer=True))
+    if not MIN_SAMPLES <= n_samples <= MAX_SAMPLES:
+        raise ConfigError(f"{path}.n_samples: must be from {MIN_SAMPLES} to {MAX_SAMPLES:,}. Found {n_samples!r}.")
+    try:
+        _check_held_out(n_samples, attacks.train_fraction, attacks.confidence)
+    except ConfigError as error:
+        raise ConfigError(f"{path}.n_samples: {error}") from None
+    pair = None
+    if "d" in table or "d_prime" in table:
+        hint = "give both d and d_prime (neighbouring datasets), or neither for the mechanism's default pair"
+        pair = (_dataset(_required(table, "d", path, hint), f"{path}.d"),
+                _dataset(_required(table, "d_prime", path, hint), f"{path}.d_prime"))
+    return CheckSpec(
+        property=prop,
+        mechanisms=_check_mechanisms(table, path, prop, default),
+        function_class=function_class,
+        divergence=divergence,
+        alpha=alpha,
+        n_samples=n_samples,
+        pair=pair,
+        adaptive=_flag(table.get("adaptive", False), f"{path}.adaptive"),
+        map=_map(table, path) if prop == "post-processing" else None,
+        weight=_weight(table.get("weight", 0.5), f"{path}.weight"),
+        n_records=_n_records(table.get("n_records", 10), f"{path}.n_records"),
+    )
+
+
+def _check_class(value: Any, divergence: str, prop: str, path: str) -> str:
+    """A class that estimates the check's divergence (pinsker: kl or ipm; its hypotheses are checked at run time)."""
+    from attacks.classes import parse_function_class
+
+    name = _class_name(value, path)
+    if name == "all":
+        raise ConfigError(f'{path}: "all" is for claims only (no attack fits every function); use e.g. "linear".')
+    needs = ("ipm",) if prop == "pinsker" else (divergence,)
+    if not set(needs) & set(parse_function_class(name).divergences):
+        raise ConfigError(f"{path}: class {name!r} does not estimate {needs[0]!r}; use e.g. \"linear\". Found {name!r}.")
+    return name
+
+
+def _check_mechanisms(table: dict, path: str, prop: str, default: MechanismSpec) -> tuple[MechanismSpec, ...]:
+    """The check's mechanisms: ``mechanisms = [{name, params}, ...]``, else ``[mechanism]`` (repeated)."""
+    count = CHECK_MECHANISMS.get(prop, 1)
+    if "mechanisms" not in table:
+        return (default,) * count
+    entries = table["mechanisms"]
+    if not isinstance(entries, list) or len(entries) != count or not all(isinstance(e, Mapping) for e in entries):
+        raise ConfigError(
+            f"{path}.mechanisms: property {prop!r} takes a list of {count} table(s) "
+            f"[{{ name = \"laplace\", params = {{ epsilon = 1.0 }} }}{', ...' * (count > 1)}]. Found {entries!r}."
+        )
+    specs = []
+    for i, entry in enumerate(entries):
+        where = f"{path}.mechanisms[{i}]"
+        if set(entry) - {"name", "params"} or "name" not in entry:
+            raise ConfigError(f"{where}: give name (a built-in or adapter) and optional params only. Found {entry!r}.")
+        try:
+            spec = _mechanism(dict(entry), default.base_dir)
+        except ConfigError as error:
+            raise ConfigError(f"{where}: {error}") from None
+        specs.append(spec)
+    return tuple(specs)
+
+
+def _flag(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{path}: must be true or false (a TOML boolean, unquoted). Found {value!r}.")
+    return value
+
+
+def _map(table: dict, path: str) -> str | tuple[tuple[float, ...], ...]:
+    """``map``: a matrix (k rows of d numbers: y -> A y) or a name of :data:`MAPS`."""
+    value = _required(table, "map", path, 'a matrix, e.g. map = [[1.0, 1.0]], or map = "square"')
+    if isinstance(value, str):
+        return _choice(value, MAPS, f"{path}.map")
+    matrix = _dataset(value, f"{path}.map")
+    if matrix.ndim != 2:
+        raise ConfigError(f"{path}.map: a matrix needs rows, e.g. [[2.0]] or [[1.0, 1.0]]. Found {value!r}.")
+    return tuple(tuple(float(x) for x in row) for row in matrix)
+
+
+def _weight(value: Any, path: str) -> float:
+    weight = float(_number(value, path))
+    if not 0.0 < weight < 1.0:
+        raise ConfigError(f"{path}: the mixing weight must be in (0, 1), e.g. 0.5. Found {weight!r}.")
+    return weight
+
+
+def _n_records(value: Any, path: str) -> int:
+    count = int(_number(value, path, integer=True))
+    if not 2 <= count <= 10_000:
+        raise ConfigError(f"{path}: records per dataset must be from 2 to 10000, e.g. 10. Found {count!r}.")
+    return count
