@@ -59,7 +59,7 @@ from attacks.divergences import log_unseen_ratio
 from attacks.estimate import DivergenceEstimate, _caveat, _standard_error
 
 STAGES = ("screen", "train", "check", "confirm")
-DEFAULT_SHARES = {"screen": 0.05, "train": 0.15, "check": 0.1, "confirm": 0.7}
+DEFAULT_SHARES = {"screen": 0.2, "train": 0.2, "check": 0.1, "confirm": 0.5}
 """Shares of the budget per candidate pair (``n_samples``) spent by each stage (:meth:`StageSizes.from_budget`)."""
 MAX_FINALISTS = 4
 CHUNK = 1_000_000

@@ -243,6 +243,7 @@ def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.P
             "",
         ]
     lines += ["## Claims", "", _claims_table(meta["claims"]), ""]
+    lines += _staged_section(table)
     for row_verdict, title in (
         ("violation", "Violations"),
         ("unbounded", "Unbounded rows"),
@@ -266,6 +267,33 @@ def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.P
         lines += [f"![{path.stem}]({path.as_posix()})\n" for path in figures]
     lines += ["## Method", "", *_method_notes(confidence, attacks.get("n_samples"), attacks.get("coupled", False)), ""]
     return "\n".join(lines)
+
+
+STAGED_FIELDS = ("n_screen", "n_train", "n_check", "n_confirm", "candidates", "finalists", "sets_pooled")
+"""The staged engine's row fields (:data:`audit.staged_audit.STAGED_COLUMNS`) shown in "Staged search"."""
+
+
+def _staged_section(table: pd.DataFrame) -> list[str]:
+    """"Staged search": per claim, the outputs per dataset each stage used and the candidate that won."""
+    if "n_confirm" not in table.columns:
+        return []
+    rows = table[table["n_confirm"].notna() & (table["error"].isna() if "error" in table.columns else True)]
+    if not len(rows):
+        return []
+    frame = pd.DataFrame({
+        "claim": [_claim_label(r["divergence"], r["claim_class"], r["claim"], r["alpha"]) for _, r in rows.iterrows()],
+        "winner (pair, direction, class)": [f"{r['pair']}, {r['direction']}, {r['function_class']}"
+                                            for _, r in rows.iterrows()],
+        **{name: rows[name].astype(int).to_numpy() for name in STAGED_FIELDS},
+    })
+    return [
+        "## Staged search", "",
+        "Outputs per dataset: `n_screen` on every pair (all candidates: pairs x directions x classes), `n_train` "
+        "and `n_check` on the finalists' pairs, `n_confirm` on the winner's pair only, a fresh sample that no "
+        "choice saw; the claim's one statistic (pooled over `sets_pooled` nested sets when more than 1) is "
+        "its confirm bound.", "",
+        _to_markdown(frame), "",
+    ]
 
 
 def _audited_block(audited: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> list[str]:
