@@ -45,10 +45,12 @@ search.
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import joblib
 import numpy as np
 from scipy.stats import norm
 
@@ -250,7 +252,7 @@ class StagedResult:
 
 
 def staged_search(sample: Sampler, n_pairs: int, target: Target, sizes: StageSizes, *, seed: int = 0,
-                  chunk: int = CHUNK) -> StagedResult:
+                  chunk: int = CHUNK, n_jobs: int = 1) -> StagedResult:
     """Screen, train, check and confirm the candidates of one target (module docstring).
 
     Parameters
@@ -262,15 +264,17 @@ def staged_search(sample: Sampler, n_pairs: int, target: Target, sizes: StageSiz
         Its ``classes`` are the candidates' attack classes.
     sizes : StageSizes
     seed : int
-        Seeds the adversaries' fits (the samples are the sampler's).
+        Seeds the adversaries' fits (:func:`fit_seed`; the samples are the sampler's).
     chunk : int
         Outputs per dataset drawn at once in the check and confirm stages.
+    n_jobs : int
+        joblib workers for the screen and train fits (the active joblib
+        backend); the results do not depend on it.
 
     Returns
     -------
     StagedResult
     """
-    rng = np.random.default_rng(seed)
     failures: dict[int, str] = {}
 
     def draw(pair: int, n: int, stage: str, index: int = 0) -> Draw | None:
@@ -282,12 +286,12 @@ def staged_search(sample: Sampler, n_pairs: int, target: Target, sizes: StageSiz
             failures[pair] = " ".join(f"{type(error).__name__}: {error}".split())
             return None
 
-    scored = _screen(draw, n_pairs, target, sizes, rng)
+    scored = _screen(draw, n_pairs, target, sizes, seed, n_jobs)
     if not scored:
         return StagedResult(target, sizes, None, None, 0, (), failures=failures,
                             error="no candidate could be sampled and fitted: " + "; ".join(failures.values()))
     finalists = _finalists(scored)
-    attacks, coupled = _train(draw, finalists, target, sizes, rng)
+    attacks = _train(draw, finalists, target, sizes, seed, n_jobs)
     kept = [i for i, attack in enumerate(attacks) if attack is not None]
     if not kept:
         return StagedResult(target, sizes, None, None, len(scored), tuple(finalists), failures=failures,
@@ -407,29 +411,45 @@ def held_out_estimate(attack: Attack, candidate: Candidate, p: np.ndarray, q: np
 
 
 def fit_attack(candidate: Candidate, p: np.ndarray, q: np.ndarray, target: Target, eval_size: int, coupled: bool,
-               rng: np.random.Generator) -> Attack:
+               random_state: int) -> Attack:
     """The candidate's adversary fitted on p (y = 0) and q (y = 1), a ``dp`` set chosen for ``eval_size`` samples."""
     adversary = Adversary(candidate.function_class, target.divergence, alpha=target.alpha, delta=target.delta,
-                          dp_eval_size=eval_size, coupled=coupled, random_state=int(rng.integers(2**31)),
+                          dp_eval_size=eval_size, coupled=coupled, random_state=random_state,
                           **target.class_params.get(candidate.function_class, {}))
     adversary.fit(np.vstack([p, q]), np.r_[np.zeros(len(p)), np.ones(len(q))])
     return Attack(adversary)
 
 
-def _screen(draw, n_pairs: int, target: Target, sizes: StageSizes, rng) -> list[tuple[Candidate, float, float]]:
-    """(candidate, projected bound, its standard error) of every candidate whose pair could be sampled."""
-    scored, half = [], sizes.screen // 2
+def fit_seed(seed: int, stage: str, candidate: Candidate) -> int:
+    """The seed of a candidate's fit in a stage: a function of (seed, stage, candidate) only, so results do not
+    depend on n_jobs or on the order in which fits run."""
+    key = [seed, STAGES.index(stage), candidate.pair, int(candidate.swapped), zlib.crc32(candidate.function_class.encode())]
+    return int(np.random.SeedSequence(key).generate_state(1)[0] >> 1)
+
+
+def _screen_one(candidate: Candidate, samples: Draw, target: Target, sizes: StageSizes,
+                seed: int) -> tuple[Candidate, float, float]:
+    """A candidate fitted on the first half of its pair's screen sample and projected from the second."""
+    half = sizes.screen // 2
+    p, q = candidate.laws(samples)
+    attack = fit_attack(candidate, p[:half], q[:half], target, sizes.confirm, samples.coupled,
+                        fit_seed(seed, "screen", candidate))
+    evidence = held_out_estimate(attack, candidate, p[half:], q[half:], target, samples.coupled)
+    return (candidate, *projected_bound(evidence, sizes.confirm))
+
+
+def _screen(draw, n_pairs: int, target: Target, sizes: StageSizes, seed: int,
+            n_jobs: int) -> list[tuple[Candidate, float, float]]:
+    """(candidate, projected bound, its standard error) of every candidate whose pair could be sampled; one
+    pair's sample in memory at a time, its candidates fitted in parallel."""
+    scored = []
     for pair in range(n_pairs):
         samples = draw(pair, sizes.screen, "screen")
         if samples is None:
             continue
-        for swapped in (False, True):
-            for function_class in target.classes:
-                candidate = Candidate(pair, swapped, function_class)
-                p, q = candidate.laws(samples)
-                attack = fit_attack(candidate, p[:half], q[:half], target, sizes.confirm, samples.coupled, rng)
-                evidence = held_out_estimate(attack, candidate, p[half:], q[half:], target, samples.coupled)
-                scored.append((candidate, *projected_bound(evidence, sizes.confirm)))
+        candidates = [Candidate(pair, swapped, name) for swapped in (False, True) for name in target.classes]
+        scored += joblib.Parallel(n_jobs=n_jobs)(
+            joblib.delayed(_screen_one)(candidate, samples, target, sizes, seed) for candidate in candidates)
     return scored
 
 
@@ -446,19 +466,21 @@ def _finalists(scored: list[tuple[Candidate, float, float]]) -> list[Candidate]:
     return list(kept.values())[:MAX_FINALISTS]
 
 
-def _train(draw, finalists: list[Candidate], target: Target, sizes: StageSizes, rng) -> tuple[list, bool]:
+def _train_one(candidate: Candidate, train: Draw, target: Target, sizes: StageSizes, seed: int) -> Attack:
+    """A finalist fitted on its pair's train sample; a ``dp`` attack graded into nested sets."""
+    p, q = candidate.laws(train)
+    attack = fit_attack(candidate, p, q, target, sizes.confirm, train.coupled, fit_seed(seed, "train", candidate))
+    return graded_attack(attack.adversary, p) if target.divergence == "dp" else attack
+
+
+def _train(draw, finalists: list[Candidate], target: Target, sizes: StageSizes, seed: int,
+           n_jobs: int) -> list[Attack | None]:
     """Each finalist's attack fitted on ``sizes.train`` fresh outputs of its pair (None where sampling failed)."""
     samples = {pair: draw(pair, sizes.train, "train") for pair in dict.fromkeys(c.pair for c in finalists)}
-    attacks = []
-    for candidate in finalists:
-        train = samples[candidate.pair]
-        if train is None:
-            attacks.append(None)
-            continue
-        p, q = candidate.laws(train)
-        attack = fit_attack(candidate, p, q, target, sizes.confirm, train.coupled, rng)
-        attacks.append(graded_attack(attack.adversary, p) if target.divergence == "dp" else attack)
-    return attacks, all(s is None or s.coupled for s in samples.values())
+    fitted = iter(joblib.Parallel(n_jobs=n_jobs)(
+        joblib.delayed(_train_one)(c, samples[c.pair], target, sizes, seed)
+        for c in finalists if samples[c.pair] is not None))
+    return [None if samples[c.pair] is None else next(fitted) for c in finalists]
 
 
 def _chunks(n: int, chunk: int) -> list[int]:

@@ -16,10 +16,12 @@ every pair is screened, only the finalists' pairs get the later stages.
 Samples are drawn by the runner's helper (:func:`audit.runner._draw`:
 coupled when asked, with its fallback to independent samples), each
 (stage, chunk) of a pair from its own seed ``task_seed(seed, "staged|<stage>|<chunk>")``,
-so results depend on the config and seed only.  A mechanism that fails on a
+so results depend on the config and seed only; the screen and train fits run
+on ``[run] n_jobs`` workers of ``[run] backend`` (seeded per candidate, so
+n_jobs and the backend change no number).  A mechanism that fails on a
 pair costs that pair (an error row, exit code 2); the search goes on with
-the others.  The staged engine runs in this process, one claim after the
-other, without the rows engine's per-pair time limit or resume.
+the others.  Sampling runs in this process, one claim after the other,
+without the rows engine's per-pair time limit or resume.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from tqdm import tqdm
 from attacks.staged import Draw, StagedResult, StageSizes, Target, staged_search
 from audit.config import AuditConfig
 from audit.neighbours import NeighbourPair
-from audit.runner import COUPLING_REFUSED, Task, _draw, _exact, _output_laws, _theory_bound, task_seed
+from audit.runner import COUPLING_REFUSED, Task, _backend, _draw, _exact, _output_laws, _theory_bound, task_seed
 
 STAGED_COLUMNS = ("engine", "n_screen", "n_train", "n_check", "n_confirm", "candidates", "finalists", "sets_pooled")
 """Result fields of a staged row, beyond the usual ones (docs/results.md)."""
@@ -88,7 +90,8 @@ def run_staged(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
                                   config.attacks.class_params)
         name = f"staged|claim{index}|{claim.divergence}|{'' if alpha is None else f'{alpha:g}'}"
         seed = int(task_seed(config.run.seed, name).generate_state(1)[0])
-        result = staged_search(sample, len(pairs), target, sizes, seed=seed)
+        with _backend(config.run.backend, config.run.n_jobs):
+            result = staged_search(sample, len(pairs), target, sizes, seed=seed, n_jobs=config.run.n_jobs)
         claim_records = _records(result, name, mechanism, pairs, config.attacks.coupled, time.perf_counter() - start)
         records.update((record["task"], record) for record in claim_records)
         one_claim = dataclasses.replace(config, claims=(dataclasses.replace(claim, alpha=(alpha,)),))
