@@ -88,8 +88,8 @@ def run_staged(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
         start = time.perf_counter()
         target = Target.for_claim(claim.divergence, claim.function_class, config.attacks.classes, alpha, claim.delta,
                                   config.attacks.class_params)
-        name = f"staged|claim{index}|{claim.divergence}|{'' if alpha is None else f'{alpha:g}'}"
-        seed = int(task_seed(config.run.seed, name).generate_state(1)[0])
+        name = f"staged|claim{index}"  # the rows' task ids: name|pair|direction|class|divergence|alpha|delta
+        seed = int(task_seed(config.run.seed, f"{name}|{alpha}").generate_state(1)[0])
         with _backend(config.run.backend, config.run.n_jobs):
             result = staged_search(sample, len(pairs), target, sizes, seed=seed, n_jobs=config.run.n_jobs)
         claim_records = _records(result, name, mechanism, pairs, config.attacks.coupled, time.perf_counter() - start)
