@@ -7,9 +7,12 @@ Q = M(d'), or swapped) and an attack class A contained in C
 divergence.  Four stages, each on samples no earlier stage saw:
 
 1. **screen**: every candidate's adversary is fitted on half of a small
-   sample of its pair and scored on the other half; each gets the bound its
-   attack is projected to reach on the confirm sample
-   (:func:`projected_bound`) and that bound's noise;
+   sample of its pair (a ``dp`` set chosen for the other half's size, so
+   that the screen can measure it: sets chosen for the confirm size from a
+   small sample are rare tails whose screen counts rank the pairs at random,
+   report-noisy-max 3 at 21 M picked a 0.15 pair over the 0.25 ones) and
+   scored on the other half; each gets the bound its attack is projected to
+   reach on the confirm sample (:func:`projected_bound`) and that bound's noise;
 2. **train**: the best class of each (pair, direction) whose projection is
    within two standard errors of the best one's (at most ``MAX_FINALISTS``)
    is fitted again on a larger sample.  A ``dp`` attack is graded into
@@ -429,10 +432,11 @@ def fit_seed(seed: int, stage: str, candidate: Candidate) -> int:
 
 def _screen_one(candidate: Candidate, samples: Draw, target: Target, sizes: StageSizes,
                 seed: int) -> tuple[Candidate, float, float]:
-    """A candidate fitted on the first half of its pair's screen sample and projected from the second."""
+    """A candidate fitted on the first half of its pair's screen sample (a ``dp`` set chosen for the second
+    half's size) and projected from the second to the confirm size."""
     half = sizes.screen // 2
     p, q = candidate.laws(samples)
-    attack = fit_attack(candidate, p[:half], q[:half], target, sizes.confirm, samples.coupled,
+    attack = fit_attack(candidate, p[:half], q[:half], target, len(p) - half, samples.coupled,
                         fit_seed(seed, "screen", candidate))
     evidence = held_out_estimate(attack, candidate, p[half:], q[half:], target, samples.coupled)
     return (candidate, *projected_bound(evidence, sizes.confirm))
