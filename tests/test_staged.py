@@ -137,6 +137,27 @@ def test_pooled_estimate_p_value_matches_its_bound_and_is_one_without_evidence()
     assert PooledEstimate(np.nan, np.nan, 1000, (0.5, 0.5), caveat="no counts").p_value(0.0) == 1.0
 
 
+def laplace_unless_two(dataset, n, rng):
+    """The sum plus Lap(1); raises on a dataset summing to 2 (the staged engine's failing pair)."""
+    if np.sum(dataset) == 2:
+        raise ArithmeticError("boom on the sum 2")
+    return np.sum(dataset) + rng.laplace(0.0, 1.0, size=n)
+
+
+def test_a_mechanism_failing_on_a_pair_gives_an_error_row_and_exit_code_2():
+    config = {
+        "mechanism": {"callable": "test_staged:laplace_unless_two"},
+        "pairs": [{"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}, {"d": [[0.0], [0.0]], "d_prime": [[1.0], [1.0]]}],
+        "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 5.0}],
+        "attacks": {"classes": ["threshold"], "n_samples": 2_000, "engine": "staged"},
+    }
+    result = run_audit(config, progress=False)
+    assert result.exit_code == 2
+    errors = result.table[result.table["error"].notna()]
+    assert len(errors) == 1 and errors["pair"].iloc[0] == "p1" and "boom on the sum 2" in errors["error"].iloc[0]
+    assert result.table.loc[result.table["error"].isna(), "pair"].tolist() == ["p0"]
+
+
 def staged_config(epsilon_claim: float, seed: int, n_samples: int = 6_000, **attacks) -> dict:
     return {
         "mechanism": {"name": "laplace", "params": {"epsilon": 1.0, "sensitivity": 1.0}},
