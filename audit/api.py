@@ -162,6 +162,8 @@ def run_audit(
         if audit_config.attacks.engine == "staged":  # one confirm statistic per claim (audit/staged_audit.py)
             from audit.staged_audit import STAGED_COLUMNS, run_staged
 
+            if resume:
+                raise ValueError('resume: the staged engine keeps no tasks.jsonl to resume from; run again without it.')
             rows, evidence = run_staged(audit_config, mechanism, pairs, progress=progress, finished=finished)
             columns += STAGED_COLUMNS
         else:

@@ -197,6 +197,11 @@ def test_results_do_not_depend_on_n_jobs():
     assert one.equals(two)
 
 
+def test_resume_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="staged engine keeps no tasks.jsonl"):
+        run_audit(staged_config(1.0, 0), out_dir=tmp_path, resume=True, progress=False)
+
+
 def test_staged_audit_flags_a_false_claim():
     result = run_audit(staged_config(0.7, 0), progress=False)
     assert result.verdict == "violation" and result.exit_code == 1
