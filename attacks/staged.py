@@ -505,20 +505,31 @@ def _accumulate(draw, candidates: list[Candidate], attacks: list[Attack], n: int
             if samples is None:
                 failed.add(i)
                 continue
-            p, q = candidate.laws(samples)
-            if target.divergence == "dp":
-                part = attack.moments(p, q)
-            elif target.divergence == "ipm":
-                part = paired_ratio.paired_counts(attack.adversary.witness(p) > 0, attack.adversary.witness(q) > 0)
-            else:
-                part = [attack.adversary.witness(p)], [attack.adversary.witness(q)]
+            part = _summary(attack, *candidate.laws(samples), target.divergence)
             if i in totals:
                 total, coupled = totals[i]
-                part = (total[0] + part[0], total[1] + part[1]) if isinstance(part, tuple) else total + part
-                totals[i] = (part, coupled and samples.coupled)
+                totals[i] = (_add(total, part), coupled and samples.coupled)
             else:
                 totals[i] = (part, samples.coupled)
     return {i: value for i, value in totals.items() if i not in failed}
+
+
+def _summary(attack: Attack, p: np.ndarray, q: np.ndarray, divergence: str):
+    """What the statistic keeps of one chunk: nested-set moments (``dp``), the set's cells (``ipm``), or the
+    witness values on P and on Q as one-element lists (``kl``, ``renyi``)."""
+    if divergence == "dp":
+        return attack.moments(p, q)
+    w_p, w_q = attack.adversary.witness(p), attack.adversary.witness(q)
+    if divergence == "ipm":
+        return paired_ratio.paired_counts(w_p > 0, w_q > 0)
+    return [w_p], [w_q]
+
+
+def _add(total, part):
+    """Counts add up; witness values (pairs of lists of arrays) are appended."""
+    if isinstance(part, tuple):
+        return total[0] + part[0], total[1] + part[1]
+    return total + part
 
 
 def _statistic(total, candidate: Candidate, target: Target, coupled: bool,
