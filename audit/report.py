@@ -284,14 +284,15 @@ def _staged_section(table: pd.DataFrame) -> list[str]:
         "claim": [_claim_label(r["divergence"], r["claim_class"], r["claim"], r["alpha"]) for _, r in rows.iterrows()],
         "winner (pair, direction, class)": [f"{r['pair']}, {r['direction']}, {r['function_class']}"
                                             for _, r in rows.iterrows()],
-        **{name: rows[name].astype(int).to_numpy() for name in STAGED_FIELDS},
+        **{name: [str(int(value)) for value in rows[name]] for name in STAGED_FIELDS},
     })
     return [
         "## Staged search", "",
-        "Outputs per dataset: `n_screen` on every pair (all candidates: pairs x directions x classes), `n_train` "
-        "and `n_check` on the finalists' pairs, `n_confirm` on the winner's pair only, a fresh sample that no "
-        "choice saw; the claim's one statistic (pooled over `sets_pooled` nested sets when more than 1) is "
-        "its confirm bound.", "",
+        "`attacks.engine = \"staged\"`: `n_samples` is one pair's budget over four stages. Outputs per dataset: "
+        "`n_screen` on every pair (all candidates: pairs x directions x classes), `n_train` and `n_check` on the "
+        "finalists' pairs, `n_confirm` on the winner's pair only, a fresh sample that no choice saw; the claim's "
+        "one statistic (pooled over `sets_pooled` nested sets when more than 1) is its confirm bound, and Holm "
+        "corrects over the claims only.", "",
         _to_markdown(frame), "",
     ]
 
