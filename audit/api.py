@@ -170,17 +170,26 @@ def run_audit(
     finished: dict[str, dict] = {}
     stage = "the tasks"
     try:
-        records, evidence = run_tasks(
-            audit_config, mechanism, pairs, out, resume=resume, progress=progress, finished=finished
-        )
+        columns = list(ROW_COLUMNS)
+        if audit_config.attacks.engine == "staged":  # one confirm statistic per claim (audit/staged_audit.py)
+            from audit.staged_audit import STAGED_COLUMNS, run_staged
+
+            if resume:
+                raise ValueError('resume: the staged engine keeps no tasks.jsonl to resume from; run again without it.')
+            rows, evidence = run_staged(audit_config, mechanism, pairs, progress=progress, finished=finished)
+            columns += STAGED_COLUMNS
+        else:
+            records, evidence = run_tasks(
+                audit_config, mechanism, pairs, out, resume=resume, progress=progress, finished=finished
+            )
+            rows = claim_rows(audit_config, records.values())
         stage = "the verdicts"
-        rows = claim_rows(audit_config, records.values())
         verdict = assign_verdicts(rows, evidence, audit_config.attacks.confidence)
         stage = "the checks"
         checks = run_checks(audit_config)
         claims = (verdict, exit_code(rows, verdict)) if audit_config.claims else (None, None)
         verdict, code = combine(*claims, checks)
-        table = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+        table = pd.DataFrame(rows, columns=columns)
         # The binned held-out scores behind each row: the report's ROC curves and witness histograms.
         table["held_out_scores"] = [getattr(evidence.get(task), "details", {}).get("scores") for task in table["task"]]
         result = AuditResult(

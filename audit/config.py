@@ -68,7 +68,7 @@ _FIELDS = {
     "pairs": ("d", "d_prime", "relation"),
     "neighbours": SPEC_FIELDS,
     "claims": ("divergence", "alpha", "function_class", "epsilon", "delta"),
-    "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params", "coupled"),
+    "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params", "coupled", "engine", "stages"),
     "run": ("seed", "n_jobs", "backend", "sample_timeout"),
 }
 DEFAULT_CLASSES = ("linear", "poly2", "poly3", "tree3", "atoms")
@@ -119,6 +119,11 @@ class AttackSpec:
     ``coupled``: draw each pair's outputs on d and d' from the same random
     numbers (common random numbers) and use the paired intervals
     (:mod:`audit.runner`, :mod:`attacks.paired_ratio`).
+
+    ``engine``: ``"rows"`` (one held-out attack per pair, direction and class,
+    Holm over the rows) or ``"staged"`` (:mod:`audit.staged_audit`: one
+    statistic per claim from the staged search of :mod:`attacks.staged`, whose
+    ``stages`` shares split ``n_samples``).
     """
 
     classes: tuple[str, ...] = DEFAULT_CLASSES
@@ -127,6 +132,8 @@ class AttackSpec:
     train_fraction: float = 0.5
     class_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     coupled: bool = False
+    engine: str = "rows"
+    stages: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -529,6 +536,7 @@ def _attacks(table: dict) -> AttackSpec:
     coupled = table.get("coupled", defaults.coupled)
     if not isinstance(coupled, bool):
         raise ConfigError(f"attacks.coupled: must be true or false (a TOML boolean, unquoted). Found {coupled!r}.")
+    engine, stages = _engine(table, int(n_samples))
     return AttackSpec(
         classes=classes,
         n_samples=int(n_samples),
@@ -536,7 +544,38 @@ def _attacks(table: dict) -> AttackSpec:
         train_fraction=train_fraction,
         class_params={name: dict(params) for name, params in class_params.items()},
         coupled=coupled,
+        engine=engine,
+        stages=stages,
     )
+
+
+ENGINES = ("rows", "staged")
+
+
+def _engine(table: dict, n_samples: int) -> tuple[str, dict[str, float] | None]:
+    """``attacks.engine`` and, for the staged engine, ``attacks.stages`` (shares of n_samples per stage)."""
+    from attacks.staged import DEFAULT_SHARES, StageSizes
+
+    engine = table.get("engine", "rows")
+    if engine not in ENGINES:
+        raise ConfigError(f"attacks.engine: must be one of {', '.join(map(repr, ENGINES))}. Found {engine!r}.")
+    if "stages" in table and engine != "staged":
+        raise ConfigError('attacks.stages: only the staged engine has stages; set attacks.engine = "staged" or remove it.')
+    if engine == "rows":
+        return engine, None
+    stages = table.get("stages", DEFAULT_SHARES)
+    if not isinstance(stages, Mapping) or any(isinstance(v, bool) or not isinstance(v, (int, float))
+                                              for v in stages.values()):
+        raise ConfigError(
+            "attacks.stages: must map screen, train, check and confirm to numbers, e.g. "
+            f"{{ screen = 0.05, train = 0.15, check = 0.1, confirm = 0.7 }}. Found {stages!r}."
+        )
+    shares = {key: float(value) for key, value in stages.items()}
+    try:
+        StageSizes.from_budget(n_samples, shares)
+    except ValueError as error:
+        raise ConfigError(f"attacks.stages: {error}") from None
+    return engine, shares
 
 
 def held_out(n_samples: int, train_fraction: float) -> int:

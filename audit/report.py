@@ -258,6 +258,7 @@ def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.P
     if meta["claims"]:
         lines += ["## Claims", "", _claims_table(meta["claims"]), ""]
     lines += _checks_block(meta.get("checks", []))
+    lines += _staged_section(table)
     for row_verdict, title in (
         ("violation", "Violations"),
         ("unbounded", "Unbounded rows"),
@@ -327,6 +328,34 @@ def _theory_section(theory: Sequence[Mapping[str, Any]]) -> list[str]:
         "",
         _to_markdown(shown),
         "",
+    ]
+
+
+STAGED_FIELDS = ("n_screen", "n_train", "n_check", "n_confirm", "candidates", "finalists", "sets_pooled")
+"""The staged engine's row fields (:data:`audit.staged_audit.STAGED_COLUMNS`) shown in "Staged search"."""
+
+
+def _staged_section(table: pd.DataFrame) -> list[str]:
+    """"Staged search": per claim, the outputs per dataset each stage used and the candidate that won."""
+    if "n_confirm" not in table.columns:
+        return []
+    rows = table[table["n_confirm"].notna() & (table["error"].isna() if "error" in table.columns else True)]
+    if not len(rows):
+        return []
+    frame = pd.DataFrame({
+        "claim": [_claim_label(r["divergence"], r["claim_class"], r["claim"], r["alpha"]) for _, r in rows.iterrows()],
+        "winner (pair, direction, class)": [f"{r['pair']}, {r['direction']}, {r['function_class']}"
+                                            for _, r in rows.iterrows()],
+        **{name: [str(int(value)) for value in rows[name]] for name in STAGED_FIELDS},
+    })
+    return [
+        "## Staged search", "",
+        "`attacks.engine = \"staged\"`: `n_samples` is one pair's budget over four stages. Outputs per dataset: "
+        "`n_screen` on every pair (all candidates: pairs x directions x classes), `n_train` and `n_check` on the "
+        "finalists' pairs, `n_confirm` on the winner's pair only, a fresh sample that no choice saw; the claim's "
+        "one statistic (pooled over `sets_pooled` nested sets when more than 1) is its confirm bound, and Holm "
+        "corrects over the claims only.", "",
+        _to_markdown(frame), "",
     ]
 
 

@@ -80,10 +80,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import norm
 from tabulate import tabulate
 
 from attacks import Adversary, binomial_ratio, paired_ratio, pooled_ratio
+# The nested sets, their grading and the check stage's promise are the staged engine's (attacks/staged.py).
+from attacks.staged import GRADE_FLOOR, GRADE_STEP, MIN_COUNT, Attack, graded_attack, promise  # noqa: F401
 from audit.mechanisms import make_mechanism, sample_coupled
 
 LEVELS = (0.95, 0.90)  # reported confidence levels: ours, and DP-Sniper's (DDConfig.confidence)
@@ -115,12 +116,6 @@ CLASSES = {
     "leaky_laplace": ("tree2", "tree8"),
 }
 MAX_FINALISTS = 4
-# The nested sets of an attack (graded_attack): besides the fitted set, those holding 2^(-k/8) of the
-# training outputs of P, down to 100 of them; pooled only where each has MIN_COUNT counts (and, coupled,
-# as many separated pairs) in the check stage.
-GRADE_STEP = 2 ** (-1 / 8)
-GRADE_FLOOR = 100
-MIN_COUNT = 100
 
 
 @dataclass(frozen=True)
@@ -215,35 +210,6 @@ class Row:
     finalists: int
     samples: int
     seconds: float
-
-
-@dataclass(frozen=True)
-class Attack:
-    """Nested sets {s g > c_0} ⊇ {s g > c_1} ⊇ ... of a fitted DP adversary (s its side, g its score, the
-    cuts c_k ascending): the sets the final statistic chooses from and pools."""
-
-    adversary: Adversary
-    cuts: np.ndarray
-    fitted: int  # the index of the adversary's own set {s (g - t) > 0}
-
-    def levels(self, x: np.ndarray) -> np.ndarray:
-        """The number of sets each output lies in (``EventMoments.from_levels``)."""
-        return np.searchsorted(self.cuts, self.adversary.side_ * self.adversary.discriminant(x), side="left")
-
-    def moments(self, p: np.ndarray, q: np.ndarray) -> pooled_ratio.EventMoments:
-        """Counts of the sets on row-aligned outputs of P and Q."""
-        return pooled_ratio.EventMoments.from_levels(self.levels(p), self.levels(q), self.cuts.size)
-
-
-def graded_attack(adversary: Adversary, p_train: np.ndarray) -> Attack:
-    """The adversary's own set and the sets holding GRADE_STEP^k of the training outputs of P, k = 1, 2, ...,
-    down to GRADE_FLOOR of them."""
-    scores = adversary.side_ * adversary.discriminant(p_train)
-    steps = np.arange(1, int(np.log(GRADE_FLOOR / scores.size) / np.log(GRADE_STEP)) + 1)
-    graded = np.quantile(scores, 1.0 - GRADE_STEP ** steps, method="lower")
-    own = adversary.side_ * adversary.threshold_
-    cuts = np.unique(np.r_[own, graded])
-    return Attack(adversary, cuts, int(np.searchsorted(cuts, own)))
 
 
 @dataclass(frozen=True)
@@ -365,14 +331,6 @@ def count_attacks(mechanism, pairs, attacks: list[Attack], n: int, sampling: Sam
             moments = attack.moments(outputs[position[d_p.tobytes()]], outputs[position[d_q.tobytes()]])
             totals[index] = moments if totals[index] is None else totals[index] + moments
     return totals
-
-
-def promise(estimate: float, error: float, check: int, final: int, family_size: int) -> float:
-    """The final bound a statistic is expected to reach, from its check estimate and standard error: the
-    estimate less z(1 - 0.05 / family_size) check errors (the best of a family was likely lucky) and
-    z(SELECTION_LEVEL) errors of the final estimate, error sqrt(check / final) (stage 3 of the module docstring)."""
-    selection = norm.ppf(1.0 - (1.0 - SELECTION_LEVEL) / family_size)
-    return estimate - (selection + norm.ppf(SELECTION_LEVEL) * np.sqrt(check / final)) * error
 
 
 def select(attacks: list[Attack], checks: list[pooled_ratio.EventMoments], check: int, final: int,

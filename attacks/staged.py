@@ -1,0 +1,606 @@
+"""The staged search: many candidate attacks screened on small samples, one statistic confirmed on a large fresh one.
+
+A claim about a divergence (``dp``, ``kl``, ``renyi`` or ``ipm``) and a class
+C is attacked by *candidates*: a neighbouring pair, a direction (P = M(d),
+Q = M(d'), or swapped) and an attack class A contained in C
+(:meth:`attacks.classes.FunctionClass.is_contained_in`) that estimates the
+divergence.  Four stages, each on samples no earlier stage saw:
+
+1. **screen**: every candidate's adversary is fitted on half of a small
+   sample of its pair (a ``dp`` set chosen for the other half's size, so
+   that the screen can measure it: sets chosen for the confirm size from a
+   small sample are rare tails whose screen counts rank the pairs at random,
+   report-noisy-max 3 at 21 M picked a 0.15 pair over the 0.25 ones) and
+   scored on the other half; each gets the bound its attack is projected to
+   reach on the confirm sample (:func:`projected_bound`) and that bound's noise;
+2. **train**: the best class of each (pair, direction) whose projection is
+   within two standard errors of the best one's (at most ``MAX_FINALISTS``)
+   is fitted again on a larger sample.  A ``dp`` attack is graded into
+   nested sets {s g > c_0} ⊇ {s g > c_1} ⊇ ... of its oriented score
+   (:func:`graded_attack`);
+3. **check**: the finalists are scored on fresh samples and ONE statistic is
+   chosen by its *promise* (:func:`promise`): for ``kl``, ``renyi`` and
+   ``ipm`` the fitted witness of a finalist; for ``dp`` the fitted set of a
+   finalist or a minimum-variance pool of its nested sets
+   (:mod:`attacks.pooled_ratio`);
+4. **confirm**: that statistic alone is computed on a large fresh sample of
+   its pair, counted in chunks (memory bounded at any budget: ``dp`` and
+   ``ipm`` keep counts, ``kl`` and ``renyi`` the two witness values per
+   pair), and one lower confidence bound comes out.
+
+No choice sees the confirm sample, so the confirm statistic is a held-out
+estimate of a fixed witness: its intervals are those of
+:mod:`attacks.estimate` (``kl`` / ``renyi``: the variational bound with its
+unseen-mass term; ``ipm``: the difference bounds on the set's counts;
+``dp``: the score / Clopper-Pearson bounds on one set's counts, or the
+pooled delta-method bound of :func:`attacks.pooled_ratio.pooled_lower_bound`),
+valid whatever the search did, and one statistic per claim needs no
+correction for the candidates it was chosen from.
+
+Samples come from a *sampling callable* (:class:`Sampler`), so this module
+never imports :mod:`audit`: ``sample(pair, n, stage, chunk)`` returns a
+:class:`Draw` (n outputs on d and on d', and whether they are coupled pairs)
+and must give independent draws for different (stage, chunk) keys.  A
+sampler that raises costs its pair (``StagedResult.failures``), not the
+search.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import joblib
+import numpy as np
+from scipy.stats import norm
+
+from attacks import binomial_ratio, paired_ratio, pooled_ratio
+from attacks.adversary import Adversary, witness_log_weights, witness_objective
+from attacks.classes import parse_function_class
+from attacks.divergences import log_unseen_ratio
+from attacks.estimate import DivergenceEstimate, _caveat, _standard_error
+
+STAGES = ("screen", "train", "check", "confirm")
+DEFAULT_SHARES = {"screen": 0.2, "train": 0.2, "check": 0.1, "confirm": 0.5}
+"""Shares of the budget per candidate pair (``n_samples``) spent by each stage (:meth:`StageSizes.from_budget`)."""
+MAX_FINALISTS = 4
+CHUNK = 1_000_000
+"""Outputs per dataset drawn at once in the check and confirm stages."""
+SELECTION_LEVEL = 0.95
+# The nested sets of a dp attack (graded_attack): besides the fitted set, those holding GRADE_STEP^k of the
+# training outputs of P, down to GRADE_FLOOR of them; pooled only where each has MIN_COUNT counts (and,
+# coupled, as many separated pairs) in the check stage.
+GRADE_STEP = 2 ** (-1 / 8)
+GRADE_FLOOR = 100
+MIN_COUNT = 100
+_WEIGHTED = ("kl", "renyi")
+
+
+@dataclass(frozen=True)
+class Draw:
+    """n outputs on d and on d' of one pair; ``coupled``: row i of both drawn from the same random numbers."""
+
+    d: np.ndarray
+    d_prime: np.ndarray
+    coupled: bool
+
+
+class Sampler(Protocol):
+    """``sample(pair, n, stage, chunk)``: n fresh outputs on pair ``pair``'s two datasets.
+
+    Draws for different ``(stage, chunk)`` keys must be independent; the same
+    key must give the same draw (reproducibility).
+    """
+
+    def __call__(self, pair: int, n: int, stage: str, chunk: int) -> Draw: ...
+
+
+@dataclass(frozen=True)
+class StageSizes:
+    """Outputs per dataset of each stage: ``screen`` on every pair, the others on the finalists' pairs."""
+
+    screen: int
+    train: int
+    check: int
+    confirm: int
+
+    @classmethod
+    def from_budget(cls, n_samples: int, shares: Mapping[str, float] | None = None) -> StageSizes:
+        """Split ``n_samples`` (outputs per dataset of a pair over all four stages) by ``shares`` (summing to 1)."""
+        shares = dict(DEFAULT_SHARES if shares is None else shares)
+        if sorted(shares) != sorted(STAGES) or not all(0 < v < 1 for v in shares.values()) \
+                or not math.isclose(sum(shares.values()), 1.0, abs_tol=1e-9):
+            raise ValueError(
+                f"shares must give each of {list(STAGES)} a number in (0, 1), summing to 1. Found {shares!r}."
+            )
+        sizes = {stage: int(shares[stage] * n_samples) for stage in STAGES}
+        if min(sizes.values()) < 20:
+            raise ValueError(
+                f"every stage needs at least 20 outputs per dataset; n_samples={n_samples} with shares {shares!r} "
+                f"gives {sizes}. Raise n_samples or the smallest share."
+            )
+        return cls(**sizes)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a claim asks the search for: a divergence (alpha, delta) and the attack classes that may refute it."""
+
+    divergence: str
+    classes: tuple[str, ...]
+    alpha: float | None = None
+    delta: float = 0.0
+    class_params: Mapping[str, Mapping] = field(default_factory=dict)
+
+    @classmethod
+    def for_claim(cls, divergence: str, claim_class: str, attack_classes: Sequence[str], alpha: float | None = None,
+                  delta: float = 0.0, class_params: Mapping[str, Mapping] | None = None) -> Target:
+        """The target of a claim on ``claim_class``: the attack classes contained in it that estimate the divergence."""
+        claimed = parse_function_class(claim_class)
+        usable = tuple(name for name in attack_classes
+                       if divergence in parse_function_class(name).divergences
+                       and parse_function_class(name).is_contained_in(claimed))
+        return cls(divergence, usable, alpha, delta, dict(class_params or {}))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A pair (index), a direction (``swapped``: P = M(d'), Q = M(d)) and an attack class."""
+
+    pair: int
+    swapped: bool
+    function_class: str
+
+    @property
+    def direction(self) -> str:
+        return "Q|P" if self.swapped else "P|Q"
+
+    def laws(self, draw: Draw) -> tuple[np.ndarray, np.ndarray]:
+        """(outputs of P, outputs of Q) of a draw of this candidate's pair."""
+        return (draw.d_prime, draw.d) if self.swapped else (draw.d, draw.d_prime)
+
+
+@dataclass(frozen=True)
+class Attack:
+    """A fitted adversary; for ``dp`` its nested sets {s g > c_0} ⊇ {s g > c_1} ⊇ ... (s its side, g its score,
+    cuts c_k ascending, ``fitted`` the index of its own set {s (g - t) > 0})."""
+
+    adversary: Adversary
+    cuts: np.ndarray | None = None
+    fitted: int = 0
+
+    def levels(self, x: np.ndarray) -> np.ndarray:
+        """The number of sets each output lies in (``EventMoments.from_levels``)."""
+        return np.searchsorted(self.cuts, self.adversary.side_ * self.adversary.discriminant(x), side="left")
+
+    def moments(self, p: np.ndarray, q: np.ndarray) -> pooled_ratio.EventMoments:
+        """Counts of the sets on row-aligned outputs of P and Q."""
+        return pooled_ratio.EventMoments.from_levels(self.levels(p), self.levels(q), self.cuts.size)
+
+
+def graded_attack(adversary: Adversary, p_train: np.ndarray) -> Attack:
+    """The adversary's own set and the sets holding GRADE_STEP^k of the training outputs of P, k = 1, 2, ...,
+    down to GRADE_FLOOR of them (nested sets of one score, for :mod:`attacks.pooled_ratio`)."""
+    scores = adversary.side_ * adversary.discriminant(p_train)
+    steps = np.arange(1, int(np.log(GRADE_FLOOR / scores.size) / np.log(GRADE_STEP)) + 1)
+    graded = np.quantile(scores, 1.0 - GRADE_STEP ** steps, method="lower")
+    own = adversary.side_ * adversary.threshold_
+    cuts = np.unique(np.r_[own, graded])
+    return Attack(adversary, cuts, int(np.searchsorted(cuts, own)))
+
+
+@dataclass(frozen=True)
+class PooledEstimate:
+    """A lower bound on epsilon from a weighted mean of the log-ratios of nested sets (:mod:`attacks.pooled_ratio`).
+
+    Evidence for :mod:`audit.verdicts`: Wald bounds estimate -+ z se, and the
+    one-sided p-value of H0: sum_k w_k log((P(S_k) - delta) / Q(S_k)) <= claim.
+    """
+
+    estimate: float
+    standard_error: float
+    n: int
+    weights: tuple[float, ...]
+    delta: float = 0.0
+    coupled: bool = False
+    caveat: str | None = None
+    divergence: str = "dp"
+    details: dict = field(default_factory=dict)
+
+    def lower_bound(self, level: float = 0.95) -> float:
+        return self.estimate - float(norm.ppf(level)) * self.standard_error
+
+    def confidence_interval(self, confidence: float = 0.95) -> tuple[float, float]:
+        step = float(norm.ppf((1.0 + confidence) / 2)) * self.standard_error
+        return self.estimate - step, self.estimate + step
+
+    def p_value(self, claim: float) -> float:
+        if self.caveat or not (np.isfinite(self.estimate) and self.standard_error > 0):
+            return 1.0
+        return float(norm.sf((self.estimate - claim) / self.standard_error))
+
+
+@dataclass(frozen=True)
+class Option:
+    """A statistic the check stage may choose: a finalist and, for ``dp``, the weights on its nested sets."""
+
+    finalist: int
+    weights: np.ndarray | None
+    estimate: float
+    error: float
+    family_size: int = 1
+
+
+@dataclass(frozen=True)
+class StagedResult:
+    """The outcome of :func:`staged_search` for one target.
+
+    ``evidence`` is the confirm statistic (a :class:`DivergenceEstimate` or a
+    :class:`PooledEstimate`), None when no candidate could be sampled and
+    fitted (``error`` says why); ``failures`` maps a pair to its sampler's error.
+    """
+
+    target: Target
+    sizes: StageSizes
+    winner: Candidate | None
+    evidence: DivergenceEstimate | PooledEstimate | None
+    screened: int
+    finalists: tuple[Candidate, ...]
+    sets_pooled: int = 0
+    failures: Mapping[int, str] = field(default_factory=dict)
+    error: str | None = None
+
+
+def staged_search(sample: Sampler, n_pairs: int, target: Target, sizes: StageSizes, *, seed: int = 0,
+                  chunk: int = CHUNK, n_jobs: int = 1) -> StagedResult:
+    """Screen, train, check and confirm the candidates of one target (module docstring).
+
+    Parameters
+    ----------
+    sample : Sampler
+        ``sample(pair, n, stage, chunk) -> Draw`` for pairs 0 .. n_pairs - 1.
+    n_pairs : int
+    target : Target
+        Its ``classes`` are the candidates' attack classes.
+    sizes : StageSizes
+    seed : int
+        Seeds the adversaries' fits (:func:`fit_seed`; the samples are the sampler's).
+    chunk : int
+        Outputs per dataset drawn at once in the check and confirm stages.
+    n_jobs : int
+        joblib workers for the screen and train fits (the active joblib
+        backend); the results do not depend on it.
+
+    Returns
+    -------
+    StagedResult
+    """
+    failures: dict[int, str] = {}
+
+    def draw(pair: int, n: int, stage: str, index: int = 0) -> Draw | None:
+        if pair in failures:
+            return None
+        try:
+            return sample(pair, n, stage, index)
+        except Exception as error:  # the audited code failed: its pair is out of the search
+            failures[pair] = " ".join(f"{type(error).__name__}: {error}".split())
+            return None
+
+    scored = _screen(draw, n_pairs, target, sizes, seed, n_jobs)
+    if not scored:
+        return StagedResult(target, sizes, None, None, 0, (), failures=failures,
+                            error="no candidate could be sampled and fitted: " + "; ".join(failures.values()))
+    finalists = _finalists(scored)
+    attacks = _train(draw, finalists, target, sizes, seed, n_jobs)
+    kept = [i for i, attack in enumerate(attacks) if attack is not None]
+    if not kept:
+        return StagedResult(target, sizes, None, None, len(scored), tuple(finalists), failures=failures,
+                            error="sampling failed for every finalist: " + "; ".join(failures.values()))
+    options = _check(draw, [finalists[i] for i in kept], [attacks[i] for i in kept], target, sizes, chunk)
+    if not options:
+        return StagedResult(target, sizes, None, None, len(scored), tuple(finalists), failures=failures,
+                            error="sampling failed for every finalist in the check stage")
+    best = max(options, key=lambda option: promise(option.estimate, option.error, sizes.check, sizes.confirm,
+                                                    option.family_size))
+    winner, attack = finalists[kept[best.finalist]], attacks[kept[best.finalist]]
+    evidence = _confirm(draw, winner, attack, best.weights, target, sizes, chunk)
+    if evidence is None:
+        return StagedResult(target, sizes, winner, None, len(scored), tuple(finalists), failures=failures,
+                            error=f"sampling pair {winner.pair} failed in the confirm stage: {failures[winner.pair]}")
+    pooled = 0 if best.weights is None else int(np.count_nonzero(best.weights))
+    return StagedResult(target, sizes, winner, evidence, len(scored), tuple(finalists), pooled, failures)
+
+
+def promise(estimate: float, error: float, check: int, confirm: int, family_size: int) -> float:
+    """The confirm bound a statistic is expected to reach from its check estimate and standard error.
+
+    The estimate less z(1 - 0.05 / family_size) check errors (the best of a
+    family was likely lucky) and z(SELECTION_LEVEL) errors of the confirm
+    estimate, sqrt(check / confirm) times the check error (DP-Sniper's check
+    stage, Bichsel et al. 2021, with a Bonferroni allowance for the choice).
+    """
+    selection = norm.ppf(1.0 - (1.0 - SELECTION_LEVEL) / family_size)
+    return estimate - (selection + norm.ppf(SELECTION_LEVEL) * np.sqrt(check / confirm)) * error
+
+
+def projected_bound(evidence: DivergenceEstimate, n_eval: int) -> tuple[float, float]:
+    """(bound projected to ``n_eval`` held-out samples, standard error) of a held-out estimate.
+
+    ``dp``: :func:`attacks.binomial_ratio.projected_lower_bound` (or its
+    paired twin) of the set's counts, which lets a rare set with a large
+    ratio beat a frequent weak one only when ``n_eval`` pins it down; others:
+    the estimate less its interval's half-width scaled by sqrt(n_test / n_eval).
+    A caveat projects to -inf.
+    """
+    if evidence.caveat:
+        return -np.inf, np.inf
+    z = float(norm.ppf(SELECTION_LEVEL))
+    if evidence.divergence == "dp":
+        return _dp_projection(evidence, n_eval)
+    width = max(evidence.estimate - evidence.lower_bound(SELECTION_LEVEL), 0.0)
+    if not np.isfinite(width):
+        return -np.inf, np.inf
+    return evidence.estimate - width * np.sqrt(evidence.n_test / n_eval), width / z
+
+
+def _dp_projection(evidence: DivergenceEstimate, n_eval: int) -> tuple[float, float]:
+    """(projected bound at SELECTION_LEVEL, standard error of the smoothed log-ratio) of one set's counts."""
+    delta = evidence.delta
+    if evidence.coupled:
+        cells = np.asarray(evidence.details["cells"])
+        projected = paired_ratio.projected_lower_bound(cells, delta, SELECTION_LEVEL, n_eval)
+    else:
+        counts = evidence._counts()
+        projected = binomial_ratio.projected_lower_bound(*counts, delta, SELECTION_LEVEL, n_eval)
+    return float(projected), _dp_error(evidence)[1]
+
+
+def _dp_error(evidence: DivergenceEstimate | PooledEstimate) -> tuple[float, float]:
+    """(estimate, standard error) of a pooled or one-set ``dp`` statistic (the set's smoothed log-ratio)."""
+    if isinstance(evidence, PooledEstimate):
+        return evidence.estimate, evidence.standard_error
+    if evidence.coupled:
+        cells = np.asarray(evidence.details["cells"])
+        _, variance = paired_ratio.smoothed_log_ratio(cells, evidence.delta)
+    else:
+        _, variance_p, variance_q = binomial_ratio.smoothed_log_ratio(*evidence._counts(), evidence.delta)
+        variance = variance_p + variance_q
+    return evidence.estimate, float(np.sqrt(variance / evidence.n))
+
+
+def count_estimate(cells: np.ndarray, target: Target, function_class: str, coupled: bool) -> DivergenceEstimate:
+    """The ``dp`` or ``ipm`` estimate of an attack set from its held-out cells (both, only P, only Q, neither)."""
+    cells = np.asarray(cells, dtype=np.int64)
+    n = int(cells.sum())
+    k_p, k_q = int(cells[0] + cells[1]), int(cells[0] + cells[2])
+    if target.divergence == "ipm":
+        estimate = 2.0 * (k_p - k_q) / n
+    else:
+        estimate = float(binomial_ratio.smoothed_log_ratio(k_p, n, k_q, n, target.delta)[0])
+    details = dict(k_p=k_p, n_p=n, k_q=k_q, n_q=n)
+    if coupled:
+        details["cells"] = [int(c) for c in cells]
+    return DivergenceEstimate(estimate=float(estimate), n=n, n_test=n, unbounded=False,
+                              function_class=function_class, divergence=target.divergence, alpha=target.alpha,
+                              adversary=None, details=details, delta=float(target.delta), coupled=coupled)
+
+
+def witness_estimate(w_p: np.ndarray, w_q: np.ndarray, target: Target, function_class: str,
+                     coupled: bool) -> DivergenceEstimate:
+    """The ``kl`` or ``renyi`` estimate of a fixed witness from its values on held-out samples of P and Q
+    (the objective, its delta-method standard error, the unseen-mass ratio and caveat of :mod:`attacks.estimate`)."""
+    divergence, alpha = target.divergence, target.alpha
+    standard_error = _standard_error(w_p, w_q, divergence, alpha, coupled)
+    details = dict(log_unseen_ratio=log_unseen_ratio(witness_log_weights(w_p, divergence, alpha),
+                                                     witness_log_weights(w_q, divergence, alpha)), n_q=w_q.size)
+    return DivergenceEstimate(
+        estimate=float(witness_objective(w_p, w_q, divergence, alpha)), n=min(w_p.size, w_q.size),
+        n_test=min(w_p.size, w_q.size), unbounded=False, function_class=function_class, divergence=divergence,
+        alpha=alpha, adversary=None, details=details, standard_error=standard_error, coupled=coupled,
+        caveat=_caveat(w_q, divergence, alpha, standard_error),
+    )
+
+
+def held_out_estimate(attack: Attack, candidate: Candidate, p: np.ndarray, q: np.ndarray, target: Target,
+                      coupled: bool) -> DivergenceEstimate:
+    """The fitted set's or witness's estimate on held-out outputs of P and Q."""
+    w_p, w_q = attack.adversary.witness(p), attack.adversary.witness(q)
+    if target.divergence in _WEIGHTED:
+        return witness_estimate(w_p, w_q, target, candidate.function_class, coupled)
+    return count_estimate(paired_ratio.paired_counts(w_p > 0, w_q > 0), target, candidate.function_class, coupled)
+
+
+def fit_attack(candidate: Candidate, p: np.ndarray, q: np.ndarray, target: Target, eval_size: int, coupled: bool,
+               random_state: int) -> Attack:
+    """The candidate's adversary fitted on p (y = 0) and q (y = 1), a ``dp`` set chosen for ``eval_size`` samples."""
+    adversary = Adversary(candidate.function_class, target.divergence, alpha=target.alpha, delta=target.delta,
+                          dp_eval_size=eval_size, coupled=coupled, random_state=random_state,
+                          **target.class_params.get(candidate.function_class, {}))
+    adversary.fit(np.vstack([p, q]), np.r_[np.zeros(len(p)), np.ones(len(q))])
+    return Attack(adversary)
+
+
+def fit_seed(seed: int, stage: str, candidate: Candidate) -> int:
+    """The seed of a candidate's fit in a stage: a function of (seed, stage, candidate) only, so results do not
+    depend on n_jobs or on the order in which fits run."""
+    key = [seed, STAGES.index(stage), candidate.pair, int(candidate.swapped), zlib.crc32(candidate.function_class.encode())]
+    return int(np.random.SeedSequence(key).generate_state(1)[0] >> 1)
+
+
+def _screen_one(candidate: Candidate, samples: Draw, target: Target, sizes: StageSizes,
+                seed: int) -> tuple[Candidate, float, float]:
+    """A candidate fitted on the first half of its pair's screen sample (a ``dp`` set chosen for the second
+    half's size) and projected from the second to the confirm size."""
+    half = sizes.screen // 2
+    p, q = candidate.laws(samples)
+    attack = fit_attack(candidate, p[:half], q[:half], target, len(p) - half, samples.coupled,
+                        fit_seed(seed, "screen", candidate))
+    evidence = held_out_estimate(attack, candidate, p[half:], q[half:], target, samples.coupled)
+    return (candidate, *projected_bound(evidence, sizes.confirm))
+
+
+def _screen(draw, n_pairs: int, target: Target, sizes: StageSizes, seed: int,
+            n_jobs: int) -> list[tuple[Candidate, float, float]]:
+    """(candidate, projected bound, its standard error) of every candidate whose pair could be sampled; one
+    pair's sample in memory at a time, its candidates fitted in parallel."""
+    scored = []
+    for pair in range(n_pairs):
+        samples = draw(pair, sizes.screen, "screen")
+        if samples is None:
+            continue
+        candidates = [Candidate(pair, swapped, name) for swapped in (False, True) for name in target.classes]
+        scored += joblib.Parallel(n_jobs=n_jobs)(
+            joblib.delayed(_screen_one)(candidate, samples, target, sizes, seed) for candidate in candidates)
+    return scored
+
+
+def _finalists(scored: list[tuple[Candidate, float, float]]) -> list[Candidate]:
+    """The best class of each (pair, direction) whose projected bound is within two standard errors of the best
+    one's, at most MAX_FINALISTS: classes on the same pair mostly find the same set."""
+    ranked = sorted(scored, key=lambda item: -item[1])
+    _, best, best_error = ranked[0]
+    kept: dict[tuple[int, bool], Candidate] = {}
+    for candidate, projected, error in ranked:
+        close = not np.isfinite(best) or projected >= best - 2 * np.hypot(best_error, error)
+        if close:
+            kept.setdefault((candidate.pair, candidate.swapped), candidate)
+    return list(kept.values())[:MAX_FINALISTS]
+
+
+def _train_one(candidate: Candidate, train: Draw, target: Target, sizes: StageSizes, seed: int) -> Attack:
+    """A finalist fitted on its pair's train sample; a ``dp`` attack graded into nested sets."""
+    p, q = candidate.laws(train)
+    attack = fit_attack(candidate, p, q, target, sizes.confirm, train.coupled, fit_seed(seed, "train", candidate))
+    return graded_attack(attack.adversary, p) if target.divergence == "dp" else attack
+
+
+def _train(draw, finalists: list[Candidate], target: Target, sizes: StageSizes, seed: int,
+           n_jobs: int) -> list[Attack | None]:
+    """Each finalist's attack fitted on ``sizes.train`` fresh outputs of its pair (None where sampling failed)."""
+    samples = {pair: draw(pair, sizes.train, "train") for pair in dict.fromkeys(c.pair for c in finalists)}
+    fitted = iter(joblib.Parallel(n_jobs=n_jobs)(
+        joblib.delayed(_train_one)(c, samples[c.pair], target, sizes, seed)
+        for c in finalists if samples[c.pair] is not None))
+    return [None if samples[c.pair] is None else next(fitted) for c in finalists]
+
+
+def _chunks(n: int, chunk: int) -> list[int]:
+    return [min(chunk, n - begin) for begin in range(0, n, chunk)]
+
+
+def _accumulate(draw, candidates: list[Candidate], attacks: list[Attack], n: int, stage: str, target: Target,
+                chunk: int) -> dict[int, tuple[object, bool]]:
+    """Each candidate's statistic summed over chunks of ``n`` fresh outputs of its pair (a pair drawn once per
+    chunk): nested-set moments (``dp``), cells (``ipm``) or witness values (``kl``, ``renyi``); and whether every
+    chunk was coupled.  Candidates whose pair failed are left out."""
+    totals: dict[int, tuple[object, bool]] = {}
+    failed = set()
+    for index, size in enumerate(_chunks(n, chunk)):
+        draws = {pair: draw(pair, size, stage, index) for pair in dict.fromkeys(c.pair for c in candidates)}
+        for i, (candidate, attack) in enumerate(zip(candidates, attacks)):
+            samples = draws[candidate.pair]
+            if samples is None:
+                failed.add(i)
+                continue
+            part = _summary(attack, *candidate.laws(samples), target.divergence)
+            if i in totals:
+                total, coupled = totals[i]
+                totals[i] = (_add(total, part), coupled and samples.coupled)
+            else:
+                totals[i] = (part, samples.coupled)
+    return {i: value for i, value in totals.items() if i not in failed}
+
+
+def _summary(attack: Attack, p: np.ndarray, q: np.ndarray, divergence: str):
+    """What the statistic keeps of one chunk: nested-set moments (``dp``), the set's cells (``ipm``), or the
+    witness values on P and on Q as one-element lists (``kl``, ``renyi``)."""
+    if divergence == "dp":
+        return attack.moments(p, q)
+    w_p, w_q = attack.adversary.witness(p), attack.adversary.witness(q)
+    if divergence == "ipm":
+        return paired_ratio.paired_counts(w_p > 0, w_q > 0)
+    return [w_p], [w_q]
+
+
+def _add(total, part):
+    """Counts add up; witness values (pairs of lists of arrays) are appended."""
+    if isinstance(part, tuple):
+        return total[0] + part[0], total[1] + part[1]
+    return total + part
+
+
+def _statistic(total, candidate: Candidate, target: Target, coupled: bool,
+               weights: np.ndarray | None = None) -> DivergenceEstimate | PooledEstimate:
+    """The evidence of a summed statistic (:func:`_accumulate`): a set's, a witness's, or a pool's."""
+    if target.divergence in _WEIGHTED:
+        return witness_estimate(np.concatenate(total[0]), np.concatenate(total[1]), target,
+                                candidate.function_class, coupled)
+    if target.divergence == "ipm":
+        return count_estimate(total, target, candidate.function_class, coupled)
+    if np.count_nonzero(weights) > 1:
+        pool = tuple(float(w) for w in weights)
+        try:
+            estimate, error = pooled_ratio.pooled_log_ratio(total, weights, target.delta, coupled)
+        except ValueError as error:  # a pooled set holds no output of Q (or too few of P) in this sample
+            return PooledEstimate(np.nan, np.nan, total.n, pool, target.delta, coupled, caveat=str(error))
+        return PooledEstimate(estimate, error, total.n, pool, target.delta, coupled)
+    return count_estimate(total.cells(int(np.argmax(weights))), target, candidate.function_class, coupled)
+
+
+def _check(draw, finalists: list[Candidate], attacks: list[Attack], target: Target, sizes: StageSizes,
+           chunk: int) -> list[Option]:
+    """The statistics the check stage offers, with their check estimates and standard errors.
+
+    ``kl``, ``renyi``, ``ipm``: each finalist's witness (one family).  ``dp``:
+    two families, the minimum-variance pools of every usable set S_j with its
+    subsets S_{j+1}, ... (a score that orders the likelihood ratio gives them
+    at least S_j's log-ratio), and the fitted set of every attack that no pool
+    starts from; each is corrected for its own family's size (:func:`promise`).
+    """
+    totals = _accumulate(draw, finalists, attacks, sizes.check, "check", target, chunk)
+    if target.divergence != "dp":
+        z = float(norm.ppf(SELECTION_LEVEL))
+        options = []
+        for i, (total, coupled) in totals.items():
+            evidence = _statistic(total, finalists[i], target, coupled)
+            width = evidence.estimate - evidence.lower_bound(SELECTION_LEVEL)
+            usable = not evidence.caveat and np.isfinite(width)
+            options.append(Option(i, None, evidence.estimate if usable else -np.inf,
+                                  width / z if usable else np.inf, len(totals)))
+        return options
+    fitted, pools = [], []
+    for i, (moments, coupled) in totals.items():
+        starts = _pools(moments, target.delta, coupled)
+        for weights in starts.values():
+            pools.append(Option(i, weights, *_dp_error(_statistic(moments, finalists[i], target, coupled, weights))))
+        if attacks[i].fitted not in starts:
+            weights = np.eye(attacks[i].cuts.size)[attacks[i].fitted]
+            fitted.append(Option(i, weights, *_dp_error(_statistic(moments, finalists[i], target, coupled, weights))))
+    return [Option(o.finalist, o.weights, o.estimate, o.error, len(family)) for family in (fitted, pools) for o in family]
+
+
+def _pools(moments: pooled_ratio.EventMoments, delta: float, coupled: bool) -> dict[int, np.ndarray]:
+    """For every usable set S_j but the last, keyed by j, the minimum-variance weights of the usable sets
+    S_j ⊇ S_{j+1} ⊇ ... when they weigh more than one set (:func:`attacks.pooled_ratio.min_variance_weights`)."""
+    size = moments.in_p.size
+    usable = pooled_ratio.usable_sets(moments, delta, coupled, MIN_COUNT)
+    pools = {}
+    for j in np.flatnonzero(usable)[:-1]:
+        weights = pooled_ratio.min_variance_weights(moments, delta, coupled, MIN_COUNT, among=np.arange(size) >= j)
+        weights[weights < 1e-6] = 0.0  # a set that barely counts is not pooled
+        if np.count_nonzero(weights) > 1:
+            pools[int(j)] = weights / weights.sum()
+    return pools
+
+
+def _confirm(draw, winner: Candidate, attack: Attack, weights: np.ndarray | None, target: Target, sizes: StageSizes,
+             chunk: int) -> DivergenceEstimate | PooledEstimate | None:
+    """The chosen statistic on ``sizes.confirm`` fresh outputs of the winner's pair, counted in chunks."""
+    totals = _accumulate(draw, [winner], [attack], sizes.confirm, "confirm", target, chunk)
+    if 0 not in totals:
+        return None
+    total, coupled = totals[0]
+    return _statistic(total, winner, target, coupled, weights)
