@@ -5,6 +5,7 @@ Same semantics as ``capaudit run`` (docs/design.md, "Contract: Python").
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import math
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from audit.config import AuditConfig, ConfigError, load_config
+from audit.config import AuditConfig, ConfigError, load_config, user_import_path
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.provenance import describe_audit, pair_records
 from audit.runner import one_line, run_tasks, task_seed
@@ -330,8 +331,10 @@ def _pairs(config: AuditConfig, mechanism: Any) -> list[NeighbourPair]:
     """The neighbouring pairs: explicit, from [neighbours], or the mechanism's worst-case defaults."""
     spec = config.neighbours if config.neighbours is not None else ([*config.pairs] or None)
     rng = np.random.default_rng(task_seed(config.run.seed, "neighbours"))
+    user_code = isinstance((config.neighbours or {}).get("distribution"), str)  # on-average: "module:function"
     try:
-        return make_pairs(spec, mechanism, rng)
+        with user_import_path(config.mechanism.base_dir) if user_code else contextlib.nullcontext():
+            return make_pairs(spec, mechanism, rng)
     except ValueError as error:
         raise ConfigError(f"{'neighbours' if config.neighbours is not None else 'pairs'}: {error}") from None
 

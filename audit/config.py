@@ -268,6 +268,8 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
     )
     if mechanism.callable is not None:  # user code runs last, once the rest of the config is valid
         _build(mechanism)
+    if isinstance((neighbours or {}).get("distribution"), str):
+        _import_distribution(neighbours["distribution"], base_dir)
     return config
 
 
@@ -358,6 +360,17 @@ def _build(spec: MechanismSpec) -> None:
         spec.build()
     except (TypeError, ValueError) as error:
         raise ConfigError(f"mechanism.{'name' if spec.callable is None else 'callable'}: {_one_line(error)}") from None
+
+
+def _import_distribution(target: str, base_dir: Path) -> None:
+    """Import an on-average data distribution's user code once to check it; a ConfigError names the field."""
+    from audit.data_distributions import make_sampler
+
+    try:
+        with user_import_path(base_dir):
+            make_sampler(target)
+    except ValueError as error:
+        raise ConfigError(_one_line(error)) from None
 
 
 @contextmanager
