@@ -22,6 +22,7 @@ import pandas as pd
 
 from audit.config import AuditConfig, ConfigError, load_config, user_import_path
 from audit.neighbours import NeighbourPair, make_pairs
+from audit.on_average import aggregate_rows
 from audit.provenance import describe_audit, pair_records
 from audit.runner import one_line, run_tasks, task_seed
 from audit.verdicts import assign_verdicts, exit_code, summarize_claims
@@ -30,6 +31,7 @@ ROW_COLUMNS = (
     "pair", "direction", "function_class", "divergence", "alpha", "estimate", "ci_low", "ci_high",
     "n_samples", "claim", "claim_class", "refutes_claim", "theory_bound", "exact", "verdict", "note",
     "p_adjusted", "detectable_excess", "task", "error", "resumed",
+    "on_average", "pairs_averaged", "worst_case", "worst_case_low",
 )
 FAILED = "error"
 """The ``verdict`` of results.json when the audit could not reach one (:class:`AuditError`)."""
@@ -164,6 +166,8 @@ def run_audit(
         )
         stage = "the verdicts"
         rows = claim_rows(audit_config, records.values())
+        averages, average_evidence = aggregate_rows(rows, evidence, audit_config.attacks.confidence)
+        rows, evidence = rows + averages, {**evidence, **average_evidence}
         verdict = assign_verdicts(rows, evidence, audit_config.attacks.confidence)
         table = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
         # The binned held-out scores behind each row: the report's ROC curves and witness histograms.
@@ -307,7 +311,9 @@ def claim_rows(config: AuditConfig, records: Sequence[dict] | Any) -> list[dict]
                 "n_samples": config.attacks.n_samples,
                 "claim": claim.epsilon,
                 "claim_class": claim.function_class,
-                "refutes_claim": attack_class.is_contained_in(parse_function_class(claim.function_class)),
+                # a pair of an on-average claim is judged by the mean over pairs (audit.on_average), not alone
+                "refutes_claim": not claim.on_average
+                and attack_class.is_contained_in(parse_function_class(claim.function_class)),
                 "theory_bound": _number(record["theory_bound"]),
                 "exact": _number(record["exact"]),
                 "verdict": None,
@@ -318,6 +324,7 @@ def claim_rows(config: AuditConfig, records: Sequence[dict] | Any) -> list[dict]
                 "unbounded": bool(record["unbounded"]),
                 "error": record["error"],
                 "resumed": bool(record.get("resumed", False)),
+                "on_average": claim.on_average,
             })
     return rows
 

@@ -243,6 +243,7 @@ def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.P
             "",
         ]
     lines += ["## Claims", "", _claims_table(meta["claims"]), ""]
+    lines += _on_average_section(table, confidence)
     for row_verdict, title in (
         ("violation", "Violations"),
         ("unbounded", "Unbounded rows"),
@@ -349,6 +350,46 @@ def _shape(records: np.ndarray) -> str:
     return f"{rows} records of {width} value{'s' if width != 1 else ''}"
 
 
+def _on_average_section(table: pd.DataFrame, confidence: float | None) -> list[str]:
+    """"On-average privacy": one line per aggregate row (audit.on_average) and what the claim promises."""
+    if "pairs_averaged" not in table.columns:
+        return []
+    rows = table[table["pairs_averaged"].notna()]
+    if not len(rows):
+        return []
+    level = f"{confidence:g}" if confidence is not None else "the audit's confidence"
+    shown = pd.DataFrame(
+        {
+            "claim": [f"on average: {_claim_label(d, k, c, a)}" for d, k, c, a in
+                      zip(rows["divergence"], rows["claim_class"], rows["claim"], rows["alpha"])],
+            "direction": rows["direction"],
+            "attack class": rows["function_class"],
+            "mean over pairs [CI]": [_with_interval(r) for r in rows.itertuples()],
+            "pairs": [f"{int(v)}" for v in rows["pairs_averaged"]],
+            "worst case: max estimate": [_number(v) for v in rows["worst_case"]],
+            "worst case: lower bound": [_number(v) for v in rows["worst_case_low"]],
+            "verdict": [f"**{v}**" if v == "violation" else v for v in rows["verdict"]],
+        }
+    )
+    return [
+        "## On-average privacy",
+        "",
+        "An on-average claim promises that the restricted divergence between M(Z) and M(Z'), Z drawn "
+        "from the data distribution and Z' = Z with its first record replaced by a fresh draw, is at most "
+        "epsilon on average over the data (OAKL); it promises nothing for an unlucky dataset or record, "
+        "which a worst-case claim covers. `P|Q` is the divergence of M(Z) from M(Z').",
+        "",
+        _to_markdown(shown),
+        "",
+        "The mean is over iid pairs of the held-out estimates; its interval is Student's t over pairs at "
+        "Holm's level, whose variance over pairs holds both the draw of the pairs and each pair's sampling "
+        "noise (law of total variance). The worst case is over the same pairs: the largest estimate and the "
+        f"largest per-pair lower bound at level 1 - (1 - {level}) / pairs (Bonferroni), a lower bound on the "
+        "largest divergence among these pairs, which a worst-case claim would have to exceed.",
+        "",
+    ]
+
+
 def _counts(table: pd.DataFrame) -> str:
     counts = table["verdict"].value_counts()
     parts = [f"{counts[verdict]} {verdict}" for verdict in ROW_VERDICTS if verdict in counts]
@@ -358,7 +399,8 @@ def _counts(table: pd.DataFrame) -> str:
 def _claims_table(claims: list[dict[str, Any]]) -> str:
     shown = pd.DataFrame(
         {
-            "claim": [_claim_label(c["divergence"], c["claim_class"], c["claim"], c["alpha"]) for c in claims],
+            "claim": [("on average: " if c.get("on_average") else "")
+                      + _claim_label(c["divergence"], c["claim_class"], c["claim"], c["alpha"]) for c in claims],
             "verdict": [f"**{c['verdict']}**" if c["verdict"] != "pass" else "pass" for c in claims],
             "strongest row": [c["strongest_task"] or "-" for c in claims],  # _to_markdown escapes its "|"
             "adjusted p": [_number(c["p_adjusted"]) for c in claims],
