@@ -258,10 +258,11 @@ def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.P
             columns = ["pair", "direction", "function_class", "divergence", "alpha", "error"]
             lines += [f"## Failed tasks ({len(errors)})", "", _to_markdown(errors[columns]), ""]
     lines += ["## Results per claim", ""]
-    for (divergence, claim_class, claim), rows in table.groupby(
-        ["divergence", "claim_class", "claim"], dropna=False, sort=False
+    average = table["on_average"] if "on_average" in table.columns else pd.Series(False, index=table.index)
+    for (divergence, claim_class, claim, on_average), rows in table.groupby(
+        [table["divergence"], table["claim_class"], table["claim"], average.eq(True)], dropna=False, sort=False
     ):
-        lines += [f"### {_claim_title(divergence, claim_class, claim)}", "", _claim_table(rows), ""]
+        lines += [f"### {_claim_title(divergence, claim_class, claim, on_average)}", "", _claim_table(rows), ""]
     if figures:
         lines += ["## Figures", ""]
         lines += [f"![{path.stem}]({path.as_posix()})\n" for path in figures]
@@ -445,8 +446,8 @@ def _claim_table(rows: pd.DataFrame) -> str:
     return _to_markdown(shown)
 
 
-def _claim_title(divergence: str, claim_class: Any, claim: Any) -> str:
-    return f"Claim: {_claim_label(divergence, claim_class, claim)}"
+def _claim_title(divergence: str, claim_class: Any, claim: Any, on_average: bool = False) -> str:
+    return f"Claim{' (on average)' if on_average else ''}: {_claim_label(divergence, claim_class, claim)}"
 
 
 def _claim_label(divergence: str, claim_class: Any, claim: Any, alpha: Any = None) -> str:
