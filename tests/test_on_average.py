@@ -283,3 +283,21 @@ def _check_validity(seeds, *, n_samples, count, classes=("linear",), claim_class
         flagged += run_audit(config, progress=False).verdict == "violation"
     # 0.05 of len(seeds) expected at most; allow the binomial 0.99 quantile
     assert flagged <= stats.binom.ppf(0.99, len(seeds), 0.05)
+
+
+def test_a_user_distribution_is_found_beside_the_config(tmp_path, monkeypatch):
+    """distribution = "module:function" imports from the config's folder, as a user mechanism does."""
+    folder = tmp_path / "audit_dir"
+    folder.mkdir()
+    (folder / "s4_records.py").write_text("def draw(size, rng):\n    return rng.uniform(-1, 1, size=size)\n")
+    (folder / "audit.toml").write_text(
+        '[mechanism]\nname = "gaussian"\n'
+        '[neighbours]\nstrategy = "on-average"\ncount = 2\nsize = 3\ndistribution = "s4_records:draw"\n'
+        '[[claims]]\ndivergence = "kl"\nfunction_class = "linear"\nepsilon = 1.0\non_average = true\n'
+        '[attacks]\nclasses = ["linear"]\nn_samples = 100\n[run]\nn_jobs = 1\n'
+    )
+    monkeypatch.chdir(tmp_path)  # not the config's folder
+    result = run_audit(folder / "audit.toml", progress=False)
+    records = np.array([pair["d"] for pair in result.pairs])
+    assert records.shape == (2, 3, 1) and np.all(np.abs(records) <= 1)
+    assert (result.table["pair"] == PAIR).sum() == 2
