@@ -384,9 +384,11 @@ def _on_average_section(table: pd.DataFrame, confidence: float | None) -> list[s
         "",
         "The mean is over iid pairs of the held-out estimates; its interval is Student's t over pairs at "
         "Holm's level, whose variance over pairs holds both the draw of the pairs and each pair's sampling "
-        "noise (law of total variance). The worst case is over the same pairs: the largest estimate and the "
-        f"largest per-pair lower bound at level 1 - (1 - {level}) / pairs (Bonferroni), a lower bound on the "
-        "largest divergence among these pairs, which a worst-case claim would have to exceed.",
+        "noise (law of total variance); it assumes iid pairs and a finite variance, and is approximate with "
+        "few pairs (10 or more recommended). A failed or untrusted pair makes its mean inconclusive. The worst "
+        "case is over the same pairs: the largest estimate and the largest per-pair lower bound at level "
+        f"1 - (1 - {level}) / pairs (Bonferroni), a lower bound on the largest divergence among these pairs: "
+        "a worst-case claim below it does not hold.",
         "",
     ]
 
