@@ -54,6 +54,8 @@ MAX_DOMAIN_SIZE = 100_000
 and the mechanism reads all of it for every sample."""
 MAX_SCREEN_SAMPLES = 1_000_000
 """Most outputs per dataset of a screening attack."""
+MAX_PAIR_VALUES = 100_000_000
+"""Most record values (800 MB) the datasets of on-average pairs may hold together."""
 
 
 @dataclass(frozen=True)
@@ -190,10 +192,16 @@ def _check_on_average(spec: Mapping[str, Any], relation: str) -> None:
             'neighbours.distribution is required for strategy = "on-average": a table such as '
             '{ name = "normal", mean = 0, std = 1 } or user code "module:function".'
         )
-    check_distribution(spec["distribution"])
+    width = check_distribution(spec["distribution"]).get("dim", 1)  # user code: known once it runs
     if "size" not in spec:
         raise ValueError('neighbours.size (records per dataset, n) is required for strategy = "on-average", e.g. size = 100.')
-    _count(spec, "size", 1, 1, MAX_DOMAIN_SIZE, "records per dataset, each held in memory")
+    size = _count(spec, "size", 1, 1, MAX_DOMAIN_SIZE, "records per dataset, each held in memory")
+    values = 2 * _option(spec, "count", DEFAULT_COUNT) * size * width
+    if values > MAX_PAIR_VALUES:
+        raise ValueError(
+            f"neighbours: count x size x distribution.dim x 2 datasets = {values:,} record values, more than "
+            f"{MAX_PAIR_VALUES:,} (the pairs are held in memory); lower count, size or dim."
+        )
 
 
 def _count(spec: Mapping[str, Any], key: str, default: int, low: int, high: int, what: str) -> int:

@@ -97,6 +97,7 @@ def test_on_average_pairs_replace_the_first_record_with_a_fresh_draw():
         ({"size": 0}, "neighbours.size"),
         ({"relation": "add-remove"}, 'neighbours.relation must be "replace-one" for strategy = "on-average"'),
         ({"domain": {"low": [0], "high": [1]}}, "does not take domain"),
+        ({"count": 1000, "size": 100_000, "distribution": {"name": "normal", "dim": 2}}, "lower count, size or dim"),
     ],
 )
 def test_bad_on_average_specs_name_the_field(fields, message):
