@@ -5,6 +5,7 @@ Same semantics as ``capaudit run`` (docs/design.md, "Contract: Python").
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import math
@@ -20,8 +21,9 @@ import numpy as np
 import pandas as pd
 
 from audit.checks import combine, run_checks
-from audit.config import AuditConfig, ConfigError, load_config
+from audit.config import AuditConfig, ConfigError, load_config, user_import_path
 from audit.neighbours import NeighbourPair, make_pairs
+from audit.on_average import aggregate_rows
 from audit.provenance import describe_audit, pair_records
 from audit.runner import one_line, run_tasks, task_seed
 from audit.theory_check import check_bounds
@@ -31,6 +33,7 @@ ROW_COLUMNS = (
     "pair", "direction", "function_class", "divergence", "alpha", "estimate", "ci_low", "ci_high",
     "n_samples", "claim", "claim_class", "refutes_claim", "theory_bound", "exact", "verdict", "note",
     "p_adjusted", "detectable_excess", "task", "error", "resumed",
+    "on_average", "pairs_averaged", "worst_case", "worst_case_low",
 )
 FAILED = "error"
 """The ``verdict`` of results.json when the audit could not reach one (:class:`AuditError`)."""
@@ -184,6 +187,8 @@ def run_audit(
             )
             rows = claim_rows(audit_config, records.values())
         stage = "the verdicts"
+        averages, average_evidence = aggregate_rows(rows, evidence, audit_config.attacks.confidence)
+        rows, evidence = rows + averages, {**evidence, **average_evidence}
         verdict = assign_verdicts(rows, evidence, audit_config.attacks.confidence)
         stage = "the checks"
         checks = run_checks(audit_config)
@@ -333,7 +338,9 @@ def claim_rows(config: AuditConfig, records: Sequence[dict] | Any) -> list[dict]
                 "n_samples": config.attacks.n_samples,
                 "claim": claim.epsilon,
                 "claim_class": claim.function_class,
-                "refutes_claim": attack_class.is_contained_in(parse_function_class(claim.function_class)),
+                # a pair of an on-average claim is judged by the mean over pairs (audit.on_average), not alone
+                "refutes_claim": not claim.on_average
+                and attack_class.is_contained_in(parse_function_class(claim.function_class)),
                 "theory_bound": _number(record["theory_bound"]),
                 "exact": _number(record["exact"]),
                 "verdict": None,
@@ -344,6 +351,7 @@ def claim_rows(config: AuditConfig, records: Sequence[dict] | Any) -> list[dict]
                 "unbounded": bool(record["unbounded"]),
                 "error": record["error"],
                 "resumed": bool(record.get("resumed", False)),
+                "on_average": claim.on_average,
             })
     return rows
 
@@ -357,8 +365,10 @@ def _pairs(config: AuditConfig, mechanism: Any) -> list[NeighbourPair]:
     """The neighbouring pairs: explicit, from [neighbours], or the mechanism's worst-case defaults."""
     spec = config.neighbours if config.neighbours is not None else ([*config.pairs] or None)
     rng = np.random.default_rng(task_seed(config.run.seed, "neighbours"))
+    user_code = isinstance((config.neighbours or {}).get("distribution"), str)  # on-average: "module:function"
     try:
-        return make_pairs(spec, mechanism, rng)
+        with user_import_path(config.mechanism.base_dir) if user_code else contextlib.nullcontext():
+            return make_pairs(spec, mechanism, rng)
     except ValueError as error:
         raise ConfigError(f"{'neighbours' if config.neighbours is not None else 'pairs'}: {error}") from None
 

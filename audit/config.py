@@ -21,7 +21,7 @@ import importlib.util
 import math
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from audit.neighbours import MAX_RECORD, RELATIONS, SPEC_FIELDS, STRATEGIES, check_neighbours, check_spec
+from audit.neighbours import (
+    DEFAULT_COUNT, MAX_RECORD, RELATIONS, SPEC_FIELDS, STRATEGIES, check_neighbours, check_spec,
+)
+from audit.on_average import DIVERGENCES as ON_AVERAGE_DIVERGENCES
+from audit.on_average import MIN_PAIRS
 from audit.validation import as_numbers, is_number
 
 if sys.version_info >= (3, 11):
@@ -67,7 +71,7 @@ _FIELDS = {
     "mechanism": ("name", "callable", "params"),
     "pairs": ("d", "d_prime", "relation"),
     "neighbours": SPEC_FIELDS,
-    "claims": ("divergence", "alpha", "function_class", "epsilon", "delta"),
+    "claims": ("divergence", "alpha", "function_class", "epsilon", "delta", "on_average"),
     "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params", "coupled", "engine", "stages"),
     "run": ("seed", "n_jobs", "backend", "sample_timeout"),
 }
@@ -102,7 +106,9 @@ class Claim:
     """One ``[[claims]]`` entry: Gamma^H(M(D), M(D')) <= epsilon for H = ``function_class``.
 
     ``alpha`` is a tuple of Renyi orders for ``renyi`` and ``(None,)`` otherwise;
-    ``delta`` is used by ``dp`` only.
+    ``delta`` is used by ``dp`` only.  ``on_average``: the claim bounds the
+    mean over ``[neighbours] strategy = "on-average"`` pairs instead of every
+    pair (:mod:`audit.on_average`; kl and renyi only).
     """
 
     divergence: str
@@ -110,6 +116,7 @@ class Claim:
     epsilon: float
     alpha: tuple[float | None, ...] = (None,)
     delta: float = 0.0
+    on_average: bool = False
 
 
 @dataclass(frozen=True)
@@ -260,6 +267,7 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
             "add [[pairs]] entries with d and d_prime, or a [neighbours] table."
         )
     claims = tuple(_claim(entry, f"claims[{i}]") for i, entry in enumerate(_array_of_tables(raw, "claims")))
+    _check_on_average(claims, neighbours)
     attacks = _attacks(_table(raw, "attacks", "attacks"))
     checks = _checks(raw, mechanism, attacks)
     if not claims and not checks:
@@ -281,6 +289,8 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
     )
     if mechanism.callable is not None:  # user code runs last, once the rest of the config is valid
         _build(mechanism)
+    if isinstance((neighbours or {}).get("distribution"), str):
+        _import_distribution(neighbours["distribution"], base_dir)
     return config
 
 
@@ -373,6 +383,17 @@ def _build(spec: MechanismSpec) -> None:
         raise ConfigError(f"mechanism.{'name' if spec.callable is None else 'callable'}: {_one_line(error)}") from None
 
 
+def _import_distribution(target: str, base_dir: Path) -> None:
+    """Import an on-average data distribution's user code once to check it; a ConfigError names the field."""
+    from audit.data_distributions import make_sampler
+
+    try:
+        with user_import_path(base_dir):
+            make_sampler(target)
+    except ValueError as error:
+        raise ConfigError(_one_line(error)) from None
+
+
 @contextmanager
 def user_import_path(base_dir: Path) -> Iterator[None]:
     """Put ``base_dir`` and the current directory at the front of ``sys.path`` for the duration."""
@@ -463,7 +484,36 @@ def _claim(table: dict, path: str) -> Claim:
         delta = float(_number(table["delta"], f"{path}.delta"))
         if not 0.0 <= delta < 1.0:
             raise ConfigError(f"{path}.delta: must be in [0, 1). Found {delta!r}.")
-    return Claim(divergence=divergence, function_class=function_class, epsilon=epsilon, alpha=alpha, delta=delta)
+    on_average = table.get("on_average", False)
+    if not isinstance(on_average, bool):
+        raise ConfigError(f"{path}.on_average: must be true or false. Found {on_average!r}.")
+    if on_average and divergence not in ON_AVERAGE_DIVERGENCES:
+        raise ConfigError(
+            f"{path}.on_average: on-average claims bound an average KL or Renyi divergence (docs/theory.md "
+            f'section 8); use divergence = "kl" or "renyi", or drop on_average. Found divergence {divergence!r}.'
+        )
+    return Claim(divergence=divergence, function_class=function_class, epsilon=epsilon, alpha=alpha, delta=delta,
+                 on_average=on_average)
+
+
+def _check_on_average(claims: Sequence[Claim], neighbours: Mapping[str, Any] | None) -> None:
+    """On-average claims need iid pairs from ``[neighbours] strategy = "on-average"``, at least MIN_PAIRS of them."""
+    for i, claim in enumerate(claims):
+        if not claim.on_average:
+            continue
+        strategy = None if neighbours is None else neighbours["strategy"]
+        if strategy != "on-average":
+            raise ConfigError(
+                f"claims[{i}].on_average: an on-average claim averages over pairs drawn from a data distribution; "
+                f'add [neighbours] strategy = "on-average" with a distribution and size. Found '
+                f"{'explicit or default pairs' if strategy is None else f'strategy {strategy!r}'}."
+            )
+        count = neighbours.get("count", DEFAULT_COUNT)
+        if count < MIN_PAIRS:
+            raise ConfigError(
+                f"neighbours.count: an on-average claim needs at least {MIN_PAIRS} pairs for an interval over pairs "
+                f"(10 or more recommended). Found {count!r}."
+            )
 
 
 def _alpha(value: Any, path: str) -> float:

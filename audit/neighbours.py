@@ -8,7 +8,10 @@ Sources of pairs (docs/theory.md section 1; docs/design.md, "Contract: config"):
   ``random`` (random datasets and a random neighbour), ``extremes`` (datasets
   at the corners of the domain, a neighbour at another corner) and
   ``search`` (screen many random and extreme candidates with a cheap attack
-  on few samples and keep the most distinguishable).
+  on few samples and keep the most distinguishable);
+* ``on-average``: Z ~ D^n and z ~ D from a data distribution D
+  (:mod:`audit.data_distributions`), Z' = Z with its first record replaced by
+  z (docs/theory.md section 8): iid pairs for on-average claims.
 
 Datasets are arrays of records, shape (m, k); a 1-D array is m records of one
 coordinate.  Relations: ``replace-one`` (same size, exactly one record
@@ -26,14 +29,18 @@ from typing import Any
 import numpy as np
 
 from attacks.classes import parse_function_class
+from audit.data_distributions import Sampler, check_distribution, make_sampler
 from audit.mechanisms import Mechanism
 from audit.validation import as_numbers
 
 RELATIONS = ("replace-one", "add-remove")
-STRATEGIES = ("random", "extremes", "search")
+STRATEGIES = ("random", "extremes", "search", "on-average")
 SPEC_FIELDS = (
     "strategy", "count", "relation", "domain", "candidates", "screen_samples", "function_class", "divergence",
+    "distribution", "size",
 )
+ON_AVERAGE_FIELDS = ("strategy", "count", "relation", "distribution", "size")
+"""The fields ``strategy = "on-average"`` takes (no domain: the records come from the distribution)."""
 DEFAULT_COUNT = 5
 MAX_RECORD = 1e100
 """Largest absolute value of a record coordinate: sums and squares of larger values overflow float64."""
@@ -47,6 +54,8 @@ MAX_DOMAIN_SIZE = 100_000
 and the mechanism reads all of it for every sample."""
 MAX_SCREEN_SAMPLES = 1_000_000
 """Most outputs per dataset of a screening attack."""
+MAX_PAIR_VALUES = 100_000_000
+"""Most record values (800 MB) the datasets of on-average pairs may hold together."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +147,14 @@ def check_spec(spec: Mapping[str, Any]) -> None:
     if relation not in RELATIONS:
         raise ValueError(f"neighbours.relation must be one of {', '.join(RELATIONS)}. Found {relation!r}.")
     count = _count(spec, "count", DEFAULT_COUNT, 1, MAX_COUNT, "pairs to generate")
+    if spec["strategy"] == "on-average":
+        _check_on_average(spec, relation)
+        return
+    if "distribution" in spec or "size" in spec:
+        raise ValueError(
+            f"neighbours: distribution and size are for strategy = \"on-average\" only; remove them or use "
+            f"domain = {{low = [...], high = [...], size = m}}. Found strategy {spec['strategy']!r}."
+        )
     _count(spec, "candidates", 10 * count, 1, MAX_CANDIDATES, "random candidates screened by search")
     _count(spec, "screen_samples", 2000, 10, MAX_SCREEN_SAMPLES, "outputs per dataset of the screening attack")
     divergence = _option(spec, "divergence", "kl")
@@ -155,6 +172,36 @@ def check_spec(spec: Mapping[str, Any]) -> None:
         )
     if spec.get("domain") is not None:
         _domain(spec["domain"], None)
+
+
+def _check_on_average(spec: Mapping[str, Any], relation: str) -> None:
+    """Raise ValueError, naming the field, unless ``spec`` is a valid on-average table."""
+    extra = sorted(map(str, set(spec) - set(ON_AVERAGE_FIELDS)))
+    if extra:
+        raise ValueError(
+            f"neighbours: strategy = \"on-average\" draws records from the distribution and does not take "
+            f"{', '.join(extra)}; accepted: {', '.join(ON_AVERAGE_FIELDS)}."
+        )
+    if relation != "replace-one":
+        raise ValueError(
+            f"neighbours.relation must be \"replace-one\" for strategy = \"on-average\" (on-average privacy "
+            f"replaces one record of Z by a fresh z ~ D). Found {relation!r}."
+        )
+    if "distribution" not in spec:
+        raise ValueError(
+            'neighbours.distribution is required for strategy = "on-average": a table such as '
+            '{ name = "normal", mean = 0, std = 1 } or user code "module:function".'
+        )
+    width = check_distribution(spec["distribution"]).get("dim", 1)  # user code: known once it runs
+    if "size" not in spec:
+        raise ValueError('neighbours.size (records per dataset, n) is required for strategy = "on-average", e.g. size = 100.')
+    size = _count(spec, "size", 1, 1, MAX_DOMAIN_SIZE, "records per dataset, each held in memory")
+    values = 2 * _option(spec, "count", DEFAULT_COUNT) * size * width
+    if values > MAX_PAIR_VALUES:
+        raise ValueError(
+            f"neighbours: count x size x distribution.dim x 2 datasets = {values:,} record values, more than "
+            f"{MAX_PAIR_VALUES:,} (the pairs are held in memory); lower count, size or dim."
+        )
 
 
 def _count(spec: Mapping[str, Any], key: str, default: int, low: int, high: int, what: str) -> int:
@@ -183,7 +230,9 @@ def make_pairs(
         default the box spanned by the mechanism's default pairs; for
         ``search`` also ``candidates`` (default 10 count),
         ``screen_samples`` (default 2000), ``function_class`` (default
-        ``linear``), ``divergence`` (default ``kl``)); or explicit pairs, each
+        ``linear``), ``divergence`` (default ``kl``); ``on-average`` takes
+        ``distribution`` (:mod:`audit.data_distributions`) and ``size``
+        instead of ``domain``: :func:`on_average_pairs`); or explicit pairs, each
         ``(d, d_prime)`` or ``{"d": ..., "d_prime": ...}``; or None for the
         mechanism's ``default_pairs()``.
     mechanism : Mechanism
@@ -292,6 +341,8 @@ def _generate(spec: Mapping[str, Any], mechanism: Mechanism, rng: np.random.Gene
     check_spec(spec)
     relation = _option(spec, "relation", "replace-one")
     count = _option(spec, "count", DEFAULT_COUNT)
+    if spec["strategy"] == "on-average":
+        return on_average_pairs(make_sampler(spec["distribution"]), spec["size"], count, rng)
     domain = _domain(spec.get("domain"), mechanism)
     if spec["strategy"] == "random":
         return random_pairs(domain, relation, count, rng)
@@ -325,6 +376,26 @@ def random_pairs(
         d = domain.random_records(rng, domain.size)
         record = domain.random_records(rng, 1)[0]
         pairs.append((d, _neighbour(d, record, relation, int(rng.integers(domain.size)))))
+    return pairs
+
+
+def on_average_pairs(
+    sampler: Sampler, size: int, count: int, rng: np.random.Generator
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``count`` iid pairs (Z, Z'): Z ~ D^size, z ~ D, Z' = Z with its first record replaced by z.
+
+    The pairs of OAKL's on-average KL privacy (docs/theory.md section 8).  The
+    first record, as the definition states; since Z's records are iid this is
+    the same law as a random index for any mechanism.  Z and then z are drawn
+    from ``rng`` in turn, pair after pair, so a seed fixes every pair.
+    """
+    pairs = []
+    for _ in range(count):
+        d = sampler(size, rng)
+        record = sampler(1, rng)
+        if record.shape[1] != d.shape[1]:
+            raise ValueError(f"neighbours.distribution returned records of widths {d.shape[1]} and {record.shape[1]}.")
+        pairs.append((d, _neighbour(d, record[0], "replace-one", 0)))
     return pairs
 
 

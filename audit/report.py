@@ -257,6 +257,7 @@ def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.P
         ]
     if meta["claims"]:
         lines += ["## Claims", "", _claims_table(meta["claims"]), ""]
+    lines += _on_average_section(table, confidence)
     lines += _checks_block(meta.get("checks", []))
     lines += _staged_section(table)
     for row_verdict, title in (
@@ -274,10 +275,11 @@ def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.P
             lines += [f"## Failed tasks ({len(errors)})", "", _to_markdown(errors[columns]), ""]
     lines += _theory_section(meta.get("theory", []))
     lines += ["## Results per claim", ""] if len(table) else []
-    for (divergence, claim_class, claim), rows in table.groupby(
-        ["divergence", "claim_class", "claim"], dropna=False, sort=False
+    average = table["on_average"] if "on_average" in table.columns else pd.Series(False, index=table.index)
+    for (divergence, claim_class, claim, on_average), rows in table.groupby(
+        [table["divergence"], table["claim_class"], table["claim"], average.eq(True)], dropna=False, sort=False
     ):
-        lines += [f"### {_claim_title(divergence, claim_class, claim)}", "", _claim_table(rows), ""]
+        lines += [f"### {_claim_title(divergence, claim_class, claim, on_average)}", "", _claim_table(rows), ""]
     if figures:
         lines += ["## Figures", ""]
         lines += [f"![{path.stem}]({path.as_posix()})\n" for path in figures]
@@ -440,6 +442,48 @@ def _shape(records: np.ndarray) -> str:
     return f"{rows} records of {width} value{'s' if width != 1 else ''}"
 
 
+def _on_average_section(table: pd.DataFrame, confidence: float | None) -> list[str]:
+    """"On-average privacy": one line per aggregate row (audit.on_average) and what the claim promises."""
+    if "pairs_averaged" not in table.columns:
+        return []
+    rows = table[table["pairs_averaged"].notna()]
+    if not len(rows):
+        return []
+    level = f"{confidence:g}" if confidence is not None else "the audit's confidence"
+    shown = pd.DataFrame(
+        {
+            "claim": [f"on average: {_claim_label(d, k, c, a)}" for d, k, c, a in
+                      zip(rows["divergence"], rows["claim_class"], rows["claim"], rows["alpha"])],
+            "direction": rows["direction"],
+            "attack class": rows["function_class"],
+            "mean over pairs [CI]": [_with_interval(r) for r in rows.itertuples()],
+            "pairs": [f"{int(v)}" for v in rows["pairs_averaged"]],
+            "worst case: max estimate": [_number(v) for v in rows["worst_case"]],
+            "worst case: lower bound": [_number(v) for v in rows["worst_case_low"]],
+            "verdict": [f"**{v}**" if v == "violation" else v for v in rows["verdict"]],
+        }
+    )
+    return [
+        "## On-average privacy",
+        "",
+        "An on-average claim promises that the restricted divergence between M(Z) and M(Z'), Z drawn "
+        "from the data distribution and Z' = Z with its first record replaced by a fresh draw, is at most "
+        "epsilon on average over the data (OAKL); it promises nothing for an unlucky dataset or record, "
+        "which a worst-case claim covers. `P|Q` is the divergence of M(Z) from M(Z').",
+        "",
+        _to_markdown(shown),
+        "",
+        "The mean is over iid pairs of the held-out estimates; its interval is Student's t over pairs at "
+        "Holm's level, whose variance over pairs holds both the draw of the pairs and each pair's sampling "
+        "noise (law of total variance); it assumes iid pairs and a finite variance, and is approximate with "
+        "few pairs (10 or more recommended). A failed or untrusted pair makes its mean inconclusive. The worst "
+        "case is over the same pairs: the largest estimate and the largest per-pair lower bound at level "
+        f"1 - (1 - {level}) / pairs (Bonferroni), a lower bound on the largest divergence among these pairs: "
+        "a worst-case claim below it does not hold.",
+        "",
+    ]
+
+
 def _counts(table: pd.DataFrame) -> str:
     counts = table["verdict"].value_counts()
     parts = [f"{counts[verdict]} {verdict}" for verdict in ROW_VERDICTS if verdict in counts]
@@ -449,7 +493,8 @@ def _counts(table: pd.DataFrame) -> str:
 def _claims_table(claims: list[dict[str, Any]]) -> str:
     shown = pd.DataFrame(
         {
-            "claim": [_claim_label(c["divergence"], c["claim_class"], c["claim"], c["alpha"]) for c in claims],
+            "claim": [("on average: " if c.get("on_average") else "")
+                      + _claim_label(c["divergence"], c["claim_class"], c["claim"], c["alpha"]) for c in claims],
             "verdict": [f"**{c['verdict']}**" if c["verdict"] != "pass" else "pass" for c in claims],
             "strongest row": [c["strongest_task"] or "-" for c in claims],  # _to_markdown escapes its "|"
             "adjusted p": [_number(c["p_adjusted"]) for c in claims],
@@ -494,8 +539,8 @@ def _claim_table(rows: pd.DataFrame) -> str:
     return _to_markdown(shown)
 
 
-def _claim_title(divergence: str, claim_class: Any, claim: Any) -> str:
-    return f"Claim: {_claim_label(divergence, claim_class, claim)}"
+def _claim_title(divergence: str, claim_class: Any, claim: Any, on_average: bool = False) -> str:
+    return f"Claim{' (on average)' if on_average else ''}: {_claim_label(divergence, claim_class, claim)}"
 
 
 def _claim_label(divergence: str, claim_class: Any, claim: Any, alpha: Any = None) -> str:

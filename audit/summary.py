@@ -44,7 +44,8 @@ def strongest_per_claim(table: pd.DataFrame) -> pd.DataFrame:
         A subset of ``table``'s rows, one per distinct :data:`CLAIM_KEYS`.
     """
     chosen = []
-    for _, rows in table.groupby(list(CLAIM_KEYS), dropna=False, sort=False):
+    keys = [*CLAIM_KEYS, *(["on_average"] if "on_average" in table.columns else [])]  # on-average claims apart
+    for _, rows in table.groupby(keys, dropna=False, sort=False):
         refuting = rows[rows["refutes_claim"].astype(bool)]
         candidates = refuting if len(refuting) else rows
         low = candidates["ci_low"].astype(float)
@@ -60,6 +61,7 @@ def evidence_text(row: Mapping[str, Any]) -> str:
     """
     divergence = row["divergence"] + (f" alpha={format_number(row['alpha'])}" if row["divergence"] == "renyi" else "")
     return (
+        f"{'on average ' if row.get('on_average') is True else ''}"
         f"{divergence} ({row['claim_class']}) <= {format_number(row['claim'])}: "
         f"estimate {format_number(row['estimate'])}, lower bound {format_number(row['ci_low'])}, "
         f"{row['function_class']} {row['pair']} {row['direction']}, {row['verdict']}"

@@ -69,8 +69,13 @@ So a table's ``ci_low`` exceeds the claim exactly on the violations.  A row
 with a caveat has no interval (NaN).  An ``"info"`` row's interval is the
 plain two-sided ``confidence`` interval.
 
+On-average claims (:mod:`audit.on_average`): their per-pair rows cannot
+refute them (``refutes_claim`` false, ``"info"``); one aggregate row per
+(attack class, direction), the mean over pairs with its t interval, enters
+Holm's family like any refuting row.
+
 Claims (:func:`summarize_claims`): one summary per (divergence, alpha, claim
-class, claimed value), with the verdict ``"violation"`` (a row refutes it),
+class, claimed value, on_average), with the verdict ``"violation"`` (a row refutes it),
 ``"untested"`` (no refuting row ran: every one failed, or the audit had no
 class contained in the claim's), ``"inconclusive"`` (a refuting row is) or
 ``"pass"``, the strongest row (smallest adjusted p-value), its adjusted
@@ -273,7 +278,7 @@ def summarize_claims(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     -------
     list of dict
         In the order the claims first occur, each with ``divergence``,
-        ``alpha`` (NaN when not Renyi), ``claim_class``, ``claim``,
+        ``alpha`` (NaN when not Renyi), ``claim_class``, ``claim``, ``on_average``,
         ``verdict`` (one of :data:`CLAIM_VERDICTS`), ``strongest_task`` (the
         refuting row with the smallest adjusted p-value, ties to the larger
         estimate; None when untested), its ``p_adjusted``,
@@ -375,11 +380,16 @@ def _set_interval(row: dict, evidence: Evidence | None, confidence: float) -> No
 def _claim_key(row: Mapping[str, Any]) -> tuple:
     alpha = row.get("alpha")
     alpha = None if alpha is None or (isinstance(alpha, float) and math.isnan(alpha)) else float(alpha)
-    return row["divergence"], alpha, row["claim_class"], float(row["claim"])
+    return row["divergence"], alpha, row["claim_class"], float(row["claim"]), _is_true(row.get("on_average"))
+
+
+def _is_true(value: Any) -> bool:
+    """A boolean column that older tables lack or fill with NaN: only True counts."""
+    return value is True or value is np.True_
 
 
 def _summarize_claim(key: tuple, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    divergence, alpha, claim_class, claim = key
+    divergence, alpha, claim_class, claim, on_average = key
     refuting = [row for row in rows if row["refutes_claim"]]
     ran = [row for row in refuting if not _failed(row)]
     verdicts = {row["verdict"] for row in refuting}
@@ -394,6 +404,7 @@ def _summarize_claim(key: tuple, rows: Sequence[Mapping[str, Any]]) -> dict[str,
         "alpha": math.nan if alpha is None else alpha,
         "claim_class": claim_class,
         "claim": claim,
+        "on_average": on_average,
         "verdict": verdict,
         "strongest_task": None,
         "p_adjusted": math.nan,

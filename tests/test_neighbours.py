@@ -103,7 +103,7 @@ def test_default_domain_is_the_box_of_the_default_pairs():
 @pytest.mark.parametrize(
     "spec,message",
     [
-        ({"strategy": "grid"}, "strategy must be one of random, extremes, search. Found 'grid'"),
+        ({"strategy": "grid"}, "strategy must be one of random, extremes, search, on-average. Found 'grid'"),
         ({"strategy": "random", "relation": "swap"}, "relation must be one of replace-one, add-remove"),
         ({"strategy": "random", "count": 0}, r"count \(pairs to generate\) must be an integer from 1 to 1000. Found 0"),
         ({"strategy": "random", "count": 1_000_000}, "count .* from 1 to 1000. Found 1000000"),
