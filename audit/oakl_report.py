@@ -124,8 +124,13 @@ def thm4_table(budget: Budget, seed: int = 0) -> pd.DataFrame:
 
 
 def small_group_table(budget: Budget, seed: int = 0) -> pd.DataFrame:
-    """OAKL Lemma 6 measured on the Gaussian posterior mean (n = 5): k = 2, 3 against k times k = 1."""
-    mechanism = GaussianPosteriorMean(records=5)
+    """OAKL Lemma 6 measured on the Gaussian posterior mean (n = 20): k = 2, 3 against k times k = 1.
+
+    n = 20 keeps the per-pair KLs of k = 3 mostly below 0.5, where the
+    held-out estimate is within a few per cent of the pair's KL (see the
+    report's note on lower bounds).
+    """
+    mechanism = GaussianPosteriorMean(records=20)
     base, group_rows = generalization.small_group_check(
         mechanism, (2, 3), n_pairs=budget.pairs, samples=budget.samples, confidence=CONFIDENCE, seed=seed
     )
@@ -222,6 +227,12 @@ def _markdown(figure: pd.DataFrame, thm4: pd.DataFrame, group: pd.DataFrame, bud
         "D: N(0, 1) truncated to [-2, 2] for the means; x, e ~ U[-1, 1], y = x + e for the regression. "
         "See docs/theory.md section 8.",
         "",
+        "Measured values are lower bounds, as every held-out estimate is: where a pair's KL is large "
+        "(KL 2 to 4, the Gaussian mean at n = 1) the witness's tail cap makes its estimate 30-45% low, "
+        "and where it is tiny (below about 1e-3: the Laplace mean from n = 30 on) "
+        f"{budget.samples} outputs per dataset cannot resolve it and the estimate shrinks toward 0. "
+        "Between the two (per-pair KL 0.02 to 0.5) a Gaussian shift's estimate is within 5-10% of its KL.",
+        "",
         "## OAKL Figure 2: on-average vs worst case as n grows",
         "",
         "![figure 2](figure2.png)",
@@ -232,7 +243,7 @@ def _markdown(figure: pd.DataFrame, thm4: pd.DataFrame, group: pd.DataFrame, bud
         "",
         _to_markdown(thm4),
         "",
-        "## OAKL Lemma 6: k replaced records cost k times one (Gaussian posterior mean, n = 5)",
+        "## OAKL Lemma 6: k replaced records cost k times one (Gaussian posterior mean, n = 20)",
         "",
         _to_markdown(group),
         "",
@@ -240,5 +251,14 @@ def _markdown(figure: pd.DataFrame, thm4: pd.DataFrame, group: pd.DataFrame, bud
 
 
 def _to_markdown(frame: pd.DataFrame) -> str:
+    """The table with every measured column as one cell "mean [low, high]" (blank where it does not apply)."""
+    frame = frame.copy()
+    for low in [column for column in frame.columns if column.endswith(" low")]:
+        name = low[: -len(" low")]
+        frame[f"{name} [95%]"] = [
+            "" if pd.isna(mean) else f"{mean:.4g} [{lo:.4g}, {hi:.4g}]"
+            for mean, lo, hi in zip(frame[name], frame[low], frame[f"{name} high"])
+        ]
+        frame = frame.drop(columns=[name, low, f"{name} high"])
     frame = frame.astype(object).where(frame.notna(), None)
     return frame.to_markdown(index=False, floatfmt=".4g", missingval="")
