@@ -9,6 +9,7 @@ compare their p-value with 1e-3 at a fixed seed.
 """
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import integrate, stats
 
@@ -267,3 +268,26 @@ def test_oakl_command_error_is_one_line_and_exit_2(tmp_path, capsys):
     blocker.write_text("")
     assert main(["oakl", "--quick", "--out", str(blocker / "sub")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_figure_draws_points_below_the_resolution_hollow(tmp_path, monkeypatch):
+    """A measured point whose closed form lies below RESOLUTION is drawn hollow, with its own legend entry."""
+    from audit import oakl_report
+
+    rows = []
+    for name, on_average in (("gaussian_posterior_mean", 0.1), ("laplace_truncated_mean", 1e-4)):
+        for n in (1, 10):
+            rows.append({"mechanism": name, "n": n, "worst-case epsilon (DP)": np.nan, "worst-case KL": 1.0,
+                         "on-average KL": on_average / n, "on-average (lin, KL)": on_average / n,
+                         "measured (lin, KL)": on_average / n, "measured (lin, KL) low": 0.0,
+                         "measured (lin, KL) high": 2 * on_average / n})
+    figure = pd.DataFrame(rows)
+    path = oakl_report.plot_figure2(figure, tmp_path / "figure2.png")
+    assert path.stat().st_size > 0
+    from matplotlib.axes import Axes
+
+    calls = []
+    monkeypatch.setattr(Axes, "errorbar", lambda self, *args, **kwargs: calls.append(kwargs))
+    oakl_report.plot_figure2(figure, tmp_path / "again.png")
+    hollow = [call["label"] for call in calls if call["markerfacecolor"] == "none"]
+    assert len(hollow) == 1 and "below the estimator's resolution" in hollow[0]
