@@ -64,6 +64,11 @@ def _parser() -> argparse.ArgumentParser:
     theory.add_argument("--n", type=int, default=200_000, help="outputs per dataset of the d-dim attacks")
     theory.add_argument("--seed", type=int, default=0, help="seed of the d-dim attacks")
 
+    oakl = sub.add_parser("oakl", help="on-average KL privacy of posterior sampling: OAKL Figure 2, Thm 4, Lemma 6")
+    oakl.add_argument("--out", default="reports/oakl", help="output directory (default: reports/oakl)")
+    oakl.add_argument("--seed", type=int, default=0, help="seed of every draw (default 0)")
+    oakl.add_argument("--quick", action="store_true", help="a small budget (fewer n, pairs and datasets)")
+
     run = sub.add_parser("run", help="audit the claims of a TOML config")
     run.add_argument("config", help="the audit config (TOML); see examples/")
     run.add_argument("--out", help="output directory (default: reports/<config name>)")
@@ -103,6 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from audit.theory_report import theory_command
 
             return theory_command(args)
+        if args.command == "oakl":
+            from audit.oakl_report import oakl_command
+
+            return oakl_command(args)
         if args.command == "run":
             return _run(args)
         if args.command == "demo":

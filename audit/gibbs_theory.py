@@ -1,0 +1,187 @@
+"""Closed forms of on-average KL privacy for posterior-sampling (Gibbs) mechanisms (docs/theory.md section 8).
+
+OAKL is Wang, Lei and Fienberg, "On-Average KL-Privacy and its equivalence to
+Generalization for Max-Entropy Mechanisms" (2016).  A Gibbs mechanism at
+temperature gamma samples h with density proportional to
+exp(-gamma sum_i l(z_i, h) - r(h)); its on-average KL privacy is
+E_{Z ~ D^n, z ~ D} KL(M(Z) || M([Z_-1, z])) (OAKL Def. 2).
+
+Every function here is pure: numbers in, numbers out.  The mechanisms that
+these formulas describe are in :mod:`audit.mechanisms.gibbs`; the
+measurements they are compared with in :mod:`audit.generalization`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import integrate, stats
+
+from audit import bounds
+from audit.validation import check_positive
+
+
+def gaussian_mean_posterior(
+    data_sum: ArrayLike, n: int, *, noise_scale: float, prior_mean: float, prior_scale: float, temperature: float
+) -> tuple[np.ndarray, float]:
+    """Mean and variance of the tempered posterior of a Gaussian mean (conjugate normal model).
+
+    Model z | h ~ N(h, s^2), prior h ~ N(mu0, tau^2), likelihood raised to the
+    power gamma: the density of h is proportional to
+    exp(-gamma sum_i (z_i - h)^2 / (2 s^2)) N(h; mu0, tau^2), a Gaussian of
+    precision lambda = 1/tau^2 + gamma n / s^2 and mean
+    (mu0 / tau^2 + gamma sum_i z_i / s^2) / lambda (OAKL Thm 4 with
+    l(z, h) = (z - h)^2 / (2 s^2) and Remark 2's dispersion gamma).
+
+    Returns
+    -------
+    mean : numpy.ndarray
+        One mean per entry of ``data_sum``.
+    variance : float
+        1 / lambda, the same for every dataset of n records.
+    """
+    precision = _gaussian_mean_precision(n, noise_scale, prior_scale, temperature)
+    mean = (prior_mean / prior_scale**2 + temperature * np.asarray(data_sum, dtype=float) / noise_scale**2) / precision
+    return mean, 1.0 / precision
+
+
+def gaussian_mean_on_average_kl(
+    n: int, data_variance: float, *, noise_scale: float = 1.0, prior_scale: float = 1.0,
+    temperature: float = 1.0, replaced: int = 1,
+) -> float:
+    """On-average KL privacy of the Gaussian-mean posterior with ``replaced`` records redrawn from D.
+
+    Two posteriors of one variance 1/lambda differ in their means by
+    gamma sum_{j <= k} (z_j - z'_j) / (s^2 lambda), so
+    KL = gamma^2 (sum_j (z_j - z'_j))^2 / (2 s^4 lambda); its expectation over
+    independent records of variance sigma_D^2 is
+    k gamma^2 sigma_D^2 / (s^4 lambda) (OAKL Def. 2; linear in k as OAKL
+    Lemma 6 states for every posterior-sampling mechanism).  Only the
+    variance of D enters.
+    """
+    precision = _gaussian_mean_precision(n, noise_scale, prior_scale, temperature)
+    _check_replaced(replaced, n)
+    return replaced * temperature**2 * check_positive(data_variance, "data_variance") / (noise_scale**4 * precision)
+
+
+def gaussian_mean_worst_case_kl(
+    n: int, width: float, *, noise_scale: float = 1.0, prior_scale: float = 1.0, temperature: float = 1.0
+) -> float:
+    """Largest KL between the posteriors of two neighbouring datasets whose records lie in an interval of ``width``.
+
+    gamma^2 width^2 / (2 s^4 lambda): the KL of the mean shift of
+    :func:`gaussian_mean_on_average_kl` at |z_1 - z'_1| = width.  The
+    mechanism is not epsilon-DP for any finite epsilon (Gaussian outputs), so
+    this worst-case KL (Barber and Duchi's KL-privacy, OAKL section 2) is the
+    worst-case counterpart of the on-average value.
+    """
+    precision = _gaussian_mean_precision(n, noise_scale, prior_scale, temperature)
+    return temperature**2 * check_positive(width, "width") ** 2 / (2.0 * noise_scale**4 * precision)
+
+
+def gibbs_generalization_gap(on_average_kl: float, temperature: float = 1.0) -> float:
+    """On-average generalization error of a Gibbs mechanism in the untempered loss l.
+
+    OAKL Thm 4: for h ~ exp(-sum_i l(z_i, h) - r(h)), on-average KL privacy
+    epsilon equals E R(h) - E R_hat(h, Z).  With dispersion gamma (OAKL
+    Remark 2) the theorem holds for the loss gamma l, so the gap in l is
+    epsilon / gamma.  The proof uses only that the normalising constants of
+    M(Z) and M([Z_-1, z]) have one expectation, so l need not be a
+    log-likelihood.
+    """
+    return float(on_average_kl) / check_positive(temperature, "temperature")
+
+
+def laplace_mean_worst_case_epsilon(n: int, truncation: float, temperature: float) -> float:
+    """Pure-DP epsilon of h ~ exp(-gamma |mean(Z) - h|) over records in [-c, c].
+
+    The mean of n records in [-c, c] moves by at most 2c / n when one record
+    changes, and Laplace noise of scale 1/gamma makes that (2 c gamma / n)-DP.
+    OAKL section 6 states 4 gamma for c = 2: the sensitivity of one record, n = 1.
+    """
+    return 2.0 * check_positive(truncation, "truncation") * check_positive(temperature, "temperature") / _check_n(n)
+
+
+def laplace_mean_on_average_kl(n: int, truncation: float, temperature: float, function_class: str = "all") -> float:
+    """On-average KL (``all``) or (lin, KL) (``linear``) of the Laplace mean of records from N(0, 1) truncated to [-c, c].
+
+    A replaced record shifts the Laplace location by |z_1 - z| / n; in units
+    of the scale 1/gamma that is t = gamma |z_1 - z| / n, whose KL is
+    t + exp(-t) - 1 (``audit.bounds.laplace_kl``) and (lin, KL) CBDP appendix
+    Thm 9 (``audit.bounds.laplace_linear_kl``).  The expectation over two
+    independent records is :func:`truncated_normal_difference_mean`.
+    """
+    per_pair = {"all": bounds.laplace_kl, "linear": bounds.laplace_linear_kl}
+    if function_class not in per_pair:
+        raise ValueError(f"function_class must be 'all' or 'linear'. Found {function_class!r}.")
+    scale = check_positive(temperature, "temperature") / _check_n(n)
+    return truncated_normal_difference_mean(lambda u: per_pair[function_class](scale * u) if u > 0 else 0.0, truncation)
+
+
+def truncated_normal_difference_density(u: ArrayLike, truncation: float) -> np.ndarray:
+    """Density of z_1 - z for two independent N(0, 1) records truncated to [-c, c], at u in [-2c, 2c].
+
+    g(u) = e^{-u^2/4} (Phi(sqrt2 (c - |u|/2)) - Phi(sqrt2 (|u|/2 - c))) / (2 sqrt(pi) Z^2),
+    Z = Phi(c) - Phi(-c): the integral of phi(x) phi(x + u) over
+    x in [-c, c - |u|] (completing the square in x).
+    """
+    c = check_positive(truncation, "truncation")
+    u = np.abs(np.asarray(u, dtype=float))
+    mass = stats.norm.cdf(c) - stats.norm.cdf(-c)
+    inner = stats.norm.cdf(np.sqrt(2) * (c - u / 2)) - stats.norm.cdf(np.sqrt(2) * (u / 2 - c))
+    return np.where(u <= 2 * c, np.exp(-(u**2) / 4) * inner / (2 * np.sqrt(np.pi) * mass**2), 0.0)
+
+
+def truncated_normal_difference_mean(function: Callable[[float], float], truncation: float) -> float:
+    """E f(|z_1 - z|) for two independent N(0, 1) records truncated to [-c, c], by adaptive quadrature."""
+    c = check_positive(truncation, "truncation")
+    value, _ = integrate.quad(
+        lambda u: function(u) * float(truncated_normal_difference_density(u, c)), 0.0, 2 * c, epsabs=1e-13, epsrel=1e-10
+    )
+    return 2.0 * value
+
+
+def truncated_normal_variance(truncation: float) -> float:
+    """Variance of N(0, 1) truncated to [-c, c]: 1 - 2 c phi(c) / (Phi(c) - Phi(-c))."""
+    c = check_positive(truncation, "truncation")
+    return float(1.0 - 2.0 * c * stats.norm.pdf(c) / (stats.norm.cdf(c) - stats.norm.cdf(-c)))
+
+
+def regression_posterior(
+    x: ArrayLike, y: ArrayLike, *, temperature: float, prior_scale: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and variance of 1-D linear regression posterior sampling at temperature gamma (OAKL section 6).
+
+    h ~ exp(-gamma sum_i (y_i - x_i h)^2) N(h; 0, tau^2): Gaussian with
+    precision lambda = 1/tau^2 + 2 gamma sum_i x_i^2 and mean
+    2 gamma sum_i x_i y_i / lambda.  ``x``, ``y``: arrays of shape (..., n),
+    one dataset per leading index.
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    precision = 1.0 / prior_scale**2 + 2.0 * temperature * np.sum(x * x, axis=-1)
+    return 2.0 * temperature * np.sum(x * y, axis=-1) / precision, 1.0 / precision
+
+
+def normal_kl(mean_p: ArrayLike, var_p: ArrayLike, mean_q: ArrayLike, var_q: ArrayLike) -> np.ndarray:
+    """KL(N(m_p, v_p) || N(m_q, v_q)) = (v_p / v_q - 1 - log(v_p / v_q) + (m_p - m_q)^2 / v_q) / 2."""
+    ratio = np.asarray(var_p, dtype=float) / np.asarray(var_q, dtype=float)
+    return 0.5 * (ratio - 1.0 - np.log(ratio) + (np.asarray(mean_p) - np.asarray(mean_q)) ** 2 / np.asarray(var_q))
+
+
+def _gaussian_mean_precision(n: int, noise_scale: float, prior_scale: float, temperature: float) -> float:
+    return (1.0 / check_positive(prior_scale, "prior_scale") ** 2
+            + check_positive(temperature, "temperature") * _check_n(n) / check_positive(noise_scale, "noise_scale") ** 2)
+
+
+def _check_n(n: int) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n (records per dataset) must be a positive integer. Found {n!r}.")
+    return int(n)
+
+
+def _check_replaced(replaced: int, n: int) -> int:
+    if isinstance(replaced, bool) or not isinstance(replaced, (int, np.integer)) or not 1 <= replaced <= n:
+        raise ValueError(f"replaced (records redrawn) must be an integer in [1, n = {n}]. Found {replaced!r}.")
+    return int(replaced)

@@ -1,0 +1,276 @@
+"""``capaudit oakl``: on-average KL privacy of posterior sampling, closed forms against measurements.
+
+Reproduces the shape of OAKL Figure 2 (Wang, Lei and Fienberg 2016: the
+on-average KL privacy of a random dataset lies orders of magnitude below the
+worst case) as the number of records n grows, and checks OAKL Thm 4
+(on-average KL = on-average generalization gap for Gibbs mechanisms) and
+Lemma 6 (k replaced records cost k times one) with measured values and
+their intervals (docs/theory.md section 8).  Every measured number comes from
+the audit's estimator (:mod:`audit.generalization`); every closed form from
+:mod:`audit.gibbs_theory` through the mechanisms of
+:mod:`audit.mechanisms.gibbs`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from audit import generalization  # noqa: E402
+from audit.mechanisms.gibbs import GaussianPosteriorMean, LaplaceTruncatedMean, LinearRegressionPosterior  # noqa: E402
+
+CONFIDENCE = 0.95
+RESOLUTION = 5e-3
+"""Per-pair KL below which the figure's budget (5 000 outputs per dataset) cannot resolve a pair's KL:
+the held-out estimate shrinks toward 0 there (drawn hollow)."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much each measurement spends: pairs per on-average KL, outputs per pair, datasets per gap."""
+
+    records: tuple[int, ...]
+    pairs: int
+    samples: int
+    datasets: int
+    exact_pairs: int
+
+
+FULL = Budget(records=(1, 3, 10, 30, 100), pairs=150, samples=5000, datasets=20000, exact_pairs=20000)
+QUICK = Budget(records=(1, 10), pairs=30, samples=2000, datasets=2000, exact_pairs=2000)
+
+# (mechanism, its attack class): linear is exact for a Gaussian mean shift (CBDP appendix Thm 10);
+# poly2 for Gaussians whose variances differ (the log-ratio is quadratic).
+THM4_CASES = (
+    (GaussianPosteriorMean(temperature=1.0, records=5), "linear"),
+    (GaussianPosteriorMean(temperature=4.0, records=20), "linear"),
+    (LinearRegressionPosterior(temperature=1.0, records=10), "poly2"),
+    (LinearRegressionPosterior(temperature=4.0, records=20), "poly2"),
+)
+
+
+def figure_table(budget: Budget, seed: int = 0) -> pd.DataFrame:
+    """OAKL Figure 2's quantities against n: closed-form worst case and on-average values, measured points.
+
+    One row per (mechanism, n): the Gaussian posterior mean (gamma = 1,
+    s = tau = 1) and the Laplace mean of truncated normals (gamma = 1), both
+    with records from N(0, 1) truncated to [-2, 2].  ``measured``: the
+    on-average (lin, KL) of :func:`audit.generalization.on_average_divergence`
+    with its t interval; ``gap``: gamma times the measured generalization gap
+    (Gaussian only: the Laplace mean's loss is not a sum over records).
+    """
+    rows = []
+    for n in budget.records:
+        for mechanism in (GaussianPosteriorMean(records=n), LaplaceTruncatedMean(records=n)):
+            measured = generalization.on_average_divergence(
+                mechanism, budget.pairs, samples=budget.samples, function_class="linear", seed=seed + n
+            )
+            gibbs = isinstance(mechanism, GaussianPosteriorMean)
+            gap = generalization.generalization_gap(mechanism, budget.datasets, seed=seed + n) if gibbs else None
+            rows.append({
+                "mechanism": mechanism.name,
+                "n": n,
+                "worst-case epsilon (DP)": np.nan if gibbs else mechanism.true_epsilon,
+                "worst-case KL": mechanism.worst_case_kl(),
+                "on-average KL": mechanism.on_average_kl(),
+                "on-average (lin, KL)": mechanism.on_average_kl() if gibbs else mechanism.on_average_kl(
+                    function_class="linear"),
+                **_interval_columns("measured (lin, KL)", measured),
+                **(_interval_columns("measured gamma x gap", gap) if gap is not None else {}),
+            })
+    return pd.DataFrame(rows)
+
+
+def thm4_table(budget: Budget, seed: int = 0) -> pd.DataFrame:
+    """OAKL Thm 4 measured: on-average KL^H against gamma times the generalization gap on fresh data.
+
+    ``closed form``: :func:`audit.gibbs_theory.gaussian_mean_on_average_kl`
+    for the Gaussian mean; for the regression (variances differ with the
+    data) the exact per-pair KL averaged over ``exact_pairs`` pairs, as OAKL
+    section 6 computes it.  ``KL - gap``: the interval of the difference of
+    the two measurements (independent); Thm 4 holds within the interval when
+    it contains 0.
+    """
+    rows = []
+    for mechanism, function_class in THM4_CASES:
+        measured = generalization.on_average_divergence(
+            mechanism, budget.pairs, samples=budget.samples, function_class=function_class, seed=seed
+        )
+        gap = generalization.generalization_gap(mechanism, budget.datasets, seed=seed)
+        low, high = generalization.difference_interval(measured, gap, confidence=CONFIDENCE)
+        if isinstance(mechanism, GaussianPosteriorMean):
+            closed, source = mechanism.on_average_kl(), "closed form"
+        else:
+            closed = generalization.exact_on_average_kl(mechanism, budget.exact_pairs, seed=seed).mean
+            source = f"exact KL, mean over {budget.exact_pairs} pairs"
+        rows.append({
+            "mechanism": mechanism.name,
+            "gamma": mechanism.temperature,
+            "n": mechanism.records,
+            "class": function_class,
+            "on-average KL": closed,
+            "source": source,
+            **_interval_columns("measured KL^H", measured),
+            **_interval_columns("measured gamma x gap", gap),
+            "KL - gap": f"[{low:.4g}, {high:.4g}]",
+            "Thm 4 within interval": "yes" if low <= 0.0 <= high else "NO",
+        })
+    return pd.DataFrame(rows)
+
+
+def small_group_table(budget: Budget, seed: int = 0) -> pd.DataFrame:
+    """OAKL Lemma 6 measured on the Gaussian posterior mean (n = 20): k = 2, 3 against k times k = 1.
+
+    n = 20 keeps the per-pair KLs of k = 3 mostly below 0.5, where the
+    held-out estimate is within a few per cent of the pair's KL (see the
+    report's note on lower bounds).
+    """
+    mechanism = GaussianPosteriorMean(records=20)
+    base, group_rows = generalization.small_group_check(
+        mechanism, (2, 3), n_pairs=budget.pairs, samples=budget.samples, confidence=CONFIDENCE, seed=seed
+    )
+    rows = [{"k": 1, **_interval_columns("measured (lin, KL)", base), "k x measured(k = 1)": base.mean,
+             "closed form k epsilon": mechanism.on_average_kl(1), "difference": "", "within interval": ""}]
+    for row in group_rows:
+        rows.append({
+            "k": row.k, **_interval_columns("measured (lin, KL)", row.measured),
+            "k x measured(k = 1)": row.expected, "closed form k epsilon": row.closed_form,
+            "difference": f"[{row.interval[0]:.4g}, {row.interval[1]:.4g}]",
+            "within interval": "yes" if row.consistent else "NO",
+        })
+    return pd.DataFrame(rows)
+
+
+def plot_figure2(table: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
+    """Two panels like OAKL Figure 2: closed forms as lines, measured on-average values as points with intervals."""
+    fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.4))
+    titles = {
+        "gaussian_posterior_mean": r"Gaussian posterior mean ($\gamma$ = 1, s = $\tau$ = 1)",
+        "laplace_truncated_mean": r"Laplace mean of truncated normals ($\gamma$ = 1, c = 2)",
+    }
+    for ax, (name, rows) in zip(axes, table.groupby("mechanism", sort=False)):
+        n = rows["n"].to_numpy()
+        if rows["worst-case epsilon (DP)"].notna().any():
+            ax.plot(n, rows["worst-case epsilon (DP)"], "k--", label=r"worst-case $\epsilon$ (DP)")
+        ax.plot(n, rows["worst-case KL"], "k:", label="worst-case KL")
+        ax.plot(n, rows["on-average KL"], "C0-", label="on-average KL (closed form)")
+        if name == "laplace_truncated_mean":
+            ax.plot(n, rows["on-average (lin, KL)"], "C2-", label="on-average (lin, KL) (closed form)")
+        resolved = rows["on-average (lin, KL)"].to_numpy() >= RESOLUTION
+        _points(ax, n[resolved], rows[resolved], "measured (lin, KL)", "C1", "o", "measured on-average (lin, KL), 95%")
+        if not resolved.all():
+            _points(ax, n[~resolved], rows[~resolved], "measured (lin, KL)", "C1", "o",
+                    f"measured, closed form < {RESOLUTION:g}: below the estimator's resolution", hollow=True)
+        if "measured gamma x gap" in rows and rows["measured gamma x gap"].notna().any():
+            _points(ax, n * 1.08, rows, "measured gamma x gap", "C3", "s", r"measured $\gamma$ x generalization gap, 95%")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("n (records)")
+        ax.set_ylabel("privacy loss")
+        ax.set_title(titles[name], fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7, loc="upper right")
+    fig.suptitle("On-average KL privacy vs worst case as n grows (cf. OAKL Figure 2)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_oakl_report(out_dir: str | pathlib.Path, *, quick: bool = False, seed: int = 0) -> pathlib.Path:
+    """Compute the three tables, draw the figure, write ``report.md`` and ``figure2.png``; return the report's path."""
+    budget = QUICK if quick else FULL
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    figure = figure_table(budget, seed)
+    thm4, group = thm4_table(budget, seed), small_group_table(budget, seed)
+    plot_figure2(figure, out / "figure2.png")
+    report = out / "report.md"
+    report.write_text(_markdown(figure, thm4, group, budget, quick, seed))
+    return report
+
+
+def oakl_command(args: argparse.Namespace) -> int:
+    """Run ``capaudit oakl``: write the report to ``--out`` and print its path; exit 0."""
+    report = write_oakl_report(args.out, quick=args.quick, seed=args.seed)
+    print(f"report: {report}")
+    return 0
+
+
+def _interval_columns(name: str, estimate: generalization.AverageEstimate) -> dict:
+    low, high = estimate.confidence_interval(CONFIDENCE)
+    return {name: estimate.mean, f"{name} low": low, f"{name} high": high}
+
+
+def _points(ax, x: np.ndarray, rows: pd.DataFrame, column: str, color: str, marker: str, label: str,
+            hollow: bool = False) -> None:
+    """Measured means with their intervals; a lower end at or below 0 is drawn down to the axis (log scale)."""
+    if rows.empty:
+        return
+    mean = rows[column].to_numpy()
+    low, high = rows[f"{column} low"].to_numpy(), rows[f"{column} high"].to_numpy()
+    floor = 0.5 * np.nanmin(np.r_[rows["on-average KL"].to_numpy(), mean[mean > 0]])
+    shown = np.maximum(mean, floor)
+    ax.errorbar(x, shown, yerr=[shown - np.maximum(low, floor), np.maximum(high, floor) - shown],
+                fmt=marker, color=color, capsize=3, markersize=4, label=label,
+                markerfacecolor="none" if hollow else color)
+
+
+def _markdown(figure: pd.DataFrame, thm4: pd.DataFrame, group: pd.DataFrame, budget: Budget, quick: bool,
+              seed: int) -> str:
+    command = f"capaudit oakl --out DIR --seed {seed}" + (" --quick" if quick else "")
+    return "\n".join([
+        "# On-average KL privacy of posterior sampling (OAKL)",
+        "",
+        f"Generated by `{command}`. Measured values: the mean over {budget.pairs} neighbouring pairs "
+        f"(Z ~ D^n, its first record(s) redrawn from D) of `estimate_divergence` on {budget.samples} coupled "
+        f"outputs per dataset, with a 95% Student-t interval over pairs (it holds both the spread of the pairs "
+        f"and the estimation noise within each); each estimate is a held-out lower bound on its pair's KL^H. "
+        f"Generalization gaps: {budget.datasets} datasets, 10 outputs and 100 fresh records each. "
+        "D: N(0, 1) truncated to [-2, 2] for the means; x, e ~ U[-1, 1], y = x + e for the regression. "
+        "See docs/theory.md section 8.",
+        "",
+        "Measured values are lower bounds, as every held-out estimate is: where a pair's KL is large "
+        "(KL 2 to 4: both means at n = 1) the witness's tail cap makes its estimate 30-45% low, "
+        f"and where the on-average value is tiny (below about {RESOLUTION:g}: the Laplace mean from n = 10 on, "
+        "drawn hollow) "
+        f"{budget.samples} outputs per dataset cannot resolve it and the estimate shrinks toward 0. "
+        "Between the two (per-pair KL 0.02 to 0.5) a Gaussian shift's estimate is within 5-10% of its KL.",
+        "",
+        "## OAKL Figure 2: on-average vs worst case as n grows",
+        "",
+        "![figure 2](figure2.png)",
+        "",
+        _to_markdown(figure),
+        "",
+        "## OAKL Thm 4: on-average KL privacy = on-average generalization gap (Gibbs mechanisms)",
+        "",
+        _to_markdown(thm4),
+        "",
+        "## OAKL Lemma 6: k replaced records cost k times one (Gaussian posterior mean, n = 20)",
+        "",
+        _to_markdown(group),
+        "",
+    ])
+
+
+def _to_markdown(frame: pd.DataFrame) -> str:
+    """The table with every measured column as one cell "mean [low, high]" (blank where it does not apply)."""
+    frame = frame.copy()
+    for low in [column for column in frame.columns if column.endswith(" low")]:
+        name = low[: -len(" low")]
+        frame[f"{name} [95%]"] = [
+            "" if pd.isna(mean) else f"{mean:.4g} [{lo:.4g}, {hi:.4g}]"
+            for mean, lo, hi in zip(frame[name], frame[low], frame[f"{name} high"])
+        ]
+        frame = frame.drop(columns=[name, low, f"{name} high"])
+    frame = frame.astype(object).where(frame.notna(), None)
+    return frame.to_markdown(index=False, floatfmt=".4g", missingval="")
