@@ -314,15 +314,22 @@ def _pair(spec: CheckSpec, mechanism: Any) -> tuple[np.ndarray, np.ndarray]:
         ) from None
 
 
+def _two_parts(ctx: _Context, first: Any, second: Any, pair: tuple, level: float) -> tuple:
+    """Outputs of M1 and M2 on the same pair (d, d') and the parts' measurements (exact when the laws are known)."""
+    d, d_prime = pair
+    p1, q1 = ctx.sample(first, d, "M1|d"), ctx.sample(first, d_prime, "M1|d_prime")
+    p2, q2 = ctx.sample(second, d, "M2|d"), ctx.sample(second, d_prime, "M2|d_prime")
+    parts = [ctx.measure(p1, q1, "M1", level, laws=_laws(first, pair)),
+             ctx.measure(p2, q2, "M2", level, laws=_laws(second, pair))]
+    return (p1, q1), (p2, q2), parts
+
+
 def _sequential(ctx: _Context) -> dict[str, Any]:
     spec = ctx.spec
     first, second = (m.build() for m in spec.mechanisms)
     d, d_prime = _pair(spec, first)
     level = ctx.level(3)
-    p1, q1 = ctx.sample(first, d, "M1|d"), ctx.sample(first, d_prime, "M1|d_prime")
-    p2, q2 = ctx.sample(second, d, "M2|d"), ctx.sample(second, d_prime, "M2|d_prime")
-    parts = [ctx.measure(p1, q1, "M1", level, laws=_laws(first, (d, d_prime))),
-             ctx.measure(p2, q2, "M2", level, laws=_laws(second, (d, d_prime)))]
+    (p1, q1), (p2, q2), parts = _two_parts(ctx, first, second, (d, d_prime), level)
     broken = _sum_class_broken(spec)
     if spec.adaptive:
         reference = np.zeros_like(np.asarray(d, dtype=float))
@@ -373,10 +380,7 @@ def _convexity(ctx: _Context) -> dict[str, Any]:
     first, second = (m.build() for m in spec.mechanisms)
     d, d_prime = _pair(spec, first)
     level = ctx.level(3)
-    p1, q1 = ctx.sample(first, d, "M1|d"), ctx.sample(first, d_prime, "M1|d_prime")
-    p2, q2 = ctx.sample(second, d, "M2|d"), ctx.sample(second, d_prime, "M2|d_prime")
-    parts = [ctx.measure(p1, q1, "M1", level, laws=_laws(first, (d, d_prime))),
-             ctx.measure(p2, q2, "M2", level, laws=_laws(second, (d, d_prime)))]
+    (p1, q1), (p2, q2), parts = _two_parts(ctx, first, second, (d, d_prime), level)
     mixed = ctx.measure(mixture(p1, p2, spec.weight, ctx.rng("coin|d")),
                         mixture(q1, q2, spec.weight, ctx.rng("coin|d_prime")), f"mixture (lambda = {spec.weight:g})", level)
     return _finish(ctx, level, parts, [mixed], theorem_bound("convexity", [m.upper() for m in parts]), None)

@@ -637,7 +637,11 @@ def _dense_grid(renyi: pd.DataFrame) -> np.ndarray:
 
 def _finish(fig, ax, path: pathlib.Path, renyi: pd.DataFrame) -> pathlib.Path:
     # The Table 1 bound blows up as alpha -> 1: scale the axis to the exact values and Renyi DP.
-    top = float(renyi.loc[renyi["kind"] != "upper bound", "value"].max())
+    return _save(fig, ax, path, top=float(renyi.loc[renyi["kind"] != "upper bound", "value"].max()))
+
+
+def _save(fig, ax, path: pathlib.Path, top: float) -> pathlib.Path:
+    """Scale the y axis to 1.3 * ``top``, add legend and grid, write the PNG and close the figure."""
     ax.set_ylim(0.0, 1.3 * top)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
@@ -889,10 +893,4 @@ def _plot_dimensional(table: pd.DataFrame, mechanism, path: pathlib.Path) -> pat
     ax.set_title(f"{mechanism.name}: (lin, Renyi) against CBDP's d-dim bounds")
     ax.set_xlabel(r"$\alpha$")
     ax.set_ylabel("Renyi divergence")
-    ax.set_ylim(bottom=0.0, top=1.3 * float(table["Renyi DP"].max()))
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, path, top=float(table["Renyi DP"].max()))
