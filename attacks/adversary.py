@@ -20,14 +20,17 @@ g(x) = phi(x) . coef_ + intercept_ (docs/theory.md section 3 and 4):
   hold 99.9% of their variance (a linear map of the features, so the class
   is unchanged up to numerically degenerate directions; it makes the convex
   fits well conditioned and stops them chasing noise);
-* ``mlp``: phi = the output (logit) of a one-hidden-layer ReLU network trained
-  by :class:`sklearn.neural_network.MLPClassifier` to tell P from Q. The
-  logit of a cross-entropy fit estimates log dP/dQ, the optimal KL witness;
-  the variational objective is then optimised over the affine map a g + b,
-  and an affine map of an mlp output is again an mlp (same hidden layer, new
-  output weights), so the witness stays in the class. Training the whole
-  network on the variational objective itself would need a custom optimiser
-  for a gain that the affine refit mostly recovers;
+* ``mlp``: phi = the output of a one-hidden-layer ReLU network of ``width``
+  units (:mod:`attacks.mlp`).  For ``kl`` and ``renyi`` the network is
+  trained on the divergence's own objective (Donsker-Varadhan, scale-optimised
+  Renyi) by full-batch L-BFGS, starting from the logit of a
+  :class:`sklearn.neural_network.MLPClassifier` (and from units with knots
+  spread over the data, whichever does better), stopped early on 20% of the
+  training rows; for ``ipm`` and ``dp`` it is the classifier's logit, which
+  estimates log dP/dQ, the Neyman-Pearson score.  The fit below then takes
+  an affine map a u + b of that output, again a network of the class (same
+  hidden layer, new output weights), and applies the same scale safeguards
+  as for every class;
 * ``treeK``: phi = the one-hot cell of a depth-K
   :class:`sklearn.tree.DecisionTreeClassifier`; the witness is the
   closed-form optimum per cell (histogram divergence, docs/theory.md section 4);
@@ -198,7 +201,9 @@ class Adversary(BaseEstimator):
         Number of hidden ReLU units (``mlp``).
     ridge : float, default=1e-3
         Ridge penalty ridge |a|^2 / 2 on the coefficients of the standardised
-        features in the KL and Renyi fits (see the module docstring).
+        features in the KL and Renyi fits (see the module docstring); for
+        ``mlp`` also on the output weights of the network's training
+        (:func:`attacks.mlp.train_network`).
     dp_eval_size : int, optional
         Held-out samples per law on which the witness will be scored: the
         ``dp`` attack set and the ``kl`` / ``renyi`` scale are chosen for the
@@ -210,8 +215,9 @@ class Adversary(BaseEstimator):
         samples; the attack set is chosen by the paired bound, whose variance
         counts only the pairs on which S separates the two outputs.
     random_state : int, RandomState or None
-        Seeds the kernel features, the network, the tree and the subsample of
-        the median heuristic.
+        Seeds the kernel features, the network (its classifier, validation
+        rows and spread start), the tree and the subsample of the median
+        heuristic.
 
     Attributes
     ----------

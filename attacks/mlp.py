@@ -2,10 +2,12 @@
 
 A network of width m on inputs x in R^d is
 
-    u(x) = v . relu(W x + c) + b,
+    u(x) = v . relu(U x + c) + b,
 
 one hidden layer of ReLU units and an affine output node (docs/theory.md
-section 3).  :func:`train_network` fits (W, c, v) to maximise the same
+section 3), written with unit directions |u_j| = 1: relu(t z) = t relu(z)
+for t > 0 moves any unit's norm into v, so the class is the same
+(:func:`unit_network`).  :func:`train_network` fits (U, c, v) to maximise the
 objective that scores the witness (:func:`attacks.adversary.witness_objective`):
 
 * ``kl``: the Donsker-Varadhan objective E_P u - log E_Q exp(u) (CBDP
@@ -13,17 +15,21 @@ objective that scores the witness (:func:`attacks.adversary.witness_objective`):
   training sample is 1;
 * ``renyi``: -log E_Q |u|^beta subject to E_P u = 1, beta = alpha / (alpha - 1),
   the scale-optimised Renyi form (docs/theory.md section 4); the constraint
-  fixes b = 1 - v . E_P relu(W x + c), so no flat direction is left.
+  fixes b = 1 - v . mean_P relu(U x + c).
 
-Both are minimised as ``loss = -objective + ridge (|W|^2 + |v|^2) / 2`` by
-full-batch L-BFGS with the analytic gradient (:func:`network_loss`), in two
-phases from the starting network: the output weights v alone (a convex
-problem for a fixed hidden layer, the best witness among linear maps of those
-units), then all weights.  Each phase stops early on a validation split:
-the parameters kept are those with the best objective on the validation
-samples (the starting ones included), so the network is never worse there
-than where it started, and L-BFGS stops after :data:`PATIENCE` iterations
-without a better validation objective.
+Both are minimised as ``loss = -objective + ridge |v|^2 / 2`` by full-batch
+L-BFGS with the analytic gradient (:func:`network_loss`).  With unit
+directions the witness's scale is |v|, so the penalty grows with its square
+while the objective of separable samples grows at most linearly: the
+penalised optimum is finite (a ridge on both layers would grow only linearly,
+as |U_j| |v_j|, and let the weights diverge).  Training runs in two phases:
+the output weights v of each starting network (e.g. a classifier's hidden
+layer, :func:`spread_network`) for its fixed hidden layer (a convex problem:
+the best witness among linear maps of those units), then all weights of the
+better start.  Each phase stops early on a validation sample: the parameters
+kept are those with the best objective there (the starting ones included),
+and L-BFGS stops after :data:`PATIENCE` iterations without a better one or
+:data:`MAX_ITERATIONS` in all.
 """
 
 from __future__ import annotations
