@@ -43,6 +43,8 @@ from scipy.special import logsumexp, softmax
 from attacks.divergences import conjugate_exponent, donsker_varadhan, renyi_scale_optimized
 
 OBJECTIVES = ("kl", "renyi")
+# The law (0: P, 1: Q) whose training sample fixes the output bias b (:func:`output_bias`).
+NORMALISED_ON = {"kl": 1, "renyi": 0}
 # L-BFGS stops after this many iterations without a better validation objective.
 PATIENCE = 20
 # At most this many L-BFGS iterations per phase.
@@ -104,7 +106,7 @@ def output_loss(v: np.ndarray, h_p: np.ndarray, h_q: np.ndarray, divergence: str
         u_q = h_q @ v
         loss = float(logsumexp(u_q) - np.log(u_q.size) - np.mean(h_p @ v))
         return loss, np.concatenate([np.full(n_p, -1.0 / n_p), softmax(u_q)])
-    u_q = (h_q - h_p.mean(axis=0)) @ v + 1.0
+    u_q = h_q @ v - np.mean(h_p @ v) + 1.0
     log_power = beta * np.log(np.abs(u_q) + np.finfo(float).tiny)
     loss = float(logsumexp(log_power) - np.log(u_q.size))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -136,7 +138,8 @@ def network_loss(theta: np.ndarray, X_p: np.ndarray, X_q: np.ndarray, width: int
     gradient : ndarray like theta
         :func:`output_loss`'s per-sample derivatives r backpropagated:
         d/dv = h' r, d/dz = r v' * (z > 0) with z = X U + c, U the unit
-        columns, and d/dW its projection orthogonal to each column, over |w_j|.
+        columns, d/dc and d/dU its sums over the samples (times x), and
+        d/dW the projection of d/dU orthogonal to each column, over |w_j|.
     """
     W, c, v = unpack(theta, X_p.shape[1], width)
     U, norms = unit_columns(W)
@@ -146,11 +149,11 @@ def network_loss(theta: np.ndarray, X_p: np.ndarray, X_q: np.ndarray, width: int
     np.maximum(h, 0.0, out=h)
     n_p = X_p.shape[0]
     loss, r = output_loss(v, h[:n_p], h[n_p:], divergence, beta)
-    dz = np.outer(r, v)
-    dz *= h > 0
-    grad_U = X.T @ dz
+    # d/dz_ij = r_i v_j [z_ij > 0]: sums over i of it (times 1 and x_i) are one product with the mask
+    sums = (h > 0).T.astype(float) @ np.column_stack([r, r[:, None] * X])
+    grad_c, grad_U = v * sums[:, 0], (v[:, None] * sums[:, 1:]).T
     grad_W = (grad_U - U * np.sum(U * grad_U, axis=0)) / norms
-    return loss + 0.5 * ridge * v @ v, pack(grad_W, dz.sum(axis=0), h.T @ r + ridge * v)
+    return loss + 0.5 * ridge * v @ v, pack(grad_W, grad_c, h.T @ r + ridge * v)
 
 
 def unit_columns(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -192,12 +195,15 @@ def spread_network(X: np.ndarray, width: int, random_state: np.random.RandomStat
     return Network(directions, -knots, np.zeros(width), 0.0)
 
 
-def output_bias(v: np.ndarray, h_p: np.ndarray, h_q: np.ndarray, divergence: str) -> float:
-    """b of the objective's normalisation on hidden units h: mean_Q exp(u) = 1 (``kl``), mean_P u = 1 (``renyi``)."""
+def output_bias(v: np.ndarray, hidden: np.ndarray, divergence: str) -> float:
+    """b of the objective's normalisation from the hidden units on one training sample (:data:`NORMALISED_ON`).
+
+    ``kl``: mean_Q exp(u) = 1 on Q's sample; ``renyi``: mean_P u = 1 on P's.
+    """
     if divergence == "kl":
-        u_q = h_q @ v
-        return float(np.log(u_q.size) - logsumexp(u_q))
-    return float(1.0 - np.mean(h_p @ v))
+        u = hidden @ v
+        return float(np.log(u.size) - logsumexp(u))
+    return float(1.0 - np.mean(hidden @ v))
 
 
 def train_network(starts: list[Network], train: tuple[np.ndarray, np.ndarray],
@@ -252,12 +258,14 @@ def _fit_output_weights(start: Network, train, validation, divergence: str, alph
     hidden_train = start.hidden(train[0]), start.hidden(train[1])
     hidden_validation = start.hidden(validation[0]), start.hidden(validation[1])
 
+    stacked = np.vstack(hidden_train)
+
     def loss(v):
         value, r = output_loss(v, *hidden_train, divergence, beta)
-        return value + 0.5 * ridge * v @ v, np.vstack(hidden_train).T @ r + ridge * v
+        return value + 0.5 * ridge * v @ v, stacked.T @ r + ridge * v
 
     def score(v):
-        b = output_bias(v, *hidden_train, divergence)
+        b = output_bias(v, hidden_train[NORMALISED_ON[divergence]], divergence)
         return _objective(hidden_validation[0] @ v + b, hidden_validation[1] @ v + b, divergence, alpha)
 
     v = _early_stopped_lbfgs(start.output_weights, loss, score)
@@ -266,7 +274,7 @@ def _fit_output_weights(start: Network, train, validation, divergence: str, alph
 
 def _normalised(network: Network, train, divergence: str) -> Network:
     """The network with b normalised on the training samples (:func:`output_bias`)."""
-    b = output_bias(network.output_weights, network.hidden(train[0]), network.hidden(train[1]), divergence)
+    b = output_bias(network.output_weights, network.hidden(train[NORMALISED_ON[divergence]]), divergence)
     return Network(network.hidden_weights, network.hidden_bias, network.output_weights, b)
 
 

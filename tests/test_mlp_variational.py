@@ -58,7 +58,7 @@ def test_training_never_loses_to_its_start_on_validation(divergence, alpha):
     start = mlp.Network(start.hidden_weights, start.hidden_bias, np.linspace(-1.0, 1.0, 8), 0.0)
 
     def validation_objective(network):
-        b = mlp.output_bias(network.output_weights, network.hidden(train[0]), network.hidden(train[1]), divergence)
+        b = mlp.output_bias(network.output_weights, network.hidden(train[mlp.NORMALISED_ON[divergence]]), divergence)
         v = network.output_weights
         u_p, u_q = network.hidden(validation[0]) @ v + b, network.hidden(validation[1]) @ v + b
         return donsker_varadhan(u_p, u_q) if divergence == "kl" else renyi_scale_optimized(u_p, u_q, alpha)
