@@ -257,7 +257,6 @@ def _fit_output_weights(start: Network, train, validation, divergence: str, alph
     """The start with its output weights fitted for its fixed hidden layer (convex), and its validation objective."""
     hidden_train = start.hidden(train[0]), start.hidden(train[1])
     hidden_validation = start.hidden(validation[0]), start.hidden(validation[1])
-
     stacked = np.vstack(hidden_train)
 
     def loss(v):
@@ -285,7 +284,10 @@ def _validation_objective(network: Network, train, validation, divergence: str, 
 
 
 def _objective(u_p: np.ndarray, u_q: np.ndarray, divergence: str, alpha: float | None) -> float:
-    """Donsker-Varadhan or scale-optimised Renyi objective of witness values; -inf for a non-finite one."""
+    """Donsker-Varadhan or scale-optimised Renyi objective of witness values; -inf for a non-finite one.
+
+    An infinite validation objective (a witness 0 on every validation sample of Q) is never kept as the best.
+    """
     value = donsker_varadhan(u_p, u_q) if divergence == "kl" else renyi_scale_optimized(u_p, u_q, alpha)
     return value if np.isfinite(value) else -np.inf
 
