@@ -20,14 +20,17 @@ g(x) = phi(x) . coef_ + intercept_ (docs/theory.md section 3 and 4):
   hold 99.9% of their variance (a linear map of the features, so the class
   is unchanged up to numerically degenerate directions; it makes the convex
   fits well conditioned and stops them chasing noise);
-* ``mlp``: phi = the output (logit) of a one-hidden-layer ReLU network trained
-  by :class:`sklearn.neural_network.MLPClassifier` to tell P from Q. The
-  logit of a cross-entropy fit estimates log dP/dQ, the optimal KL witness;
-  the variational objective is then optimised over the affine map a g + b,
-  and an affine map of an mlp output is again an mlp (same hidden layer, new
-  output weights), so the witness stays in the class. Training the whole
-  network on the variational objective itself would need a custom optimiser
-  for a gain that the affine refit mostly recovers;
+* ``mlp``: phi = the output of a one-hidden-layer ReLU network of ``width``
+  units (:mod:`attacks.mlp`).  For ``kl`` and ``renyi`` the network is
+  trained on the divergence's own objective (Donsker-Varadhan, scale-optimised
+  Renyi) by full-batch L-BFGS, starting from the logit of a
+  :class:`sklearn.neural_network.MLPClassifier` (and from units with knots
+  spread over the data, whichever does better), stopped early on 20% of the
+  training rows; for ``ipm`` and ``dp`` it is the classifier's logit, which
+  estimates log dP/dQ, the Neyman-Pearson score.  The fit below then takes
+  an affine map a u + b of that output, again a network of the class (same
+  hidden layer, new output weights), and applies the same scale safeguards
+  as for every class;
 * ``treeK``: phi = the one-hot cell of a depth-K
   :class:`sklearn.tree.DecisionTreeClassifier`; the witness is the
   closed-form optimum per cell (histogram divergence, docs/theory.md section 4);
@@ -114,6 +117,8 @@ honesty.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import null_space, solve
@@ -130,7 +135,7 @@ from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from attacks import paired_ratio
+from attacks import mlp, paired_ratio
 from attacks.binomial_ratio import projected_lower_bound, smoothed_log_ratio
 from attacks.classes import FunctionClass, parse_function_class
 from attacks.divergences import (
@@ -166,6 +171,10 @@ _KERNEL_VARIANCE = 0.999
 _DP_SELECTION_LEVEL = 0.95
 # At most this many candidate thresholds per side for the DP attack set.
 _DP_CANDIDATES = 1000
+# Share of each law's training rows on which the mlp network's training stops early.
+_MLP_VALIDATION_FRACTION = 0.2
+# The mlp's classifier stops early on 10% of its rows, which must hold both laws: from 20 rows on.
+_CLASSIFIER_MIN_ROWS = 20
 
 
 class Adversary(BaseEstimator):
@@ -192,7 +201,9 @@ class Adversary(BaseEstimator):
         Number of hidden ReLU units (``mlp``).
     ridge : float, default=1e-3
         Ridge penalty ridge |a|^2 / 2 on the coefficients of the standardised
-        features in the KL and Renyi fits (see the module docstring).
+        features in the KL and Renyi fits (see the module docstring); for
+        ``mlp`` also on the output weights of the network's training
+        (:func:`attacks.mlp.train_network`).
     dp_eval_size : int, optional
         Held-out samples per law on which the witness will be scored: the
         ``dp`` attack set and the ``kl`` / ``renyi`` scale are chosen for the
@@ -204,8 +215,9 @@ class Adversary(BaseEstimator):
         samples; the attack set is chosen by the paired bound, whose variance
         counts only the pairs on which S separates the two outputs.
     random_state : int, RandomState or None
-        Seeds the kernel features, the network, the tree and the subsample of
-        the median heuristic.
+        Seeds the kernel features, the network (its classifier, validation
+        rows and spread start), the tree and the subsample of the median
+        heuristic.
 
     Attributes
     ----------
@@ -409,7 +421,9 @@ class Adversary(BaseEstimator):
             return make_pipeline(common, sampler,
                                  PCA(n_components=_KERNEL_VARIANCE, whiten=True, svd_solver="covariance_eigh"))
         if kind == "mlp":
-            return make_pipeline(common, StandardScaler(), _NetworkLogit(self.width, seed), StandardScaler())
+            return make_pipeline(common, StandardScaler(),
+                                 _NetworkWitness(self.width, self.divergence, self.alpha, self.ridge, seed),
+                                 StandardScaler())
         if kind == "tree":
             return make_pipeline(common, _TreeCells(degree, seed))
         if kind == "atoms":  # exact values and bit patterns: no rescaling before these two
@@ -687,27 +701,78 @@ class _CommonScale(TransformerMixin, BaseEstimator):
         return X / self.scale_ - self.center_ / self.scale_
 
 
-class _NetworkLogit(TransformerMixin, BaseEstimator):
-    """Feature map of the mlp class: the logit log P(x)/Q(x) of a fitted one-hidden-layer ReLU net."""
+class _NetworkWitness(TransformerMixin, BaseEstimator):
+    """Feature map of the mlp class: the output of a one-hidden-layer ReLU network (:mod:`attacks.mlp`).
 
-    def __init__(self, width: int = 32, random_state: int | None = None):
+    The network starts as the logit log P(x)/Q(x) of a
+    :class:`sklearn.neural_network.MLPClassifier` (the Neyman-Pearson score,
+    kept as it is for ``ipm`` and ``dp``).  For ``kl`` and ``renyi`` the
+    classifier is fitted on 80% of the training rows of each law and the
+    network is then trained on the divergence's own objective
+    (:func:`attacks.mlp.train_network`), stopped early on the other 20%
+    (the training rows themselves when a law has fewer than 5).
+    """
+
+    def __init__(self, width: int = 32, divergence: str = "kl", alpha: float | None = None, ridge: float = 1e-3,
+                 random_state: int | None = None):
         self.width = width
+        self.divergence = divergence
+        self.alpha = alpha
+        self.ridge = ridge
         self.random_state = random_state
 
     def fit(self, X, y):
-        self.network_ = MLPClassifier(
-            hidden_layer_sizes=(self.width,),
-            early_stopping=True,
-            max_iter=100,
-            batch_size=min(512, X.shape[0]),
-            random_state=self.random_state,
-        ).fit(X, y)
+        if self.divergence not in mlp.OBJECTIVES:
+            self.network_ = _classifier_logit(X, y, self.width, self.random_state)
+            return self
+        random_state = check_random_state(self.random_state)
+        train, validation = _validation_split(y, random_state)
+        start = _classifier_logit(X[train], y[train], self.width, self.random_state)
+        if self.divergence == "renyi":  # u = 1 + (alpha - 1) (logit - mean_P logit): (dP/dQ)^(alpha - 1) to first order
+            start = replace(start, output_weights=(self.alpha - 1.0) * start.output_weights)
+        starts = [start, mlp.spread_network(X[train], self.width, random_state)]
+        self.network_ = mlp.train_network(
+            starts, _by_law(X[train], y[train]), _by_law(X[validation], y[validation]),
+            self.divergence, self.alpha, self.ridge,
+        )
         return self
 
     def transform(self, X):
-        hidden = np.maximum(X @ self.network_.coefs_[0] + self.network_.intercepts_[0], 0.0)
-        # The network's output is the logit of Q (label 1): negate it for log P/Q.
-        return -(hidden @ self.network_.coefs_[1] + self.network_.intercepts_[1])
+        return self.network_(X)[:, None]
+
+
+def _classifier_logit(X: np.ndarray, y: np.ndarray, width: int, random_state: int | None) -> mlp.Network:
+    """The logit log P(x)/Q(x) of an MLPClassifier with ``width`` hidden ReLU units fitted to tell P (0) from Q (1)."""
+    network = MLPClassifier(
+        hidden_layer_sizes=(width,),
+        early_stopping=X.shape[0] >= _CLASSIFIER_MIN_ROWS,
+        max_iter=100,
+        batch_size=min(512, X.shape[0]),
+        random_state=random_state,
+    ).fit(X, y)
+    # The network's output is the logit of Q (label 1): negate it for log P/Q.
+    return mlp.unit_network(network.coefs_[0], network.intercepts_[0], -network.coefs_[1][:, 0],
+                            -float(network.intercepts_[1][0]))
+
+
+def _validation_split(y: np.ndarray, random_state: np.random.RandomState) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices (train, validation): a random 20% of each law's rows to stop on (none below 5 rows: all in both)."""
+    train, validation = [], []
+    for label in (0, 1):
+        rows = random_state.permutation(np.flatnonzero(y == label))
+        n_validation = int(_MLP_VALIDATION_FRACTION * rows.size)
+        if n_validation == 0:
+            train.append(rows)
+            validation.append(rows)
+        else:
+            train.append(rows[n_validation:])
+            validation.append(rows[:n_validation])
+    return np.concatenate(train), np.concatenate(validation)
+
+
+def _by_law(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rows of P, rows of Q)."""
+    return X[y == 0], X[y == 1]
 
 
 class _TreeCells(TransformerMixin, BaseEstimator):
