@@ -35,6 +35,7 @@ from scipy import stats
 
 from attacks.estimate import estimate_divergence
 from audit.mechanisms.base import sample_coupled
+from audit.on_average import average_over_pairs
 
 
 @dataclass(frozen=True)
@@ -58,16 +59,15 @@ class AverageEstimate:
 
     @property
     def standard_error(self) -> float:
-        return float(np.std(self.values, ddof=1) / np.sqrt(self.values.size))
+        return average_over_pairs(self.values).std_error
 
     @property
     def n(self) -> int:
         return int(self.values.size)
 
     def confidence_interval(self, confidence: float = 0.95) -> tuple[float, float]:
-        """Two-sided Student-t interval mean +- t_{(1+confidence)/2, n-1} SE."""
-        half = stats.t.ppf((1 + confidence) / 2, self.n - 1) * self.standard_error
-        return self.mean - half, self.mean + half
+        """Two-sided Student-t interval mean +- t_{(1+confidence)/2, n-1} SE (:func:`audit.on_average.average_over_pairs`)."""
+        return average_over_pairs(self.values).confidence_interval(confidence)
 
 
 def difference_interval(
