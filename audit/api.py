@@ -22,14 +22,12 @@ import pandas as pd
 from audit.config import AuditConfig, ConfigError, load_config
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.provenance import describe_audit, pair_records
-from audit.runner import one_line, run_tasks, task_seed
+from audit.plan import task_seed
+from audit.runner import run_tasks
+from audit.sampling import one_line
+from audit.schema import TABLE_COLUMNS
 from audit.verdicts import assign_verdicts, exit_code, summarize_claims
 
-ROW_COLUMNS = (
-    "pair", "direction", "function_class", "divergence", "alpha", "estimate", "ci_low", "ci_high",
-    "n_samples", "claim", "claim_class", "refutes_claim", "theory_bound", "exact", "verdict", "note",
-    "p_adjusted", "detectable_excess", "task", "error", "resumed",
-)
 FAILED = "error"
 """The ``verdict`` of results.json when the audit could not reach one (:class:`AuditError`)."""
 
@@ -164,7 +162,7 @@ def run_audit(
         stage = "the verdicts"
         rows = claim_rows(audit_config, records.values())
         verdict = assign_verdicts(rows, evidence, audit_config.attacks.confidence)
-        table = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+        table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
         # The binned held-out scores behind each row: the report's ROC curves and witness histograms.
         table["held_out_scores"] = [getattr(evidence.get(task), "details", {}).get("scores") for task in table["task"]]
         result = AuditResult(
@@ -254,7 +252,7 @@ def write_failure(
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        columns = list(ROW_COLUMNS) if rows and "claim" in rows[0] else None
+        columns = list(TABLE_COLUMNS) if rows and "claim" in rows[0] else None
         pd.DataFrame(list(rows), columns=columns).to_csv(out / "results.csv", index=False)
         document = {"verdict": FAILED, "error": reason, "seed": seed, "seconds": seconds, "config": config,
                     "rows": [{key: _json_number(value) for key, value in row.items()} for row in rows]}
