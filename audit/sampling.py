@@ -167,12 +167,10 @@ class _PairDraw:
             self.error, self.planned = self.error or result, 0
             self.todo.clear()
             return
-        if chunk.mode != "d_prime":
-            self.planned -= 1
         if chunk.mode == "d_prime":
             self.redrawn[chunk.index] = result.d_prime
         else:
-            self.drawn[chunk.index] = result
+            self.drawn[chunk.index], self.planned = result, self.planned - 1
         if not self.todo and self.running == 0 and not self.redrawn:
             refused = [k for k, part in self.drawn.items() if not part.coupled]
             paired = [k for k, part in self.drawn.items() if part.coupled]
@@ -259,7 +257,7 @@ class ChunkSampler:
         if not self.running:
             return
         deadline = min(started + self.timeout for *_, started in self.running.values())
-        wait = max(0.0, deadline - time.monotonic()) if block else 0.0
+        wait = max(0.0, deadline - time.monotonic()) if block else 0.0  # block: until a chunk ends or a deadline
         ready = multiprocessing.connection.wait(list(self.running), timeout=wait)
         for receiver, (draws, chunk, child, started) in list(self.running.items()):
             if receiver in ready:
