@@ -21,9 +21,10 @@ OpenDP and PyDP adapters draw from the operating system) leave both states
 untouched: their pairs are independent, for which the paired intervals are
 still valid.
 
-Isolation: on Linux every chunk is drawn in a forked child process
-(:class:`ChunkSampler`), up to one per worker at once, each within
-``[run] sample_timeout`` seconds, so a mechanism that raises, calls
+Isolation: on Linux the chunks are drawn in forked child processes
+(:class:`ChunkSampler`), up to one per worker at once, each child drawing a
+batch of one pair's chunks (a pair's chunks split evenly over the workers, so
+that forks stay few) and each chunk within ``[run] sample_timeout`` seconds, so a mechanism that raises, calls
 ``sys.exit``, kills its process or hangs costs its pair's rows (error rows
 naming the cause), not the audit.  The children are forked, so the mechanism
 is never pickled and a user module imported by the config is already there.
@@ -148,7 +149,7 @@ class _PairDraw:
         self.drawn: dict[int, PairSamples] = {}
         self.redrawn: dict[int, np.ndarray] = {}
         self.running = 0
-        self.planned = len(self.todo)
+        self.planned = self.chunks = len(self.todo)
         """Chunks of the plan (not redraws) still to finish; all of them once the pair failed."""
         self.error: str | None = None
 
@@ -159,6 +160,10 @@ class _PairDraw:
     def next_chunk(self) -> Chunk:
         self.running += 1
         return self.todo.popleft()
+
+    def next_batch(self, size: int) -> list[Chunk]:
+        """Up to ``size`` chunks to draw one after the other in one child."""
+        return [self.next_chunk() for _ in range(min(size, len(self.todo)))]
 
     def add(self, chunk: Chunk, result: PairSamples | str) -> None:
         """Record a finished chunk; once all are in, queue the d' redraws of a pair whose coupling was refused."""
@@ -203,7 +208,8 @@ def one_line(error: BaseException, limit: int = 400) -> str:
 class ChunkSampler:
     """Draw the pairs' chunks in forked children, up to ``workers`` at once; iterate over the sampled pairs.
 
-    Iterating yields ``(pair, PairSamples or error message)`` as pairs are
+    Each child draws a batch of ceil(chunks per pair / workers) chunks of one
+    pair and sends them one by one.  Iterating yields ``(pair, PairSamples or error message)`` as pairs are
     complete (their order may vary; their samples do not).  A chunk that runs
     longer than ``timeout`` seconds is killed and its pair gets a message
     naming ``run.sample_timeout``; one whose child dies without answering
@@ -236,7 +242,8 @@ class ChunkSampler:
         self.workers = max(workers, 1)
         self.waiting = collections.deque(pairs)
         self.active: dict[str, _PairDraw] = {}
-        self.running: dict[Any, tuple[_PairDraw, Chunk, tuple[Any, Any], float]] = {}
+        self.running: dict[Any, tuple[_PairDraw, list[Chunk], tuple[Any, Any], float]] = {}
+        """Pipe -> (pair, the child's chunks not yet received, child, when its current chunk started)."""
         self.sampled: collections.deque = collections.deque()
 
     def __iter__(self) -> Iterator[tuple[NeighbourPair, PairSamples | str]]:
@@ -259,20 +266,25 @@ class ChunkSampler:
         deadline = min(started + self.timeout for *_, started in self.running.values())
         wait = max(0.0, deadline - time.monotonic()) if block else 0.0  # block: until a chunk ends or a deadline
         ready = multiprocessing.connection.wait(list(self.running), timeout=wait)
-        for receiver, (draws, chunk, child, started) in list(self.running.items()):
+        for receiver, (draws, batch, child, started) in list(self.running.items()):
             if receiver in ready:
                 result = _receive(child, draws.pair)
             elif time.monotonic() >= started + self.timeout:
                 result = (
                     f"sampling pair {draws.pair.name} took longer than run.sample_timeout = {self.timeout:g} s "
-                    f"(for a chunk of {chunk.size} outputs per dataset) and was stopped; raise "
+                    f"(for a chunk of {batch[0].size} outputs per dataset) and was stopped; raise "
                     "run.sample_timeout if the mechanism is merely slow"
                 )
             else:
                 continue
-            if receiver in self.running:  # else stopped meanwhile with its pair's other chunks
+            if receiver not in self.running:  # stopped meanwhile with its pair's other chunks
+                continue
+            chunk = batch.pop(0)
+            if batch and not isinstance(result, str):  # the child goes on with its next chunk
+                self.running[receiver] = (draws, batch, child, time.monotonic())
+            else:
                 self._stop(receiver)
-                self._finish_chunk(draws, chunk, result)
+            self._finish_chunk(draws, chunk, result)
         self._fill()
 
     def close(self) -> None:
@@ -292,10 +304,11 @@ class ChunkSampler:
         return None
 
     def _fill(self) -> None:
+        """Fork a child per free worker, each for a batch of a pair's chunks: a pair is spread over the workers."""
         while len(self.running) < self.workers and (draws := self._next()) is not None:
-            chunk = draws.next_chunk()
-            child = _spawn(self.draw, draws.pair, chunk)
-            self.running[child[0]] = (draws, chunk, child, time.monotonic())
+            batch = draws.next_batch(-(-draws.chunks // self.workers))
+            child = _spawn(self.draw, draws.pair, batch)
+            self.running[child[0]] = (draws, batch, child, time.monotonic())
 
     def _finish_chunk(self, draws: _PairDraw, chunk: Chunk, result: PairSamples | str) -> None:
         planned = draws.planned
@@ -317,11 +330,14 @@ class ChunkSampler:
         receiver.close()
 
 
-def _spawn(draw: Callable, pair: NeighbourPair, chunk: Chunk) -> tuple[Any, Any]:
-    """Fork a child that sends ``draw(pair, chunk)`` (or the message of what it raised) and exits."""
+def _spawn(draw: Callable, pair: NeighbourPair, batch: list[Chunk]) -> tuple[Any, Any]:
+    """Fork a child that sends ``draw(pair, chunk)`` for each chunk of the batch in turn, and exits.
+
+    It stops after the first error message (or the message of what ``draw`` raised).
+    """
     context = multiprocessing.get_context("fork")
     receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(sender, draw, pair, chunk))
+    process = context.Process(target=_child, args=(sender, draw, pair, batch))
     with warnings.catch_warnings():  # forking a process with threads: the child only runs the mechanism
         warnings.simplefilter("ignore", DeprecationWarning)
         process.start()
@@ -329,13 +345,16 @@ def _spawn(draw: Callable, pair: NeighbourPair, chunk: Chunk) -> tuple[Any, Any]
     return receiver, process
 
 
-def _child(sender: Any, draw: Callable, pair: NeighbourPair, chunk: Chunk) -> None:
+def _child(sender: Any, draw: Callable, pair: NeighbourPair, batch: list[Chunk]) -> None:
     try:
-        result = draw(pair, chunk)
-    except BaseException as error:  # noqa: BLE001 - whatever the audited code does is its pair's error
-        result = f"sampling pair {pair.name} failed: {one_line(error)}"
-    try:
-        sender.send(result)
+        for chunk in batch:
+            try:
+                result = draw(pair, chunk)
+            except BaseException as error:  # noqa: BLE001 - whatever the audited code does is its pair's error
+                result = f"sampling pair {pair.name} failed: {one_line(error)}"
+            sender.send(result)
+            if isinstance(result, str):
+                break
     finally:
         os._exit(0)  # skip the parent's atexit handlers and buffers, inherited by the fork
 
