@@ -91,7 +91,8 @@ the exact coverage of the ``ipm`` and ``dp`` bounds, by enumeration, in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
@@ -190,6 +191,25 @@ class DivergenceEstimate:
     delta: float = 0.0
     coupled: bool = False
     caveat: str | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        """The estimate as plain JSON numbers, without its fitted adversary.
+
+        Numpy scalars become Python numbers; ``inf`` and ``nan`` stay floats
+        (``json`` writes them as ``Infinity`` and ``NaN`` and reads them back).
+        Every field but ``adversary``; ``details`` keeps all its entries.
+        """
+        return {item.name: _plain(getattr(self, item.name)) for item in fields(self) if item.name != "adversary"}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> DivergenceEstimate:
+        """The estimate of :meth:`to_record`'s record, with ``adversary=None``.
+
+        Its ``lower_bound``, ``confidence_interval`` and ``p_value`` equal those
+        of the estimate the record was made from; a record without ``coupled``
+        reads as independent.
+        """
+        return cls(**record, adversary=None)
 
     def lower_bound(self, level: float = 0.95) -> float:
         """One-sided lower confidence bound on the estimand at confidence ``level``."""
@@ -528,3 +548,10 @@ def _check_level(level: float, name: str) -> float:
     if not (isinstance(level, (int, float)) and 0.0 < level < 1.0):
         raise ValueError(f"{name} must be a number in (0, 1). Found {level!r}.")
     return float(level)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with numpy scalars, also inside dicts, made Python numbers (for JSON)."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value.item() if isinstance(value, np.generic) else value

@@ -25,16 +25,13 @@ from audit.config import AuditConfig, ConfigError, load_config, user_import_path
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.on_average import aggregate_rows
 from audit.provenance import describe_audit, pair_records
-from audit.runner import one_line, run_tasks, task_seed
+from audit.plan import task_seed
+from audit.runner import run_tasks
+from audit.sampling import one_line
+from audit.schema import STAGED_COLUMNS, TABLE_COLUMNS
 from audit.theory_check import check_bounds
 from audit.verdicts import assign_verdicts, exit_code, summarize_claims
 
-ROW_COLUMNS = (
-    "pair", "direction", "function_class", "divergence", "alpha", "estimate", "ci_low", "ci_high",
-    "n_samples", "claim", "claim_class", "refutes_claim", "theory_bound", "exact", "verdict", "note",
-    "p_adjusted", "detectable_excess", "task", "error", "resumed",
-    "on_average", "pairs_averaged", "worst_case", "worst_case_low",
-)
 FAILED = "error"
 """The ``verdict`` of results.json when the audit could not reach one (:class:`AuditError`)."""
 
@@ -173,9 +170,9 @@ def run_audit(
     finished: dict[str, dict] = {}
     stage = "the tasks"
     try:
-        columns = list(ROW_COLUMNS)
+        columns = list(TABLE_COLUMNS)
         if audit_config.attacks.engine == "staged":  # one confirm statistic per claim (audit/staged_audit.py)
-            from audit.staged_audit import STAGED_COLUMNS, run_staged
+            from audit.staged_audit import run_staged
 
             if resume:
                 raise ValueError('resume: the staged engine keeps no tasks.jsonl to resume from; run again without it.')
@@ -286,7 +283,7 @@ def write_failure(
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        columns = list(ROW_COLUMNS) if rows and "claim" in rows[0] else None
+        columns = list(TABLE_COLUMNS) if rows and "claim" in rows[0] else None
         pd.DataFrame(list(rows), columns=columns).to_csv(out / "results.csv", index=False)
         document = {"verdict": FAILED, "error": reason, "seed": seed, "seconds": seconds, "config": config,
                     "rows": [{key: _json_number(value) for key, value in row.items()} for row in rows]}

@@ -45,7 +45,7 @@ Error control: the audit's error rate 1 - confidence is split evenly over
 the checks and, within a check, over its confidence bounds (Bonferroni), so
 a true theorem reads "contradicted" in at most 1 - confidence of audits
 where the parts' bounds are exact or valid upper bounds.  Samples come from
-seeds derived from the audit seed (:func:`audit.runner.task_seed`,
+seeds derived from the audit seed (:func:`audit.plan.task_seed`,
 ``"checks[i]|<role>"``), so the same config and seed give the same numbers.
 """
 
@@ -60,7 +60,8 @@ import numpy as np
 
 from audit import bounds
 from audit.config import MAPS, AuditConfig, CheckSpec
-from audit.runner import one_line, task_seed
+from audit.plan import task_seed
+from audit.sampling import one_line
 
 CHECK_VERDICTS = ("holds", "contradicted", "hypothesis broken", "inconclusive", "error")
 THEOREMS = {

@@ -142,7 +142,7 @@ def _message(error: BaseException) -> str:
     try:
         from audit.api import AuditError
         from audit.mechanisms import MechanismError
-        from audit.runner import one_line
+        from audit.sampling import one_line
     except Exception:  # a broken install: still one line
         return f"{type(error).__name__}: {text}"[:1000]
     if isinstance(error, (ValueError, AuditError, MechanismError)):

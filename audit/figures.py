@@ -94,7 +94,7 @@ def write_figures(table: pd.DataFrame, figure_dir: pathlib.Path, *, mechanism: s
     Parameters
     ----------
     table : pandas.DataFrame
-        Results rows (:data:`audit.report.ROW_COLUMNS`); an optional ``level``
+        Results rows (:data:`audit.schema.ROW_COLUMNS`); an optional ``level``
         column gives each row's interval level.
     figure_dir : Path
         Existing directory for the PNGs.

@@ -39,32 +39,12 @@ from audit.html_report import write_html_report
 from audit.summary import strongest_per_claim
 from audit.theory_check import failures
 
+from audit.schema import NUMERIC_COLUMNS, ROW_COLUMNS, STAGE_SIZE_COLUMNS, VERDICT_COLUMNS, column_order  # noqa: E402
 from audit.verdicts import POWER, summarize_claims  # noqa: E402
 
 SCHEMA_VERSION = "1.0"
 """Version of results.json's layout: the minor part grows with added fields, the major with changed ones."""
 
-ROW_COLUMNS = (
-    "pair",
-    "direction",
-    "function_class",
-    "divergence",
-    "alpha",
-    "estimate",
-    "ci_low",
-    "ci_high",
-    "n_samples",
-    "claim",
-    "claim_class",
-    "refutes_claim",
-    "theory_bound",
-    "exact",
-    "verdict",
-    "note",
-)
-NUMERIC_COLUMNS = ("alpha", "estimate", "ci_low", "ci_high", "n_samples", "claim", "theory_bound", "exact")
-OPTIONAL_NUMERIC_COLUMNS = ("p_adjusted", "detectable_excess")
-"""Filled by :func:`audit.verdicts.assign_verdicts`; tables of older versions lack them."""
 VERDICTS = ("pass", "violation", "inconclusive")
 ROW_VERDICTS = ("violation", "unbounded", "inconclusive", "pass", "info")
 _HEADLINES = {
@@ -140,7 +120,7 @@ def write_audit_report(
         raise ValueError(f"table lacks the results columns {missing}. Found columns {list(table.columns)!r}.")
     out_dir = pathlib.Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
-    table = table[_column_order(table.columns)].reset_index(drop=True)
+    table = table[column_order(table.columns)].reset_index(drop=True)
     records = table.to_dict(orient="records")
     meta = {
         "schema_version": SCHEMA_VERSION, "verdict": verdict, "seed": seed, "seconds": seconds,
@@ -186,8 +166,8 @@ def load_results(path: str | pathlib.Path) -> tuple[pd.DataFrame, dict[str, Any]
         path = path / "results.json"
     document = json.loads(path.read_text())
     rows = document.pop("rows")
-    table = pd.DataFrame(rows, columns=_column_order(pd.Index(rows[0].keys() if rows else ROW_COLUMNS)))
-    for column in NUMERIC_COLUMNS + tuple(c for c in OPTIONAL_NUMERIC_COLUMNS if c in table.columns):
+    table = pd.DataFrame(rows, columns=column_order(rows[0].keys() if rows else ROW_COLUMNS))
+    for column in NUMERIC_COLUMNS + tuple(c for c in VERDICT_COLUMNS if c in table.columns):
         table[column] = pd.to_numeric(table[column].replace({"inf": math.inf, "-inf": -math.inf}), errors="raise")
     return table, document
 
@@ -196,10 +176,6 @@ def _by_importance(table: pd.DataFrame) -> pd.DataFrame:
     """Rows in the order of :data:`ROW_VERDICTS` (violations first), stable within a verdict."""
     rank = table["verdict"].map({verdict: i for i, verdict in enumerate(ROW_VERDICTS)}).fillna(len(ROW_VERDICTS))
     return table.iloc[np.argsort(rank.to_numpy(), kind="stable")]
-
-
-def _column_order(columns: pd.Index) -> list[str]:
-    return list(ROW_COLUMNS) + [column for column in columns if column not in ROW_COLUMNS]
 
 
 def _json_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -333,10 +309,6 @@ def _theory_section(theory: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
 
 
-STAGED_FIELDS = ("n_screen", "n_train", "n_check", "n_confirm", "candidates", "finalists", "sets_pooled")
-"""The staged engine's row fields (:data:`audit.staged_audit.STAGED_COLUMNS`) shown in "Staged search"."""
-
-
 def _staged_section(table: pd.DataFrame) -> list[str]:
     """"Staged search": per claim, the outputs per dataset each stage used and the candidate that won."""
     if "n_confirm" not in table.columns:
@@ -348,7 +320,7 @@ def _staged_section(table: pd.DataFrame) -> list[str]:
         "claim": [_claim_label(r["divergence"], r["claim_class"], r["claim"], r["alpha"]) for _, r in rows.iterrows()],
         "winner (pair, direction, class)": [f"{r['pair']}, {r['direction']}, {r['function_class']}"
                                             for _, r in rows.iterrows()],
-        **{name: [str(int(value)) for value in rows[name]] for name in STAGED_FIELDS},
+        **{name: [str(int(value)) for value in rows[name]] for name in STAGE_SIZE_COLUMNS},
     })
     return [
         "## Staged search", "",

@@ -6,14 +6,14 @@ classes contained in the claim's class), trains the finalists, chooses one
 statistic on check samples and confirms it on a large fresh sample.  Each
 claim gets one result row, the winning candidate's, with the usual row
 schema (docs/results.md) plus the stage sizes and the search's counts
-(:data:`STAGED_COLUMNS`), so verdicts (Holm over the claims' few
+(:data:`audit.schema.STAGED_COLUMNS`), so verdicts (Holm over the claims' few
 statistics), report and summary read it as any other row.
 
 ``n_samples`` is the budget of one pair over all four stages: outputs per
 dataset, split by ``[attacks] stages`` (:meth:`attacks.staged.StageSizes.from_budget`);
 every pair is screened, only the finalists' pairs get the later stages.
 
-Samples are drawn by the runner's helper (:func:`audit.runner._draw`:
+Samples are drawn by the runner's helper (:func:`audit.sampling.draw_pair`:
 coupled when asked, with its fallback to independent samples), each
 (stage, chunk) of a pair from its own seed ``task_seed(seed, "staged|<stage>|<chunk>")``,
 so results depend on the config and seed only; the screen and train fits run
@@ -38,10 +38,11 @@ from tqdm import tqdm
 from attacks.staged import Draw, StagedResult, StageSizes, Target, staged_search
 from audit.config import AuditConfig
 from audit.neighbours import NeighbourPair
-from audit.runner import COUPLING_REFUSED, Task, _backend, _draw, _exact, _output_laws, _theory_bound, task_seed
+from audit.parallel import backend
+from audit.plan import Task, task_seed
+from audit.runner import _exact, _output_laws, _theory_bound
+from audit.sampling import COUPLING_REFUSED, draw_pair
 
-STAGED_COLUMNS = ("engine", "n_screen", "n_train", "n_check", "n_confirm", "candidates", "finalists", "sets_pooled")
-"""Result fields of a staged row, beyond the usual ones (docs/results.md)."""
 
 
 class SamplingError(RuntimeError):
@@ -52,11 +53,11 @@ def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coup
     """The sampling callable of :func:`attacks.staged.staged_search` over ``pairs``.
 
     ``sample(pair, n, stage, chunk)`` draws n outputs on pair ``pair``'s d and
-    d' with :func:`audit.runner._draw`, from the seed of ``"staged|<stage>|<chunk>"``.
+    d' with :func:`audit.sampling.draw_pair`, from the seed of ``"staged|<stage>|<chunk>"``.
     """
     def sample(pair: int, n: int, stage: str, chunk: int) -> Draw:
         key = int(task_seed(seed, f"staged|{stage}|{chunk}").generate_state(1)[0])
-        drawn = _draw(mechanism, pairs[pair], n, key, coupled)
+        drawn = draw_pair(mechanism, pairs[pair], n, key, coupled)
         if isinstance(drawn, str):
             raise SamplingError(drawn)
         return Draw(drawn.d, drawn.d_prime, drawn.coupled)
@@ -72,7 +73,7 @@ def run_staged(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     -------
     rows : list of dict
         One row per claim and order (:func:`audit.api.claim_rows` of the
-        winner's record, plus :data:`STAGED_COLUMNS`), and an error row per
+        winner's record, plus :data:`audit.schema.STAGED_COLUMNS`), and an error row per
         pair whose sampling failed.
     evidence : dict
         Task id -> the confirm statistic (None for error rows).
@@ -90,7 +91,7 @@ def run_staged(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
                                   config.attacks.class_params)
         name = f"staged|claim{index}"  # the rows' task ids: name|pair|direction|class|divergence|alpha|delta
         seed = int(task_seed(config.run.seed, f"{name}|{alpha}").generate_state(1)[0])
-        with _backend(config.run.backend, config.run.n_jobs):
+        with backend(config.run.backend, config.run.n_jobs):
             result = staged_search(sample, len(pairs), target, sizes, seed=seed, n_jobs=config.run.n_jobs)
         claim_records = _records(result, name, mechanism, pairs, config.attacks.coupled, time.perf_counter() - start)
         records.update((record["task"], record) for record in claim_records)
@@ -132,7 +133,7 @@ def _record(task: Task, name: str, error: str | None) -> dict:
 
 
 def _staged_fields(result: StagedResult) -> dict:
-    """The :data:`STAGED_COLUMNS` of a search's rows."""
+    """The :data:`audit.schema.STAGED_COLUMNS` of a search's rows."""
     sizes = result.sizes
     return dict(engine="staged", n_screen=sizes.screen, n_train=sizes.train, n_check=sizes.check,
                 n_confirm=sizes.confirm, candidates=result.screened, finalists=len(result.finalists),

@@ -36,7 +36,7 @@ def strongest_per_claim(table: pd.DataFrame) -> pd.DataFrame:
     Parameters
     ----------
     table : pandas.DataFrame
-        Results rows (:data:`audit.report.ROW_COLUMNS`).
+        Results rows (:data:`audit.schema.ROW_COLUMNS`).
 
     Returns
     -------

@@ -1,4 +1,4 @@
-"""Peak memory of audits against ``audit.runner.estimate_memory``.
+"""Peak memory of audits against ``audit.plan.estimate_memory``.
 
 Each config runs ``run_audit`` in a fresh Python process.  The peak is the
 largest resident set of the audit and its joblib (loky) workers together,
@@ -24,7 +24,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from audit.runner import estimate_memory  # noqa: E402
+from audit.plan import estimate_memory  # noqa: E402
 
 CHILD = """
 import json, resource, sys

@@ -20,7 +20,8 @@ from attacks import binomial_ratio, estimate_divergence, paired_ratio
 from audit import run_audit
 from audit.mechanisms import make_mechanism
 from audit.neighbours import make_pairs
-from audit.runner import COUPLING_REFUSED, _draw, task_seed
+from audit.plan import task_seed
+from audit.sampling import COUPLING_REFUSED, draw_pair
 
 
 def laplace_sum(dataset, n, rng):
@@ -208,7 +209,7 @@ def _laplace_pair():
 
 def test_draw_couples_rows_of_a_builtin():
     mechanism, pair = _laplace_pair()
-    samples = _draw(mechanism, pair, 500, seed=4, coupled=True)
+    samples = draw_pair(mechanism, pair, 500, seed=4, coupled=True)
     assert samples.coupled
     np.testing.assert_allclose(samples.d_prime - samples.d, 1.0, atol=1e-12)  # the same noise on every row
 
@@ -216,7 +217,7 @@ def test_draw_couples_rows_of_a_builtin():
 def test_draw_independent_is_unchanged():
     """coupled = false draws d and d' from the seeds named by the pair and the dataset, as before coupling existed."""
     mechanism, pair = _laplace_pair()
-    samples = _draw(mechanism, pair, 500, seed=4, coupled=False)
+    samples = draw_pair(mechanism, pair, 500, seed=4, coupled=False)
     expected = [mechanism.sample(x, 500, np.random.default_rng(task_seed(4, f"{pair.name}|{name}")))
                 for x, name in ((pair.d, "d"), (pair.d_prime, "d_prime"))]
     assert not samples.coupled

@@ -20,7 +20,7 @@ from audit.mechanisms import make_mechanism
 from audit.neighbours import make_pairs
 from audit.provenance import command_line, describe_audit, pair_records
 from audit.report import write_audit_report
-from audit.runner import task_seed
+from audit.plan import task_seed
 
 markdown_it = pytest.importorskip("markdown_it")
 

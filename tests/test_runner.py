@@ -15,15 +15,9 @@ import pytest
 from audit import bounds, run_audit
 from audit.config import load_config
 from attacks.estimate import estimate_divergence
-from audit.runner import (
-    PROCESS_BASELINE,
-    TASKS_FILE,
-    estimate_from_record,
-    estimate_memory,
-    estimate_to_record,
-    line_checksum,
-    plan_tasks,
-)
+from attacks.estimate import DivergenceEstimate
+from audit.plan import PROCESS_BASELINE, estimate_memory, plan_tasks
+from audit.store import TASKS_FILE, line_checksum
 
 PAIRS = [{"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}]
 
@@ -143,9 +137,9 @@ def test_estimate_record_round_trip_keeps_bounds_and_p_values(function_class, di
     samples_q = samples_p + shift if coupled else rng.normal(shift, 1, 400)
     estimate = estimate_divergence(samples_p, samples_q, function_class, divergence, random_state=0,
                                    coupled=coupled, **params)
-    record = estimate_to_record(estimate)
+    record = estimate.to_record()
     assert _json_plain(record)
-    rebuilt = estimate_from_record(json.loads(json.dumps(record)))
+    rebuilt = DivergenceEstimate.from_record(json.loads(json.dumps(record)))
     assert rebuilt.adversary is None
     assert not rebuilt.unbounded
     assert rebuilt.coupled is coupled and ("cells" in rebuilt.details) == (coupled and divergence == "dp")
@@ -166,9 +160,9 @@ def test_record_without_coupled_field_reads_as_independent():
     """tasks.jsonl lines written before coupled sampling existed resume as independent estimates."""
     rng = np.random.default_rng(4)
     estimate = estimate_divergence(rng.normal(0, 1, 400), rng.normal(1, 1, 400), "threshold", "dp", random_state=0)
-    record = estimate_to_record(estimate)
+    record = estimate.to_record()
     del record["coupled"]
-    rebuilt = estimate_from_record(record)
+    rebuilt = DivergenceEstimate.from_record(record)
     assert not rebuilt.coupled and rebuilt.lower_bound(0.95) == estimate.lower_bound(0.95)
 
 

@@ -1,0 +1,83 @@
+"""Where the attacks run: joblib backends (loky, threading, dask, ray), their clusters, results as they finish, progress.
+
+The attacks of a pair are joblib jobs; :func:`finished` yields their results
+as they finish so that each reaches ``tasks.jsonl`` and the progress bar at
+once.  Sampling does not go through joblib: it runs in forked children
+(:mod:`audit.sampling`), so the mechanism is never pickled.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import joblib
+from tqdm import tqdm
+
+
+def progress_bar(total: int, initial: int, enabled: bool) -> tqdm:
+    """The audit's bar on stderr: chunks sampled plus tasks attacked; off when not ``enabled`` (``--quiet``).
+
+    When stderr is not a terminal it redraws at most every 30 s, so CI logs are not flooded.
+    """
+    options = {} if sys.stderr.isatty() else {"mininterval": 30.0}
+    return tqdm(total=total, initial=initial, desc="audit", unit="step", file=sys.stderr, disable=not enabled,
+                **options)
+
+
+@contextmanager
+def backend(name: str, n_jobs: int) -> Iterator[None]:
+    """joblib's backend ``name``; dask and ray need their packages (checked by the config)."""
+    with cluster(name, joblib.effective_n_jobs(n_jobs)), joblib.parallel_config(backend=name):
+        yield
+
+
+@contextmanager
+def cluster(name: str, workers: int) -> Iterator[None]:
+    """For dask and ray: the cluster this process is connected to, else a local one for the audit.
+
+    The local cluster has ``workers`` single-threaded workers and no
+    dashboard, and is shut down when the audit ends; a cluster the caller
+    started (``distributed.Client(...)``, ``ray.init(...)``) is left running.
+    """
+    if name == "dask":
+        from distributed import Client, get_client
+
+        try:
+            get_client()
+        except ValueError:  # no client in this process
+            with Client(n_workers=workers, threads_per_worker=1, dashboard_address=None):
+                yield
+            return
+    if name == "ray":
+        import ray
+        from ray.util.joblib import register_ray
+
+        register_ray()
+        if not ray.is_initialized():
+            ray.init(num_cpus=workers, include_dashboard=False)
+            try:
+                yield
+            finally:
+                ray.shutdown()
+            return
+    yield
+
+
+def finished(jobs: Iterable, backend: str, n_jobs: int) -> Iterator[Any]:
+    """The jobs' results as they finish.
+
+    joblib's ray backend returns whole lists only: there the jobs go in
+    batches of one per worker to one pool, so that finished tasks still reach
+    ``tasks.jsonl`` (and the progress bar) before the audit ends.
+    """
+    if backend != "ray":
+        yield from joblib.Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
+        return
+    jobs = iter(jobs)
+    with joblib.Parallel(n_jobs=n_jobs) as parallel:
+        while batch := list(itertools.islice(jobs, joblib.effective_n_jobs(n_jobs))):
+            yield from parallel(batch)

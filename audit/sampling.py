@@ -1,0 +1,371 @@
+"""Drawing a pair's outputs: seeded chunks, coupled sampling and its fallback, forked children with a time limit.
+
+A pair's n outputs on d and on d' are drawn in chunks of :data:`CHUNK_SIZE`
+outputs per dataset (the last one shorter).  Chunk k of side s (``d``,
+``d_prime``, or ``pair`` for a coupled draw) is drawn from
+:func:`chunk_seed`, a :func:`audit.plan.task_seed` named by the pair, the side
+and k, so the samples do not depend on how many chunks run at once, on
+n_jobs or on the backend: the chunks are concatenated in their order.
+
+Coupled sampling (``[attacks] coupled = true``): each chunk's outputs on d and
+d' are drawn from two clones of one generator, so that row i of both comes
+from the same random numbers (common random numbers) and the attacks use the
+paired intervals (:mod:`attacks.paired_ratio`).  Rows can be paired only if
+the mechanism spends the same randomness on both datasets: when the two
+generators' states differ after any chunk, every chunk of d' is drawn again
+from its independent seed and the pair's rows say so
+(:data:`COUPLING_REFUSED`).  Equal states are necessary, not sufficient: a
+mechanism must also spend the random numbers of row i on row i whatever the
+input, as vectorised samplers do.  Mechanisms that ignore the generator (the
+OpenDP and PyDP adapters draw from the operating system) leave both states
+untouched: their pairs are independent, for which the paired intervals are
+still valid.
+
+Isolation: on Linux the chunks are drawn in forked child processes
+(:class:`ChunkSampler`), up to one per worker at once, each child drawing a
+batch of one pair's chunks (a pair's chunks split evenly over the workers, so
+that forks stay few) and each chunk within ``[run] sample_timeout`` seconds, so a mechanism that raises, calls
+``sys.exit``, kills its process or hangs costs its pair's rows (error rows
+naming the cause), not the audit.  The children are forked, so the mechanism
+is never pickled and a user module imported by the config is already there.
+"""
+
+from __future__ import annotations
+
+import collections
+import multiprocessing
+import multiprocessing.connection
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from audit.neighbours import NeighbourPair
+from audit.plan import task_seed
+
+CHUNK_SIZE = 10_000
+"""Outputs per dataset in one chunk: fixed, so that samples are the same whatever the number of workers."""
+COUPLING_REFUSED = (
+    "coupled sampling refused: the mechanism spends different randomness on d and d'; independent samples used"
+)
+"""The note on the rows of a pair whose samples could not be coupled."""
+_FORK = sys.platform.startswith("linux")
+"""Whether chunks are drawn in forked child processes; elsewhere (Windows, macOS) in this process, without a timeout."""
+
+
+@dataclass(frozen=True)
+class PairSamples:
+    """A pair's n outputs on d and on d'; ``coupled``: row i of both drawn from the same random numbers."""
+
+    d: np.ndarray
+    d_prime: np.ndarray
+    coupled: bool
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Rows ``start`` to ``start + size`` of a pair's samples, chunk number ``index``.
+
+    ``mode``: ``"independent"`` (d and d' from their own seeds), ``"coupled"``
+    (both from clones of one generator) or ``"d_prime"`` (d' alone from its
+    independent seed: the redraw of a pair whose coupling was refused).
+    """
+
+    index: int
+    size: int
+    mode: str
+
+
+def chunk_seed(seed: int, pair: str, side: str, index: int) -> np.random.SeedSequence:
+    """The seed of chunk ``index`` of side ``side`` (``d``, ``d_prime`` or ``pair``) of a pair.
+
+    Chunk 0 is named ``"<pair>|<side>"``, the name of a whole side's seed
+    before samples were chunked, so that audits of at most :data:`CHUNK_SIZE`
+    outputs draw the numbers they drew then; chunk k > 0 is ``"<pair>|<side>|chunk<k>"``.
+    """
+    return task_seed(seed, f"{pair}|{side}" if index == 0 else f"{pair}|{side}|chunk{index}")
+
+
+def plan_chunks(n: int, coupled: bool) -> list[Chunk]:
+    """The chunks of n outputs per dataset: ``CHUNK_SIZE`` each, the last one the remainder."""
+    mode = "coupled" if coupled else "independent"
+    return [Chunk(k, min(CHUNK_SIZE, n - start), mode) for k, start in enumerate(range(0, n, CHUNK_SIZE))]
+
+
+def draw_chunk(mechanism: Any, pair: NeighbourPair, chunk: Chunk, seed: int) -> PairSamples | str:
+    """One chunk of the pair's outputs (``d`` empty for a ``d_prime`` redraw), or the mechanism's error message.
+
+    A coupled chunk whose generators end in different states has its d' drawn
+    again from the independent seed and ``coupled=False`` (module docstring).
+    """
+    from audit.mechanisms import check_output, sample_coupled
+
+    def independent(dataset: np.ndarray, side: str, width: int | None = None) -> np.ndarray:
+        rng = np.random.default_rng(chunk_seed(seed, pair.name, side, chunk.index))
+        return check_output(mechanism.sample(dataset, chunk.size, rng), chunk.size, width)
+
+    coupled = chunk.mode == "coupled"
+    try:
+        if chunk.mode == "d_prime":
+            return PairSamples(np.empty((0, 0)), independent(pair.d_prime, "d_prime"), False)
+        if coupled:
+            (p, q), coupled = sample_coupled(mechanism, (pair.d, pair.d_prime), chunk.size,
+                                             chunk_seed(seed, pair.name, "pair", chunk.index))
+            p = check_output(p, chunk.size)
+            q = check_output(q, chunk.size, p.shape[1])
+        else:
+            p = independent(pair.d, "d")
+        if not coupled:
+            q = independent(pair.d_prime, "d_prime", p.shape[1])
+    except (Exception, SystemExit) as error:  # any failure of the audited code is reported in its rows
+        text = one_line(error) if isinstance(error, SystemExit) else " ".join(str(error).split())
+        return f"mechanism {mechanism.name!r} on pair {pair.name}: {text}"
+    return PairSamples(p, q, coupled)
+
+
+def draw_pair(mechanism: Any, pair: NeighbourPair, n: int, seed: int, coupled: bool) -> PairSamples | str:
+    """The pair's n samples on d and d', drawn in this process chunk by chunk, or the mechanism's error message.
+
+    The same numbers as :class:`ChunkSampler` draws in its children.
+    """
+    draws = _PairDraw(pair, n, coupled)
+    while not draws.done:
+        chunk = draws.next_chunk()
+        draws.add(chunk, draw_chunk(mechanism, pair, chunk, seed))
+    return draws.result()
+
+
+class _PairDraw:
+    """The chunks of one pair: those to draw, those drawn, and the samples they make (or the pair's error)."""
+
+    def __init__(self, pair: NeighbourPair, n: int, coupled: bool):
+        self.pair = pair
+        self.todo = collections.deque(plan_chunks(n, coupled))
+        self.drawn: dict[int, PairSamples] = {}
+        self.redrawn: dict[int, np.ndarray] = {}
+        self.running = 0
+        self.planned = self.chunks = len(self.todo)
+        """Chunks of the plan (not redraws) still to finish; all of them once the pair failed."""
+        self.error: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.error is not None or (not self.todo and self.running == 0)
+
+    def next_chunk(self) -> Chunk:
+        self.running += 1
+        return self.todo.popleft()
+
+    def next_batch(self, size: int) -> list[Chunk]:
+        """Up to ``size`` chunks to draw one after the other in one child."""
+        return [self.next_chunk() for _ in range(min(size, len(self.todo)))]
+
+    def add(self, chunk: Chunk, result: PairSamples | str) -> None:
+        """Record a finished chunk; once all are in, queue the d' redraws of a pair whose coupling was refused."""
+        self.running -= 1
+        if isinstance(result, str):
+            self.error, self.planned = self.error or result, 0
+            self.todo.clear()
+            return
+        if chunk.mode == "d_prime":
+            self.redrawn[chunk.index] = result.d_prime
+        else:
+            self.drawn[chunk.index], self.planned = result, self.planned - 1
+        if not self.todo and self.running == 0 and not self.redrawn:
+            refused = [k for k, part in self.drawn.items() if not part.coupled]
+            paired = [k for k, part in self.drawn.items() if part.coupled]
+            if refused and paired and chunk.mode == "coupled":
+                self.todo.extend(Chunk(k, self.drawn[k].d.shape[0], "d_prime") for k in sorted(paired))
+
+    def result(self) -> PairSamples | str:
+        """The chunks concatenated in their order, or the first error; a width that changes between chunks is one."""
+        if self.error is not None:
+            return self.error
+        parts = [self.drawn[k] for k in sorted(self.drawn)]
+        d_prime = [self.redrawn.get(k, part.d_prime) for k, part in zip(sorted(self.drawn), parts)]
+        widths = sorted({part.d.shape[1] for part in parts} | {array.shape[1] for array in d_prime})
+        if len(widths) > 1:
+            return (f"sampling pair {self.pair.name}: the mechanism's output width changed between chunks of "
+                    f"{CHUNK_SIZE} outputs (widths {widths})")
+        coupled = all(part.coupled for part in parts)
+        return PairSamples(np.concatenate([part.d for part in parts]), np.concatenate(d_prime), coupled)
+
+
+def one_line(error: BaseException, limit: int = 400) -> str:
+    """``"Type: message"`` on one line (whitespace collapsed), cut to ``limit`` characters."""
+    if isinstance(error, SystemExit):
+        text = f"called sys.exit({error.code!r})"
+    else:
+        text = " ".join(f"{type(error).__name__}: {error}".split()).rstrip(": ")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class ChunkSampler:
+    """Draw the pairs' chunks in forked children, up to ``workers`` at once; iterate over the sampled pairs.
+
+    Each child draws a batch of ceil(chunks per pair / workers) chunks of one
+    pair and sends them one by one.  Iterating yields ``(pair, PairSamples or error message)`` as pairs are
+    complete (their order may vary; their samples do not).  A chunk that runs
+    longer than ``timeout`` seconds is killed and its pair gets a message
+    naming ``run.sample_timeout``; one whose child dies without answering
+    (``os._exit``, a crash, the out-of-memory killer) gets one with its exit
+    code; the pair's other chunks are then stopped.  At most ``workers + 1``
+    pairs are sampled and not yet handed out, so memory stays bounded.
+    :meth:`advance` lets the caller draw on while it attacks the pairs
+    already handed out.
+
+    Parameters
+    ----------
+    draw : callable
+        ``draw(pair, chunk) -> PairSamples or str`` (:func:`draw_chunk` with its mechanism and seed).
+    pairs : sequence of NeighbourPair
+    n : int
+        Outputs per dataset.
+    coupled : bool
+    workers : int
+        Children at once.
+    timeout : float
+        Seconds a chunk may take (``run.sample_timeout``).
+    on_chunk : callable, optional
+        ``on_chunk(k)``: k more chunks of the plan are finished (a progress bar; a
+        failed pair's chunks count as finished, the redraws of refused couplings not at all).
+    """
+
+    def __init__(self, draw: Callable[[NeighbourPair, Chunk], PairSamples | str], pairs: Sequence[NeighbourPair],
+                 n: int, coupled: bool, workers: int, timeout: float, on_chunk: Callable[[int], Any] = lambda k: None):
+        self.draw, self.n, self.coupled, self.timeout, self.on_chunk = draw, n, coupled, timeout, on_chunk
+        self.workers = max(workers, 1)
+        self.waiting = collections.deque(pairs)
+        self.active: dict[str, _PairDraw] = {}
+        self.running: dict[Any, tuple[_PairDraw, list[Chunk], tuple[Any, Any], float]] = {}
+        """Pipe -> (pair, the child's chunks not yet received, child, when its current chunk started)."""
+        self.sampled: collections.deque = collections.deque()
+
+    def __iter__(self) -> Iterator[tuple[NeighbourPair, PairSamples | str]]:
+        while self.waiting or self.active or self.sampled:
+            if self.sampled:
+                yield self.sampled.popleft()
+            else:
+                self.advance(block=True)
+
+    def advance(self, block: bool = False) -> None:
+        """Start chunks on free workers and collect the finished ones; ``block``: wait for at least one."""
+        if not _FORK:
+            if block and (draws := self._next()) is not None:
+                chunk = draws.next_chunk()
+                self._finish_chunk(draws, chunk, self.draw(draws.pair, chunk))
+            return
+        self._fill()
+        if not self.running:
+            return
+        deadline = min(started + self.timeout for *_, started in self.running.values())
+        wait = max(0.0, deadline - time.monotonic()) if block else 0.0  # block: until a chunk ends or a deadline
+        ready = multiprocessing.connection.wait(list(self.running), timeout=wait)
+        for receiver, (draws, batch, child, started) in list(self.running.items()):
+            if receiver in ready:
+                result = _receive(child, draws.pair)
+            elif time.monotonic() >= started + self.timeout:
+                result = (
+                    f"sampling pair {draws.pair.name} took longer than run.sample_timeout = {self.timeout:g} s "
+                    f"(for a chunk of {batch[0].size} outputs per dataset) and was stopped; raise "
+                    "run.sample_timeout if the mechanism is merely slow"
+                )
+            else:
+                continue
+            if receiver not in self.running:  # stopped meanwhile with its pair's other chunks
+                continue
+            chunk = batch.pop(0)
+            if batch and not isinstance(result, str):  # the child goes on with its next chunk
+                self.running[receiver] = (draws, batch, child, time.monotonic())
+            else:
+                self._stop(receiver)
+            self._finish_chunk(draws, chunk, result)
+        self._fill()
+
+    def close(self) -> None:
+        """Stop every running child."""
+        for receiver in list(self.running):
+            self._stop(receiver)
+
+    def _next(self) -> _PairDraw | None:
+        """The pair whose next chunk goes next: the first active pair with chunks to draw, else a new pair."""
+        for draws in self.active.values():
+            if draws.todo:
+                return draws
+        if self.waiting and len(self.active) + len(self.sampled) <= self.workers:
+            pair = self.waiting.popleft()
+            self.active[pair.name] = _PairDraw(pair, self.n, self.coupled)
+            return self.active[pair.name]
+        return None
+
+    def _fill(self) -> None:
+        """Fork a child per free worker, each for a batch of a pair's chunks: a pair is spread over the workers."""
+        while len(self.running) < self.workers and (draws := self._next()) is not None:
+            batch = draws.next_batch(-(-draws.chunks // self.workers))
+            child = _spawn(self.draw, draws.pair, batch)
+            self.running[child[0]] = (draws, batch, child, time.monotonic())
+
+    def _finish_chunk(self, draws: _PairDraw, chunk: Chunk, result: PairSamples | str) -> None:
+        planned = draws.planned
+        draws.add(chunk, result)
+        self.on_chunk(planned - draws.planned)
+        if not draws.done:
+            return
+        for receiver, (other, *_) in list(self.running.items()):  # a failed pair's other chunks
+            if other is draws:
+                self._stop(receiver)
+        del self.active[draws.pair.name]
+        self.sampled.append((draws.pair, draws.result()))
+
+    def _stop(self, receiver: Any) -> None:
+        _, _, (_, process), _ = self.running.pop(receiver)
+        if process.is_alive():
+            process.kill()
+        process.join()
+        receiver.close()
+
+
+def _spawn(draw: Callable, pair: NeighbourPair, batch: list[Chunk]) -> tuple[Any, Any]:
+    """Fork a child that sends ``draw(pair, chunk)`` for each chunk of the batch in turn, and exits.
+
+    It stops after the first error message (or the message of what ``draw`` raised).
+    """
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_child, args=(sender, draw, pair, batch))
+    with warnings.catch_warnings():  # forking a process with threads: the child only runs the mechanism
+        warnings.simplefilter("ignore", DeprecationWarning)
+        process.start()
+    sender.close()
+    return receiver, process
+
+
+def _child(sender: Any, draw: Callable, pair: NeighbourPair, batch: list[Chunk]) -> None:
+    try:
+        for chunk in batch:
+            try:
+                result = draw(pair, chunk)
+            except BaseException as error:  # noqa: BLE001 - whatever the audited code does is its pair's error
+                result = f"sampling pair {pair.name} failed: {one_line(error)}"
+            sender.send(result)
+            if isinstance(result, str):
+                break
+    finally:
+        os._exit(0)  # skip the parent's atexit handlers and buffers, inherited by the fork
+
+
+def _receive(child: tuple[Any, Any], pair: NeighbourPair) -> PairSamples | str:
+    receiver, process = child
+    try:
+        return receiver.recv()
+    except (EOFError, OSError):
+        process.join()
+        return (
+            f"sampling pair {pair.name}: the mechanism's process ended without a result (exit code "
+            f"{process.exitcode}: os._exit, a crash or the out-of-memory killer)"
+        )

@@ -1,0 +1,116 @@
+"""Sampling in seeded chunks: the chunks' seeds, coupling refused in one chunk, a failing chunk, the progress count,
+and audits whose rows do not depend on n_jobs, the backend or fork when a pair spans several chunks.
+
+``CHUNK_SIZE`` is lowered to 150 so that n = 400 spans three chunks (150, 150, 100) and the tests stay fast;
+the forked children inherit the lowered value.  Mechanisms are named ``test_sampling:<function>`` in configs.
+"""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import audit.sampling
+from audit import run_audit
+from audit.mechanisms import make_mechanism
+from audit.neighbours import NeighbourPair
+from audit.plan import task_seed
+from audit.sampling import COUPLING_REFUSED, ChunkSampler, chunk_seed, draw_chunk, draw_pair, plan_chunks
+
+CHUNK = 150
+N = 400  # chunks of 150, 150 and 100 outputs
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(audit.sampling, "CHUNK_SIZE", CHUNK)
+
+
+def laplace_sum(dataset, n, rng):
+    return np.sum(dataset) + rng.laplace(0.0, 1.0, size=n)
+
+
+def extra_draw_in_short_chunks(dataset, n, rng):
+    """Spends one more random number on d' in a chunk shorter than CHUNK: coupling is refused in the last chunk only."""
+    if np.sum(dataset) > 0 and n < CHUNK:
+        rng.random()
+    return np.sum(dataset) + rng.laplace(0.0, 1.0, size=n)
+
+
+def fails_in_short_chunks(dataset, n, rng):
+    if np.sum(dataset) > 0 and n < CHUNK:
+        raise ArithmeticError("boom in the last chunk")
+    return laplace_sum(dataset, n, rng)
+
+
+def _mechanism(function):
+    return make_mechanism(callable=function, params={})
+
+
+PAIR = NeighbourPair("p0", np.array([[0.0]]), np.array([[1.0]]))
+
+
+def test_chunks_have_a_fixed_size():
+    assert [(c.index, c.size) for c in plan_chunks(N, False)] == [(0, 150), (1, 150), (2, 100)]
+    assert [c.size for c in plan_chunks(CHUNK, True)] == [CHUNK] and {c.mode for c in plan_chunks(N, True)} == {"coupled"}
+
+
+def test_a_pair_is_its_seeded_chunks_in_order():
+    """Chunk k of side s comes from its own named seed; chunk 0 keeps the name of the unchunked draw."""
+    mechanism = _mechanism(laplace_sum)
+    samples = draw_pair(mechanism, PAIR, N, seed=4, coupled=False)
+    for side, dataset, drawn in (("d", PAIR.d, samples.d), ("d_prime", PAIR.d_prime, samples.d_prime)):
+        expected = [mechanism.sample(dataset, c.size, np.random.default_rng(chunk_seed(4, "p0", side, c.index)))
+                    for c in plan_chunks(N, False)]
+        np.testing.assert_array_equal(drawn, np.concatenate(expected))
+    assert (chunk_seed(4, "p0", "d", 0).generate_state(2) == task_seed(4, "p0|d").generate_state(2)).all()
+    assert samples.d.shape == (N, 1) and not samples.coupled
+
+
+def test_coupling_refused_in_one_chunk_redraws_every_chunk_of_d_prime():
+    mechanism = _mechanism(extra_draw_in_short_chunks)
+    coupled = draw_pair(mechanism, PAIR, N, seed=4, coupled=True)
+    independent = draw_pair(mechanism, PAIR, N, seed=4, coupled=False)
+    assert not coupled.coupled
+    np.testing.assert_array_equal(coupled.d_prime, independent.d_prime)  # no row of d' stays paired with d
+    healthy = draw_pair(_mechanism(laplace_sum), PAIR, N, seed=4, coupled=True)
+    assert healthy.coupled
+    np.testing.assert_allclose(healthy.d_prime - healthy.d, 1.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_sampler_counts_every_chunk_and_stops_a_failed_pair(monkeypatch, fork):
+    monkeypatch.setattr(audit.sampling, "_FORK", fork)
+    mechanism = _mechanism(fails_in_short_chunks)
+    healthy = NeighbourPair("p1", np.array([[0.0]]), np.array([[0.0]]))
+    counted = []
+    sampler = ChunkSampler(lambda pair, chunk: draw_chunk(mechanism, pair, chunk, 4), [PAIR, healthy], N, False,
+                           workers=2, timeout=60, on_chunk=counted.append)
+    results = dict((pair.name, samples) for pair, samples in sampler)
+    assert "boom in the last chunk" in results["p0"] and "on pair p0" in results["p0"]
+    np.testing.assert_array_equal(results["p1"].d, draw_pair(mechanism, healthy, N, seed=4, coupled=False).d)
+    assert sum(counted) == 2 * len(plan_chunks(N, False))  # a failed pair's chunks count as done: the bar ends full
+
+
+def _config(function="laplace_sum", coupled=False):
+    return {
+        "mechanism": {"callable": f"test_sampling:{function}"},
+        "pairs": [{"d": [[0.0]], "d_prime": [[float(i)]]} for i in (1, 2)],
+        "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0}],
+        "attacks": {"classes": ["threshold"], "n_samples": N, "coupled": coupled},
+        "run": {"seed": 3, "n_jobs": 1},
+    }
+
+
+def test_rows_do_not_depend_on_jobs_backend_or_fork_across_chunks(monkeypatch):
+    """Coupled chunks (their own seeds and clones) over two pairs; independent chunks: the draw_pair tests above."""
+    one = run_audit(_config(coupled=True), progress=False).table
+    assert one["error"].isna().all() and len(one) == 2 * 2 and not one["note"].str.contains("coupled").any()
+    pd.testing.assert_frame_equal(one, run_audit(_config(coupled=True), n_jobs=2, progress=False).table)
+    monkeypatch.setattr(audit.sampling, "_FORK", False)
+    pd.testing.assert_frame_equal(
+        one, run_audit(_config(coupled=True), n_jobs=2, backend="threading", progress=False).table)
+
+
+def test_an_audit_refused_coupling_in_one_chunk_says_so():
+    table = run_audit(_config("extra_draw_in_short_chunks", coupled=True), progress=False).table
+    assert table["note"].str.startswith(COUPLING_REFUSED).all() and table["error"].isna().all()
