@@ -269,6 +269,12 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
     claims = tuple(_claim(entry, f"claims[{i}]") for i, entry in enumerate(_array_of_tables(raw, "claims")))
     _check_on_average(claims, neighbours)
     attacks = _attacks(_table(raw, "attacks", "attacks"))
+    if attacks.engine == "staged" and any(claim.on_average for claim in claims):
+        raise ConfigError(
+            'attacks.engine: the staged engine confirms one statistic of the most distinguishable pair, a worst-case '
+            'statistic; an on-average claim needs every pair\'s estimate. Use engine = "rows" for on-average claims. '
+            'Found "staged".'
+        )
     checks = _checks(raw, mechanism, attacks)
     if not claims and not checks:
         raise ConfigError(

@@ -317,3 +317,11 @@ def test_a_user_distribution_is_found_beside_the_config(tmp_path, monkeypatch):
     records = np.array([pair["d"] for pair in result.pairs])
     assert records.shape == (2, 3, 1) and np.all(np.abs(records) <= 1)
     assert (result.table["pair"] == PAIR).sum() == 2
+
+
+def test_on_average_claims_refuse_the_staged_engine():
+    """The staged engine confirms the most distinguishable pair only: a worst-case statistic, not an average."""
+    config = _config()
+    config["attacks"]["engine"] = "staged"
+    with pytest.raises(ConfigError, match=r'attacks.engine: .* Use engine = "rows" for on-average claims. Found "staged"'):
+        load_config(config)
