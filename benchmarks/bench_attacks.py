@@ -1,6 +1,6 @@
 """Accuracy and speed of the attacks at n = 100 000 per distribution (run by hand).
 
-    /work/venv/bin/python benchmarks/bench_attacks.py
+    python benchmarks/bench_attacks.py
 
 Prints a markdown table: per law, class and divergence, the held-out
 estimate, its relative error to the exact value computed by ``audit.exact`` (for

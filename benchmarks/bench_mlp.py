@@ -1,6 +1,6 @@
 """The mlp class against kernel and linear on Gaussian sigma = 1 (run by hand).
 
-    /work/venv/bin/python benchmarks/bench_mlp.py [--n 100000] [--seeds 5] [--classes mlp,kernel,linear]
+    python benchmarks/bench_mlp.py [--n 100000] [--seeds 5] [--classes mlp,kernel,linear]
 
 P = N(0, 1), Q = N(1, 1), n samples of each, ``estimate_divergence`` with
 its default half / half split (the engine ``capaudit run`` uses), seeds

@@ -1,6 +1,6 @@
 """Validity benchmark: how often does a correct mechanism with a TRUE claim read "violation"? (run by hand)
 
-    /work/venv/bin/python benchmarks/bench_validity.py [--quick] [--seeds N] [--cells TEXT ...]
+    python benchmarks/bench_validity.py [--quick] [--seeds N] [--cells TEXT ...] [--engine rows|staged]
         [--n-jobs N] [--power] [--out FILE]
 
 Every cell is one correct mechanism, one sample size, one attack class and
@@ -107,6 +107,7 @@ class Cell:
     claim: float
     delta: float = 0.0
     buggy: bool = False
+    engine: str = "rows"
 
     @property
     def name(self) -> str:
@@ -122,7 +123,8 @@ class Cell:
         return {
             "mechanism": {"name": self.mechanism, "params": dict(self.params)},
             "claims": [claim],
-            "attacks": {"classes": [self.attack_class], "n_samples": self.n_samples, "confidence": CONFIDENCE},
+            "attacks": {"classes": [self.attack_class], "n_samples": self.n_samples, "confidence": CONFIDENCE,
+                        "engine": self.engine},
             "run": {"seed": seed, "n_jobs": 1},
         }
 
@@ -286,6 +288,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cells", nargs="+", default=[], metavar="TEXT", help="keep cells whose name contains one")
     parser.add_argument("--n-jobs", type=int, default=1, help="audits run in parallel (each on one core)")
     parser.add_argument("--power", action="store_true", help="also the known-buggy suite's catch rates")
+    parser.add_argument("--engine", choices=("rows", "staged"), default="rows", help="[attacks] engine of every audit")
     parser.add_argument("--list", action="store_true", help="print the selected cells and stop")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "bench_validity.md")
     args = parser.parse_args(argv)
@@ -295,6 +298,7 @@ def main(argv: list[str] | None = None) -> None:
             not args.cells or any(text in cell.name for text in args.cells))
 
     cells = validity_cells(keep) + [cell for cell in (suite_cells() if args.power else []) if keep(cell)]
+    cells = [replace(cell, engine=args.engine) for cell in cells]
     if args.list:
         print("\n".join(cell.name for cell in cells), f"\n{len(cells)} cells", sep="")
         return
