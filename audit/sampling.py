@@ -140,6 +140,25 @@ def draw_pair(mechanism: Any, pair: NeighbourPair, n: int, seed: int, coupled: b
     return draws.result()
 
 
+def draw_pair_isolated(mechanism: Any, pair: NeighbourPair, n: int, seed: int, coupled: bool, *, workers: int = 1,
+                       timeout: float = 600.0) -> PairSamples | str:
+    """:func:`draw_pair`'s numbers, drawn in forked children within ``timeout`` seconds a chunk (:class:`ChunkSampler`).
+
+    A mechanism that raises, exits, kills its process or hangs gives the
+    pair's error message, as in the rows engine; the staged engine samples
+    through it.
+    """
+    def draw(one: NeighbourPair, chunk: Chunk) -> PairSamples | str:
+        return draw_chunk(mechanism, one, chunk, seed)
+
+    sampler = ChunkSampler(draw, [pair], n, coupled, workers, timeout)
+    try:
+        [(_, samples)] = list(sampler)
+    finally:
+        sampler.close()
+    return samples
+
+
 class _PairDraw:
     """The chunks of one pair: those to draw, those drawn, and the samples they make (or the pair's error)."""
 

@@ -13,8 +13,10 @@ statistics), report and summary read it as any other row.
 dataset, split by ``[attacks] stages`` (:meth:`attacks.staged.StageSizes.from_budget`);
 every pair is screened, only the finalists' pairs get the later stages.
 
-Samples are drawn by the runner's helper (:func:`audit.sampling.draw_pair`:
-coupled when asked, with its fallback to independent samples), each
+Samples are drawn in forked children within ``[run] sample_timeout`` seconds a
+chunk (:func:`audit.sampling.draw_pair_isolated`: coupled when asked, with its
+fallback to independent samples; a mechanism that raises, exits, dies or
+hangs costs its pair, as in the rows engine), each
 (stage, chunk) of a pair from its own seed ``task_seed(seed, "staged|<stage>|<chunk>")``,
 so results depend on the config and seed only; the screen and train fits run
 on ``[run] n_jobs`` workers of ``[run] backend`` (seeded per candidate, so
@@ -33,6 +35,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import joblib
 from tqdm import tqdm
 
 from attacks.staged import Draw, StagedResult, StageSizes, Target, staged_search
@@ -41,7 +44,7 @@ from audit.neighbours import NeighbourPair
 from audit.parallel import backend
 from audit.plan import Task, task_seed
 from audit.runner import _exact, _output_laws, _theory_bound
-from audit.sampling import COUPLING_REFUSED, draw_pair
+from audit.sampling import COUPLING_REFUSED, draw_pair_isolated
 
 
 
@@ -49,15 +52,17 @@ class SamplingError(RuntimeError):
     """The mechanism failed on a pair (the runner's message)."""
 
 
-def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coupled: bool):
+def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coupled: bool, *, workers: int = 1,
+                 timeout: float = 600.0):
     """The sampling callable of :func:`attacks.staged.staged_search` over ``pairs``.
 
     ``sample(pair, n, stage, chunk)`` draws n outputs on pair ``pair``'s d and
-    d' with :func:`audit.sampling.draw_pair`, from the seed of ``"staged|<stage>|<chunk>"``.
+    d' with :func:`audit.sampling.draw_pair_isolated` (forked children, ``timeout`` seconds a chunk),
+    from the seed of ``"staged|<stage>|<chunk>"``.
     """
     def sample(pair: int, n: int, stage: str, chunk: int) -> Draw:
         key = int(task_seed(seed, f"staged|{stage}|{chunk}").generate_state(1)[0])
-        drawn = draw_pair(mechanism, pairs[pair], n, key, coupled)
+        drawn = draw_pair_isolated(mechanism, pairs[pair], n, key, coupled, workers=workers, timeout=timeout)
         if isinstance(drawn, str):
             raise SamplingError(drawn)
         return Draw(drawn.d, drawn.d_prime, drawn.coupled)
@@ -84,7 +89,8 @@ def run_staged(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     searches = [(index, claim, alpha) for index, claim in enumerate(config.claims) for alpha in claim.alpha]
     records = {} if finished is None else finished
     rows, evidence = [], {}
-    sample = pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled)
+    sample = pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
+                          workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1), timeout=config.run.sample_timeout)
     for index, claim, alpha in tqdm(searches, desc="staged search", file=sys.stderr, disable=not progress):
         start = time.perf_counter()
         target = Target.for_claim(claim.divergence, claim.function_class, config.attacks.classes, alpha, claim.delta,

@@ -443,3 +443,22 @@ def test_mutated_configs_end_cleanly(tmp_path, capsys):
 @pytest.mark.slow
 def test_many_mutated_configs_end_cleanly(tmp_path, capsys):
     _fuzz(tmp_path, capsys, count=200, seed=1)
+
+
+@pytest.mark.parametrize(
+    ("function", "expected"),
+    [("kills_its_process", "exit code 3"), ("hangs", "run.sample_timeout = 1 s"), ("exits_0", "called sys.exit(0)")],
+)
+def test_the_staged_engine_isolates_a_failing_mechanism(tmp_path, function, expected):
+    """The staged engine samples in forked children too: the failing pair is an error row, the other pair is searched."""
+    config = _config(function, sample_timeout=1)
+    config["attacks"].update(engine="staged", n_samples=400)
+    start = time.perf_counter()
+    result = run_audit(config, out_dir=tmp_path / "out", progress=False)
+    errors = result.table[result.table["error"].notna()]
+    assert result.exit_code == 2 and result.verdict != "violation"
+    assert len(errors) and all(expected in text and "p0" in text for text in errors["error"])
+    found = result.table[result.table["error"].isna()]
+    assert len(found) == 1 and found["pair"].iloc[0] == "p1"  # the healthy pair is searched and confirmed
+    assert (tmp_path / "out" / "report.md").exists()
+    assert time.perf_counter() - start < 60
