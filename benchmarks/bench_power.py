@@ -1,0 +1,116 @@
+"""Power at the default budget through the product: how often a false dp claim is caught (run by hand).
+
+    PYTHONPATH=. python benchmarks/bench_power.py [--seeds 20] [--large-seeds 10] [--mechanisms NAME ...] [--out FILE]
+
+Every audit is an ordinary :func:`audit.run_audit` of the claim ``dp`` / ``all``
+<= 0.1 on a mechanism built at epsilon = 0.1 (:func:`bench_suite.config`: its
+default pairs, its attack classes, the staged engine with coupled sampling),
+with the product's defaults otherwise: confidence 0.95 and the default stage
+shares (docs/config.md).
+
+- **Buggy members** (their true epsilon exceeds 0.1): the share of ``--seeds``
+  seeds whose verdict is ``violation`` at the default budget (``n_samples`` =
+  100 000 outputs per dataset of a pair, over all stages), and the smallest
+  budget of :data:`BUDGETS` at which at least :data:`CAUGHT_SHARE` of the seeds
+  are caught, tried in increasing order and stopped once reached; budgets
+  above the default run ``--large-seeds`` seeds (CPU).
+- **Correct members** (epsilon-DP as claimed): the number of ``violation``
+  verdicts over ``--seeds`` seeds at the default budget -- each is a false
+  violation, expected in at most 1 - 0.95 of the audits.
+
+This script only builds configs, runs them and tabulates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+from tabulate import tabulate
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_suite import config  # noqa: E402
+
+from audit import run_audit  # noqa: E402
+
+BUGGY = ("noisy_hist_2", "report_noisy_max_3", "report_noisy_max_4", "svt_3", "svt_4", "svt_5", "svt_6",
+         "leaky_laplace")
+CORRECT = ("noisy_hist_1", "report_noisy_max_1", "report_noisy_max_2", "svt_1", "svt_2")
+DEFAULT_BUDGET = 100_000  # [attacks] n_samples a user gets in the README's examples
+BUDGETS = (10_000, 30_000, 100_000, 300_000, 1_000_000)
+CAUGHT_SHARE = 0.9
+CONFIDENCE = 0.95  # [attacks] confidence's default
+DEFAULT_STAGES = {"screen": 0.2, "train": 0.2, "check": 0.1, "confirm": 0.5}  # [attacks] stages' default
+
+
+def caught(name: str, n_samples: int, seeds: int) -> tuple[int, int, float]:
+    """(violations, errors, seconds per audit) over seeds 0 .. seeds - 1 of the audit at ``n_samples``."""
+    violations = errors = 0
+    start = time.perf_counter()
+    for seed in range(seeds):
+        result = run_audit(config(name, n_samples, DEFAULT_STAGES, True, seed, confidence=CONFIDENCE), progress=False)
+        violations += result.verdict == "violation"
+        errors += result.exit_code == 2
+    return violations, errors, (time.perf_counter() - start) / seeds
+
+
+def ladder(name: str, seeds: int, large_seeds: int) -> dict:
+    """The buggy mechanism's share caught at the default budget and the smallest budget catching
+    ``CAUGHT_SHARE`` of its seeds (None when none of :data:`BUDGETS` does)."""
+    row = {"mechanism": name, "smallest": None, "runs": []}
+    for n_samples in BUDGETS:
+        n_seeds = seeds if n_samples <= DEFAULT_BUDGET else large_seeds
+        if row["smallest"] is not None and n_samples > DEFAULT_BUDGET:
+            break
+        violations, errors, seconds = caught(name, n_samples, n_seeds)
+        row["runs"].append((n_samples, violations, n_seeds, errors, seconds))
+        print(name, n_samples, f"{violations}/{n_seeds}", f"errors {errors}", f"{seconds:.1f} s/audit", flush=True)
+        if n_samples == DEFAULT_BUDGET:
+            row["default"] = (violations, n_seeds, seconds)
+        if row["smallest"] is None and violations >= math.ceil(CAUGHT_SHARE * n_seeds):
+            row["smallest"] = n_samples
+    return row
+
+
+def tables(buggy: list[dict], correct: list[tuple[str, int, int, int, float]]) -> str:
+    """Markdown: the buggy members' power and the correct members' false violations."""
+    power = [[row["mechanism"], f"{row['default'][0]}/{row['default'][1]}", f"{row['default'][2]:.1f}",
+              "none up to 1 000 000" if row["smallest"] is None else f"{row['smallest']:,}".replace(",", " "),
+              ", ".join(f"{n:,}".replace(",", " ") + f": {v}/{s}" for n, v, s, _, _ in row["runs"])]
+             for row in buggy]
+    false = [[name, f"{violations}/{seeds}", errors, f"{seconds:.1f}"] for name, violations, seeds, errors, seconds
+             in correct]
+    return "\n\n".join(text for text, rows in [
+        (tabulate(power, headers=["buggy mechanism", "caught at 100 000", "s/audit at 100 000",
+                                  f"smallest budget catching >= {CAUGHT_SHARE:.0%}", "caught per budget"],
+                  tablefmt="github"), power),
+        (tabulate(false, headers=["correct mechanism", "false violations at 100 000", "errors", "s/audit"],
+                  tablefmt="github"), false),
+    ] if rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=20, help="seeds per budget up to the default budget")
+    parser.add_argument("--large-seeds", type=int, default=10, help="seeds per budget above the default budget")
+    parser.add_argument("--mechanisms", nargs="+", default=[*BUGGY, *CORRECT], choices=[*BUGGY, *CORRECT],
+                        metavar="NAME")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "bench_power.md")
+    args = parser.parse_args(argv)
+    buggy = [ladder(name, args.seeds, args.large_seeds) for name in args.mechanisms if name in BUGGY]
+    correct = []
+    for name in (name for name in args.mechanisms if name in CORRECT):
+        violations, errors, seconds = caught(name, DEFAULT_BUDGET, args.seeds)
+        print(name, DEFAULT_BUDGET, f"{violations}/{args.seeds}", f"errors {errors}", f"{seconds:.1f} s/audit", flush=True)
+        correct.append((name, violations, args.seeds, errors, seconds))
+    text = tables(buggy, correct)
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
