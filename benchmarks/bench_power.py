@@ -12,8 +12,10 @@ shares (docs/config.md).
   seeds whose verdict is ``violation`` at the default budget (``n_samples`` =
   100 000 outputs per dataset of a pair, over all stages), and the smallest
   budget of :data:`BUDGETS` at which at least :data:`CAUGHT_SHARE` of the seeds
-  are caught, tried in increasing order and stopped once reached; budgets
-  above the default run ``--large-seeds`` seeds (CPU).
+  are caught (:func:`ladder`: assuming power grows with the budget, the
+  smaller budgets are tried in increasing order when the default one reaches
+  the share, else the larger ones on ``--large-seeds`` seeds, for CPU; a
+  budget stops once the share is out of reach, and the search once reached).
 - **Correct members** (epsilon-DP as claimed): the number of ``violation``
   verdicts over ``--seeds`` seeds at the default budget -- each is a false
   violation, expected in at most 1 - 0.95 of the audits.
@@ -46,40 +48,57 @@ CONFIDENCE = 0.95  # [attacks] confidence's default
 DEFAULT_STAGES = {"screen": 0.2, "train": 0.2, "check": 0.1, "confirm": 0.5}  # [attacks] stages' default
 
 
-def caught(name: str, n_samples: int, seeds: int) -> tuple[int, int, float]:
-    """(violations, errors, seconds per audit) over seeds 0 .. seeds - 1 of the audit at ``n_samples``."""
-    violations = errors = 0
+def caught(name: str, n_samples: int, seeds: int, max_misses: int | None = None) -> tuple[int, int, int, float]:
+    """(violations, seeds run, errors, seconds per audit) of the audit at ``n_samples`` on seeds 0, 1, ...;
+    it stops once more than ``max_misses`` seeds were not caught (the share sought is then out of reach)."""
+    violations = errors = runs = 0
     start = time.perf_counter()
     for seed in range(seeds):
         result = run_audit(config(name, n_samples, DEFAULT_STAGES, True, seed, confidence=CONFIDENCE), progress=False)
         violations += result.verdict == "violation"
         errors += result.exit_code == 2
-    return violations, errors, (time.perf_counter() - start) / seeds
+        runs += 1
+        if max_misses is not None and runs - violations > max_misses:
+            break
+    return violations, runs, errors, (time.perf_counter() - start) / runs
 
 
 def ladder(name: str, seeds: int, large_seeds: int) -> dict:
-    """The buggy mechanism's share caught at the default budget and the smallest budget catching
-    ``CAUGHT_SHARE`` of its seeds (None when none of :data:`BUDGETS` does)."""
+    """The buggy mechanism's share caught at the default budget and the smallest budget of :data:`BUDGETS`
+    catching ``CAUGHT_SHARE`` of its seeds (None when none does).
+
+    The default budget runs all ``seeds``; the others are tried only where they can be the smallest (power
+    grows with the budget): the smaller ones in increasing order when the default budget reaches the share,
+    else the larger ones on ``large_seeds`` seeds; each stops once the share is out of reach."""
     row = {"mechanism": name, "smallest": None, "runs": []}
-    for n_samples in BUDGETS:
-        n_seeds = seeds if n_samples <= DEFAULT_BUDGET else large_seeds
-        if row["smallest"] is not None and n_samples > DEFAULT_BUDGET:
-            break
-        violations, errors, seconds = caught(name, n_samples, n_seeds)
-        row["runs"].append((n_samples, violations, n_seeds, errors, seconds))
-        print(name, n_samples, f"{violations}/{n_seeds}", f"errors {errors}", f"{seconds:.1f} s/audit", flush=True)
-        if n_samples == DEFAULT_BUDGET:
-            row["default"] = (violations, n_seeds, seconds)
-        if row["smallest"] is None and violations >= math.ceil(CAUGHT_SHARE * n_seeds):
+
+    def run(n_samples: int, n_seeds: int, stop: bool) -> bool:
+        allowed = n_seeds - math.ceil(CAUGHT_SHARE * n_seeds)
+        violations, runs, errors, seconds = caught(name, n_samples, n_seeds, allowed if stop else None)
+        row["runs"].append((n_samples, violations, runs, errors, seconds))
+        print(name, n_samples, f"{violations}/{runs}", f"errors {errors}", f"{seconds:.1f} s/audit", flush=True)
+        return runs - violations <= allowed and runs == n_seeds
+
+    reached = run(DEFAULT_BUDGET, seeds, stop=False)
+    row["default"] = row["runs"][0][1:3] + (row["runs"][0][4],)
+    smaller = [n for n in BUDGETS if n < DEFAULT_BUDGET]
+    larger = [n for n in BUDGETS if n > DEFAULT_BUDGET]
+    for n_samples in smaller if reached else larger:
+        if run(n_samples, seeds if n_samples < DEFAULT_BUDGET else large_seeds, stop=True):
             row["smallest"] = n_samples
+            break
+    if reached and row["smallest"] is None:
+        row["smallest"] = DEFAULT_BUDGET
+    row["runs"].sort()
     return row
 
 
 def tables(buggy: list[dict], correct: list[tuple[str, int, int, int, float]]) -> str:
     """Markdown: the buggy members' power and the correct members' false violations."""
     power = [[row["mechanism"], f"{row['default'][0]}/{row['default'][1]}", f"{row['default'][2]:.1f}",
-              "none up to 1 000 000" if row["smallest"] is None else f"{row['smallest']:,}".replace(",", " "),
-              ", ".join(f"{n:,}".replace(",", " ") + f": {v}/{s}" for n, v, s, _, _ in row["runs"])]
+              f"none up to {BUDGETS[-1]:,}".replace(",", " ") if row["smallest"] is None else f"{row['smallest']:,}".replace(",", " "),
+              ", ".join(f"{n:,}".replace(",", " ") + f": {v}/{s}" + (f" ({e} errors)" if e else "")
+                        for n, v, s, e, _ in row["runs"])]
              for row in buggy]
     false = [[name, f"{violations}/{seeds}", errors, f"{seconds:.1f}"] for name, violations, seeds, errors, seconds
              in correct]
@@ -103,9 +122,9 @@ def main(argv: list[str] | None = None) -> None:
     buggy = [ladder(name, args.seeds, args.large_seeds) for name in args.mechanisms if name in BUGGY]
     correct = []
     for name in (name for name in args.mechanisms if name in CORRECT):
-        violations, errors, seconds = caught(name, DEFAULT_BUDGET, args.seeds)
-        print(name, DEFAULT_BUDGET, f"{violations}/{args.seeds}", f"errors {errors}", f"{seconds:.1f} s/audit", flush=True)
-        correct.append((name, violations, args.seeds, errors, seconds))
+        violations, runs, errors, seconds = caught(name, DEFAULT_BUDGET, args.seeds)
+        print(name, DEFAULT_BUDGET, f"{violations}/{runs}", f"errors {errors}", f"{seconds:.1f} s/audit", flush=True)
+        correct.append((name, violations, runs, errors, seconds))
     text = tables(buggy, correct)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
