@@ -105,9 +105,9 @@ def tables(buggy: list[dict], correct: list[tuple[str, int, int, int, float]]) -
     return "\n\n".join(text for text, rows in [
         (tabulate(power, headers=["buggy mechanism", "caught at 100 000", "s/audit at 100 000",
                                   f"smallest budget catching >= {CAUGHT_SHARE:.0%}", "caught per budget"],
-                  tablefmt="github"), power),
+                  tablefmt="github", disable_numparse=True), power),
         (tabulate(false, headers=["correct mechanism", "false violations at 100 000", "errors", "s/audit"],
-                  tablefmt="github"), false),
+                  tablefmt="github", disable_numparse=True), false),
     ] if rows)
 
 
