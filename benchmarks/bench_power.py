@@ -44,8 +44,6 @@ CORRECT = ("noisy_hist_1", "report_noisy_max_1", "report_noisy_max_2", "svt_1", 
 DEFAULT_BUDGET = 100_000  # [attacks] n_samples a user gets in the README's examples
 BUDGETS = (10_000, 30_000, 100_000, 300_000, 1_000_000)
 CAUGHT_SHARE = 0.9
-CONFIDENCE = 0.95  # [attacks] confidence's default
-DEFAULT_STAGES = {"screen": 0.2, "train": 0.2, "check": 0.1, "confirm": 0.5}  # [attacks] stages' default
 
 
 def caught(name: str, n_samples: int, seeds: int, max_misses: int | None = None) -> tuple[int, int, int, float]:
@@ -54,7 +52,7 @@ def caught(name: str, n_samples: int, seeds: int, max_misses: int | None = None)
     violations = errors = runs = 0
     start = time.perf_counter()
     for seed in range(seeds):
-        result = run_audit(config(name, n_samples, DEFAULT_STAGES, True, seed, confidence=CONFIDENCE), progress=False)
+        result = run_audit(config(name, n_samples, True, seed, confidence=None), progress=False)  # default stages
         violations += result.verdict == "violation"
         errors += result.exit_code == 2
         runs += 1
@@ -93,20 +91,26 @@ def ladder(name: str, seeds: int, large_seeds: int) -> dict:
     return row
 
 
+def spaced(n: int) -> str:
+    """``n`` with its thousands separated by spaces (100 000)."""
+    return f"{n:,}".replace(",", " ")
+
+
 def tables(buggy: list[dict], correct: list[tuple[str, int, int, int, float]]) -> str:
     """Markdown: the buggy members' power and the correct members' false violations."""
     power = [[row["mechanism"], f"{row['default'][0]}/{row['default'][1]}", f"{row['default'][2]:.1f}",
-              f"none up to {BUDGETS[-1]:,}".replace(",", " ") if row["smallest"] is None else f"{row['smallest']:,}".replace(",", " "),
-              ", ".join(f"{n:,}".replace(",", " ") + f": {v}/{s}" + (f" ({e} errors)" if e else "")
-                        for n, v, s, e, _ in row["runs"])]
+              f"none up to {spaced(BUDGETS[-1])}" if row["smallest"] is None else spaced(row["smallest"]),
+              ", ".join(f"{spaced(n)}: {v}/{s}" + (f" ({e} errors)" if e else "") for n, v, s, e, _ in row["runs"])]
              for row in buggy]
     false = [[name, f"{violations}/{seeds}", errors, f"{seconds:.1f}"] for name, violations, seeds, errors, seconds
              in correct]
     return "\n\n".join(text for text, rows in [
-        (tabulate(power, headers=["buggy mechanism", "caught at 100 000", "s/audit at 100 000",
+        (tabulate(power, headers=["buggy mechanism", f"caught at {spaced(DEFAULT_BUDGET)}",
+                                  f"s/audit at {spaced(DEFAULT_BUDGET)}",
                                   f"smallest budget catching >= {CAUGHT_SHARE:.0%}", "caught per budget"],
                   tablefmt="github", disable_numparse=True), power),
-        (tabulate(false, headers=["correct mechanism", "false violations at 100 000", "errors", "s/audit"],
+        (tabulate(false, headers=["correct mechanism", f"false violations at {spaced(DEFAULT_BUDGET)}", "errors",
+                                  "s/audit"],
                   tablefmt="github", disable_numparse=True), false),
     ] if rows)
 

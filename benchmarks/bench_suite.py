@@ -1,6 +1,6 @@
 """DP-Sniper benchmark through the product: one ``run_audit`` per mechanism (run by hand).
 
-    PYTHONPATH=. python benchmarks/bench_suite.py [--independent] [--quick] [--mechanisms NAME ...] [--seed S] [--out FILE]
+    PYTHONPATH=. python benchmarks/bench_suite.py [--independent] [--quick] [--mechanisms NAME ...] [--seed S] [--out F]
 
 For every mechanism of DP-Sniper's benchmark (Bichsel et al. 2021; claimed
 epsilon = 0.1) and the leaky Laplace, it builds the config of an ordinary
@@ -94,15 +94,16 @@ def budget(pairs: int, stages: dict[str, float] = STAGES, fraction: float = TARG
     return math.floor(fraction * DPSNIPER_SAMPLES / per_budget)
 
 
-def config(name: str, n_samples: int, stages: dict[str, float], coupled: bool, seed: int,
-           classes: list[str] | None = None, claim: float = CLAIMED_EPSILON,
-           confidence: float = CONFIDENCE) -> dict:
-    """The audit of one mechanism at DP-Sniper's settings: claim dp / all <= ``claim``, the staged engine."""
+def config(name: str, n_samples: int, coupled: bool, seed: int, stages: dict[str, float] | None = None,
+           confidence: float | None = CONFIDENCE) -> dict:
+    """The audit of one mechanism at DP-Sniper's settings: the claim dp / all <= 0.1 on its default pairs,
+    its :data:`CLASSES`, the staged engine; ``stages`` or ``confidence`` None leaves the product's default."""
+    attacks = {"classes": CLASSES[name], "n_samples": n_samples, "coupled": coupled, "engine": "staged",
+               "stages": stages, "confidence": confidence}
     return {
         "mechanism": {"name": name, "params": {"epsilon": CLAIMED_EPSILON}},
-        "claims": [{"divergence": "dp", "function_class": "all", "epsilon": claim}],
-        "attacks": {"classes": classes or CLASSES[name], "n_samples": n_samples, "confidence": confidence,
-                    "coupled": coupled, "engine": "staged", "stages": stages},
+        "claims": [{"divergence": "dp", "function_class": "all", "epsilon": CLAIMED_EPSILON}],
+        "attacks": {key: value for key, value in attacks.items() if value is not None},
         "run": {"seed": seed, "n_jobs": 1},
     }
 
@@ -113,7 +114,7 @@ def audit(name: str, quick: bool, coupled: bool, seed: int) -> dict:
     stages = QUICK_STAGES if quick else STAGES
     n_samples = QUICK_SAMPLES if quick else EASY_SAMPLES if name in EASY_MECHANISMS else budget(pairs, stages)
     start = time.perf_counter()
-    result = run_audit(config(name, n_samples, stages, coupled, seed), progress=False)
+    result = run_audit(config(name, n_samples, coupled, seed, stages), progress=False)
     seconds = time.perf_counter() - start
     if result.exit_code == 2:
         raise RuntimeError(f"{name}: the audit failed: {result.table['error'].dropna().tolist()}")
