@@ -37,6 +37,7 @@ from tabulate import tabulate
 
 from attacks.staged import MAX_FINALISTS
 from audit import run_audit
+from audit.mechanisms import make_mechanism
 
 CLAIMED_EPSILON = 0.1
 CONFIDENCE = 0.9  # DP-Sniper's DDConfig.confidence
@@ -76,8 +77,6 @@ QUICK_STAGES = {"screen": 0.05, "train": 0.125, "check": 0.125, "confirm": 0.7}
 
 def n_pairs(name: str) -> int:
     """How many neighbouring pairs the mechanism brings (its ``default_pairs``)."""
-    from audit.mechanisms import make_mechanism
-
     return len(make_mechanism(name, {"epsilon": CLAIMED_EPSILON}).default_pairs())
 
 

@@ -97,7 +97,6 @@ def test_quick_audit_bounds_the_true_epsilon(name, truth):
     error = (row["estimate"] - row["bound"]) / norm.ppf(bench.CONFIDENCE)
     assert 0 < error < 0.01, error
     assert truth - 0.02 <= row["bound"] <= truth + 1.5 * error, (row["bound"], error)
-    assert row["samples"] <= bench.QUICK_SAMPLES * (1 + bench.n_pairs(name))
 
 
 def test_quick_run_writes_its_table(tmp_path):
