@@ -180,7 +180,8 @@ def test_a_correct_mechanism_with_true_tight_claims_is_rarely_flagged(tmp_path):
         assert len(result.table) == 2 and result.table["n_confirm"].eq(3_000).all()
         verdicts.append(result.verdict)
     assert verdicts.count("violation") <= binom.ppf(0.99, 3, 1 - LEVEL)  # = 1
-    assert "## Staged search" in (tmp_path / "report.md").read_text()
+    report = (tmp_path / "report.md").read_text()
+    assert "## Staged search" in report and "- Samples (staged engine):" in report  # the Method says what n_samples means
     jsonschema = pytest.importorskip("jsonschema")
     document = json.loads((tmp_path / "results.json").read_text())
     for name, part in (("results", document), ("config", document["config"])):
