@@ -60,6 +60,7 @@ import numpy as np
 
 from audit import bounds
 from audit.config import MAPS, AuditConfig, CheckSpec
+from audit.exact import exact_value, known_laws
 from audit.plan import task_seed
 from audit.sampling import one_line
 
@@ -281,27 +282,8 @@ class _Context:
         return Measurement(
             role=role, estimate=float(estimate.estimate), low=float(estimate.lower_bound(level)),
             high=float(estimate.confidence_interval(2 * level - 1)[1]),
-            exact=_exact(laws, spec.function_class, divergence, spec.alpha), caveat=estimate.caveat,
+            exact=exact_value(laws, spec.function_class, divergence, spec.alpha), caveat=estimate.caveat,
         )
-
-
-def _exact(laws: Any, function_class: str, divergence: str, alpha: float | None) -> float | None:
-    """The exact restricted divergence of 1-D laws (P, Q); None when unknown or not computable."""
-    if laws is None:
-        return None
-    from audit.exact import restricted_divergence
-
-    try:
-        return float(restricted_divergence(laws[0], laws[1], function_class, divergence, alpha))
-    except (ValueError, ArithmeticError):
-        return None
-
-
-def _laws(mechanism: Any, pair: tuple[np.ndarray, np.ndarray]) -> Any:
-    try:
-        return mechanism.output_laws(*pair)
-    except (AttributeError, ValueError, ArithmeticError, IndexError):
-        return None
 
 
 def _pair(spec: CheckSpec, mechanism: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -320,8 +302,8 @@ def _two_parts(ctx: _Context, first: Any, second: Any, pair: tuple, level: float
     d, d_prime = pair
     p1, q1 = ctx.sample(first, d, "M1|d"), ctx.sample(first, d_prime, "M1|d_prime")
     p2, q2 = ctx.sample(second, d, "M2|d"), ctx.sample(second, d_prime, "M2|d_prime")
-    parts = [ctx.measure(p1, q1, "M1", level, laws=_laws(first, pair)),
-             ctx.measure(p2, q2, "M2", level, laws=_laws(second, pair))]
+    parts = [ctx.measure(p1, q1, "M1", level, laws=known_laws(first, *pair)),
+             ctx.measure(p2, q2, "M2", level, laws=known_laws(second, *pair))]
     return (p1, q1), (p2, q2), parts
 
 
@@ -350,8 +332,8 @@ def _parallel(ctx: _Context) -> dict[str, Any]:
     # r: a second, independent draw on d, for the block that does not change
     p1, q1, r1 = (ctx.sample(first, pair1[i], f"M1|{name}") for i, name in ((0, "d"), (1, "d_prime"), (0, "d|again")))
     p2, q2, r2 = (ctx.sample(second, pair2[i], f"M2|{name}") for i, name in ((0, "d"), (1, "d_prime"), (0, "d|again")))
-    parts = [ctx.measure(p1, q1, "M1", level, laws=_laws(first, pair1)),
-             ctx.measure(p2, q2, "M2", level, laws=_laws(second, pair2))]
+    parts = [ctx.measure(p1, q1, "M1", level, laws=known_laws(first, *pair1)),
+             ctx.measure(p2, q2, "M2", level, laws=known_laws(second, *pair2))]
     # A record changes in D1 or in D2, never both: two composed pairs, each held to max(eps1, eps2).
     composed = [ctx.measure(np.hstack([p1, p2]), np.hstack([q1, r2]), "(M1, M2): change in D1", level),
                 ctx.measure(np.hstack([p1, p2]), np.hstack([r1, q2]), "(M1, M2): change in D2", level)]
@@ -365,7 +347,7 @@ def _post_processing(ctx: _Context) -> dict[str, Any]:
     d, d_prime = _pair(spec, mechanism)
     level = ctx.level(2)
     p, q = ctx.sample(mechanism, d, "M|d"), ctx.sample(mechanism, d_prime, "M|d_prime")
-    parts = [ctx.measure(p, q, "M", level, laws=_laws(mechanism, (d, d_prime)))]
+    parts = [ctx.measure(p, q, "M", level, laws=known_laws(mechanism, d, d_prime))]
     composed = ctx.measure(apply_map(p, spec.map), apply_map(q, spec.map), "g(M)", level)
     broken = None
     if isinstance(spec.map, str):
@@ -397,7 +379,7 @@ def _pinsker(ctx: _Context) -> dict[str, Any]:
     p, q = ctx.sample(mechanism, pair[0], "M|d"), ctx.sample(mechanism, pair[1], "M|d_prime")
     parts = []
     if "kl" in parse_function_class(spec.function_class).divergences:
-        parts.append(ctx.measure(p, q, "KL^H", level, divergence="kl", laws=_laws(mechanism, pair)))
+        parts.append(ctx.measure(p, q, "KL^H", level, divergence="kl", laws=known_laws(mechanism, *pair)))
     ipm = ctx.measure(p, q, "IPM^H", level, divergence="ipm")
     broken = None
     if _kind(spec.function_class) not in PINSKER_CLASSES:
@@ -415,7 +397,7 @@ def _generalization(ctx: _Context) -> dict[str, Any]:
     worst = (-np.ones((m, 1)), np.vstack([[1.0], -np.ones((m - 1, 1))]))  # one record from -1 to +1
     p, q = ctx.sample(mechanism, worst[0], "M|d"), ctx.sample(mechanism, worst[1], "M|d_prime")
     # eps: the unrestricted KL of the worst pair bounds KL^H for every H, so H contains the queries' evaluations.
-    epsilon = _exact(_laws(mechanism, worst), "all", "kl", None)
+    epsilon = exact_value(known_laws(mechanism, *worst), "all", "kl")
     part = dataclasses.replace(ctx.measure(p, q, "M on the worst pair (exact: KL over all functions)", level), exact=epsilon)
     rng = ctx.rng("data")
     records = np.where(rng.random((trials, 2, m)) < 0.5, -1.0, 1.0)

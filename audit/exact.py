@@ -171,6 +171,26 @@ def restricted_divergence(
 # --------------------------------------------------------------------------- input checks
 
 
+
+def known_laws(mechanism: object, d: np.ndarray, d_prime: np.ndarray) -> tuple[object, object] | None:
+    """The mechanism's exact output laws (P, Q) on (d, d'), or None when it has none or cannot compute them."""
+    try:
+        return mechanism.output_laws(d, d_prime)
+    except (AttributeError, ArithmeticError, ValueError, IndexError):
+        return None
+
+
+def exact_value(laws: tuple[object, object] | None, function_class: str, divergence: str,
+                alpha: float | None = None) -> float | None:
+    """:func:`restricted_divergence` of 1-D laws (P, Q), or None when the laws are unknown, the class or
+    divergence has no exact value here, or quadrature cannot resolve the laws."""
+    if laws is None:
+        return None
+    try:
+        return float(restricted_divergence(*laws, function_class=function_class, divergence=divergence, alpha=alpha))
+    except (ArithmeticError, ValueError, IndexError):
+        return None
+
 def _check_class(function_class: str, divergence: str) -> FunctionClass:
     try:
         hclass = parse_function_class(function_class)

@@ -32,6 +32,7 @@ import numpy as np
 
 from audit import parallel, store
 from audit.config import AuditConfig
+from audit.exact import exact_value, known_laws
 from audit.neighbours import NeighbourPair
 from audit.plan import MEMORY_FRACTION, Task, available_memory, estimate_memory, plan_hash, plan_tasks, task_seed
 from audit.sampling import (
@@ -139,10 +140,10 @@ def run_tasks(
     with bar, parallel.backend(config.run.backend, config.run.n_jobs), contextlib.closing(sampler):
         for count, (pair, samples) in enumerate(itertools.chain(failed, sampler), start=1):
             bar.set_postfix_str(f"pairs sampled {count}/{len(pending_pairs)}")
-            laws = _output_laws(mechanism, pair) if isinstance(samples, PairSamples) else None
+            laws = known_laws(mechanism, pair.d, pair.d_prime) if isinstance(samples, PairSamples) else None
             pair_tasks = [task for task in pending if task.pair == pair.name]
             jobs = [
-                joblib.delayed(_run_task)(task, samples, laws, _theory_bound(mechanism, task), config)
+                joblib.delayed(_run_task)(task, samples, laws, task_theory_bound(mechanism, task), config)
                 for task in pair_tasks
             ]
             try:
@@ -153,26 +154,18 @@ def run_tasks(
                 message = f"the attack workers failed: {one_line(error)}"
                 for task in pair_tasks:
                     if task.id not in records:
-                        keep(_error_record(task, message), None)
+                        keep(task_record(task, error=message), None)
     order = {task.id: i for i, task in enumerate(tasks)}
     ordered = dict(sorted(records.items(), key=lambda item: order[item[0]]))
     return ordered, {task: evidence.get(task) for task in ordered}
 
 
-def _theory_bound(mechanism: Any, task: Task) -> float | None:
+def task_theory_bound(mechanism: Any, task: Task) -> float | None:
     """The mechanism's closed-form bound for the task; None when it has none or cannot compute it."""
     try:
         bound = mechanism.theory_bound(task.function_class, task.divergence, task.alpha)
         return None if bound is None else float(bound)
     except (ArithmeticError, ValueError, IndexError):  # e.g. an overflow at epsilon = 1e308: unknown, not fatal
-        return None
-
-
-def _output_laws(mechanism: Any, pair: NeighbourPair) -> tuple[Any, Any] | None:
-    """The pair's exact output laws, None when unknown or not computable (they only fill ``exact``)."""
-    try:
-        return mechanism.output_laws(pair.d, pair.d_prime)
-    except (ArithmeticError, ValueError, IndexError):
         return None
 
 
@@ -187,8 +180,7 @@ def _run_task(
     from attacks.estimate import estimate_divergence
 
     start = time.perf_counter()
-    record = dict(dataclasses.asdict(task), task=task.id, estimate=math.nan, unbounded=False, error=None,
-                  note="", exact=None, theory_bound=theory_bound)
+    record = task_record(task, theory_bound=theory_bound)
     estimate = None
     if isinstance(samples, str):
         record["error"] = samples
@@ -196,7 +188,7 @@ def _run_task(
         p, q = (samples.d, samples.d_prime) if task.direction == "P|Q" else (samples.d_prime, samples.d)
         notes = [COUPLING_REFUSED] if config.attacks.coupled and not samples.coupled else []
         if laws is not None:
-            record["exact"] = _exact(task, laws if task.direction == "P|Q" else laws[::-1])
+            record["exact"] = task_exact(task, laws)
         if _deterministic_release(p, q):
             notes.append(DETERMINISTIC_NOTE)
         try:
@@ -233,25 +225,17 @@ def _deterministic_release(p: np.ndarray, q: np.ndarray) -> bool:
     return bool(np.all(p == p[0]) and np.all(q == q[0]) and np.any(p[0] != q[0]))
 
 
-def _exact(task: Task, laws: tuple[Any, Any]) -> float | None:
-    """The exact restricted divergence of the attack's class for 1-D output laws; None when not computable."""
-    from attacks.classes import parse_function_class
-    from audit.exact import restricted_divergence
-
-    if parse_function_class(task.function_class).kind not in ("poly", "threshold", "all"):
-        return None
-    try:
-        return float(restricted_divergence(*laws, function_class=task.function_class,
-                                           divergence=task.divergence, alpha=task.alpha))
-    except (ArithmeticError, ValueError, IndexError):  # not covered by audit.exact, or extreme laws: unknown
-        return None
+def task_exact(task: Task, laws: tuple[Any, Any]) -> float | None:
+    """The exact divergence of the task's class in its direction, from the pair's laws (P on d, Q on d')."""
+    return exact_value(laws if task.direction == "P|Q" else laws[::-1], task.function_class, task.divergence,
+                       task.alpha)
 
 
-def _error_record(task: Task, message: str) -> dict:
-    """The record of a task that could not run."""
-    return dict(dataclasses.asdict(task), task=task.id, estimate=math.nan, unbounded=False, error=message,
-                note="", exact=None, theory_bound=None, seconds=0.0)
-
+def task_record(task: Task, *, task_id: str | None = None, error: str | None = None,
+                theory_bound: float | None = None) -> dict:
+    """A task's record before its attack: the task's fields, its id (``task_id``, default ``task.id``), no estimate."""
+    return dict(dataclasses.asdict(task), task=task.id if task_id is None else task_id, estimate=math.nan,
+                unbounded=False, error=error, note="", exact=None, theory_bound=theory_bound, seconds=0.0)
 
 
 def _check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: functools.partial) -> dict[str, str]:

@@ -29,7 +29,6 @@ without the rows engine's per-pair time limit or resume.
 from __future__ import annotations
 
 import dataclasses
-import math
 import sys
 import time
 from collections.abc import Sequence
@@ -43,7 +42,8 @@ from audit.config import AuditConfig
 from audit.neighbours import NeighbourPair
 from audit.parallel import backend
 from audit.plan import Task, task_seed
-from audit.runner import _exact, _output_laws, _theory_bound
+from audit.exact import known_laws
+from audit.runner import task_exact, task_record, task_theory_bound
 from audit.sampling import COUPLING_REFUSED, draw_pair_isolated
 
 
@@ -125,17 +125,17 @@ def _records(result: StagedResult, name: str, mechanism: Any, pairs: Sequence[Ne
     task = Task(pairs[winner.pair].name, winner.direction, winner.function_class, target.divergence, target.alpha,
                 target.delta)
     record = _record(task, name, None)
-    laws = _output_laws(mechanism, pairs[winner.pair])
+    laws = known_laws(mechanism, pairs[winner.pair].d, pairs[winner.pair].d_prime)
     if laws is not None:
-        record["exact"] = _exact(task, laws if winner.direction == "P|Q" else laws[::-1])
-    record.update(estimate=float(result.evidence.estimate), theory_bound=_theory_bound(mechanism, task),
+        record["exact"] = task_exact(task, laws)
+    record.update(estimate=float(result.evidence.estimate), theory_bound=task_theory_bound(mechanism, task),
                   note=COUPLING_REFUSED if coupled and not result.evidence.coupled else "", seconds=seconds)
     return [*records, record]
 
 
 def _record(task: Task, name: str, error: str | None) -> dict:
-    return dict(dataclasses.asdict(task), task=f"{name}|{task.id}", estimate=math.nan, unbounded=False, error=error,
-                note="", exact=None, theory_bound=None, seconds=0.0)
+    """The runner's record of ``task`` (:func:`audit.runner.task_record`) under the search's id ``name|<task id>``."""
+    return task_record(task, task_id=f"{name}|{task.id}", error=error)
 
 
 def _staged_fields(result: StagedResult) -> dict:
