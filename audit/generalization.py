@@ -35,6 +35,7 @@ from scipy import stats
 
 from attacks.estimate import estimate_divergence
 from audit.mechanisms.base import sample_coupled
+from audit.neighbours import on_average_pairs
 from audit.on_average import average_over_pairs
 
 
@@ -84,10 +85,8 @@ def difference_interval(
 
 def draw_neighbours(mechanism: Any, rng: np.random.Generator, replaced: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Z ~ D^n and Z with its first ``replaced`` records redrawn from D (OAKL Def. 2, Lemma 6)."""
-    dataset = mechanism.sample_data(mechanism.records, rng)
-    neighbour = dataset.copy()
-    neighbour[:replaced] = mechanism.sample_data(replaced, rng)
-    return dataset, neighbour
+    [pair] = on_average_pairs(mechanism.sample_data, mechanism.records, 1, rng, replaced)
+    return pair
 
 
 def on_average_divergence(

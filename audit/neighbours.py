@@ -380,22 +380,26 @@ def random_pairs(
 
 
 def on_average_pairs(
-    sampler: Sampler, size: int, count: int, rng: np.random.Generator
+    sampler: Sampler, size: int, count: int, rng: np.random.Generator, replaced: int = 1
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """``count`` iid pairs (Z, Z'): Z ~ D^size, z ~ D, Z' = Z with its first record replaced by z.
 
     The pairs of OAKL's on-average KL privacy (docs/theory.md section 8).  The
     first record, as the definition states; since Z's records are iid this is
-    the same law as a random index for any mechanism.  Z and then z are drawn
-    from ``rng`` in turn, pair after pair, so a seed fixes every pair.
+    the same law as a random index for any mechanism.  ``replaced`` = k > 1
+    redraws the first k records (OAKL Lemma 6, small groups).  Z and then its
+    new records are drawn from ``rng`` in turn, pair after pair, so a seed
+    fixes every pair.
     """
     pairs = []
     for _ in range(count):
         d = sampler(size, rng)
-        record = sampler(1, rng)
-        if record.shape[1] != d.shape[1]:
-            raise ValueError(f"neighbours.distribution returned records of widths {d.shape[1]} and {record.shape[1]}.")
-        pairs.append((d, _neighbour(d, record[0], "replace-one", 0)))
+        records = sampler(replaced, rng)
+        if records.shape[1] != d.shape[1]:
+            raise ValueError(f"neighbours.distribution returned records of widths {d.shape[1]} and {records.shape[1]}.")
+        d_prime = d.copy()
+        d_prime[:replaced] = records
+        pairs.append((d, d_prime))
     return pairs
 
 
