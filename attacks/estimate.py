@@ -368,17 +368,16 @@ def estimate_divergence(
     ).fit(*_stack(train_p, train_q))
     w_p, w_q = adversary.witness(test_p), adversary.witness(test_q)
     estimate = witness_objective(w_p, w_q, divergence, alpha, delta)
+    weights = weight_evidence(w_p, w_q, divergence, alpha, coupled) if divergence in _WEIGHTS else {}
     standard_error = (
-        np.nan if divergence == "dp" else _standard_error(w_p, w_q, divergence, alpha, coupled)
+        np.nan if divergence == "dp" else weights.get("standard_error", _standard_error(w_p, w_q, divergence, alpha, coupled))
     )
     scores_p, scores_q = _held_out_scores(adversary, w_p, w_q, test_p, test_q)
     details = {
         "train_score": adversary.score(*_stack(train_p, train_q)),
         "scores": score_histogram(scores_p, scores_q, adversary.threshold_, adversary.side_),
     }
-    if divergence in _WEIGHTS:
-        details.update(log_unseen_ratio=log_unseen_ratio(witness_log_weights(w_p, divergence, alpha),
-                                                         witness_log_weights(w_q, divergence, alpha)), n_q=w_q.size)
+    details.update(weights.get("details", {}))
     if divergence == "ipm":
         g = np.r_[scores_p, scores_q]
         labels = np.r_[np.ones(len(test_p)), np.zeros(len(test_q))]
@@ -400,8 +399,7 @@ def estimate_divergence(
         standard_error=standard_error,
         delta=float(delta),
         coupled=bool(coupled),
-        caveat=None if divergence not in ("kl", "renyi") else _caveat(
-            w_q, divergence, alpha, standard_error),
+        caveat=weights.get("caveat"),
     )
 
 
@@ -479,6 +477,24 @@ def _influence_terms(
     if divergence == "renyi":
         return renyi_influence(w_p, w_q, alpha)
     return w_p, w_q  # ipm: the objective is itself a difference of means
+
+
+def weight_evidence(w_p: np.ndarray, w_q: np.ndarray, divergence: str, alpha: float | None,
+                    coupled: bool) -> dict[str, Any]:
+    """What held-out witness values fix of a ``kl`` or ``renyi`` estimate beyond its objective.
+
+    ``standard_error`` (delta method), ``caveat`` (why the interval cannot be
+    trusted, or None) and ``details`` (``log_unseen_ratio``, ``n_q``: the
+    unseen-mass term of :func:`attacks.divergences.variational_bound`); used by
+    :func:`estimate_divergence` and by the staged engine's confirm stage.
+    """
+    standard_error = _standard_error(w_p, w_q, divergence, alpha, coupled)
+    return dict(
+        standard_error=standard_error,
+        caveat=_caveat(w_q, divergence, alpha, standard_error),
+        details=dict(log_unseen_ratio=log_unseen_ratio(witness_log_weights(w_p, divergence, alpha),
+                                                       witness_log_weights(w_q, divergence, alpha)), n_q=w_q.size),
+    )
 
 
 def _caveat(w_q: np.ndarray, divergence: str, alpha: float | None, standard_error: float) -> str | None:

@@ -58,10 +58,9 @@ import numpy as np
 from scipy.stats import norm
 
 from attacks import binomial_ratio, paired_ratio, pooled_ratio
-from attacks.adversary import Adversary, witness_log_weights, witness_objective
+from attacks.adversary import Adversary, witness_objective
 from attacks.classes import parse_function_class
-from attacks.divergences import log_unseen_ratio
-from attacks.estimate import DivergenceEstimate, _caveat, _standard_error
+from attacks.estimate import DivergenceEstimate, weight_evidence
 
 STAGES = ("screen", "train", "check", "confirm")
 DEFAULT_SHARES = {"screen": 0.2, "train": 0.2, "check": 0.1, "confirm": 0.5}
@@ -393,14 +392,10 @@ def witness_estimate(w_p: np.ndarray, w_q: np.ndarray, target: Target, function_
     """The ``kl`` or ``renyi`` estimate of a fixed witness from its values on held-out samples of P and Q
     (the objective, its delta-method standard error, the unseen-mass ratio and caveat of :mod:`attacks.estimate`)."""
     divergence, alpha = target.divergence, target.alpha
-    standard_error = _standard_error(w_p, w_q, divergence, alpha, coupled)
-    details = dict(log_unseen_ratio=log_unseen_ratio(witness_log_weights(w_p, divergence, alpha),
-                                                     witness_log_weights(w_q, divergence, alpha)), n_q=w_q.size)
     return DivergenceEstimate(
         estimate=float(witness_objective(w_p, w_q, divergence, alpha)), n=min(w_p.size, w_q.size),
         n_test=min(w_p.size, w_q.size), unbounded=False, function_class=function_class, divergence=divergence,
-        alpha=alpha, adversary=None, details=details, standard_error=standard_error, coupled=coupled,
-        caveat=_caveat(w_q, divergence, alpha, standard_error),
+        alpha=alpha, adversary=None, coupled=coupled, **weight_evidence(w_p, w_q, divergence, alpha, coupled),
     )
 
 
