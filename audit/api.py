@@ -28,9 +28,9 @@ from audit.provenance import describe_audit, pair_records
 from audit.plan import task_seed
 from audit.runner import run_tasks
 from audit.sampling import one_line
-from audit.schema import STAGED_COLUMNS, TABLE_COLUMNS
+from audit.schema import STAGED_COLUMNS, TABLE_COLUMNS, Row
 from audit.theory_check import check_bounds
-from audit.verdicts import assign_verdicts, exit_code, summarize_claims
+from audit.verdicts import assign_verdicts, exit_code, overall_verdict, summarize_claims
 
 FAILED = "error"
 """The ``verdict`` of results.json when the audit could not reach one (:class:`AuditError`)."""
@@ -58,6 +58,8 @@ class AuditResult:
         ``"pass"``, ``"violation"`` or ``"inconclusive"`` (see :mod:`audit.verdicts`).
     table : pandas.DataFrame
         One row per results.json row (docs/design.md schema, plus ``task`` and ``error``).
+    rows : list of Row
+        The same rows typed (:class:`audit.schema.Row`, a property read off ``table``).
     exit_code : int
         What ``capaudit run`` exits with: 0 pass or inconclusive, 1 violation,
         2 when a task failed (a mechanism error) or a claim went untested.
@@ -94,9 +96,14 @@ class AuditResult:
     checks: Sequence[Mapping[str, Any]] = ()
 
     @property
+    def rows(self) -> list[Row]:
+        """The table's rows as typed rows (:class:`audit.schema.Row`; ``held_out_scores`` stays in the table)."""
+        return [Row.from_record(record) for record in self.table.to_dict(orient="records")]
+
+    @property
     def claims(self) -> list[dict[str, Any]]:
         """Per claim: verdict, strongest row, adjusted p, detectable excess (`audit.verdicts.summarize_claims`)."""
-        return summarize_claims(self.table.to_dict(orient="records"))
+        return summarize_claims(self.rows)
 
     def write(self, out_dir: str | os.PathLike) -> Path:
         """Write report.md, results.json, results.csv and figures/ (:func:`audit.report.write_audit_report`)."""
@@ -185,13 +192,16 @@ def run_audit(
             rows = claim_rows(audit_config, records.values())
         stage = "the verdicts"
         averages, average_evidence = aggregate_rows(rows, evidence, audit_config.attacks.confidence)
-        rows, evidence = rows + averages, {**evidence, **average_evidence}
-        verdict = assign_verdicts(rows, evidence, audit_config.attacks.confidence)
+        evidence = {**evidence, **average_evidence}
+        rows = assign_verdicts([Row.from_record(row) for row in rows + averages], evidence,
+                               audit_config.attacks.confidence)
+        verdict = overall_verdict(rows)
         stage = "the checks"
         checks = run_checks(audit_config)
         claims = (verdict, exit_code(rows, verdict)) if audit_config.claims else (None, None)
         verdict, code = combine(*claims, checks)
-        table = pd.DataFrame(rows, columns=columns)
+        records = [row.to_record() for row in rows]
+        table = pd.DataFrame(records, columns=columns)
         # The binned held-out scores behind each row: the report's ROC curves and witness histograms.
         table["held_out_scores"] = [getattr(evidence.get(task), "details", {}).get("scores") for task in table["task"]]
         result = AuditResult(
@@ -204,7 +214,7 @@ def run_audit(
             config=audit_config.raw,
             pairs=pair_records(pairs),
             audited=describe_audit(mechanism, config, audit_config.raw),
-            theory=check_bounds(rows, evidence, audit_config.attacks.confidence),
+            theory=check_bounds(records, evidence, audit_config.attacks.confidence),
             checks=checks,
         )
         stage = "writing the report"

@@ -39,7 +39,7 @@ from audit.html_report import write_html_report
 from audit.summary import strongest_per_claim
 from audit.theory_check import failures
 
-from audit.schema import NUMERIC_COLUMNS, ROW_COLUMNS, STAGE_SIZE_COLUMNS, VERDICT_COLUMNS, column_order  # noqa: E402
+from audit.schema import NUMERIC_COLUMNS, ROW_COLUMNS, STAGE_SIZE_COLUMNS, VERDICT_COLUMNS, Row, column_order  # noqa: E402
 from audit.verdicts import POWER, summarize_claims  # noqa: E402
 
 SCHEMA_VERSION = "1.0"
@@ -122,10 +122,11 @@ def write_audit_report(
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
     table = table[column_order(table.columns)].reset_index(drop=True)
     records = table.to_dict(orient="records")
+    rows = [Row.from_record(record) for record in records]
     meta = {
         "schema_version": SCHEMA_VERSION, "verdict": verdict, "seed": seed, "seconds": seconds,
         "versions": dict(versions), "config": dict(config), "audited": dict(audited or {}), "pairs": list(pairs),
-        "claims": summarize_claims(records), "theory": [dict(entry) for entry in theory],
+        "claims": summarize_claims(rows), "theory": [dict(entry) for entry in theory],
         **({"checks": [dict(check) for check in checks]} if checks else {}),  # only configs with [[checks]]
     }
     document = {**meta, "rows": [_json_row(row) for row in records]}
@@ -137,7 +138,9 @@ def write_audit_report(
     if "held_out_scores" in table.columns and len(table):  # a config of checks only has no rows
         figures += write_evidence_figures(strongest_per_claim(table), out_dir / "figures", mechanism=mechanism_label(config))
     report = out_dir / "report.md"
-    report.write_text(_markdown(_by_importance(table), meta, [path.relative_to(out_dir) for path in figures]))
+    ordered = _by_importance(table)
+    report.write_text(_markdown(ordered, [rows[index] for index in ordered.index], meta,
+                                [path.relative_to(out_dir) for path in figures]))
     write_html_report(report)
     return report
 
@@ -203,7 +206,8 @@ def _json_value(value: Any) -> Any:
 # --- report.md -------------------------------------------------------------
 
 
-def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.Path]) -> str:
+def _markdown(table: pd.DataFrame, rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.Path]) -> str:
+    """report.md of ``table`` and its typed ``rows`` (the same rows, in the same order)."""
     verdict = meta["verdict"]
     attacks = meta["config"].get("attacks", {})
     confidence = attacks.get("confidence")
@@ -233,17 +237,17 @@ def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.P
         ]
     if meta["claims"]:
         lines += ["## Claims", "", _claims_table(meta["claims"]), ""]
-    lines += _on_average_section(table, confidence)
+    lines += _on_average_section(rows, confidence)
     lines += _checks_block(meta.get("checks", []))
-    lines += _staged_section(table)
+    lines += _staged_section(rows)
     for row_verdict, title in (
         ("violation", "Violations"),
         ("unbounded", "Unbounded rows"),
         ("inconclusive", "Inconclusive rows"),
     ):
-        rows = table[table["verdict"] == row_verdict]
-        if len(rows):
-            lines += [f"## {title} ({len(rows)})", "", _summary_table(rows), ""]
+        judged = table[table["verdict"] == row_verdict]
+        if len(judged):
+            lines += [f"## {title} ({len(judged)})", "", _summary_table(judged), ""]
     if "error" in table.columns:
         errors = table[table["error"].notna() & (table["error"].astype(str) != "")]
         if len(errors):
@@ -252,15 +256,17 @@ def _markdown(table: pd.DataFrame, meta: dict[str, Any], figures: list[pathlib.P
     lines += _theory_section(meta.get("theory", []))
     lines += ["## Results per claim", ""] if len(table) else []
     average = table["on_average"] if "on_average" in table.columns else pd.Series(False, index=table.index)
-    for (divergence, claim_class, claim, on_average), rows in table.groupby(
+    for (divergence, claim_class, claim, on_average), claim_rows in table.groupby(
         [table["divergence"], table["claim_class"], table["claim"], average.eq(True)], dropna=False, sort=False
     ):
-        lines += [f"### {_claim_title(divergence, claim_class, claim, on_average)}", "", _claim_table(rows), ""]
+        lines += [f"### {_claim_title(divergence, claim_class, claim, on_average)}", "", _claim_table(claim_rows), ""]
     if figures:
         lines += ["## Figures", ""]
         lines += [f"![{path.stem}]({path.as_posix()})\n" for path in figures]
-    lines += ["## Method", "", *_method_notes(confidence, attacks.get("n_samples"), attacks.get("coupled", False),
-                                              attacks.get("engine", "rows")), ""]
+    # what the rows carry (the engine, outputs per dataset) is read off them, not off the config as written
+    engine = next((row.engine for row in rows if row.engine is not None), "rows")
+    n_samples = next((row.n_samples for row in rows if not math.isnan(row.n_samples)), attacks.get("n_samples"))
+    lines += ["## Method", "", *_method_notes(confidence, n_samples, attacks.get("coupled", False), engine), ""]
     return "\n".join(lines)
 
 
@@ -310,18 +316,15 @@ def _theory_section(theory: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
 
 
-def _staged_section(table: pd.DataFrame) -> list[str]:
+def _staged_section(rows: Sequence[Row]) -> list[str]:
     """"Staged search": per claim, the outputs per dataset each stage used and the candidate that won."""
-    if "n_confirm" not in table.columns:
-        return []
-    rows = table[table["n_confirm"].notna() & (table["error"].isna() if "error" in table.columns else True)]
-    if not len(rows):
+    searched = [row for row in rows if row.n_confirm is not None and not row.error]
+    if not searched:
         return []
     frame = pd.DataFrame({
-        "claim": [_claim_label(r["divergence"], r["claim_class"], r["claim"], r["alpha"]) for _, r in rows.iterrows()],
-        "winner (pair, direction, class)": [f"{r['pair']}, {r['direction']}, {r['function_class']}"
-                                            for _, r in rows.iterrows()],
-        **{name: [str(int(value)) for value in rows[name]] for name in STAGE_SIZE_COLUMNS},
+        "claim": [_claim_label(r.divergence, r.claim_class, r.claim, r.alpha) for r in searched],
+        "winner (pair, direction, class)": [f"{r.pair}, {r.direction}, {r.function_class}" for r in searched],
+        **{name: [str(getattr(r, name)) for r in searched] for name in STAGE_SIZE_COLUMNS},
     })
     return [
         "## Staged search", "",
@@ -415,25 +418,22 @@ def _shape(records: np.ndarray) -> str:
     return f"{rows} records of {width} value{'s' if width != 1 else ''}"
 
 
-def _on_average_section(table: pd.DataFrame, confidence: float | None) -> list[str]:
+def _on_average_section(rows: Sequence[Row], confidence: float | None) -> list[str]:
     """"On-average privacy": one line per aggregate row (audit.on_average) and what the claim promises."""
-    if "pairs_averaged" not in table.columns:
-        return []
-    rows = table[table["pairs_averaged"].notna()]
-    if not len(rows):
+    averaged = [row for row in rows if row.pairs_averaged is not None]
+    if not averaged:
         return []
     level = f"{confidence:g}" if confidence is not None else "the audit's confidence"
     shown = pd.DataFrame(
         {
-            "claim": [f"on average: {_claim_label(d, k, c, a)}" for d, k, c, a in
-                      zip(rows["divergence"], rows["claim_class"], rows["claim"], rows["alpha"])],
-            "direction": rows["direction"],
-            "attack class": rows["function_class"],
-            "mean over pairs [CI]": [_with_interval(r) for r in rows.itertuples()],
-            "pairs": [f"{int(v)}" for v in rows["pairs_averaged"]],
-            "worst case: max estimate": [_number(v) for v in rows["worst_case"]],
-            "worst case: lower bound": [_number(v) for v in rows["worst_case_low"]],
-            "verdict": [f"**{v}**" if v == "violation" else v for v in rows["verdict"]],
+            "claim": [f"on average: {_claim_label(r.divergence, r.claim_class, r.claim, r.alpha)}" for r in averaged],
+            "direction": [r.direction for r in averaged],
+            "attack class": [r.function_class for r in averaged],
+            "mean over pairs [CI]": [_with_interval(r) for r in averaged],
+            "pairs": [f"{r.pairs_averaged}" for r in averaged],
+            "worst case: max estimate": [_number(r.worst_case) for r in averaged],
+            "worst case: lower bound": [_number(r.worst_case_low) for r in averaged],
+            "verdict": [f"**{r.verdict}**" if r.verdict == "violation" else r.verdict for r in averaged],
         }
     )
     return [

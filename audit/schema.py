@@ -1,49 +1,207 @@
-"""The columns of a results row, listed once: results.json's ``rows``, results.csv, ``AuditResult.table``.
+"""The results row, typed and listed once: results.json's ``rows``, results.csv, ``AuditResult.table``.
 
 A row is described field by field in docs/results.md and
-docs/schema/results.schema.json; every module that orders, converts or
-selects row columns reads them from here.
+docs/schema/results.schema.json.  :class:`Row` is that row as a frozen
+dataclass: its fields, in order, ARE the columns, and each field's
+``metadata["group"]`` says which column list it belongs to, so the tuples
+below (:data:`ROW_COLUMNS`, :data:`VERDICT_COLUMNS`, ...) are derived from
+the dataclass and a column exists once.  Every module that orders, converts
+or selects row columns reads them from here; the verdicts, the report and the
+summaries read :class:`Row` objects, and plain dicts exist only at the
+boundaries (:meth:`Row.to_record` for JSON, CSV and the pandas table,
+:meth:`Row.from_record` for the records the engines build and the tables
+read back).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-ROW_COLUMNS = (
-    "pair",
-    "direction",
-    "function_class",
-    "divergence",
-    "alpha",
-    "estimate",
-    "ci_low",
-    "ci_high",
-    "n_samples",
-    "claim",
-    "claim_class",
-    "refutes_claim",
-    "theory_bound",
-    "exact",
-    "verdict",
-    "note",
-)
+GROUPS = ("row", "verdict", "task", "on_average", "staged", "internal")
+"""The column lists a field can belong to; ``internal`` fields are never written."""
+OPTIONAL_GROUPS = ("on_average", "staged")
+"""Groups whose fields only some rows carry: None means absent (left out of :meth:`Row.to_record`)."""
+
+
+def _column(group: str, default: Any = dataclasses.MISSING) -> Any:
+    """A :class:`Row` field in column list ``group`` (one of :data:`GROUPS`)."""
+    if default is dataclasses.MISSING:
+        return dataclasses.field(metadata={"group": group})
+    return dataclasses.field(default=default, metadata={"group": group})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Row:
+    """One results row: an attack's estimate against one claim, and its verdict.
+
+    Missing numbers are NaN (null in results.json), as in the table.  The
+    on-average and staged fields are None on the rows that do not carry them.
+
+    Attributes
+    ----------
+    pair, direction, function_class, divergence : str
+        The task: the neighbouring pair's name (``"average"`` for an
+        on-average aggregate), ``"P|Q"`` or ``"Q|P"``, the attack class and
+        the divergence.
+    alpha : float
+        The Renyi order, NaN for other divergences.
+    estimate, ci_low, ci_high : float
+        The held-out estimate and its interval (:mod:`audit.verdicts`).
+    n_samples : int or float
+        Outputs per dataset (NaN when unknown).
+    claim : float
+    claim_class : str
+    refutes_claim : bool
+        The attack class is contained in the claim's (docs/theory.md section 3).
+    theory_bound, exact : float
+        The paper's closed-form bound and the exact value, NaN when unknown.
+    verdict : str or None
+        None until :func:`audit.verdicts.assign_verdicts` judges the row.
+    note : str
+    p_adjusted, detectable_excess : float
+        :data:`VERDICT_COLUMNS`, NaN outside Holm's family.
+    task : str or None
+        The task's stable id (None in tables of old versions).
+    error : str or None
+        The task's error message; None when it ran.
+    resumed : bool
+        Read back from tasks.jsonl by ``--resume``.
+    on_average : bool
+        The row belongs to an on-average claim (:mod:`audit.on_average`).
+    pairs_averaged, worst_case, worst_case_low : int, float, float or None
+        An on-average aggregate row's fields; None on other rows.
+    engine, n_screen, n_train, n_check, n_confirm, candidates, finalists, sets_pooled : str, int or None
+        A staged row's engine (``"staged"``), stage sizes and counts; None on other rows.
+    unbounded : bool
+        The runner saw a deterministic release (internal: never written).
+    """
+
+    pair: str = _column("row")
+    direction: str = _column("row")
+    function_class: str = _column("row")
+    divergence: str = _column("row")
+    alpha: float = _column("row", math.nan)
+    estimate: float = _column("row", math.nan)
+    ci_low: float = _column("row", math.nan)
+    ci_high: float = _column("row", math.nan)
+    n_samples: int | float = _column("row", math.nan)
+    claim: float = _column("row")
+    claim_class: str = _column("row")
+    refutes_claim: bool = _column("row", False)
+    theory_bound: float = _column("row", math.nan)
+    exact: float = _column("row", math.nan)
+    verdict: str | None = _column("row", None)
+    note: str = _column("row", "")
+    p_adjusted: float = _column("verdict", math.nan)
+    detectable_excess: float = _column("verdict", math.nan)
+    task: str | None = _column("task", None)
+    error: str | None = _column("task", None)
+    resumed: bool = _column("task", False)
+    on_average: bool = _column("on_average", False)
+    pairs_averaged: int | None = _column("on_average", None)
+    worst_case: float | None = _column("on_average", None)
+    worst_case_low: float | None = _column("on_average", None)
+    engine: str | None = _column("staged", None)
+    n_screen: int | None = _column("staged", None)
+    n_train: int | None = _column("staged", None)
+    n_check: int | None = _column("staged", None)
+    n_confirm: int | None = _column("staged", None)
+    candidates: int | None = _column("staged", None)
+    finalists: int | None = _column("staged", None)
+    sets_pooled: int | None = _column("staged", None)
+    unbounded: bool = _column("internal", False)
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Row:
+        """The row of a plain record: an engine's row dict, or a results.json / table row read back.
+
+        Tolerant of older tables: a missing column takes its default (NaN,
+        None, False or ``""``), and so do null and NaN; keys that are not
+        columns (e.g. ``held_out_scores``) are left out.  Values are
+        converted to the field's type (numpy scalars to Python ones).
+
+        Raises
+        ------
+        ValueError
+            When a column without a default (:data:`REQUIRED_COLUMNS`: the
+            task's pair, direction, class and divergence, the claim and its
+            class) is missing.
+        """
+        missing = [name for name in REQUIRED_COLUMNS if _missing(record.get(name))]
+        if missing:
+            raise ValueError(f"a results row needs the columns {missing}; add them. Found columns {sorted(record)!r}.")
+        return cls(**{name: _convert(name, record[name]) for name in FIELD_TYPES if name in record})
+
+    def to_record(self) -> dict[str, Any]:
+        """Today's plain row dict: every written column in order, optional ones only when the row carries them.
+
+        ``pd.DataFrame(records, columns=...)`` of these is ``AuditResult.table``;
+        results.json and results.csv are written from that table.
+        """
+        return {
+            name: getattr(self, name) for name in WRITTEN_COLUMNS
+            if not (_GROUP_OF[name] in OPTIONAL_GROUPS and getattr(self, name) is None)
+        }
+
+
+def _columns(group: str) -> tuple[str, ...]:
+    """The :class:`Row` fields of column list ``group``, in order."""
+    return tuple(field.name for field in dataclasses.fields(Row) if field.metadata["group"] == group)
+
+
+_GROUP_OF = {field.name: field.metadata["group"] for field in dataclasses.fields(Row)}
+FIELD_TYPES = {field.name: field.type for field in dataclasses.fields(Row)}
+"""Each :class:`Row` field's annotation (a string: ``from __future__ import annotations``)."""
+REQUIRED_COLUMNS = tuple(field.name for field in dataclasses.fields(Row) if field.default is dataclasses.MISSING)
+"""The columns :meth:`Row.from_record` cannot default."""
+
+ROW_COLUMNS = _columns("row")
 """The columns every row has, first and in this order in results.json and results.csv."""
-VERDICT_COLUMNS = ("p_adjusted", "detectable_excess")
+VERDICT_COLUMNS = _columns("verdict")
 """Filled by :func:`audit.verdicts.assign_verdicts`; tables of older versions lack them."""
-TASK_COLUMNS = ("task", "error", "resumed")
+TASK_COLUMNS = _columns("task")
 """The task's stable id (:class:`audit.plan.Task`), its error message or None, and whether ``--resume`` read it back."""
-ON_AVERAGE_COLUMNS = ("on_average", "pairs_averaged", "worst_case", "worst_case_low")
+ON_AVERAGE_COLUMNS = _columns("on_average")
 """On-average claims (:mod:`audit.on_average`): whether the row belongs to one, and its aggregate's fields."""
 TABLE_COLUMNS = ROW_COLUMNS + VERDICT_COLUMNS + TASK_COLUMNS + ON_AVERAGE_COLUMNS
 """The columns of ``AuditResult.table`` and of the rows ``run_audit`` writes."""
-STAGE_SIZE_COLUMNS = ("n_screen", "n_train", "n_check", "n_confirm", "candidates", "finalists", "sets_pooled")
-"""The staged engine's stage sizes and counts (report.md's "Staged search")."""
-STAGED_COLUMNS = ("engine",) + STAGE_SIZE_COLUMNS
+STAGED_COLUMNS = _columns("staged")
 """Result fields of a staged row (``[attacks] engine = "staged"``), after :data:`TABLE_COLUMNS`."""
-NUMERIC_COLUMNS = ("alpha", "estimate", "ci_low", "ci_high", "n_samples", "claim", "theory_bound", "exact")
+STAGE_SIZE_COLUMNS = STAGED_COLUMNS[1:]
+"""The staged engine's stage sizes and counts (report.md's "Staged search")."""
+WRITTEN_COLUMNS = TABLE_COLUMNS + STAGED_COLUMNS
+"""Every column :meth:`Row.to_record` can write (all fields but the internal ones)."""
+NUMERIC_COLUMNS = tuple(name for name in ROW_COLUMNS if FIELD_TYPES[name] in ("float", "int | float"))
 """Columns read back as floats (None and null become NaN)."""
 
 
 def column_order(columns: Iterable[str]) -> list[str]:
     """:data:`ROW_COLUMNS` first, then the other ``columns`` in their order."""
     return list(ROW_COLUMNS) + [column for column in columns if column not in ROW_COLUMNS]
+
+
+def _missing(value: Any) -> bool:
+    """None or NaN: a cell with no value."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _convert(name: str, value: Any) -> Any:
+    """``value`` as field ``name``'s type; a missing cell (:func:`_missing`) as the field's default."""
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # numpy scalars
+        value = value.item()
+    kind = FIELD_TYPES[name]
+    if _missing(value):
+        return _DEFAULTS[name]
+    if kind == "bool":
+        return bool(value)
+    if kind in ("float", "float | None"):
+        return float(value)
+    if kind in ("int | float", "int | None"):
+        return int(value) if float(value).is_integer() else float(value)
+    return value
+
+
+_DEFAULTS = {field.name: field.default for field in dataclasses.fields(Row)}

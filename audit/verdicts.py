@@ -49,7 +49,9 @@ some row's estimate lands above it, which no sample size prevents; the
 report therefore no longer extrapolates a sample size that "would decide"
 but states what this audit could detect (:func:`detectable_excess`).
 
-Columns filled on every row: ``verdict``, ``note``, ``ci_low``, ``ci_high``,
+Rows are typed (:class:`audit.schema.Row`) and never changed in place:
+:func:`assign_verdicts` returns new rows (:func:`dataclasses.replace`) with
+these columns filled on every one: ``verdict``, ``note``, ``ci_low``, ``ci_high``,
 ``p_adjusted`` (Holm-adjusted p-value, :func:`holm_adjusted`; NaN outside
 the family) and ``detectable_excess`` (:func:`detectable_excess` at the level
 Holm tests a lone false hypothesis at, ``(1 - confidence) / m``; NaN outside
@@ -93,10 +95,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
 from scipy.stats import norm
+
+from audit.schema import Row
 
 EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
 POWER = 0.8
@@ -214,19 +219,19 @@ def detectable_excess(evidence: Evidence, level: float, power: float = POWER) ->
     return width * (1.0 + norm.ppf(power) / norm.isf(level))
 
 
-def assign_verdicts(rows: Sequence[dict], evidence: Mapping[str, Evidence | None], confidence: float) -> str:
-    """Fill ``verdict``, ``note``, ``ci_low``, ``ci_high``, ``p_adjusted`` and ``detectable_excess`` of every row.
+def assign_verdicts(rows: Sequence[Row], evidence: Mapping[str, Evidence | None], confidence: float) -> list[Row]:
+    """The judged rows: ``verdict``, ``note``, ``ci_low``, ``ci_high``, ``p_adjusted`` and ``detectable_excess`` filled.
 
-    Rows are changed in place (a +inf estimate other than a deterministic
-    release also gets its ``error``); the module docstring gives the rules.
+    The rows are not changed: each judged row is a new :class:`audit.schema.Row`
+    (:func:`dataclasses.replace`), in the order given; a +inf estimate other
+    than a deterministic release also gets its ``error``.  The module
+    docstring gives the rules; :func:`overall_verdict` reads the audit's verdict off the result.
 
     Parameters
     ----------
-    rows : sequence of dict
-        Results rows (docs/design.md schema plus ``task`` and ``error``) with at least
-        ``task``, ``estimate``, ``claim``, ``claim_class``, ``divergence``,
-        ``alpha``, ``function_class``, ``refutes_claim``, ``error`` and
-        ``note``; ``unbounded`` (default False) says the record is a
+    rows : sequence of Row
+        Results rows before verdicts (:meth:`audit.schema.Row.from_record` of
+        the engines' records); ``unbounded`` says the record is a
         deterministic release.
     evidence : mapping
         Task id -> its estimate (p-values, intervals, optional ``caveat``),
@@ -236,42 +241,36 @@ def assign_verdicts(rows: Sequence[dict], evidence: Mapping[str, Evidence | None
 
     Returns
     -------
-    str
-        ``"pass"``, ``"violation"`` or ``"inconclusive"``.
+    list of Row
     """
     level = 1.0 - confidence
-    for row in rows:
-        infinite = row["estimate"] == math.inf and not _failed(row)
-        if infinite and not _deterministic_release(row, evidence[row["task"]]):
-            row["error"] = INFINITE_WITHOUT_RELEASE
-    family = [row for row in rows if row["refutes_claim"] and not _failed(row)]
-    p_values = [_p_value(row, evidence[row["task"]]) for row in family]
+    judged = [_infinite_checked(row, evidence[row.task]) for row in rows]
+    family = [index for index, row in enumerate(judged) if row.refutes_claim and not _failed(row)]
+    p_values = [_p_value(judged[index], evidence[judged[index].task]) for index in family]
     rejected = holm_rejections(p_values, level) if family else np.zeros(0, dtype=bool)
     stop_level = level / max(len(family) - int(rejected.sum()), 1)  # the level of the step that stopped
     first_level = level / max(len(family), 1)  # the level Holm tests a lone false hypothesis at
     adjusted = holm_adjusted(p_values)
-    for row, row_level, reject, row_adjusted in zip(family, holm_levels(p_values, level), rejected, adjusted):
-        row["p_adjusted"] = float(row_adjusted)
-        _judge(row, evidence[row["task"]], row_level if reject else stop_level, bool(reject))
-        row["detectable_excess"] = _row_detectable_excess(row, evidence[row["task"]], first_level)
-    for row in rows:
+    for index, row_level, reject, row_adjusted in zip(family, holm_levels(p_values, level), rejected, adjusted):
+        row, row_evidence = replace(judged[index], p_adjusted=float(row_adjusted)), evidence[judged[index].task]
+        row = replace(row, **_judgement(row, row_evidence, row_level if reject else stop_level, bool(reject)))
+        judged[index] = replace(row, detectable_excess=_row_detectable_excess(row, row_evidence, first_level))
+    for index, row in enumerate(judged):
         if _failed(row):
-            row.update(verdict="inconclusive", ci_low=math.nan, ci_high=math.nan)
-            row["note"] = _join(row["note"], f"error: {row['error']}")
-        elif not row["refutes_claim"]:
-            row["verdict"] = "info"
-            _set_interval(row, evidence[row["task"]], confidence)
-        if _failed(row) or not row["refutes_claim"]:
-            row.update(p_adjusted=math.nan, detectable_excess=math.nan)
-    return overall_verdict(rows)
+            judged[index] = replace(row, verdict="inconclusive", ci_low=math.nan, ci_high=math.nan,
+                                    note=_join(row.note, f"error: {row.error}"), **_OUTSIDE_FAMILY)
+        elif not row.refutes_claim:
+            judged[index] = replace(row, verdict="info", **_interval(row, evidence[row.task], confidence),
+                                    **_OUTSIDE_FAMILY)
+    return judged
 
 
-def summarize_claims(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def summarize_claims(rows: Sequence[Row]) -> list[dict[str, Any]]:
     """One summary per claim (divergence, alpha, claim class, claimed value) of rows judged by :func:`assign_verdicts`.
 
     Parameters
     ----------
-    rows : sequence of mapping
+    rows : sequence of Row
         Judged rows (``verdict``, ``p_adjusted``, ``detectable_excess`` set).
 
     Returns
@@ -286,22 +285,22 @@ def summarize_claims(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         excess this audit detects with probability :data:`POWER`),
         ``refuting_rows`` (how many ran) and ``note``.
     """
-    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    groups: dict[tuple, list[Row]] = {}
     for row in rows:
         groups.setdefault(_claim_key(row), []).append(row)
     return [_summarize_claim(key, members) for key, members in groups.items()]
 
 
-def overall_verdict(rows: Sequence[Mapping[str, Any]]) -> str:
+def overall_verdict(rows: Sequence[Row]) -> str:
     """``"violation"``, ``"inconclusive"`` or ``"pass"`` from judged rows (module docstring)."""
-    verdicts = {row["verdict"] for row in rows}
+    verdicts = {row.verdict for row in rows}
     if verdicts & {"violation", "unbounded"}:
         return "violation"
     untested = any(claim["verdict"] == "untested" for claim in summarize_claims(rows))
     return "inconclusive" if "inconclusive" in verdicts or untested or not rows else "pass"
 
 
-def exit_code(rows: Sequence[Mapping[str, Any]], verdict: str) -> int:
+def exit_code(rows: Sequence[Row], verdict: str) -> int:
     """2 if any task failed, a claim is untested or nothing ran, else 1 for a violation, else 0.
 
     docs/design.md, "Contract: command line": 2 is an error, and an audit that
@@ -313,86 +312,85 @@ def exit_code(rows: Sequence[Mapping[str, Any]], verdict: str) -> int:
     return EXIT_VIOLATION if verdict == "violation" else EXIT_PASS
 
 
-def _deterministic_release(row: Mapping[str, Any], evidence: Evidence | None) -> bool:
+_OUTSIDE_FAMILY = {"p_adjusted": math.nan, "detectable_excess": math.nan}
+"""The verdict columns of a row outside Holm's family (failed, or ``info``)."""
+
+
+def _infinite_checked(row: Row, evidence: Evidence | None) -> Row:
+    """``row``, with :data:`INFINITE_WITHOUT_RELEASE` as its error when it ran, is +inf and no deterministic release."""
+    infinite = row.estimate == math.inf and not _failed(row)
+    return replace(row, error=INFINITE_WITHOUT_RELEASE) if infinite and not _deterministic_release(row, evidence) else row
+
+
+def _deterministic_release(row: Row, evidence: Evidence | None) -> bool:
     """The row is flagged ``unbounded`` and no attack scored it: the runner saw a deterministic release.
 
     An infinite estimate that an attack computed (``evidence`` present) came
     from a finite sample and proves nothing infinite.
     """
-    return bool(row.get("unbounded", False)) and evidence is None
+    return row.unbounded and evidence is None
 
 
-def _p_value(row: dict, evidence: Evidence | None) -> float:
+def _p_value(row: Row, evidence: Evidence | None) -> float:
     """The row's p-value in Holm's family: 0 when unbounded, 1 with a caveat, NaN (read as 1) without evidence."""
-    if row["estimate"] == math.inf:
+    if row.estimate == math.inf:
         return 0.0
-    if evidence is None or math.isnan(row["estimate"]):
+    if evidence is None or math.isnan(row.estimate):
         return math.nan
     if getattr(evidence, "caveat", None):
         return 1.0
-    return float(evidence.p_value(row["claim"]))
+    return float(evidence.p_value(row.claim))
 
 
-def _judge(row: dict, evidence: Evidence | None, level: float, rejected: bool) -> None:
-    estimate, claim = row["estimate"], row["claim"]
+def _judgement(row: Row, evidence: Evidence | None, level: float, rejected: bool) -> dict[str, Any]:
+    """A refuting row's ``verdict``, ``note``, ``ci_low`` and ``ci_high``, judged at ``level`` (module docstring)."""
+    estimate, claim = row.estimate, row.claim
     if estimate == math.inf:
-        row.update(verdict="unbounded", ci_low=math.inf, ci_high=math.inf)
-        row["note"] = _join(row["note"], "unbounded: a deterministic release, so every finite claim fails")
-        return
+        return dict(verdict="unbounded", ci_low=math.inf, ci_high=math.inf,
+                    note=_join(row.note, "unbounded: a deterministic release, so every finite claim fails"))
     caveat = None if evidence is None else getattr(evidence, "caveat", None)
     if caveat:
-        row.update(verdict="inconclusive", ci_low=math.nan, ci_high=math.nan)
-        row["note"] = _join(row["note"], f"interval not trusted: {caveat}")
-        return
-    _set_interval(row, evidence, 1.0 - 2.0 * level)
+        return dict(verdict="inconclusive", ci_low=math.nan, ci_high=math.nan,
+                    note=_join(row.note, f"interval not trusted: {caveat}"))
+    interval = _interval(row, evidence, 1.0 - 2.0 * level)
     if math.isnan(estimate):
-        row["verdict"] = "inconclusive"
-        row["note"] = _join(row["note"], "the estimate is NaN")
-    elif rejected:
-        row["verdict"] = "violation"
-    elif estimate > claim:
-        row["verdict"] = "inconclusive"
-        row["note"] = _join(
-            row["note"],
-            f"estimate exceeds the claim but not at the family-wise level (Holm-adjusted p = {row['p_adjusted']:.3g})",
-        )
-    else:
-        row["verdict"] = "pass"
+        return dict(verdict="inconclusive", note=_join(row.note, "the estimate is NaN"), **interval)
+    if rejected:
+        return dict(verdict="violation", note=row.note, **interval)
+    if estimate > claim:
+        note = _join(row.note, "estimate exceeds the claim but not at the family-wise level "
+                               f"(Holm-adjusted p = {row.p_adjusted:.3g})")
+        return dict(verdict="inconclusive", note=note, **interval)
+    return dict(verdict="pass", note=row.note, **interval)
 
 
-def _row_detectable_excess(row: dict, evidence: Evidence | None, level: float) -> float:
+def _row_detectable_excess(row: Row, evidence: Evidence | None, level: float) -> float:
     """Excess this row detects with probability POWER; 0 for a deterministic release, +inf when it cannot reject."""
-    if row["verdict"] == "unbounded":
+    if row.verdict == "unbounded":
         return 0.0
-    if evidence is None or getattr(evidence, "caveat", None) or math.isnan(row["estimate"]):
+    if evidence is None or getattr(evidence, "caveat", None) or math.isnan(row.estimate):
         return math.inf
     return detectable_excess(evidence, level)
 
 
-def _set_interval(row: dict, evidence: Evidence | None, confidence: float) -> None:
-    if evidence is None or math.isnan(row["estimate"]):
-        row.update(ci_low=math.nan, ci_high=math.nan)
-        return
+def _interval(row: Row, evidence: Evidence | None, confidence: float) -> dict[str, float]:
+    """``ci_low`` and ``ci_high``: the evidence's two-sided interval at ``confidence``, NaN without one."""
+    if evidence is None or math.isnan(row.estimate):
+        return dict(ci_low=math.nan, ci_high=math.nan)
     low, high = evidence.confidence_interval(confidence)
-    row.update(ci_low=float(low), ci_high=float(high))
+    return dict(ci_low=float(low), ci_high=float(high))
 
 
-def _claim_key(row: Mapping[str, Any]) -> tuple:
-    alpha = row.get("alpha")
-    alpha = None if alpha is None or (isinstance(alpha, float) and math.isnan(alpha)) else float(alpha)
-    return row["divergence"], alpha, row["claim_class"], float(row["claim"]), _is_true(row.get("on_average"))
+def _claim_key(row: Row) -> tuple:
+    alpha = None if math.isnan(row.alpha) else row.alpha
+    return row.divergence, alpha, row.claim_class, row.claim, row.on_average
 
 
-def _is_true(value: Any) -> bool:
-    """A boolean column that older tables lack or fill with NaN: only True counts."""
-    return value is True or value is np.True_
-
-
-def _summarize_claim(key: tuple, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _summarize_claim(key: tuple, rows: Sequence[Row]) -> dict[str, Any]:
     divergence, alpha, claim_class, claim, on_average = key
-    refuting = [row for row in rows if row["refutes_claim"]]
+    refuting = [row for row in rows if row.refutes_claim]
     ran = [row for row in refuting if not _failed(row)]
-    verdicts = {row["verdict"] for row in refuting}
+    verdicts = {row.verdict for row in refuting}
     if verdicts & {"violation", "unbounded"}:
         verdict = "violation"
     elif not ran:
@@ -413,35 +411,34 @@ def _summarize_claim(key: tuple, rows: Sequence[Mapping[str, Any]]) -> dict[str,
         "note": _untested_note(claim_class, refuting, rows) if verdict == "untested" else "",
     }
     if ran:
-        strongest = min(ran, key=lambda row: (_or(row.get("p_adjusted"), 1.0), -_or(row["estimate"], -math.inf)))
+        strongest = min(ran, key=lambda row: (_or(row.p_adjusted, 1.0), -_or(row.estimate, -math.inf)))
         summary.update(
-            strongest_task=strongest["task"],
-            p_adjusted=_or(strongest.get("p_adjusted"), math.nan),
-            detectable_excess=min(_or(row.get("detectable_excess"), math.inf) for row in ran),
+            strongest_task=strongest.task,
+            p_adjusted=strongest.p_adjusted,
+            detectable_excess=min(_or(row.detectable_excess, math.inf) for row in ran),
         )
     return summary
 
 
-def _untested_note(claim_class: str, refuting: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]) -> str:
+def _untested_note(claim_class: str, refuting: Sequence[Row], rows: Sequence[Row]) -> str:
     if refuting:
-        failed = sorted({row["function_class"] for row in refuting})
+        failed = sorted({row.function_class for row in refuting})
         return f"every attack that could refute it failed (classes {', '.join(failed)}); see the failed tasks"
-    classes = sorted({row["function_class"] for row in rows})
+    classes = sorted({row.function_class for row in rows})
     return (
         f"no attack class of the audit ({', '.join(classes)}) is contained in {claim_class!r}; "
         f"add one that is to [attacks] classes"
     )
 
 
-def _failed(row: Mapping[str, Any]) -> bool:
-    """The row's task failed: its ``error`` is a message (None, NaN or "" when it ran)."""
-    error = row.get("error")
-    return isinstance(error, str) and error != ""
+def _failed(row: Row) -> bool:
+    """The row's task failed: its ``error`` is a message (None or "" when it ran)."""
+    return bool(row.error)
 
 
-def _or(value: Any, default: float) -> float:
-    """``value`` as a float, ``default`` when it is None or NaN."""
-    return default if value is None or math.isnan(float(value)) else float(value)
+def _or(value: float, default: float) -> float:
+    """``value``, ``default`` when it is NaN."""
+    return default if math.isnan(value) else value
 
 
 def _join(note: str | None, text: str) -> str:

@@ -2,9 +2,11 @@
 
 import json
 
+import pandas as pd
 import pytest
 
 from audit import AuditResult, bounds, run_audit
+from audit.schema import Row
 
 CONFIG = {
     "mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
@@ -34,6 +36,16 @@ def test_result_fields(result):
     # one pair x 2 directions x linear x (renyi 2, renyi 4, dp)
     assert len(result.table) == 6
     assert result.seed == 1 and result.versions["numpy"]
+
+
+def test_rows_are_the_table_typed(result):
+    """``AuditResult.rows`` reads the table as typed rows; their records rebuild the table exactly."""
+    rows = result.rows
+    assert len(rows) == len(result.table) and all(isinstance(row, Row) and row.verdict for row in rows)
+    table = result.table.drop(columns="held_out_scores")
+    rebuilt = pd.DataFrame([row.to_record() for row in rows], columns=table.columns)
+    pd.testing.assert_frame_equal(rebuilt, table)
+    assert {claim["strongest_task"] for claim in result.claims} <= {row.task for row in rows if row.refutes_claim}
 
 
 def test_write_lays_out_the_report(result, tmp_path):

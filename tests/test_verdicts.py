@@ -20,8 +20,10 @@ from audit.verdicts import (
     holm_adjusted,
     holm_levels,
     holm_rejections,
+    overall_verdict,
     summarize_claims,
 )
+from audit.schema import Row
 
 
 @dataclass(frozen=True)
@@ -68,9 +70,15 @@ def test_holm_levels_follow_the_ranks():
 
 
 def _row(task, estimate, claim, refutes=True, error=None, unbounded=False, claim_class="all", function_class="linear"):
-    return {"task": task, "estimate": estimate, "claim": claim, "refutes_claim": refutes, "n_samples": 1000,
-            "error": error, "note": "", "unbounded": unbounded, "divergence": "kl", "alpha": math.nan,
-            "claim_class": claim_class, "function_class": function_class}
+    return Row(task=task, estimate=estimate, claim=claim, refutes_claim=refutes, n_samples=1000, error=error,
+               unbounded=unbounded, divergence="kl", claim_class=claim_class, function_class=function_class,
+               pair="p0", direction="P|Q")
+
+
+def _judge(rows, evidence, confidence):
+    """The judged rows and the overall verdict."""
+    judged = assign_verdicts(rows, evidence, confidence)
+    return judged, overall_verdict(judged)
 
 
 def test_row_verdicts_and_overall():
@@ -82,10 +90,10 @@ def test_row_verdicts_and_overall():
     ]
     evidence = {"violation": NormalEvidence(1.0, 0.05), "pass": NormalEvidence(0.3, 0.05),
                 "inconclusive": NormalEvidence(0.55, 0.05), "info": NormalEvidence(5.0, 0.05)}
-    overall = assign_verdicts(rows, evidence, confidence=0.95)
-    assert [row["verdict"] for row in rows] == ["violation", "pass", "inconclusive", "info"]
+    rows, overall = _judge(rows, evidence, confidence=0.95)
+    assert [row.verdict for row in rows] == ["violation", "pass", "inconclusive", "info"]
     assert overall == "violation" and exit_code(rows, overall) == EXIT_VIOLATION
-    assert "Holm-adjusted p = " in rows[2]["note"] and "samples" not in rows[2]["note"]
+    assert "Holm-adjusted p = " in rows[2].note and "samples" not in rows[2].note
 
 
 def test_intervals_use_the_holm_level_of_each_row():
@@ -94,11 +102,11 @@ def test_intervals_use_the_holm_level_of_each_row():
     estimates = {"a": 1.0, "b": 0.6, "c": 0.2}
     rows = [_row(task, value, 0.5) for task, value in estimates.items()]
     evidence = {task: NormalEvidence(value, 0.1) for task, value in estimates.items()}
-    assign_verdicts(rows, evidence, confidence=0.95)
-    assert [row["verdict"] for row in rows] == ["violation", "inconclusive", "pass"]
+    rows = assign_verdicts(rows, evidence, confidence=0.95)
+    assert [row.verdict for row in rows] == ["violation", "inconclusive", "pass"]
     for row, level in zip(rows, [0.05 / 3, 0.05 / 2, 0.05 / 2]):
-        assert row["ci_low"] == pytest.approx(row["estimate"] - norm.isf(level) * 0.1, rel=1e-9)
-        assert row["ci_high"] == pytest.approx(row["estimate"] + norm.isf(level) * 0.1, rel=1e-9)
+        assert row.ci_low == pytest.approx(row.estimate - norm.isf(level) * 0.1, rel=1e-9)
+        assert row.ci_high == pytest.approx(row.estimate + norm.isf(level) * 0.1, rel=1e-9)
 
 
 def test_ci_low_exceeds_the_claim_exactly_on_violations():
@@ -108,51 +116,51 @@ def test_ci_low_exceeds_the_claim_exactly_on_violations():
     estimates = {task: 0.5 + norm.isf(p) * 0.1 for task, p in p_values.items()}
     rows = [_row(task, value, 0.5) for task, value in estimates.items()]
     evidence = {task: NormalEvidence(value, 0.1) for task, value in estimates.items()}
-    assign_verdicts(rows, evidence, confidence=0.95)
-    assert [row["verdict"] for row in rows] == ["inconclusive"] * 3
-    assert all(row["ci_low"] <= 0.5 for row in rows)
-    assert rows[2]["ci_low"] == pytest.approx(estimates["z"] - norm.isf(0.05 / 3) * 0.1, rel=1e-9)
+    rows = assign_verdicts(rows, evidence, confidence=0.95)
+    assert [row.verdict for row in rows] == ["inconclusive"] * 3
+    assert all(row.ci_low <= 0.5 for row in rows)
+    assert rows[2].ci_low == pytest.approx(estimates["z"] - norm.isf(0.05 / 3) * 0.1, rel=1e-9)
 
 
 def test_info_rows_use_the_plain_confidence():
     rows = [_row("x", 1.0, 0.5, refutes=False)]
-    assign_verdicts(rows, {"x": NormalEvidence(1.0, 0.1)}, confidence=0.9)
-    assert rows[0]["ci_low"] == pytest.approx(1.0 - norm.isf(0.05) * 0.1)
+    rows = assign_verdicts(rows, {"x": NormalEvidence(1.0, 0.1)}, confidence=0.9)
+    assert rows[0].ci_low == pytest.approx(1.0 - norm.isf(0.05) * 0.1)
 
 
 @pytest.mark.parametrize("claim", [0.0, 0.5, 10.0])
 def test_nan_estimate_is_never_pass(claim):
     rows = [_row("nan", math.nan, claim)]
-    overall = assign_verdicts(rows, {"nan": NormalEvidence(math.nan, 0.1)}, confidence=0.95)
-    assert rows[0]["verdict"] == "inconclusive" and overall == "inconclusive"
-    assert "NaN" in rows[0]["note"]
+    rows, overall = _judge(rows, {"nan": NormalEvidence(math.nan, 0.1)}, confidence=0.95)
+    assert rows[0].verdict == "inconclusive" and overall == "inconclusive"
+    assert "NaN" in rows[0].note
 
 
 def test_unbounded_row_is_a_violation_and_info_stays_info():
     rows = [_row("sep", math.inf, 100.0, unbounded=True),
             _row("sep-info", math.inf, 100.0, refutes=False, unbounded=True)]
-    overall = assign_verdicts(rows, {"sep": None, "sep-info": None}, confidence=0.95)
-    assert [row["verdict"] for row in rows] == ["unbounded", "info"]
-    assert overall == "violation" and "unbounded" in rows[0]["note"]
+    rows, overall = _judge(rows, {"sep": None, "sep-info": None}, confidence=0.95)
+    assert [row.verdict for row in rows] == ["unbounded", "info"]
+    assert overall == "violation" and "unbounded" in rows[0].note
 
 
 def test_error_rows_make_the_audit_inconclusive_and_exit_2():
     rows = [_row("ok", 0.1, 0.5), _row("bad", math.nan, 0.5, error="mechanism 'f' raised ValueError: boom")]
-    overall = assign_verdicts(rows, {"ok": NormalEvidence(0.1, 0.05), "bad": None}, confidence=0.95)
-    assert [row["verdict"] for row in rows] == ["pass", "inconclusive"]
-    assert "boom" in rows[1]["note"]
+    rows, overall = _judge(rows, {"ok": NormalEvidence(0.1, 0.05), "bad": None}, confidence=0.95)
+    assert [row.verdict for row in rows] == ["pass", "inconclusive"]
+    assert "boom" in rows[1].note
     assert overall == "inconclusive" and exit_code(rows, overall) == EXIT_ERROR
 
 
 def test_error_wins_over_violation_in_the_exit_code():
     rows = [_row("v", 2.0, 0.5), _row("bad", math.nan, 0.5, error="boom")]
-    overall = assign_verdicts(rows, {"v": NormalEvidence(2.0, 0.01), "bad": None}, confidence=0.95)
+    rows, overall = _judge(rows, {"v": NormalEvidence(2.0, 0.01), "bad": None}, confidence=0.95)
     assert overall == "violation" and exit_code(rows, overall) == EXIT_ERROR
 
 
 def test_all_pass_exits_0():
     rows = [_row("a", 0.1, 0.5), _row("b", 0.2, 0.5)]
-    overall = assign_verdicts(rows, {"a": NormalEvidence(0.1, 0.05), "b": NormalEvidence(0.2, 0.05)}, 0.95)
+    rows, overall = _judge(rows, {"a": NormalEvidence(0.1, 0.05), "b": NormalEvidence(0.2, 0.05)}, 0.95)
     assert overall == "pass" and exit_code(rows, overall) == EXIT_PASS
 
 
@@ -182,38 +190,38 @@ def test_violation_exactly_when_the_adjusted_p_value_is_at_most_the_level():
     rng = np.random.default_rng(1)
     estimates = rng.normal(0.5, 0.15, size=12)
     rows = [_row(f"t{i}", value, 0.5) for i, value in enumerate(estimates)]
-    evidence = {row["task"]: NormalEvidence(row["estimate"], 0.05) for row in rows}
-    assign_verdicts(rows, evidence, confidence=0.95)
+    evidence = {row.task: NormalEvidence(row.estimate, 0.05) for row in rows}
+    rows = assign_verdicts(rows, evidence, confidence=0.95)
     for row in rows:
-        assert (row["verdict"] == "violation") == (row["p_adjusted"] <= 0.05)
-        assert (row["verdict"] == "violation") == (row["ci_low"] > 0.5)
+        assert (row.verdict == "violation") == (row.p_adjusted <= 0.05)
+        assert (row.verdict == "violation") == (row.ci_low > 0.5)
 
 
 def test_a_caveat_row_is_inconclusive_with_p_1_and_keeps_the_family_size():
     """The caveat row's estimate is far above the claim: still no violation.  It stays in Holm's family with
     p = 1, so the trusted row "b" (p = 0.03) is judged at .05/2 and not rejected; dropped, it would be."""
     rows = [_row("flagged", 9.0, 0.5), _row("b", 0.5 + norm.isf(0.03) * 0.1, 0.5)]
-    evidence = {"flagged": CaveatEvidence(9.0, 0.01), "b": NormalEvidence(rows[1]["estimate"], 0.1)}
-    overall = assign_verdicts(rows, evidence, confidence=0.95)
-    assert [row["verdict"] for row in rows] == ["inconclusive", "inconclusive"]
-    assert "interval not trusted: three held-out terms" in rows[0]["note"]
-    assert math.isnan(rows[0]["ci_low"]) and math.isnan(rows[0]["ci_high"])
-    assert rows[0]["p_adjusted"] == 1.0 and rows[0]["detectable_excess"] == math.inf
-    assert rows[1]["p_adjusted"] == pytest.approx(0.06)
-    assert rows[1]["ci_low"] == pytest.approx(rows[1]["estimate"] - norm.isf(0.025) * 0.1)
+    evidence = {"flagged": CaveatEvidence(9.0, 0.01), "b": NormalEvidence(rows[1].estimate, 0.1)}
+    rows, overall = _judge(rows, evidence, confidence=0.95)
+    assert [row.verdict for row in rows] == ["inconclusive", "inconclusive"]
+    assert "interval not trusted: three held-out terms" in rows[0].note
+    assert math.isnan(rows[0].ci_low) and math.isnan(rows[0].ci_high)
+    assert rows[0].p_adjusted == 1.0 and rows[0].detectable_excess == math.inf
+    assert rows[1].p_adjusted == pytest.approx(0.06)
+    assert rows[1].ci_low == pytest.approx(rows[1].estimate - norm.isf(0.025) * 0.1)
     assert overall == "inconclusive" and exit_code(rows, overall) == EXIT_PASS
 
 
 def test_a_caveat_row_below_the_claim_is_not_a_pass():
     rows = [_row("flagged", -37.9, 0.5)]
-    overall = assign_verdicts(rows, {"flagged": CaveatEvidence(-37.9, 0.1)}, confidence=0.95)
-    assert rows[0]["verdict"] == "inconclusive" and overall == "inconclusive"
+    rows, overall = _judge(rows, {"flagged": CaveatEvidence(-37.9, 0.1)}, confidence=0.95)
+    assert rows[0].verdict == "inconclusive" and overall == "inconclusive"
 
 
 def test_evidence_with_caveat_none_is_trusted():
     rows = [_row("a", 2.0, 0.5)]
-    assign_verdicts(rows, {"a": CaveatEvidence(2.0, 0.1, caveat=None)}, confidence=0.95)
-    assert rows[0]["verdict"] == "violation"
+    rows = assign_verdicts(rows, {"a": CaveatEvidence(2.0, 0.1, caveat=None)}, confidence=0.95)
+    assert rows[0].verdict == "violation"
 
 
 @pytest.mark.parametrize(
@@ -223,8 +231,8 @@ def test_evidence_with_caveat_none_is_trusted():
 )
 def test_an_infinite_estimate_other_than_a_deterministic_release_is_an_error_not_a_violation(unbounded, evidence):
     rows = [_row("sep", math.inf, 12.0, unbounded=unbounded), _row("ok", 0.1, 12.0)]
-    overall = assign_verdicts(rows, {"sep": evidence, "ok": NormalEvidence(0.1, 0.05)}, confidence=0.95)
-    assert rows[0]["verdict"] == "inconclusive" and rows[0]["error"] == INFINITE_WITHOUT_RELEASE
+    rows, overall = _judge(rows, {"sep": evidence, "ok": NormalEvidence(0.1, 0.05)}, confidence=0.95)
+    assert rows[0].verdict == "inconclusive" and rows[0].error == INFINITE_WITHOUT_RELEASE
     assert overall == "inconclusive" and exit_code(rows, overall) == EXIT_ERROR
 
 
@@ -235,7 +243,7 @@ def test_a_claim_whose_refuting_rows_all_failed_is_untested_not_a_pass():
         _row("ker", 0.1, 0.5, refutes=False, claim_class="linear", function_class="kernel"),
         _row("all", 0.1, 0.7, claim_class="all"),
     ]
-    overall = assign_verdicts(rows, {"lin": None, "ker": NormalEvidence(0.1, 0.05), "all": NormalEvidence(0.1, 0.05)},
+    rows, overall = _judge(rows, {"lin": None, "ker": NormalEvidence(0.1, 0.05), "all": NormalEvidence(0.1, 0.05)},
                               confidence=0.95)
     claims = {claim["claim_class"]: claim for claim in summarize_claims(rows)}
     assert all(claim["verdict"] in CLAIM_VERDICTS for claim in claims.values())
@@ -247,14 +255,14 @@ def test_a_claim_whose_refuting_rows_all_failed_is_untested_not_a_pass():
 
 def test_a_claim_no_attack_class_can_refute_is_untested_and_exits_2():
     rows = [_row("tree", 0.1, 0.5, refutes=False, claim_class="linear", function_class="tree3")]
-    overall = assign_verdicts(rows, {"tree": NormalEvidence(0.1, 0.05)}, confidence=0.95)
+    rows, overall = _judge(rows, {"tree": NormalEvidence(0.1, 0.05)}, confidence=0.95)
     (claim,) = summarize_claims(rows)
     assert claim["verdict"] == "untested" and "tree3" in claim["note"] and "'linear'" in claim["note"]
     assert overall == "inconclusive" and exit_code(rows, overall) == EXIT_ERROR
 
 
 def test_no_rows_is_not_a_pass():
-    assert assign_verdicts([], {}, confidence=0.95) == "inconclusive"
+    assert overall_verdict(assign_verdicts([], {}, confidence=0.95)) == "inconclusive"
     assert exit_code([], "inconclusive") == EXIT_ERROR
 
 
@@ -263,8 +271,8 @@ def test_claim_summary_names_the_strongest_row_and_the_smallest_detectable_exces
     four refuting rows), the one at 3.0 passes; its detectable excess is that of the row with the smallest error."""
     rows = [_row("a", 1.0, 0.5), _row("b", 0.4, 0.5), _row("a3", 1.0, 3.0), _row("b3", 0.4, 3.0)]
     errors = {"a": 0.1, "b": 0.02, "a3": 0.1, "b3": 0.02}
-    evidence = {row["task"]: NormalEvidence(row["estimate"], errors[row["task"]]) for row in rows}
-    assign_verdicts(rows, evidence, confidence=0.95)
+    evidence = {row.task: NormalEvidence(row.estimate, errors[row.task]) for row in rows}
+    rows = assign_verdicts(rows, evidence, confidence=0.95)
     low, high = summarize_claims(rows)
     assert (low["claim"], low["verdict"], low["strongest_task"]) == (0.5, "violation", "a")
     assert low["p_adjusted"] == pytest.approx(4 * norm.sf(5.0))
@@ -293,5 +301,14 @@ def test_detectable_excess_is_infinite_without_a_finite_interval():
 
 def test_rows_outside_the_family_have_no_adjusted_p():
     rows = [_row("info", 0.3, 0.5, refutes=False), _row("bad", math.nan, 0.5, error="boom")]
-    assign_verdicts(rows, {"info": NormalEvidence(0.3, 0.05), "bad": None}, confidence=0.95)
-    assert all(math.isnan(row["p_adjusted"]) and math.isnan(row["detectable_excess"]) for row in rows)
+    rows = assign_verdicts(rows, {"info": NormalEvidence(0.3, 0.05), "bad": None}, confidence=0.95)
+    assert all(math.isnan(row.p_adjusted) and math.isnan(row.detectable_excess) for row in rows)
+
+
+def test_assign_verdicts_returns_new_rows_and_leaves_its_input_alone():
+    rows = [_row("v", 2.0, 0.5), _row("info", 0.3, 0.5, refutes=False), _row("bad", math.nan, 0.5, error="boom")]
+    judged = assign_verdicts(rows, {"v": NormalEvidence(2.0, 0.01), "info": NormalEvidence(0.3, 0.05), "bad": None},
+                             confidence=0.95)
+    assert [row.verdict for row in judged] == ["violation", "info", "inconclusive"]
+    assert all(row.verdict is None and row.note == "" and math.isnan(row.ci_low) for row in rows)
+    assert [row.task for row in judged] == ["v", "info", "bad"]

@@ -1,0 +1,97 @@
+"""audit.schema: the typed results row, its column lists and its plain records."""
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from audit.schema import (
+    NUMERIC_COLUMNS,
+    ON_AVERAGE_COLUMNS,
+    ROW_COLUMNS,
+    STAGE_SIZE_COLUMNS,
+    STAGED_COLUMNS,
+    TABLE_COLUMNS,
+    TASK_COLUMNS,
+    VERDICT_COLUMNS,
+    Row,
+)
+
+# The columns of results.json / results.csv before the typed row: they must not move.
+WRITTEN = (
+    "pair", "direction", "function_class", "divergence", "alpha", "estimate", "ci_low", "ci_high", "n_samples",
+    "claim", "claim_class", "refutes_claim", "theory_bound", "exact", "verdict", "note",
+    "p_adjusted", "detectable_excess", "task", "error", "resumed",
+    "on_average", "pairs_averaged", "worst_case", "worst_case_low",
+)
+STAGED = ("engine", "n_screen", "n_train", "n_check", "n_confirm", "candidates", "finalists", "sets_pooled")
+
+
+def _record(**extra):
+    """A record as ``audit.api.claim_rows`` builds it (before verdicts)."""
+    return {
+        "pair": "p0", "direction": "P|Q", "function_class": "linear", "divergence": "renyi", "alpha": 2.0,
+        "estimate": 0.31, "ci_low": math.nan, "ci_high": math.nan, "n_samples": 20000, "claim": 0.5,
+        "claim_class": "all", "refutes_claim": True, "theory_bound": 0.7, "exact": math.nan, "verdict": None,
+        "note": "", "p_adjusted": math.nan, "detectable_excess": math.nan, "task": "p0|P|Q|linear|renyi|2|0",
+        "error": None, "resumed": False, "on_average": False, **extra,
+    }
+
+
+def test_the_column_lists_are_the_fields_of_the_row_in_their_old_order():
+    assert TABLE_COLUMNS == WRITTEN and STAGED_COLUMNS == STAGED and STAGE_SIZE_COLUMNS == STAGED[1:]
+    assert ROW_COLUMNS + VERDICT_COLUMNS + TASK_COLUMNS + ON_AVERAGE_COLUMNS == TABLE_COLUMNS
+    assert NUMERIC_COLUMNS == ("alpha", "estimate", "ci_low", "ci_high", "n_samples", "claim", "theory_bound", "exact")
+    fields = [field.name for field in dataclasses.fields(Row)]
+    assert fields == [*WRITTEN, *STAGED, "unbounded"]  # unbounded: the runner's flag, never written
+
+
+@pytest.mark.parametrize("extra", [
+    {},
+    {"pairs_averaged": 12, "worst_case": 0.9, "worst_case_low": 0.2, "on_average": True, "pair": "average"},
+    dict(zip(STAGED, ("staged", 5000, 20000, 20000, 55000, 12, 3, 4))),
+], ids=["worst case", "on-average aggregate", "staged"])
+def test_to_record_inverts_from_record_key_for_key(extra):
+    """The record the engines build comes back with the same keys, order, values and types (so the same JSON)."""
+    record = _record(**extra)
+    row = Row.from_record({**record, "unbounded": False})
+    back = row.to_record()
+    assert list(back) == list(record)
+    assert json.dumps(back) == json.dumps(record)
+    assert all(type(back[key]) is type(record[key]) for key in record)
+
+
+def test_from_record_reads_older_tables_and_missing_cells_as_defaults():
+    """A table of an older version: only ROW_COLUMNS, numpy scalars, NaN for missing cells, an extra column."""
+    old = {key: value for key, value in _record().items() if key in ROW_COLUMNS}
+    old.update(n_samples=np.float64(1000.0), refutes_claim=np.True_, note=math.nan, held_out_scores=None)
+    row = Row.from_record(old)
+    assert row.n_samples == 1000 and type(row.n_samples) is int and row.refutes_claim is True and row.note == ""
+    assert math.isnan(row.p_adjusted) and row.task is None and row.error is None and row.on_average is False
+    assert row.engine is None and row.pairs_averaged is None
+    assert list(row.to_record()) == list(TABLE_COLUMNS[:-3])  # no aggregate fields: not an on-average row
+
+
+def test_a_table_round_trips_through_typed_rows():
+    """pd.DataFrame of the records, as AuditResult.table is built, is the same table after from_record / to_record."""
+    records = [_record(), _record(pair="average", on_average=True, pairs_averaged=3, worst_case=0.4,
+                                  worst_case_low=0.1, error=None), _record(error="boom", estimate=math.nan)]
+    table = pd.DataFrame(records, columns=TABLE_COLUMNS)
+    rows = [Row.from_record(record) for record in table.to_dict(orient="records")]
+    rebuilt = pd.DataFrame([row.to_record() for row in rows], columns=TABLE_COLUMNS)
+    pd.testing.assert_frame_equal(rebuilt, table)
+
+
+def test_from_record_names_a_missing_column():
+    record = _record()
+    del record["claim_class"]
+    with pytest.raises(ValueError, match=r"\['claim_class'\]"):
+        Row.from_record(record)
+
+
+def test_rows_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Row.from_record(_record()).verdict = "pass"
