@@ -230,18 +230,19 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _summary(title: str, result, out: Path, stream=None) -> None:
-    counts = result.table["verdict"].value_counts().to_dict()
+    rows = result.rows
+    counts = collections.Counter(row.verdict for row in rows if row.verdict)
     checks = collections.Counter(check["verdict"] for check in getattr(result, "checks", ()))
-    rows = ", ".join([f"{count} {verdict}" for verdict, count in sorted(counts.items())]
-                     + [f"{count} checks {verdict}" for verdict, count in sorted(checks.items())])
-    print(f"{title}: {result.verdict.upper()} ({rows}; {result.seconds:.1f} s) -> {out / 'report.md'}",
+    tally = ", ".join([f"{count} {verdict}" for verdict, count in sorted(counts.items())]
+                      + [f"{count} checks {verdict}" for verdict, count in sorted(checks.items())])
+    print(f"{title}: {result.verdict.upper()} ({tally}; {result.seconds:.1f} s) -> {out / 'report.md'}",
           file=stream or sys.stdout)
     failing = [entry for entry in getattr(result, "theory", ()) if entry["fails"]]
     if failing:  # a published bound that fails does not change the verdict: say so where it is read
         print(f"PUBLISHED BOUND FAILS: {len(failing)} of {len(result.theory)} closed-form bounds compared "
               "(report.md, Theory)", file=stream or sys.stdout)
     # Failed tasks make the exit code 2: their messages belong on stderr, not only in the report.
-    for message in result.table["error"].dropna().unique():
+    for message in dict.fromkeys(row.error for row in rows if row.error):
         print(f"capaudit: error: {message}", file=sys.stderr)
     for check in getattr(result, "checks", ()):  # a check that could not run also exits 2
         if check["error"]:

@@ -18,13 +18,13 @@ import datetime
 import json
 import math
 import pathlib
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from audit.figures import format_number, mechanism_label
+from audit.schema import Row
 
 CLAIM_KEYS = ("divergence", "alpha", "claim_class", "claim")
 """The columns that together name a claim."""
@@ -54,18 +54,23 @@ def strongest_per_claim(table: pd.DataFrame) -> pd.DataFrame:
     return table.loc[chosen]
 
 
-def evidence_text(row: Mapping[str, Any]) -> str:
+def evidence_text(row: Row) -> str:
     """One claim's strongest evidence in words.
 
     E.g. ``"kl (all) <= 0.12: estimate 0.71, lower bound 0.25, linear p0 P|Q, violation"``.
     """
-    divergence = row["divergence"] + (f" alpha={format_number(row['alpha'])}" if row["divergence"] == "renyi" else "")
+    divergence = row.divergence + (f" alpha={format_number(row.alpha)}" if row.divergence == "renyi" else "")
     return (
-        f"{'on average ' if row.get('on_average') is True else ''}"
-        f"{divergence} ({row['claim_class']}) <= {format_number(row['claim'])}: "
-        f"estimate {format_number(row['estimate'])}, lower bound {format_number(row['ci_low'])}, "
-        f"{row['function_class']} {row['pair']} {row['direction']}, {row['verdict']}"
+        f"{'on average ' if row.on_average else ''}"
+        f"{divergence} ({row.claim_class}) <= {format_number(row.claim)}: "
+        f"estimate {format_number(row.estimate)}, lower bound {format_number(row.ci_low)}, "
+        f"{row.function_class} {row.pair} {row.direction}, {row.verdict}"
     )
+
+
+def evidence_lines(table: pd.DataFrame) -> list[str]:
+    """:func:`evidence_text` of each claim's strongest row (:func:`strongest_per_claim`), claims in the table's order."""
+    return [evidence_text(Row.from_record(record)) for record in strongest_per_claim(table).to_dict(orient="records")]
 
 
 def json_summary(table: pd.DataFrame, verdict: str, exit_code: int, report: str | pathlib.Path | None) -> str:
@@ -124,7 +129,7 @@ def summary_table(paths: Sequence[str | pathlib.Path]) -> str:
         if not file.is_file():
             raise ValueError(f"{path}: no results.json there; give audit output directories (capaudit run --out).")
         table, meta = load_results(file)
-        evidence = "<br>".join(evidence_text(row) for row in strongest_per_claim(table).to_dict(orient="records"))
+        evidence = "<br>".join(evidence_lines(table))
         lines.append({
             "audit": file.parent.as_posix(),
             "mechanism": mechanism_label(meta.get("config", {})),

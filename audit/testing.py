@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from audit.api import AuditResult, run_audit
-from audit.summary import evidence_text, strongest_per_claim
+from audit.summary import evidence_lines
 
 INCONCLUSIVE_ACTIONS = ("warn", "pass", "fail")
 _EVIDENCE_COLUMNS = [
@@ -137,7 +137,7 @@ def _evidence(result: AuditResult, verdicts: Sequence[str], mechanism: Any, out_
         f"capaudit: {result.verdict.upper()} for mechanism {mechanism!r} ({len(rows)} of {len(table)} rows):",
         rows[_EVIDENCE_COLUMNS].to_markdown(index=False, floatfmt=".4g"),
         "Strongest evidence per claim:",
-        *(f"- {evidence_text(row)}" for row in strongest_per_claim(table).to_dict(orient="records")),
+        *(f"- {line}" for line in evidence_lines(table)),
     ]
     if out_dir is not None:
         lines.append(f"Report: {os.fspath(out_dir)}/report.md")
