@@ -4,6 +4,11 @@ The writer's input is the results table (one row per results.json row,
 docs/design.md "Contract: results.json") and the audit's metadata; it computes
 nothing about privacy itself, it only lays the evidence out so that the
 verdict comes first and every refuting row can be traced to its numbers.
+The table is written as it is (results.json, results.csv) and drawn by the
+figures; the claims and report.md read its rows typed
+(:class:`audit.schema.Row`), and the Method notes take the engine and the
+outputs per dataset off the rows rather than off the config as written
+(where a default leaves them out).
 
 JSON has no infinity and no NaN. In results.json a missing number (NaN) is
 written as ``null`` and an infinite one as the string ``"inf"`` (or
@@ -25,6 +30,7 @@ and report.md shows it right after the verdict.
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import pathlib
@@ -138,9 +144,7 @@ def write_audit_report(
     if "held_out_scores" in table.columns and len(table):  # a config of checks only has no rows
         figures += write_evidence_figures(strongest_per_claim(table), out_dir / "figures", mechanism=mechanism_label(config))
     report = out_dir / "report.md"
-    ordered = _by_importance(table)
-    report.write_text(_markdown(ordered, [rows[index] for index in ordered.index], meta,
-                                [path.relative_to(out_dir) for path in figures]))
+    report.write_text(_markdown(_by_importance(rows), meta, [path.relative_to(out_dir) for path in figures]))
     write_html_report(report)
     return report
 
@@ -175,10 +179,10 @@ def load_results(path: str | pathlib.Path) -> tuple[pd.DataFrame, dict[str, Any]
     return table, document
 
 
-def _by_importance(table: pd.DataFrame) -> pd.DataFrame:
+def _by_importance(rows: Sequence[Row]) -> list[Row]:
     """Rows in the order of :data:`ROW_VERDICTS` (violations first), stable within a verdict."""
-    rank = table["verdict"].map({verdict: i for i, verdict in enumerate(ROW_VERDICTS)}).fillna(len(ROW_VERDICTS))
-    return table.iloc[np.argsort(rank.to_numpy(), kind="stable")]
+    rank = {verdict: i for i, verdict in enumerate(ROW_VERDICTS)}
+    return sorted(rows, key=lambda row: rank.get(row.verdict, len(ROW_VERDICTS)))
 
 
 def _json_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -206,8 +210,8 @@ def _json_value(value: Any) -> Any:
 # --- report.md -------------------------------------------------------------
 
 
-def _markdown(table: pd.DataFrame, rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.Path]) -> str:
-    """report.md of ``table`` and its typed ``rows`` (the same rows, in the same order)."""
+def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.Path]) -> str:
+    """report.md of the typed ``rows`` (in the order shown) and the audit's metadata."""
     verdict = meta["verdict"]
     attacks = meta["config"].get("attacks", {})
     confidence = attacks.get("confidence")
@@ -218,7 +222,7 @@ def _markdown(table: pd.DataFrame, rows: Sequence[Row], meta: dict[str, Any], fi
         "",
         f"**{verdict.upper()}**: {_HEADLINES[verdict]}",
         "",
-        _counts(table) if len(table) else "No claims: the verdict is about the property checks.",
+        _counts(rows) if rows else "No claims: the verdict is about the property checks.",
         "",
         *_theory_headline(meta.get("theory", [])),
         *_checks_summary(meta.get("checks", [])),
@@ -245,20 +249,18 @@ def _markdown(table: pd.DataFrame, rows: Sequence[Row], meta: dict[str, Any], fi
         ("unbounded", "Unbounded rows"),
         ("inconclusive", "Inconclusive rows"),
     ):
-        judged = table[table["verdict"] == row_verdict]
-        if len(judged):
+        judged = [row for row in rows if row.verdict == row_verdict]
+        if judged:
             lines += [f"## {title} ({len(judged)})", "", _summary_table(judged), ""]
-    if "error" in table.columns:
-        errors = table[table["error"].notna() & (table["error"].astype(str) != "")]
-        if len(errors):
-            columns = ["pair", "direction", "function_class", "divergence", "alpha", "error"]
-            lines += [f"## Failed tasks ({len(errors)})", "", _to_markdown(errors[columns]), ""]
+    failed = [row for row in rows if row.error]
+    if failed:
+        lines += [f"## Failed tasks ({len(failed)})", "", _failed_table(failed), ""]
     lines += _theory_section(meta.get("theory", []))
-    lines += ["## Results per claim", ""] if len(table) else []
-    average = table["on_average"] if "on_average" in table.columns else pd.Series(False, index=table.index)
-    for (divergence, claim_class, claim, on_average), claim_rows in table.groupby(
-        [table["divergence"], table["claim_class"], table["claim"], average.eq(True)], dropna=False, sort=False
-    ):
+    lines += ["## Results per claim", ""] if rows else []
+    claims: dict[tuple, list[Row]] = {}
+    for row in rows:
+        claims.setdefault((row.divergence, row.claim_class, row.claim, row.on_average), []).append(row)
+    for (divergence, claim_class, claim, on_average), claim_rows in claims.items():
         lines += [f"### {_claim_title(divergence, claim_class, claim, on_average)}", "", _claim_table(claim_rows), ""]
     if figures:
         lines += ["## Figures", ""]
@@ -457,10 +459,10 @@ def _on_average_section(rows: Sequence[Row], confidence: float | None) -> list[s
     ]
 
 
-def _counts(table: pd.DataFrame) -> str:
-    counts = table["verdict"].value_counts()
+def _counts(rows: Sequence[Row]) -> str:
+    counts = collections.Counter(row.verdict for row in rows)
     parts = [f"{counts[verdict]} {verdict}" for verdict in ROW_VERDICTS if verdict in counts]
-    return f"{len(table)} rows: " + ", ".join(parts) + "."
+    return f"{len(rows)} rows: " + ", ".join(parts) + "."
 
 
 def _claims_table(claims: list[dict[str, Any]]) -> str:
@@ -479,34 +481,40 @@ def _claims_table(claims: list[dict[str, Any]]) -> str:
     return _to_markdown(shown)
 
 
-def _summary_table(rows: pd.DataFrame) -> str:
+def _summary_table(rows: Sequence[Row]) -> str:
     shown = pd.DataFrame(
         {
-            "pair": rows["pair"],
-            "direction": rows["direction"],
-            "attack class": rows["function_class"],
-            "divergence": [_divergence_label(d, a) for d, a in zip(rows["divergence"], rows["alpha"])],
-            "estimate [CI]": [_with_interval(r) for r in rows.itertuples()],
-            "claim": [f"{_number(c)} ({k})" for c, k in zip(rows["claim"], rows["claim_class"])],
-            "note": rows["note"].fillna(""),
+            "pair": [r.pair for r in rows],
+            "direction": [r.direction for r in rows],
+            "attack class": [r.function_class for r in rows],
+            "divergence": [_divergence_label(r.divergence, r.alpha) for r in rows],
+            "estimate [CI]": [_with_interval(r) for r in rows],
+            "claim": [f"{_number(r.claim)} ({r.claim_class})" for r in rows],
+            "note": [r.note for r in rows],
         }
     )
     return _to_markdown(shown)
 
 
-def _claim_table(rows: pd.DataFrame) -> str:
+def _failed_table(rows: Sequence[Row]) -> str:
+    shown = pd.DataFrame({column: [getattr(r, column) for r in rows]
+                          for column in ("pair", "direction", "function_class", "divergence", "alpha", "error")})
+    return _to_markdown(shown)
+
+
+def _claim_table(rows: Sequence[Row]) -> str:
     shown = pd.DataFrame(
         {
-            "pair": rows["pair"],
-            "direction": rows["direction"],
-            "attack class": rows["function_class"],
-            "alpha": [_number(a) for a in rows["alpha"]],
-            "estimate [CI]": [_with_interval(r) for r in rows.itertuples()],
-            "theory bound": [_number(v) for v in rows["theory_bound"]],
-            "exact": [_number(v) for v in rows["exact"]],
-            "n": [f"{int(v)}" if np.isfinite(v) else "-" for v in rows["n_samples"].astype(float)],
-            "adjusted p": [_number(v) for v in rows.get("p_adjusted", pd.Series(math.nan, index=rows.index))],
-            "verdict": [f"**{v}**" if v in ("violation", "unbounded") else v for v in rows["verdict"]],
+            "pair": [r.pair for r in rows],
+            "direction": [r.direction for r in rows],
+            "attack class": [r.function_class for r in rows],
+            "alpha": [_number(r.alpha) for r in rows],
+            "estimate [CI]": [_with_interval(r) for r in rows],
+            "theory bound": [_number(r.theory_bound) for r in rows],
+            "exact": [_number(r.exact) for r in rows],
+            "n": [f"{int(r.n_samples)}" if math.isfinite(r.n_samples) else "-" for r in rows],
+            "adjusted p": [_number(r.p_adjusted) for r in rows],
+            "verdict": [f"**{r.verdict}**" if r.verdict in ("violation", "unbounded") else r.verdict for r in rows],
         }
     )
     return _to_markdown(shown)
@@ -526,7 +534,7 @@ def _divergence_label(divergence: str, alpha: Any) -> str:
     return f"renyi, alpha={_number(alpha)}" if divergence == "renyi" else str(divergence)
 
 
-def _with_interval(row: Any) -> str:
+def _with_interval(row: Row) -> str:
     return f"{_number(row.estimate)} [{_number(row.ci_low)}, {_number(row.ci_high)}]"
 
 
