@@ -190,7 +190,7 @@ def _missing(value: Any) -> bool:
 
 def _convert(name: str, value: Any) -> Any:
     """``value`` as field ``name``'s type; a missing cell (:func:`_missing`) as the field's default."""
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # numpy scalars
+    if hasattr(value, "item"):  # numpy scalars
         value = value.item()
     kind = FIELD_TYPES[name]
     if _missing(value):
