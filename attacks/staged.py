@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -76,6 +76,8 @@ GRADE_STEP = 2 ** (-1 / 8)
 GRADE_FLOOR = 100
 MIN_COUNT = 100
 _WEIGHTED = ("kl", "renyi")
+POOLED = "pooled"
+"""The ``kind`` of a :class:`PooledEstimate`'s plain record (a ``DivergenceEstimate``'s record has none)."""
 
 
 @dataclass(frozen=True)
@@ -221,6 +223,19 @@ class PooledEstimate:
             return 1.0
         return float(norm.sf((self.estimate - claim) / self.standard_error))
 
+    def to_record(self) -> dict:
+        """The estimate as plain JSON values (``kind = "pooled"``, weights a list), as
+        :meth:`attacks.estimate.DivergenceEstimate.to_record` gives its own."""
+        return dict(estimate=float(self.estimate), standard_error=float(self.standard_error), n=int(self.n),
+                    weights=[float(w) for w in self.weights], delta=float(self.delta), coupled=bool(self.coupled),
+                    caveat=self.caveat, divergence=self.divergence, details=dict(self.details), kind=POOLED)
+
+    @classmethod
+    def from_record(cls, record: Mapping) -> PooledEstimate:
+        """The estimate of :meth:`to_record`'s record: bounds and p-values equal the original's."""
+        values = {key: value for key, value in record.items() if key != "kind"}
+        return cls(**dict(values, weights=tuple(values["weights"])))
+
 
 @dataclass(frozen=True)
 class Option:
@@ -254,7 +269,8 @@ class StagedResult:
 
 
 def staged_search(sample: Sampler, n_pairs: int, target: Target, sizes: StageSizes, *, seed: int = 0,
-                  chunk: int = CHUNK, n_jobs: int = 1) -> StagedResult:
+                  chunk: int = CHUNK, n_jobs: int = 1,
+                  on_screened: Callable[[int], object] = lambda outputs: None) -> StagedResult:
     """Screen, train, check and confirm the candidates of one target (module docstring).
 
     Parameters
@@ -272,6 +288,9 @@ def staged_search(sample: Sampler, n_pairs: int, target: Target, sizes: StageSiz
     n_jobs : int
         joblib workers for the screen and train fits (the active joblib
         backend); the results do not depend on it.
+    on_screened : callable, optional
+        Called once the screen is over with the outputs per dataset the
+        later stages will draw (:func:`later_outputs`), e.g. for a progress bar.
 
     Returns
     -------
@@ -293,6 +312,7 @@ def staged_search(sample: Sampler, n_pairs: int, target: Target, sizes: StageSiz
         return StagedResult(target, sizes, None, None, 0, (), failures=failures,
                             error="no candidate could be sampled and fitted: " + "; ".join(failures.values()))
     finalists = _finalists(scored)
+    on_screened(later_outputs(sizes, len({candidate.pair for candidate in finalists})))
     attacks = _train(draw, finalists, target, sizes, seed, n_jobs)
     kept = [i for i, attack in enumerate(attacks) if attack is not None]
     if not kept:
@@ -311,6 +331,12 @@ def staged_search(sample: Sampler, n_pairs: int, target: Target, sizes: StageSiz
                             error=f"sampling pair {winner.pair} failed in the confirm stage: {failures[winner.pair]}")
     pooled = 0 if best.weights is None else int(np.count_nonzero(best.weights))
     return StagedResult(target, sizes, winner, evidence, len(scored), tuple(finalists), pooled, failures)
+
+
+def later_outputs(sizes: StageSizes, pairs: int) -> int:
+    """Outputs per dataset the train, check and confirm stages draw when the finalists lie on ``pairs`` pairs
+    (train and check on each, confirm on the winner's)."""
+    return pairs * (sizes.train + sizes.check) + sizes.confirm
 
 
 def promise(estimate: float, error: float, check: int, confirm: int, family_size: int) -> float:
