@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import joblib
 import numpy as np
 import pytest
 from scipy.stats import binom, norm
@@ -299,3 +300,22 @@ def test_report_noisy_max_3_coverage_over_seeds():
               for seed in range(runs)]
     assert sum(bound > RNM3_EPSILON for bound in bounds) <= binom.ppf(0.999, runs, 1 - LEVEL)
     assert np.mean(np.array(bounds) > 0.1) >= 0.8
+
+
+@pytest.mark.parametrize("divergence, alpha", [("dp", None), ("renyi", 2.0)])
+def test_check_and_confirm_summaries_in_blocks_do_not_depend_on_n_jobs(monkeypatch, divergence, alpha):
+    """The check and confirm stages summarise chunks in blocks on the workers: blocks of 250 outputs over 1 or
+    2 threads give the numbers of one block per chunk (counts add exactly, witness values are kept in order)."""
+    import attacks.staged
+
+    target = Target.for_claim(divergence, "all", ["linear", "threshold"], alpha)
+    sizes = StageSizes.from_budget(4_000)
+
+    def evidence(block, n_jobs):
+        monkeypatch.setattr(attacks.staged, "SUMMARY_BLOCK", block)
+        with joblib.parallel_config(backend="threading"):
+            result = staged_search(laplace_sampler(1.0, shifts=(1.0, 0.5)), 2, target, sizes, seed=4, n_jobs=n_jobs)
+        return result.winner, result.evidence
+
+    whole = evidence(10**6, 1)
+    assert evidence(250, 1) == whole and evidence(250, 2) == whole
