@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -68,6 +68,8 @@ DEFAULT_SHARES = {"screen": 0.2, "train": 0.2, "check": 0.1, "confirm": 0.5}
 MAX_FINALISTS = 4
 CHUNK = 1_000_000
 """Outputs per dataset drawn at once in the check and confirm stages."""
+SUMMARY_BLOCK = 100_000
+"""Outputs per dataset of a chunk one worker summarises (counts or witness values) in the check and confirm stages."""
 SELECTION_LEVEL = 0.95
 # The nested sets of a dp attack (graded_attack): besides the fitted set, those holding GRADE_STEP^k of the
 # training outputs of P, down to GRADE_FLOOR of them; pooled only where each has MIN_COUNT counts (and,
@@ -76,6 +78,8 @@ GRADE_STEP = 2 ** (-1 / 8)
 GRADE_FLOOR = 100
 MIN_COUNT = 100
 _WEIGHTED = ("kl", "renyi")
+POOLED = "pooled"
+"""The ``kind`` of a :class:`PooledEstimate`'s plain record (a ``DivergenceEstimate``'s record has none)."""
 
 
 @dataclass(frozen=True)
@@ -221,6 +225,19 @@ class PooledEstimate:
             return 1.0
         return float(norm.sf((self.estimate - claim) / self.standard_error))
 
+    def to_record(self) -> dict:
+        """The estimate as plain JSON values (``kind = "pooled"``, weights a list), as
+        :meth:`attacks.estimate.DivergenceEstimate.to_record` gives its own."""
+        return dict(estimate=float(self.estimate), standard_error=float(self.standard_error), n=int(self.n),
+                    weights=[float(w) for w in self.weights], delta=float(self.delta), coupled=bool(self.coupled),
+                    caveat=self.caveat, divergence=self.divergence, details=dict(self.details), kind=POOLED)
+
+    @classmethod
+    def from_record(cls, record: Mapping) -> PooledEstimate:
+        """The estimate of :meth:`to_record`'s record: bounds and p-values equal the original's."""
+        values = {key: value for key, value in record.items() if key != "kind"}
+        return cls(**dict(values, weights=tuple(values["weights"])))
+
 
 @dataclass(frozen=True)
 class Option:
@@ -254,7 +271,8 @@ class StagedResult:
 
 
 def staged_search(sample: Sampler, n_pairs: int, target: Target, sizes: StageSizes, *, seed: int = 0,
-                  chunk: int = CHUNK, n_jobs: int = 1) -> StagedResult:
+                  chunk: int = CHUNK, n_jobs: int = 1,
+                  on_screened: Callable[[int], object] = lambda outputs: None) -> StagedResult:
     """Screen, train, check and confirm the candidates of one target (module docstring).
 
     Parameters
@@ -270,8 +288,11 @@ def staged_search(sample: Sampler, n_pairs: int, target: Target, sizes: StageSiz
     chunk : int
         Outputs per dataset drawn at once in the check and confirm stages.
     n_jobs : int
-        joblib workers for the screen and train fits (the active joblib
-        backend); the results do not depend on it.
+        joblib workers for the screen and train fits and the check and confirm
+        summaries (the active joblib backend); the results do not depend on it.
+    on_screened : callable, optional
+        Called once the screen is over with the outputs per dataset the
+        later stages will draw (:func:`later_outputs`), e.g. for a progress bar.
 
     Returns
     -------
@@ -293,24 +314,31 @@ def staged_search(sample: Sampler, n_pairs: int, target: Target, sizes: StageSiz
         return StagedResult(target, sizes, None, None, 0, (), failures=failures,
                             error="no candidate could be sampled and fitted: " + "; ".join(failures.values()))
     finalists = _finalists(scored)
+    on_screened(later_outputs(sizes, len({candidate.pair for candidate in finalists})))
     attacks = _train(draw, finalists, target, sizes, seed, n_jobs)
     kept = [i for i, attack in enumerate(attacks) if attack is not None]
     if not kept:
         return StagedResult(target, sizes, None, None, len(scored), tuple(finalists), failures=failures,
                             error="sampling failed for every finalist: " + "; ".join(failures.values()))
-    options = _check(draw, [finalists[i] for i in kept], [attacks[i] for i in kept], target, sizes, chunk)
+    options = _check(draw, [finalists[i] for i in kept], [attacks[i] for i in kept], target, sizes, chunk, n_jobs)
     if not options:
         return StagedResult(target, sizes, None, None, len(scored), tuple(finalists), failures=failures,
                             error="sampling failed for every finalist in the check stage")
     best = max(options, key=lambda option: promise(option.estimate, option.error, sizes.check, sizes.confirm,
                                                     option.family_size))
     winner, attack = finalists[kept[best.finalist]], attacks[kept[best.finalist]]
-    evidence = _confirm(draw, winner, attack, best.weights, target, sizes, chunk)
+    evidence = _confirm(draw, winner, attack, best.weights, target, sizes, chunk, n_jobs)
     if evidence is None:
         return StagedResult(target, sizes, winner, None, len(scored), tuple(finalists), failures=failures,
                             error=f"sampling pair {winner.pair} failed in the confirm stage: {failures[winner.pair]}")
     pooled = 0 if best.weights is None else int(np.count_nonzero(best.weights))
     return StagedResult(target, sizes, winner, evidence, len(scored), tuple(finalists), pooled, failures)
+
+
+def later_outputs(sizes: StageSizes, pairs: int) -> int:
+    """Outputs per dataset the train, check and confirm stages draw when the finalists lie on ``pairs`` pairs
+    (train and check on each, confirm on the winner's)."""
+    return pairs * (sizes.train + sizes.check) + sizes.confirm
 
 
 def promise(estimate: float, error: float, check: int, confirm: int, family_size: int) -> float:
@@ -487,25 +515,27 @@ def _chunks(n: int, chunk: int) -> list[int]:
 
 
 def _accumulate(draw, candidates: list[Candidate], attacks: list[Attack], n: int, stage: str, target: Target,
-                chunk: int) -> dict[int, tuple[object, bool]]:
+                chunk: int, n_jobs: int) -> dict[int, tuple[object, bool]]:
     """Each candidate's statistic summed over chunks of ``n`` fresh outputs of its pair (a pair drawn once per
     chunk): nested-set moments (``dp``), cells (``ipm``) or witness values (``kl``, ``renyi``); and whether every
-    chunk was coupled.  Candidates whose pair failed are left out."""
+    chunk was coupled.  Each chunk is summarised in blocks of SUMMARY_BLOCK outputs on ``n_jobs`` workers,
+    added in block order (the blocks do not depend on n_jobs, so neither do the sums).  Candidates whose pair
+    failed are left out."""
     totals: dict[int, tuple[object, bool]] = {}
     failed = set()
     for index, size in enumerate(_chunks(n, chunk)):
         draws = {pair: draw(pair, size, stage, index) for pair in dict.fromkeys(c.pair for c in candidates)}
-        for i, (candidate, attack) in enumerate(zip(candidates, attacks)):
-            samples = draws[candidate.pair]
-            if samples is None:
-                failed.add(i)
-                continue
-            part = _summary(attack, *candidate.laws(samples), target.divergence)
-            if i in totals:
-                total, coupled = totals[i]
-                totals[i] = (_add(total, part), coupled and samples.coupled)
-            else:
-                totals[i] = (part, samples.coupled)
+        failed.update(i for i, candidate in enumerate(candidates) if draws[candidate.pair] is None)
+        blocks = [(i, begin) for i, candidate in enumerate(candidates) if draws[candidate.pair] is not None
+                  for begin in range(0, size, SUMMARY_BLOCK)]
+        parts = joblib.Parallel(n_jobs=n_jobs)(
+            joblib.delayed(_summary)(attacks[i], *(x[begin:begin + SUMMARY_BLOCK]
+                                                   for x in candidates[i].laws(draws[candidates[i].pair])),
+                                     target.divergence)
+            for i, begin in blocks)
+        for (i, _), part in zip(blocks, parts):
+            coupled = draws[candidates[i].pair].coupled
+            totals[i] = (_add(totals[i][0], part), totals[i][1] and coupled) if i in totals else (part, coupled)
     return {i: value for i, value in totals.items() if i not in failed}
 
 
@@ -546,7 +576,7 @@ def _statistic(total, candidate: Candidate, target: Target, coupled: bool,
 
 
 def _check(draw, finalists: list[Candidate], attacks: list[Attack], target: Target, sizes: StageSizes,
-           chunk: int) -> list[Option]:
+           chunk: int, n_jobs: int) -> list[Option]:
     """The statistics the check stage offers, with their check estimates and standard errors.
 
     ``kl``, ``renyi``, ``ipm``: each finalist's witness (one family).  ``dp``:
@@ -555,7 +585,7 @@ def _check(draw, finalists: list[Candidate], attacks: list[Attack], target: Targ
     at least S_j's log-ratio), and the fitted set of every attack that no pool
     starts from; each is corrected for its own family's size (:func:`promise`).
     """
-    totals = _accumulate(draw, finalists, attacks, sizes.check, "check", target, chunk)
+    totals = _accumulate(draw, finalists, attacks, sizes.check, "check", target, chunk, n_jobs)
     if target.divergence != "dp":
         z = float(norm.ppf(SELECTION_LEVEL))
         options = []
@@ -592,9 +622,9 @@ def _pools(moments: pooled_ratio.EventMoments, delta: float, coupled: bool) -> d
 
 
 def _confirm(draw, winner: Candidate, attack: Attack, weights: np.ndarray | None, target: Target, sizes: StageSizes,
-             chunk: int) -> DivergenceEstimate | PooledEstimate | None:
+             chunk: int, n_jobs: int) -> DivergenceEstimate | PooledEstimate | None:
     """The chosen statistic on ``sizes.confirm`` fresh outputs of the winner's pair, counted in chunks."""
-    totals = _accumulate(draw, [winner], [attack], sizes.confirm, "confirm", target, chunk)
+    totals = _accumulate(draw, [winner], [attack], sizes.confirm, "confirm", target, chunk, n_jobs)
     if 0 not in totals:
         return None
     total, coupled = totals[0]

@@ -181,9 +181,8 @@ def run_audit(
         if audit_config.attacks.engine == "staged":  # one confirm statistic per claim (audit/staged_audit.py)
             from audit.staged_audit import run_staged
 
-            if resume:
-                raise ValueError('resume: the staged engine keeps no tasks.jsonl to resume from; run again without it.')
-            rows, evidence = run_staged(audit_config, mechanism, pairs, progress=progress, finished=finished)
+            rows, evidence = run_staged(audit_config, mechanism, pairs, out, resume=resume, progress=progress,
+                                        finished=finished)
             columns += STAGED_COLUMNS
         else:
             records, evidence = run_tasks(
@@ -261,7 +260,12 @@ def _save_failed(out: Path | None, config: AuditConfig, records: Mapping[str, di
     if out is None:
         return None
     try:
-        rows = claim_rows(config, records.values())
+        if config.attacks.engine == "staged":
+            from audit.staged_audit import search_rows
+
+            rows = search_rows(config, records.values())
+        else:
+            rows = claim_rows(config, records.values())
     except Exception:  # rows of records the claims cannot read: keep the records as they are
         rows = [dict(record) for record in records.values()]
     resume = f"{len(records)} tasks finished; `capaudit run CONFIG --out {out} --resume` continues from tasks.jsonl."

@@ -141,17 +141,17 @@ def draw_pair(mechanism: Any, pair: NeighbourPair, n: int, seed: int, coupled: b
 
 
 def draw_pair_isolated(mechanism: Any, pair: NeighbourPair, n: int, seed: int, coupled: bool, *, workers: int = 1,
-                       timeout: float = 600.0) -> PairSamples | str:
+                       timeout: float = 600.0, on_chunk: Callable[[int], Any] = lambda k: None) -> PairSamples | str:
     """:func:`draw_pair`'s numbers, drawn in forked children within ``timeout`` seconds a chunk (:class:`ChunkSampler`).
 
     A mechanism that raises, exits, kills its process or hangs gives the
     pair's error message, as in the rows engine; the staged engine samples
-    through it.
+    through it.  ``on_chunk``: as :class:`ChunkSampler`'s.
     """
     def draw(one: NeighbourPair, chunk: Chunk) -> PairSamples | str:
         return draw_chunk(mechanism, one, chunk, seed)
 
-    sampler = ChunkSampler(draw, [pair], n, coupled, workers, timeout)
+    sampler = ChunkSampler(draw, [pair], n, coupled, workers, timeout, on_chunk=on_chunk)
     try:
         [(_, samples)] = list(sampler)
     finally:

@@ -22,30 +22,35 @@ so results depend on the config and seed only; the screen and train fits run
 on ``[run] n_jobs`` workers of ``[run] backend`` (seeded per candidate, so
 n_jobs and the backend change no number).  A mechanism that fails on a
 pair costs that pair (an error row, exit code 2); the search goes on with
-the others.  Sampling runs in this process, one claim after the other,
-without the rows engine's per-pair time limit or resume.
+the others.  Searches run one claim after the other; each finished search
+appends its records to ``tasks.jsonl`` (:mod:`audit.store`), so Ctrl-C
+keeps it and a resume runs only the searches left.  The progress bar counts
+outputs per dataset drawn, over every stage and pair.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import joblib
 from tqdm import tqdm
 
-from attacks.staged import Draw, StagedResult, StageSizes, Target, staged_search
-from audit.config import AuditConfig
+from attacks.staged import MAX_FINALISTS, Draw, StagedResult, StageSizes, Target, later_outputs, staged_search
+from audit import store
+from audit.config import AuditConfig, Claim
+from audit.exact import known_laws
 from audit.neighbours import NeighbourPair
 from audit.parallel import backend
-from audit.plan import Task, task_seed
-from audit.exact import known_laws
+from audit.plan import Task, plan_hash, task_seed
 from audit.runner import task_exact, task_record, task_theory_bound
-from audit.sampling import COUPLING_REFUSED, draw_pair_isolated
-
+from audit.sampling import CHUNK_SIZE, COUPLING_REFUSED, draw_pair_isolated
 
 
 class SamplingError(RuntimeError):
@@ -53,16 +58,30 @@ class SamplingError(RuntimeError):
 
 
 def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coupled: bool, *, workers: int = 1,
-                 timeout: float = 600.0):
+                 timeout: float = 600.0, on_outputs: Callable[[int], Any] = lambda n: None):
     """The sampling callable of :func:`attacks.staged.staged_search` over ``pairs``.
 
     ``sample(pair, n, stage, chunk)`` draws n outputs on pair ``pair``'s d and
     d' with :func:`audit.sampling.draw_pair_isolated` (forked children, ``timeout`` seconds a chunk),
-    from the seed of ``"staged|<stage>|<chunk>"``.
+    from the seed of ``"staged|<stage>|<chunk>"``.  ``on_outputs(k)``: k more
+    outputs per dataset are drawn (as each chunk of :data:`audit.sampling.CHUNK_SIZE`
+    comes in; a failed pair's outputs count as drawn).
     """
     def sample(pair: int, n: int, stage: str, chunk: int) -> Draw:
         key = int(task_seed(seed, f"staged|{stage}|{chunk}").generate_state(1)[0])
-        drawn = draw_pair_isolated(mechanism, pairs[pair], n, key, coupled, workers=workers, timeout=timeout)
+        counted = 0
+
+        def on_chunk(chunks: int) -> None:
+            nonlocal counted
+            step = min(chunks * CHUNK_SIZE, n - counted)
+            counted += step
+            on_outputs(step)
+
+        try:
+            drawn = draw_pair_isolated(mechanism, pairs[pair], n, key, coupled, workers=workers, timeout=timeout,
+                                       on_chunk=on_chunk)
+        finally:
+            on_outputs(n - counted)
         if isinstance(drawn, str):
             raise SamplingError(drawn)
         return Draw(drawn.d, drawn.d_prime, drawn.coupled)
@@ -70,9 +89,36 @@ def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coup
     return sample
 
 
-def run_staged(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPair], *, progress: bool = True,
+@dataclass(frozen=True)
+class Search:
+    """One staged search: claim ``index`` of the config at one of its Renyi orders (``alpha``; None but for renyi).
+
+    ``id`` names its seed and its records in tasks.jsonl; its rows' task ids
+    are ``staged|claim<index>|<task id>``.
+    """
+
+    index: int
+    claim: Claim
+    alpha: float | None
+
+    @property
+    def id(self) -> str:
+        return f"staged|claim{self.index}|{self.alpha}"
+
+
+def run_staged(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPair],
+               out_dir: str | os.PathLike | None = None, *, resume: bool = False, progress: bool = True,
                finished: dict[str, dict] | None = None) -> tuple[list[dict], dict[str, Any]]:
     """Search every claim (and Renyi order) and return its result rows and their evidence.
+
+    Each finished search appends its records (the winner's with its confirm
+    statistic's plain record, and the error records of failed pairs) to
+    ``out_dir/tasks.jsonl`` (:mod:`audit.store`); ``resume`` reads the searches
+    finished there (all their records written) and runs only the others, with
+    the numbers an uninterrupted run gives (each search's seeds name the
+    search, never its turn).  ``finished`` is filled with the records as
+    searches finish, so that a caller interrupted by ``KeyboardInterrupt``
+    still holds them (:func:`search_rows` makes their rows).
 
     Returns
     -------
@@ -82,30 +128,120 @@ def run_staged(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
         pair whose sampling failed.
     evidence : dict
         Task id -> the confirm statistic (None for error rows).
+
+    Raises
+    ------
+    ValueError
+        When ``resume`` meets a tasks.jsonl written by another config, seed or
+        engine, or edited since (:func:`audit.store.read_finished`).
     """
+    sizes = StageSizes.from_budget(config.attacks.n_samples, config.attacks.stages)
+    searches = [Search(index, claim, alpha) for index, claim in enumerate(config.claims) for alpha in claim.alpha]
+    plan = plan_hash(config, searches)
+    path = None if out_dir is None else Path(out_dir) / store.TASKS_FILE
+    records = {} if finished is None else finished
+    done, evidence = _finished_searches(path, plan) if resume and path is not None else ({}, {})
+    if path is not None and not resume:
+        path.write_text("")
+    pending = [search for search in searches if search.id not in done]
+    bar = _OutputsBar(sizes, len(pairs), len(pending), progress)
+    sample = pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
+                          workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1), timeout=config.run.sample_timeout,
+                          on_outputs=bar.update)
+    with bar.bar:
+        for search in searches:
+            if search.id not in done:
+                done[search.id] = _search(search, config, mechanism, pairs, sizes, sample, bar)
+                for record in done[search.id]:
+                    record.update(plan=plan, resumed=False)
+                    evidence[record["task"]] = record.pop("evidence")
+                    if path is not None:
+                        store.append(path, record, evidence[record["task"]])
+            records.update((record["task"], record) for record in done[search.id])
+    rows = search_rows(config, records.values())
+    return rows, {row["task"]: evidence.get(row["task"]) if row["error"] is None else None for row in rows}
+
+
+def search_rows(config: AuditConfig, records: Iterable[dict]) -> list[dict]:
+    """The result rows of staged records: :func:`audit.api.claim_rows` of each record against its own search's
+    claim and order, with the search's :data:`audit.schema.STAGED_COLUMNS`."""
     from audit.api import claim_rows
 
-    sizes = StageSizes.from_budget(config.attacks.n_samples, config.attacks.stages)
-    searches = [(index, claim, alpha) for index, claim in enumerate(config.claims) for alpha in claim.alpha]
-    records = {} if finished is None else finished
-    rows, evidence = [], {}
-    sample = pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
-                          workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1), timeout=config.run.sample_timeout)
-    for index, claim, alpha in tqdm(searches, desc="staged search", file=sys.stderr, disable=not progress):
-        start = time.perf_counter()
-        target = Target.for_claim(claim.divergence, claim.function_class, config.attacks.classes, alpha, claim.delta,
-                                  config.attacks.class_params)
-        name = f"staged|claim{index}"  # the rows' task ids: name|pair|direction|class|divergence|alpha|delta
-        seed = int(task_seed(config.run.seed, f"{name}|{alpha}").generate_state(1)[0])
-        with backend(config.run.backend, config.run.n_jobs):
-            result = staged_search(sample, len(pairs), target, sizes, seed=seed, n_jobs=config.run.n_jobs)
-        claim_records = _records(result, name, mechanism, pairs, config.attacks.coupled, time.perf_counter() - start)
-        records.update((record["task"], record) for record in claim_records)
-        one_claim = dataclasses.replace(config, claims=(dataclasses.replace(claim, alpha=(alpha,)),))
-        for row in claim_rows(one_claim, claim_records):
-            rows.append({**row, **_staged_fields(result)})
-            evidence[row["task"]] = result.evidence if row["error"] is None else None
-    return rows, evidence
+    rows = []
+    for record in records:
+        claim = config.claims[record["claim_index"]]
+        one_claim = dataclasses.replace(config, claims=(dataclasses.replace(claim, alpha=(record["alpha"],)),))
+        rows += [{**row, **record["staged"]} for row in claim_rows(one_claim, [record])]
+    return rows
+
+
+def _search(search: Search, config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPair], sizes: StageSizes,
+            sample: Callable, bar: _OutputsBar) -> list[dict]:
+    """One search's records (:func:`_records`), each naming its search, its claim, their number, the staged
+    columns, and its ``evidence`` (the confirm statistic on the winner's record, else None)."""
+    start = time.perf_counter()
+    claim = search.claim
+    target = Target.for_claim(claim.divergence, claim.function_class, config.attacks.classes, search.alpha,
+                              claim.delta, config.attacks.class_params)
+    seed = int(task_seed(config.run.seed, search.id).generate_state(1)[0])
+    bar.start()
+    with backend(config.run.backend, config.run.n_jobs):
+        result = staged_search(sample, len(pairs), target, sizes, seed=seed, n_jobs=config.run.n_jobs,
+                               on_screened=bar.screened)
+    bar.finish()
+    name = f"staged|claim{search.index}"  # the rows' task ids: name|pair|direction|class|divergence|alpha|delta
+    records = _records(result, name, mechanism, pairs, config.attacks.coupled, time.perf_counter() - start)
+    fields = dict(search=search.id, claim_index=search.index, search_records=len(records),
+                  staged=_staged_fields(result))
+    return [dict(record, **fields, evidence=result.evidence if record["error"] is None else None)
+            for record in records]
+
+
+def _finished_searches(path: Path, plan: str) -> tuple[dict[str, list[dict]], dict[str, Any]]:
+    """The searches of ``path`` whose records were all written (search id -> records), and the records' evidence;
+    a search cut off between its records is run again."""
+    read, evidence = store.read_finished(path, plan)
+    searches: dict[str, list[dict]] = {}
+    for record in read.values():
+        searches.setdefault(record["search"], []).append(record)
+    return {key: found for key, found in searches.items() if len(found) == found[0]["search_records"]}, evidence
+
+
+class _OutputsBar:
+    """The staged engine's progress bar, in outputs per dataset drawn (every stage, every pair).
+
+    Before a search's screen ends its later stages are counted for the most
+    pairs they may use (``min(pairs, MAX_FINALISTS)``); the screen's finalists
+    then fix them (:func:`attacks.staged.later_outputs`), and the search's end
+    sets the total to what was drawn (a failed pair draws no more).
+    """
+
+    def __init__(self, sizes: StageSizes, n_pairs: int, searches: int, enabled: bool):
+        self.sizes, self.n_pairs = sizes, n_pairs
+        self.planned = n_pairs * sizes.screen + later_outputs(sizes, min(n_pairs, MAX_FINALISTS))
+        options = {} if sys.stderr.isatty() else {"mininterval": 30.0}
+        self.bar = tqdm(total=searches * self.planned, desc="staged search", unit="outputs", unit_scale=True,
+                        file=sys.stderr, disable=not enabled, **options)
+        self.search_planned = self.drawn = 0
+
+    def update(self, outputs: int) -> None:
+        self.drawn += outputs
+        self.bar.update(outputs)
+
+    def start(self) -> None:
+        self.search_planned, self.drawn = self.planned, 0
+
+    def screened(self, later: int) -> None:
+        """The search's screen is over; its later stages draw ``later`` outputs per dataset."""
+        self._retotal(self.n_pairs * self.sizes.screen + later)
+
+    def finish(self) -> None:
+        self._retotal(self.drawn)
+
+    def _retotal(self, planned: int) -> None:
+        self.bar.total += planned - self.search_planned
+        self.search_planned = planned
+        self.bar.refresh()
 
 
 def _records(result: StagedResult, name: str, mechanism: Any, pairs: Sequence[NeighbourPair], coupled: bool,

@@ -10,7 +10,9 @@ line carries a ``checksum`` of its content (:func:`line_checksum`) and a line
 that does not match is refused: this guards against accidents (an edited or
 corrupted file), not against an attacker, who can recompute the checksum or
 simply rerun the tool.  A torn last line (an interrupted write) is cut off
-before new lines are appended.
+before new lines are appended.  The staged engine (:mod:`audit.staged_audit`)
+writes its searches' records in the same lines; its pooled confirm statistic's
+record (:meth:`attacks.staged.PooledEstimate.to_record`) says ``kind = "pooled"``.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from attacks.estimate import DivergenceEstimate
+    from attacks.staged import PooledEstimate
 
 TASKS_FILE = "tasks.jsonl"
 
 
-def append(path: Path, record: dict, estimate: DivergenceEstimate | None) -> None:
+def append(path: Path, record: dict, estimate: DivergenceEstimate | PooledEstimate | None) -> None:
     """Append a task's record and its estimate's plain record as one checksummed line, flushed at once."""
     line = dict(record, evidence=None if estimate is None else estimate.to_record())
     line.pop("resumed", None)
@@ -47,16 +50,14 @@ def line_checksum(line: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True, allow_nan=True).encode()).hexdigest()
 
 
-def read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, DivergenceEstimate | None]]:
+def read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, DivergenceEstimate | PooledEstimate | None]]:
     """The records of ``tasks.jsonl``, marked ``resumed``, and their estimates; a torn last line is cut off the file.
 
     Every other line must decode, carry this plan's hash (:func:`audit.plan.plan_hash`)
     and a matching :func:`line_checksum`, else the resume is refused (``ValueError``).
     """
-    from attacks.estimate import DivergenceEstimate
-
     records: dict[str, dict] = {}
-    evidence: dict[str, DivergenceEstimate | None] = {}
+    evidence: dict[str, DivergenceEstimate | PooledEstimate | None] = {}
     if not path.exists():
         return records, evidence
     lines = drop_torn_line(path)
@@ -68,7 +69,7 @@ def read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, Div
             raise ValueError(f"{path} line {number} is not valid JSON although later lines are; {fix}.") from None
         if not isinstance(record, dict) or record.get("plan") != plan:
             raise ValueError(
-                f"{path} line {number} was written by a different config, seed or plan; {fix}."
+                f"{path} line {number} was written by a different config, seed, engine or plan; {fix}."
             )
         if record.pop("checksum", None) != line_checksum(record):
             raise ValueError(
@@ -82,8 +83,16 @@ def read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, Div
             )
         record["resumed"] = True
         records[record["task"]] = record
-        evidence[record["task"]] = None if stored is None else DivergenceEstimate.from_record(stored)
+        evidence[record["task"]] = None if stored is None else evidence_from_record(stored)
     return records, evidence
+
+
+def evidence_from_record(stored: dict) -> DivergenceEstimate | PooledEstimate:
+    """The evidence of a plain record: a staged engine's pooled estimate (``kind = "pooled"``) or a ``DivergenceEstimate``."""
+    from attacks.estimate import DivergenceEstimate
+    from attacks.staged import POOLED, PooledEstimate
+
+    return PooledEstimate.from_record(stored) if stored.get("kind") == POOLED else DivergenceEstimate.from_record(stored)
 
 
 def drop_torn_line(path: Path) -> list[str]:

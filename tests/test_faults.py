@@ -99,13 +99,14 @@ def _config(function="laplace", **run):
 
 
 def _toml(tmp_path: Path, config: dict) -> Path:
-    """The config as TOML (only the shapes used here)."""
+    """The config as TOML (only the shapes used here: flat tables of strings, numbers and lists)."""
     lines = [f'[mechanism]\ncallable = "{config["mechanism"]["callable"]}"']
     for pair in config["pairs"]:
         lines.append(f"[[pairs]]\nd = {pair['d']}\nd_prime = {pair['d_prime']}")
-    lines.append('[[claims]]\ndivergence = "kl"\nfunction_class = "linear"\nepsilon = 0.5')
-    lines.append('[attacks]\nclasses = ["linear"]\nn_samples = 200')
-    lines.append("[run]\n" + "\n".join(f"{key} = {json.dumps(value)}" for key, value in config["run"].items()))
+    for claim in config["claims"]:
+        lines.append("[[claims]]\n" + "\n".join(f"{key} = {json.dumps(value)}" for key, value in claim.items()))
+    for table in ("attacks", "run"):
+        lines.append(f"[{table}]\n" + "\n".join(f"{key} = {json.dumps(value)}" for key, value in config[table].items()))
     path = tmp_path / "audit.toml"
     path.write_text("\n\n".join(lines) + "\n")
     return path
@@ -195,22 +196,40 @@ def test_debug_shows_the_traceback(tmp_path, capsys, monkeypatch):
     assert code == 2 and "Traceback" in err and "ZeroDivisionError" in err
 
 
-def test_ctrl_c_exits_130_after_saving(tmp_path, capsys, monkeypatch):
+def _interrupted_run(tmp_path, capsys, monkeypatch, config, lines):
+    """``capaudit run`` with Ctrl-C once tasks.jsonl holds ``lines`` lines: exit 130, the finished rows saved."""
     append = audit.store.append
 
-    def interrupted_after_two(path, record, estimate):
-        if len(path.read_text().splitlines()) == 2:
+    def interrupted(path, record, estimate):
+        if len(path.read_text().splitlines()) == lines:
             raise KeyboardInterrupt
         append(path, record, estimate)
 
-    monkeypatch.setattr(audit.store, "append", interrupted_after_two)
-    code, err, results = _run(tmp_path, capsys, _config())
+    monkeypatch.setattr(audit.store, "append", interrupted)
+    code, err, results = _run(tmp_path, capsys, config)
     assert code == 130 and "interrupted" in err and "--resume" in err and "Traceback" not in err
-    assert results["verdict"] == "error" and len(results["rows"]) >= 2
     monkeypatch.undo()
+    return results
+
+
+def test_ctrl_c_exits_130_after_saving(tmp_path, capsys, monkeypatch):
+    results = _interrupted_run(tmp_path, capsys, monkeypatch, _config(), 2)
+    assert results["verdict"] == "error" and len(results["rows"]) >= 2
     code, err, results = _run(tmp_path, capsys, _config(), "--resume")
     assert code == 0 and len(results["rows"]) == 4
     assert sum(row["resumed"] for row in results["rows"]) == 2
+
+
+def test_staged_ctrl_c_exits_130_after_saving_the_finished_searches(tmp_path, capsys, monkeypatch):
+    """The staged engine writes a search's records as it finishes: Ctrl-C in the second search keeps the first."""
+    config = _config()
+    config["claims"].append({"divergence": "ipm", "function_class": "linear", "epsilon": 2.0})
+    config["attacks"].update(engine="staged", n_samples=400)
+    results = _interrupted_run(tmp_path, capsys, monkeypatch, config, 1)
+    assert results["verdict"] == "error" and [row["divergence"] for row in results["rows"]] == ["kl"]
+    code, err, results = _run(tmp_path, capsys, config, "--resume")
+    assert code == 0 and [(row["divergence"], row["resumed"]) for row in results["rows"]] == [("kl", True),
+                                                                                            ("ipm", False)]
 
 
 @pytest.mark.parametrize(

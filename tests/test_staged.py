@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import joblib
 import numpy as np
 import pytest
 from scipy.stats import binom, norm
@@ -24,7 +25,8 @@ from attacks.staged import (
     Target,
     staged_search,
 )
-from audit.api import run_audit
+import audit.staged_audit
+from audit.api import AuditInterrupted, run_audit
 from audit.bounds import laplace_kl, laplace_renyi
 from audit.config import ConfigError, load_config
 from audit.mechanisms import make_mechanism
@@ -198,9 +200,56 @@ def test_results_do_not_depend_on_n_jobs():
     assert one.equals(two)
 
 
-def test_resume_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="staged engine keeps no tasks.jsonl"):
-        run_audit(staged_config(1.0, 0), out_dir=tmp_path, resume=True, progress=False)
+def _rows(out: Path) -> list[str]:
+    """results.json's rows as JSON text, without ``resumed`` (what a resume must reproduce byte for byte)."""
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    return [json.dumps({key: value for key, value in row.items() if key != "resumed"}, sort_keys=True) for row in rows]
+
+
+def test_resume_after_an_interrupted_search_gives_the_rows_of_an_uninterrupted_run(tmp_path, monkeypatch):
+    """Ctrl-C in the second search (kl) keeps the first's (dp) records in tasks.jsonl; the resume reads them
+    back (its evidence: a pooled or one-set estimate from its plain record) and runs the second only."""
+    config = staged_config(1.0, 3, n_samples=4_000)
+    run_audit(config, out_dir=tmp_path / "full", progress=False)
+    searches = []
+
+    def interrupted_second(*args, **kwargs):
+        searches.append(args[2].divergence)
+        if len(searches) == 2:
+            raise KeyboardInterrupt
+        return staged_search(*args, **kwargs)
+
+    monkeypatch.setattr(audit.staged_audit, "staged_search", interrupted_second)
+    with pytest.raises(AuditInterrupted):
+        run_audit(config, out_dir=tmp_path / "cut", progress=False)
+    saved = json.loads((tmp_path / "cut" / "results.json").read_text())
+    assert saved["verdict"] == "error" and [row["divergence"] for row in saved["rows"]] == ["dp"]
+    monkeypatch.undo()
+    searches.clear()
+    monkeypatch.setattr(audit.staged_audit, "staged_search",
+                        lambda *args, **kwargs: searches.append(args[2].divergence) or staged_search(*args, **kwargs))
+    resumed = run_audit(config, out_dir=tmp_path / "cut", resume=True, progress=False)
+    assert searches == ["kl"] and resumed.table["resumed"].tolist() == [True, False]
+    assert _rows(tmp_path / "cut") == _rows(tmp_path / "full")
+
+
+def test_pooled_estimate_record_round_trips_through_json():
+    pooled = PooledEstimate(0.93, 0.04, 3_000, (0.25, 0.75), 0.0, True)
+    back = PooledEstimate.from_record(json.loads(json.dumps(pooled.to_record())))
+    assert back == pooled and back.p_value(0.9) == pooled.p_value(0.9)
+
+
+def test_resume_refuses_another_engines_or_seeds_tasks_file(tmp_path):
+    def config(seed, **attacks):
+        small = staged_config(1.0, seed, n_samples=1_000, classes=["threshold"], **attacks)
+        return dict(small, claims=small["claims"][:1])
+
+    run_audit(config(0, engine="rows"), out_dir=tmp_path, progress=False)
+    with pytest.raises(ValueError, match="line 1 was written by a different config, seed, engine or plan"):
+        run_audit(config(0), out_dir=tmp_path, resume=True, progress=False)
+    run_audit(config(0), out_dir=tmp_path, progress=False)
+    with pytest.raises(ValueError, match="different config, seed, engine or plan"):
+        run_audit(config(1), out_dir=tmp_path, resume=True, progress=False)
 
 
 def test_staged_audit_flags_a_false_claim():
@@ -251,3 +300,22 @@ def test_report_noisy_max_3_coverage_over_seeds():
               for seed in range(runs)]
     assert sum(bound > RNM3_EPSILON for bound in bounds) <= binom.ppf(0.999, runs, 1 - LEVEL)
     assert np.mean(np.array(bounds) > 0.1) >= 0.8
+
+
+@pytest.mark.parametrize("divergence, alpha", [("dp", None), ("renyi", 2.0)])
+def test_check_and_confirm_summaries_in_blocks_do_not_depend_on_n_jobs(monkeypatch, divergence, alpha):
+    """The check and confirm stages summarise chunks in blocks on the workers: blocks of 250 outputs over 1 or
+    2 threads give the numbers of one block per chunk (counts add exactly, witness values are kept in order)."""
+    import attacks.staged
+
+    target = Target.for_claim(divergence, "all", ["linear", "threshold"], alpha)
+    sizes = StageSizes.from_budget(4_000)
+
+    def evidence(block, n_jobs):
+        monkeypatch.setattr(attacks.staged, "SUMMARY_BLOCK", block)
+        with joblib.parallel_config(backend="threading"):
+            result = staged_search(laplace_sampler(1.0, shifts=(1.0, 0.5)), 2, target, sizes, seed=4, n_jobs=n_jobs)
+        return result.winner, result.evidence
+
+    whole = evidence(10**6, 1)
+    assert evidence(250, 1) == whole and evidence(250, 2) == whole
