@@ -130,7 +130,7 @@ class AttackSpec:
     ``engine``: ``"rows"`` (one held-out attack per pair, direction and class,
     Holm over the rows) or ``"staged"`` (:mod:`audit.staged_audit`: one
     statistic per claim from the staged search of :mod:`attacks.staged`, whose
-    ``stages`` shares split ``n_samples``).
+    ``stages`` shares split ``n_samples``); unset, :func:`default_engine`.
     """
 
     classes: tuple[str, ...] = DEFAULT_CLASSES
@@ -139,7 +139,7 @@ class AttackSpec:
     train_fraction: float = 0.5
     class_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     coupled: bool = False
-    engine: str = "rows"
+    engine: str = "staged"
     stages: Mapping[str, float] | None = None
 
 
@@ -268,7 +268,7 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
         )
     claims = tuple(_claim(entry, f"claims[{i}]") for i, entry in enumerate(_array_of_tables(raw, "claims")))
     _check_on_average(claims, neighbours)
-    attacks = _attacks(_table(raw, "attacks", "attacks"))
+    attacks = _attacks(_table(raw, "attacks", "attacks"), on_average=any(claim.on_average for claim in claims))
     if attacks.engine == "staged" and any(claim.on_average for claim in claims):
         raise ConfigError(
             'attacks.engine: the staged engine confirms one statistic of the most distinguishable pair, a worst-case '
@@ -555,7 +555,7 @@ def _class_name(value: Any, path: str) -> str:
     return value
 
 
-def _attacks(table: dict) -> AttackSpec:
+def _attacks(table: dict, on_average: bool = False) -> AttackSpec:
     _check_fields(table, "attacks", "attacks")
     defaults = AttackSpec()
     classes = table.get("classes", list(defaults.classes))
@@ -592,7 +592,7 @@ def _attacks(table: dict) -> AttackSpec:
     coupled = table.get("coupled", defaults.coupled)
     if not isinstance(coupled, bool):
         raise ConfigError(f"attacks.coupled: must be true or false (a TOML boolean, unquoted). Found {coupled!r}.")
-    engine, stages = _engine(table, int(n_samples))
+    engine, stages = _engine(table, int(n_samples), on_average)
     return AttackSpec(
         classes=classes,
         n_samples=int(n_samples),
@@ -606,13 +606,27 @@ def _attacks(table: dict) -> AttackSpec:
 
 
 ENGINES = ("rows", "staged")
+MIN_STAGED_BUDGET = 200
+"""The smallest ``n_samples`` the default stage shares split into stages of at least 20 outputs."""
 
 
-def _engine(table: dict, n_samples: int) -> tuple[str, dict[str, float] | None]:
-    """``attacks.engine`` and, for the staged engine, ``attacks.stages`` (shares of n_samples per stage)."""
+def default_engine(n_samples: int, on_average: bool) -> str:
+    """The engine of a config that names none: ``"staged"`` unless an on-average claim or a budget below
+    :data:`MIN_STAGED_BUDGET` calls for the ``"rows"`` engine (docs/config.md, ``[attacks] engine``)."""
+    return "rows" if on_average or n_samples < MIN_STAGED_BUDGET else "staged"
+
+
+
+def _engine(table: dict, n_samples: int, on_average: bool) -> tuple[str, dict[str, float] | None]:
+    """``attacks.engine`` and, for the staged engine, ``attacks.stages`` (shares of n_samples per stage).
+
+    Unset, the engine is ``"staged"``, except ``"rows"`` for configs with
+    on-average claims (they need every pair's estimate) and for budgets too
+    small to split into the four default stages (``n_samples`` < :data:`MIN_STAGED_BUDGET`).
+    """
     from attacks.staged import DEFAULT_SHARES, StageSizes
 
-    engine = table.get("engine", "rows")
+    engine = table.get("engine", default_engine(n_samples, on_average))
     if engine not in ENGINES:
         raise ConfigError(f"attacks.engine: must be one of {', '.join(map(repr, ENGINES))}. Found {engine!r}.")
     if "stages" in table and engine != "staged":

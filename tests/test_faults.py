@@ -93,7 +93,7 @@ def _config(function="laplace", **run):
         "mechanism": {"callable": f"test_faults:{function}"},
         "pairs": PAIRS,
         "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 0.5}],
-        "attacks": {"classes": ["linear"], "n_samples": 200},
+        "attacks": {"classes": ["linear"], "n_samples": 200, "engine": "rows"},  # its tasks file, workers and resume
         "run": {"seed": 1, "n_jobs": 1, **run},
     }
 
@@ -104,7 +104,7 @@ def _toml(tmp_path: Path, config: dict) -> Path:
     for pair in config["pairs"]:
         lines.append(f"[[pairs]]\nd = {pair['d']}\nd_prime = {pair['d_prime']}")
     lines.append('[[claims]]\ndivergence = "kl"\nfunction_class = "linear"\nepsilon = 0.5')
-    lines.append('[attacks]\nclasses = ["linear"]\nn_samples = 200')
+    lines.append('[attacks]\nclasses = ["linear"]\nn_samples = 200\nengine = "rows"')
     lines.append("[run]\n" + "\n".join(f"{key} = {json.dumps(value)}" for key, value in config["run"].items()))
     path = tmp_path / "audit.toml"
     path.write_text("\n\n".join(lines) + "\n")
