@@ -142,6 +142,15 @@ class AttackSpec:
     engine: str = "staged"
     stages: Mapping[str, float] | None = None
 
+    @property
+    def held_out(self) -> int:
+        """Outputs per dataset that score the final statistic: the confirm stage's (staged) or a row's held-out split."""
+        if self.engine == "staged":
+            from attacks.staged import StageSizes
+
+            return StageSizes.from_budget(self.n_samples, self.stages).confirm
+        return held_out(self.n_samples, self.train_fraction)
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -592,7 +601,7 @@ def _attacks(table: dict, on_average: bool = False) -> AttackSpec:
     coupled = table.get("coupled", defaults.coupled)
     if not isinstance(coupled, bool):
         raise ConfigError(f"attacks.coupled: must be true or false (a TOML boolean, unquoted). Found {coupled!r}.")
-    engine, stages = _engine(table, int(n_samples), on_average)
+    engine, stages = _engine(table, int(n_samples), on_average, confidence)
     return AttackSpec(
         classes=classes,
         n_samples=int(n_samples),
@@ -610,29 +619,35 @@ MIN_STAGED_BUDGET = 200
 """The smallest ``n_samples`` the default stage shares split into stages of at least 20 outputs."""
 
 
-def default_engine(n_samples: int, on_average: bool) -> str:
-    """The engine of a config that names none: ``"staged"`` unless an on-average claim or a budget below
-    :data:`MIN_STAGED_BUDGET` calls for the ``"rows"`` engine (docs/config.md, ``[attacks] engine``)."""
-    return "rows" if on_average or n_samples < MIN_STAGED_BUDGET else "staged"
+def default_engine(n_samples: int, on_average: bool, train_fraction: bool) -> str:
+    """The engine of a config that names none (docs/config.md, ``[attacks] engine``).
 
-
-
-def _engine(table: dict, n_samples: int, on_average: bool) -> tuple[str, dict[str, float] | None]:
-    """``attacks.engine`` and, for the staged engine, ``attacks.stages`` (shares of n_samples per stage).
-
-    Unset, the engine is ``"staged"``, except ``"rows"`` for configs with
-    on-average claims (they need every pair's estimate) and for budgets too
-    small to split into the four default stages (``n_samples`` < :data:`MIN_STAGED_BUDGET`).
+    ``"staged"``, unless the config asks for what only the ``"rows"`` engine
+    does: an on-average claim (every pair's estimate), a ``train_fraction``
+    (one train / held-out split per row), or a budget below
+    :data:`MIN_STAGED_BUDGET` (too small for four stages).
     """
+    return "rows" if on_average or train_fraction or n_samples < MIN_STAGED_BUDGET else "staged"
+
+
+def _engine(table: dict, n_samples: int, on_average: bool, confidence: float) -> tuple[str, dict[str, float] | None]:
+    """``attacks.engine`` (unset: :func:`default_engine`) and, for the staged engine, ``attacks.stages``
+    (shares of n_samples per stage, the confirm stage at least :func:`min_held_out` outputs)."""
     from attacks.staged import DEFAULT_SHARES, StageSizes
 
-    engine = table.get("engine", default_engine(n_samples, on_average))
+    engine = table.get("engine", default_engine(n_samples, on_average, "train_fraction" in table))
     if engine not in ENGINES:
         raise ConfigError(f"attacks.engine: must be one of {', '.join(map(repr, ENGINES))}. Found {engine!r}.")
     if "stages" in table and engine != "staged":
         raise ConfigError('attacks.stages: only the staged engine has stages; set attacks.engine = "staged" or remove it.')
     if engine == "rows":
         return engine, None
+    if "train_fraction" in table:
+        raise ConfigError(
+            "attacks.train_fraction: the staged engine has no train / held-out split per row (attacks.stages splits "
+            'n_samples, its confirm stage is the held-out sample); remove train_fraction or set engine = "rows". '
+            f"Found {table['train_fraction']!r}."
+        )
     stages = table.get("stages", DEFAULT_SHARES)
     if not isinstance(stages, Mapping) or any(isinstance(v, bool) or not isinstance(v, (int, float))
                                               for v in stages.values()):
@@ -642,9 +657,15 @@ def _engine(table: dict, n_samples: int, on_average: bool) -> tuple[str, dict[st
         )
     shares = {key: float(value) for key, value in stages.items()}
     try:
-        StageSizes.from_budget(n_samples, shares)
+        confirm = StageSizes.from_budget(n_samples, shares).confirm
     except ValueError as error:
         raise ConfigError(f"attacks.stages: {error}") from None
+    if confirm < min_held_out(confidence):
+        raise ConfigError(
+            f"attacks.stages: confirm = {shares['confirm']!r} of n_samples = {n_samples} leaves {confirm} confirm "
+            f"outputs per dataset; an audit at confidence {confidence!r} needs at least {min_held_out(confidence)}. "
+            "Raise the confirm share or n_samples."
+        )
     return engine, shares
 
 
@@ -750,7 +771,7 @@ def _check_refutable(claim: Claim, attacks: AttackSpec, path: str) -> None:
             f"is contained in the claim's and estimates its divergence, so the audit would pass on no evidence; {fix}."
         )
     if claim.divergence == "dp":
-        held = held_out(attacks.n_samples, attacks.train_fraction)
+        held = attacks.held_out
         largest = (1.0 - attacks.confidence) ** (1.0 / held)
         if claim.delta >= largest:
             raise ConfigError(
