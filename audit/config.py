@@ -130,7 +130,7 @@ class AttackSpec:
     ``engine``: ``"rows"`` (one held-out attack per pair, direction and class,
     Holm over the rows) or ``"staged"`` (:mod:`audit.staged_audit`: one
     statistic per claim from the staged search of :mod:`attacks.staged`, whose
-    ``stages`` shares split ``n_samples``).
+    ``stages`` shares split ``n_samples``); unset, :func:`default_engine`.
     """
 
     classes: tuple[str, ...] = DEFAULT_CLASSES
@@ -139,8 +139,17 @@ class AttackSpec:
     train_fraction: float = 0.5
     class_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     coupled: bool = False
-    engine: str = "rows"
+    engine: str = "staged"
     stages: Mapping[str, float] | None = None
+
+    @property
+    def held_out(self) -> int:
+        """Outputs per dataset that score the final statistic: the confirm stage's (staged) or a row's held-out split."""
+        if self.engine == "staged":
+            from attacks.staged import StageSizes
+
+            return StageSizes.from_budget(self.n_samples, self.stages).confirm
+        return held_out(self.n_samples, self.train_fraction)
 
 
 @dataclass(frozen=True)
@@ -268,7 +277,7 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
         )
     claims = tuple(_claim(entry, f"claims[{i}]") for i, entry in enumerate(_array_of_tables(raw, "claims")))
     _check_on_average(claims, neighbours)
-    attacks = _attacks(_table(raw, "attacks", "attacks"))
+    attacks = _attacks(_table(raw, "attacks", "attacks"), on_average=any(claim.on_average for claim in claims))
     if attacks.engine == "staged" and any(claim.on_average for claim in claims):
         raise ConfigError(
             'attacks.engine: the staged engine confirms one statistic of the most distinguishable pair, a worst-case '
@@ -555,7 +564,7 @@ def _class_name(value: Any, path: str) -> str:
     return value
 
 
-def _attacks(table: dict) -> AttackSpec:
+def _attacks(table: dict, on_average: bool = False) -> AttackSpec:
     _check_fields(table, "attacks", "attacks")
     defaults = AttackSpec()
     classes = table.get("classes", list(defaults.classes))
@@ -592,7 +601,7 @@ def _attacks(table: dict) -> AttackSpec:
     coupled = table.get("coupled", defaults.coupled)
     if not isinstance(coupled, bool):
         raise ConfigError(f"attacks.coupled: must be true or false (a TOML boolean, unquoted). Found {coupled!r}.")
-    engine, stages = _engine(table, int(n_samples))
+    engine, stages = _engine(table, int(n_samples), on_average, confidence)
     return AttackSpec(
         classes=classes,
         n_samples=int(n_samples),
@@ -606,19 +615,39 @@ def _attacks(table: dict) -> AttackSpec:
 
 
 ENGINES = ("rows", "staged")
+MIN_STAGED_BUDGET = 200
+"""The smallest ``n_samples`` the default stage shares split into stages of at least 20 outputs."""
 
 
-def _engine(table: dict, n_samples: int) -> tuple[str, dict[str, float] | None]:
-    """``attacks.engine`` and, for the staged engine, ``attacks.stages`` (shares of n_samples per stage)."""
+def default_engine(n_samples: int, on_average: bool, train_fraction: bool) -> str:
+    """The engine of a config that names none (docs/config.md, ``[attacks] engine``).
+
+    ``"staged"``, unless the config asks for what only the ``"rows"`` engine
+    does: an on-average claim (every pair's estimate), a ``train_fraction``
+    (one train / held-out split per row), or a budget below
+    :data:`MIN_STAGED_BUDGET` (too small for four stages).
+    """
+    return "rows" if on_average or train_fraction or n_samples < MIN_STAGED_BUDGET else "staged"
+
+
+def _engine(table: dict, n_samples: int, on_average: bool, confidence: float) -> tuple[str, dict[str, float] | None]:
+    """``attacks.engine`` (unset: :func:`default_engine`) and, for the staged engine, ``attacks.stages``
+    (shares of n_samples per stage, the confirm stage at least :func:`min_held_out` outputs)."""
     from attacks.staged import DEFAULT_SHARES, StageSizes
 
-    engine = table.get("engine", "rows")
+    engine = table.get("engine", default_engine(n_samples, on_average, "train_fraction" in table))
     if engine not in ENGINES:
         raise ConfigError(f"attacks.engine: must be one of {', '.join(map(repr, ENGINES))}. Found {engine!r}.")
     if "stages" in table and engine != "staged":
         raise ConfigError('attacks.stages: only the staged engine has stages; set attacks.engine = "staged" or remove it.')
     if engine == "rows":
         return engine, None
+    if "train_fraction" in table:
+        raise ConfigError(
+            "attacks.train_fraction: the staged engine has no train / held-out split per row (attacks.stages splits "
+            'n_samples, its confirm stage is the held-out sample); remove train_fraction or set engine = "rows". '
+            f"Found {table['train_fraction']!r}."
+        )
     stages = table.get("stages", DEFAULT_SHARES)
     if not isinstance(stages, Mapping) or any(isinstance(v, bool) or not isinstance(v, (int, float))
                                               for v in stages.values()):
@@ -628,9 +657,15 @@ def _engine(table: dict, n_samples: int) -> tuple[str, dict[str, float] | None]:
         )
     shares = {key: float(value) for key, value in stages.items()}
     try:
-        StageSizes.from_budget(n_samples, shares)
+        confirm = StageSizes.from_budget(n_samples, shares).confirm
     except ValueError as error:
         raise ConfigError(f"attacks.stages: {error}") from None
+    if confirm < min_held_out(confidence):
+        raise ConfigError(
+            f"attacks.stages: confirm = {shares['confirm']!r} of n_samples = {n_samples} leaves {confirm} confirm "
+            f"outputs per dataset; an audit at confidence {confidence!r} needs at least {min_held_out(confidence)}. "
+            "Raise the confirm share or n_samples."
+        )
     return engine, shares
 
 
@@ -736,7 +771,7 @@ def _check_refutable(claim: Claim, attacks: AttackSpec, path: str) -> None:
             f"is contained in the claim's and estimates its divergence, so the audit would pass on no evidence; {fix}."
         )
     if claim.divergence == "dp":
-        held = held_out(attacks.n_samples, attacks.train_fraction)
+        held = attacks.held_out
         largest = (1.0 - attacks.confidence) ** (1.0 / held)
         if claim.delta >= largest:
             raise ConfigError(

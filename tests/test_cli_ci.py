@@ -20,6 +20,7 @@ epsilon = {claim}
 [attacks]
 classes = ["linear"]
 n_samples = 400
+engine = "rows"
 
 [run]
 n_jobs = 1

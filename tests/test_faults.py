@@ -93,7 +93,7 @@ def _config(function="laplace", **run):
         "mechanism": {"callable": f"test_faults:{function}"},
         "pairs": PAIRS,
         "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 0.5}],
-        "attacks": {"classes": ["linear"], "n_samples": 200},
+        "attacks": {"classes": ["linear"], "n_samples": 200, "engine": "rows"},  # its tasks file, workers and resume
         "run": {"seed": 1, "n_jobs": 1, **run},
     }
 

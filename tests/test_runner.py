@@ -1,4 +1,4 @@
-"""The runner: task plan, seeds independent of n_jobs, tasks.jsonl and resume, estimate records, mechanism errors, unbounded rows.
+"""The rows engine's runner (every config here sets engine = "rows"): task plan, seeds independent of n_jobs, tasks.jsonl and resume, estimate records, mechanism errors, unbounded rows.
 
 The mechanisms below are plain functions following the user-mechanism
 protocol ``f(dataset, n, rng) -> (n, d)``; configs name them as
@@ -52,7 +52,7 @@ def _config(function="laplace_sum", claims=None, classes=("linear",), n_samples=
         "mechanism": {"callable": f"test_runner:{function}", "params": params},
         "pairs": PAIRS,
         "claims": claims or [{"divergence": "kl", "function_class": "linear", "epsilon": 0.5}],
-        "attacks": {"classes": list(classes), "n_samples": n_samples},
+        "attacks": {"engine": "rows", "classes": list(classes), "n_samples": n_samples},
         "run": {"seed": 5, "n_jobs": 1},
     }
 
@@ -219,7 +219,7 @@ def test_randomized_response_at_high_epsilon_is_not_a_false_violation():
             "pairs": [{"d": [[0.0]], "d_prime": [[1.0]]}],
             "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 8.0},
                        {"divergence": "kl", "function_class": "all", "epsilon": 8.0 * np.tanh(4.0)}],
-            "attacks": {"classes": ["linear", "threshold"], "n_samples": 1000},
+            "attacks": {"engine": "rows", "classes": ["linear", "threshold"], "n_samples": 1000},
             "run": {"seed": seed, "n_jobs": 1},
         }
         violations += run_audit(config, progress=False).verdict == "violation"
@@ -244,7 +244,7 @@ def test_exact_and_theory_columns_for_a_builtin():
     config = {
         "mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
         "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 1.0}],
-        "attacks": {"classes": ["linear"], "n_samples": 400},
+        "attacks": {"engine": "rows", "classes": ["linear"], "n_samples": 400},
     }
     table = run_audit(config, progress=False).table
     np.testing.assert_allclose(table["exact"], bounds.laplace_linear_kl(1.0), rtol=1e-3)  # symmetric law
@@ -281,7 +281,7 @@ def test_neighbours_table_generates_named_pairs():
         "mechanism": {"name": "laplace"},
         "neighbours": {"strategy": "random", "count": 2},
         "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 1.0}],
-        "attacks": {"classes": ["linear"], "n_samples": 400},
+        "attacks": {"engine": "rows", "classes": ["linear"], "n_samples": 400},
     }
     table = run_audit(config, progress=False).table
     assert sorted(set(table["pair"])) == ["p0", "p1"] and len(table) == 4

@@ -262,12 +262,26 @@ def test_staged_audit_flags_a_false_claim():
     ({"engine": "staged", "stages": {"screen": 0.5, "train": 0.5, "check": 0.1, "confirm": 0.1}}, "summing to 1"),
     ({"engine": "staged", "stages": {"screen": "a"}}, "attacks.stages"),
     ({"engine": "rows", "stages": DEFAULT_SHARES}, "only the staged engine"),
+    ({"engine": "staged", "train_fraction": 0.5}, "no train / held-out split"),
+    ({"engine": "staged", "n_samples": 1_000, "stages": {"screen": 0.5, "train": 0.3, "check": 0.18, "confirm": 0.02}},
+     "leaves 20 confirm outputs per dataset; an audit at confidence 0.95 needs at least 30"),
 ])
 def test_config_refuses_bad_engine_and_stages(attacks, message):
     config = staged_config(1.0, 0)
     config["attacks"] = {"n_samples": 20_000, "classes": ["linear"], **attacks}
     with pytest.raises(ConfigError, match=message):
         load_config(config)
+
+
+@pytest.mark.parametrize("attacks, engine", [
+    ({}, "staged"),
+    ({"n_samples": 199}, "rows"),
+    ({"train_fraction": 0.7}, "rows"),
+])
+def test_the_default_engine_is_staged_unless_the_config_needs_rows(attacks, engine):
+    config = staged_config(1.0, 0)
+    config["attacks"] = {"n_samples": 20_000, "classes": ["linear"], **attacks}
+    assert load_config(config).attacks.engine == engine
 
 
 @pytest.mark.slow

@@ -32,8 +32,8 @@ def test_passes_on_a_correct_laplace_against_its_true_claims():
 
 
 def test_inconclusive_warns_by_default_and_fails_on_request():
-    """Laplace at epsilon = 1 against its tight true claim on 400 samples: estimates above 1, undecided (seed 0)."""
-    arguments = dict(params={"epsilon": 1.0}, d=[[0.0]], d_prime=[[1.0]], n_samples=400, classes=["linear"])
+    """Laplace at epsilon = 1 against its tight true claim on 400 samples: estimate above 1, undecided (seed 1)."""
+    arguments = dict(params={"epsilon": 1.0}, d=[[0.0]], d_prime=[[1.0]], n_samples=400, classes=["linear"], seed=1)
     claim = {"divergence": "dp", "function_class": "all", "epsilon": 1.0}
     with pytest.warns(UserWarning, match="INCONCLUSIVE"):
         assert assert_claim_holds("laplace", claim, **arguments).verdict == "inconclusive"

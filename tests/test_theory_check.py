@@ -105,17 +105,17 @@ def _audit(tmp_path, mechanism, params, function_class, n, alpha=4.0, seed=0):
 def _assert_flagged(result, report, document, bound):
     """Every row's lower confidence bound exceeds the published bound; the report says so beside a PASS."""
     assert result.verdict == "pass"  # the claim (10) holds: the failure is the paper's, not the config's
-    assert len(result.theory) == 2
+    assert len(result.theory) == 1  # the staged engine's one row per claim
     for entry in result.theory:
         assert entry["bound"] == pytest.approx(bound, abs=5e-6)
         assert entry["lower_bound"] > entry["bound"] and entry["fails"]
         assert entry["status"].startswith("BOUND FAILS: lower confidence bound")
-    assert "**PUBLISHED BOUND FAILS:** 2 of 2" in report
-    assert "## Theory (2 of 2 published bounds fail)" in report
+    assert "**PUBLISHED BOUND FAILS:** 1 of 1" in report
+    assert "## Theory (1 of 1 published bounds fail)" in report
     # the line sits with the verdict, before what was audited; the section after the deciding rows, before figures
     assert report.index("## Verdict") < report.index("**PUBLISHED BOUND FAILS:**") < report.index("## Claims")
     assert report.index("## Claims") < report.index("## Theory") < report.index("## Figures")
-    assert [entry["fails"] for entry in document["theory"]] == [True, True]
+    assert [entry["fails"] for entry in document["theory"]] == [True]
 
 
 def test_run_flags_the_d_dimensional_laplace_table_one_bound(tmp_path):
@@ -147,12 +147,12 @@ def test_run_flags_an_exact_value_above_the_one_dimensional_bound(tmp_path):
 def test_a_bound_that_holds_is_not_flagged(tmp_path):
     # Gaussian sigma 1, alpha 4: exact (linear, Renyi) 0.6247 below Table 1's 0.9395 (docs/theory.md section 6).
     result, report, document = _audit(tmp_path, "gaussian", {"sigma": 1.0}, "linear", 20_000)
-    assert [entry["status"] for entry in result.theory] == [HOLDS, HOLDS]
+    assert [entry["status"] for entry in result.theory] == [HOLDS]
     assert result.theory[0]["exact"] == pytest.approx(0.6247, abs=5e-5)
     assert result.theory[0]["bound"] == pytest.approx(0.9395, abs=5e-5)
     assert all(entry["lower_bound"] < entry["bound"] for entry in result.theory)
     assert "PUBLISHED BOUND FAILS" not in report and "BOUND FAILS" not in report
-    assert "## Theory (0 of 2 published bounds fail)" in report
+    assert "## Theory (0 of 1 published bounds fail)" in report
     assert document["theory"][0]["status"] == HOLDS
 
 
@@ -212,7 +212,7 @@ def test_theory_table_of_report_md_parses_back_to_results_json_as_github_renders
             cells.append(row)
             row = None
     header, body = cells[0], cells[1:]
-    assert len(body) == len(document["theory"]) == 2
+    assert len(body) == len(document["theory"]) == 1
     for line, entry in zip(body, document["theory"]):
         shown = dict(zip(header, line))
         assert shown["direction"] == entry["direction"]  # "P|Q" stays one cell
@@ -233,4 +233,4 @@ def test_capaudit_run_prints_the_failing_bounds_beside_the_verdict(tmp_path, cap
     )
     assert main(["run", str(config), "--out", str(tmp_path / "out"), "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert ": PASS (" in out and "PUBLISHED BOUND FAILS: 2 of 2 closed-form bounds compared" in out
+    assert ": PASS (" in out and "PUBLISHED BOUND FAILS: 1 of 1 closed-form bounds compared" in out
