@@ -462,7 +462,7 @@ def _on_average_section(rows: Sequence[Row], confidence: float | None) -> list[s
 def _counts(rows: Sequence[Row]) -> str:
     counts = collections.Counter(row.verdict for row in rows)
     parts = [f"{counts[verdict]} {verdict}" for verdict in ROW_VERDICTS if verdict in counts]
-    return f"{len(rows)} rows: " + ", ".join(parts) + "."
+    return f"{len(rows)} row{'s' if len(rows) != 1 else ''}: " + ", ".join(parts) + "."
 
 
 def _claims_table(claims: list[dict[str, Any]]) -> str:

@@ -107,7 +107,7 @@ class Cell:
     claim: float
     delta: float = 0.0
     buggy: bool = False
-    engine: str = "rows"
+    engine: str | None = None
 
     @property
     def name(self) -> str:
@@ -124,7 +124,7 @@ class Cell:
             "mechanism": {"name": self.mechanism, "params": dict(self.params)},
             "claims": [claim],
             "attacks": {"classes": [self.attack_class], "n_samples": self.n_samples, "confidence": CONFIDENCE,
-                        "engine": self.engine},
+                        **({} if self.engine is None else {"engine": self.engine})},
             "run": {"seed": seed, "n_jobs": 1},
         }
 
@@ -288,7 +288,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cells", nargs="+", default=[], metavar="TEXT", help="keep cells whose name contains one")
     parser.add_argument("--n-jobs", type=int, default=1, help="audits run in parallel (each on one core)")
     parser.add_argument("--power", action="store_true", help="also the known-buggy suite's catch rates")
-    parser.add_argument("--engine", choices=("rows", "staged"), default="rows", help="[attacks] engine of every audit")
+    parser.add_argument("--engine", choices=("rows", "staged"), help="[attacks] engine of every audit (default: the config's default, "
+                        "audit.config.default_engine)")
     parser.add_argument("--list", action="store_true", help="print the selected cells and stop")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "bench_validity.md")
     args = parser.parse_args(argv)
