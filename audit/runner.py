@@ -120,7 +120,7 @@ def run_tasks(
     pending_pairs = [pair for pair in pairs if any(task.pair == pair.name for task in pending)]
     workers = joblib.effective_n_jobs(config.run.n_jobs)
     draw = functools.partial(draw_chunk, mechanism, seed=config.run.seed)
-    probed = _check_memory(config, pending_pairs, draw)
+    probed = check_memory(config, pending_pairs, draw)
     n, coupled = config.attacks.n_samples, config.attacks.coupled
     to_sample = [pair for pair in pending_pairs if pair.name not in probed]
     chunks = len(plan_chunks(n, coupled)) * len(to_sample)
@@ -238,15 +238,39 @@ def task_record(task: Task, *, task_id: str | None = None, error: str | None = N
                 unbounded=False, error=error, note="", exact=None, theory_bound=theory_bound, seconds=0.0)
 
 
-def _check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: functools.partial) -> dict[str, str]:
+def check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: functools.partial, *,
+                 n_samples: int | None = None, held_pairs: int | None = None) -> dict[str, str]:
     """Refuse a plan that would not fit in memory; the output width comes from two outputs of the first pair.
 
-    Those are drawn like every chunk (:class:`audit.sampling.ChunkSampler`); when that fails,
-    the failure is returned as the first pair's (pair name -> message), so
-    that a hung mechanism costs one timeout, not two, and the check is skipped.
+    ``n_samples`` outputs per dataset of ``held_pairs`` pairs are held at once
+    (default: the rows engine's, every pair's ``attacks.n_samples``; the staged
+    engine passes its largest stage and its finalists' pairs), and each worker
+    fits on 2 ``n_samples`` rows (:func:`audit.plan.estimate_memory`).  The
+    two outputs are drawn like every chunk (:class:`audit.sampling.ChunkSampler`);
+    when that fails, the failure is returned as the first pair's (pair name ->
+    message), so that a hung mechanism costs one timeout, not two, and the
+    check is skipped.
     """
     if not pairs:
         return {}
+    [(pair, samples)] = list(ChunkSampler(draw, pairs[:1], 2, config.attacks.coupled, 1, config.run.sample_timeout))
+    if not isinstance(samples, PairSamples):
+        return {pair.name: samples}
+    dim = samples.d.shape[1]
+    n = config.attacks.n_samples if n_samples is None else n_samples
+    held = len(pairs) if held_pairs is None else held_pairs
+    workers = joblib.effective_n_jobs(config.run.n_jobs)
+    need = estimate_memory(n, dim, held, config.attacks.classes, workers,
+                           class_params=config.attacks.class_params, backend=config.run.backend)
+    have = available_memory()
+    if have is not None and need > MEMORY_FRACTION * have:
+        raise ValueError(
+            f"the audit would need about {need / 2**30:.1f} GiB of memory ({held} pairs x 2 datasets x "
+            f"{n} samples x d = {dim}, plus {workers} workers' processes and features) but only "
+            f"{have / 2**30:.1f} GiB are available; lower attacks.n_samples or run.n_jobs. "
+            f"Found n_samples = {config.attacks.n_samples}."
+        )
+    return {}
     [(pair, samples)] = list(ChunkSampler(draw, pairs[:1], 2, config.attacks.coupled, 1, config.run.sample_timeout))
     if not isinstance(samples, PairSamples):
         return {pair.name: samples}

@@ -31,6 +31,7 @@ outputs per dataset drawn, over every stage and pair.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sys
 import time
@@ -49,8 +50,8 @@ from audit.exact import known_laws
 from audit.neighbours import NeighbourPair
 from audit.parallel import backend
 from audit.plan import Task, plan_hash, task_seed
-from audit.runner import task_exact, task_record, task_theory_bound
-from audit.sampling import CHUNK_SIZE, COUPLING_REFUSED, draw_pair_isolated
+from audit.runner import check_memory, task_exact, task_record, task_theory_bound
+from audit.sampling import CHUNK_SIZE, COUPLING_REFUSED, draw_chunk, draw_pair_isolated
 
 
 class SamplingError(RuntimeError):
@@ -133,7 +134,8 @@ def run_staged(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     ------
     ValueError
         When ``resume`` meets a tasks.jsonl written by another config, seed or
-        engine, or edited since (:func:`audit.store.read_finished`).
+        engine, or edited since (:func:`audit.store.read_finished`), and when
+        the stages would not fit in memory (:func:`audit.runner.check_memory`).
     """
     sizes = StageSizes.from_budget(config.attacks.n_samples, config.attacks.stages)
     searches = [Search(index, claim, alpha) for index, claim in enumerate(config.claims) for alpha in claim.alpha]
@@ -144,6 +146,9 @@ def run_staged(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     if path is not None and not resume:
         path.write_text("")
     pending = [search for search in searches if search.id not in done]
+    if pending:  # the train stage holds the finalists' pairs at once; the check and confirm stages count chunks
+        check_memory(config, pairs, functools.partial(draw_chunk, mechanism, seed=config.run.seed),
+                     n_samples=max(sizes.screen, sizes.train), held_pairs=min(MAX_FINALISTS, len(pairs)))
     bar = _OutputsBar(sizes, len(pairs), len(pending), progress)
     sample = pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
                           workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1), timeout=config.run.sample_timeout,

@@ -333,3 +333,14 @@ def test_check_and_confirm_summaries_in_blocks_do_not_depend_on_n_jobs(monkeypat
 
     whole = evidence(10**6, 1)
     assert evidence(250, 1) == whole and evidence(250, 2) == whole
+
+
+def test_stages_that_do_not_fit_in_memory_are_refused(monkeypatch):
+    """The train stage holds min(4, pairs) pairs at n_train outputs per dataset; with 1 MiB available the
+    plan is refused before any search, naming the budget to lower."""
+    import audit.runner
+
+    monkeypatch.setattr(audit.runner, "available_memory", lambda: 2**20)
+    with pytest.raises(ValueError, match=r"would need about .* GiB.*1 pairs x 2 datasets x 1200 samples.*"
+                                         r"lower attacks.n_samples"):
+        run_audit(staged_config(1.0, 0), progress=False)
