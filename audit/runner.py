@@ -271,20 +271,4 @@ def check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: func
             f"Found n_samples = {config.attacks.n_samples}."
         )
     return {}
-    [(pair, samples)] = list(ChunkSampler(draw, pairs[:1], 2, config.attacks.coupled, 1, config.run.sample_timeout))
-    if not isinstance(samples, PairSamples):
-        return {pair.name: samples}
-    dim = samples.d.shape[1]
-    workers = joblib.effective_n_jobs(config.run.n_jobs)
-    need = estimate_memory(config.attacks.n_samples, dim, len(pairs), config.attacks.classes, workers,
-                           class_params=config.attacks.class_params, backend=config.run.backend)
-    have = available_memory()
-    if have is not None and need > MEMORY_FRACTION * have:
-        raise ValueError(
-            f"the audit would need about {need / 2**30:.1f} GiB of memory ({len(pairs)} pairs x 2 datasets x "
-            f"{config.attacks.n_samples} samples x d = {dim}, plus {workers} workers' processes and features) but only "
-            f"{have / 2**30:.1f} GiB are available; lower attacks.n_samples or run.n_jobs. "
-            f"Found n_samples = {config.attacks.n_samples}."
-        )
-    return {}
 
