@@ -64,7 +64,7 @@ from attacks.adversary import Adversary
 from attacks.classes import parse_function_class
 from attacks.divergences import tail_count
 from attacks.estimate import DivergenceEstimate, moments_evidence
-from attacks.witness_moments import WitnessMoments
+from attacks.witness_moments import WEIGHTED, WitnessMoments
 
 STAGES = ("screen", "train", "check", "confirm")
 DEFAULT_SHARES = {"screen": 0.2, "train": 0.2, "check": 0.1, "confirm": 0.5}
@@ -81,7 +81,6 @@ SELECTION_LEVEL = 0.95
 GRADE_STEP = 2 ** (-1 / 8)
 GRADE_FLOOR = 100
 MIN_COUNT = 100
-_WEIGHTED = ("kl", "renyi")
 POOLED = "pooled"
 """The ``kind`` of a :class:`PooledEstimate`'s plain record (a ``DivergenceEstimate``'s record has none)."""
 
@@ -436,7 +435,7 @@ def held_out_estimate(attack: Attack, candidate: Candidate, p: np.ndarray, q: np
                       coupled: bool) -> DivergenceEstimate:
     """The fitted set's or witness's estimate on held-out outputs of P and Q."""
     w_p, w_q = attack.adversary.witness(p), attack.adversary.witness(q)
-    if target.divergence in _WEIGHTED:
+    if target.divergence in WEIGHTED:
         moments = WitnessMoments.from_values(w_p, w_q, target.divergence, target.alpha)
         return witness_estimate(moments, target, candidate.function_class, coupled)
     return count_estimate(paired_ratio.paired_counts(w_p > 0, w_q > 0), target, candidate.function_class, coupled)
@@ -561,7 +560,7 @@ def _summary(attack: Attack, p: np.ndarray, q: np.ndarray, target: Target, tail:
 def _statistic(total, candidate: Candidate, target: Target, coupled: bool,
                weights: np.ndarray | None = None) -> DivergenceEstimate | PooledEstimate:
     """The evidence of a summed statistic (:func:`_accumulate`): a set's, a witness's, or a pool's."""
-    if target.divergence in _WEIGHTED:
+    if target.divergence in WEIGHTED:
         return witness_estimate(total, target, candidate.function_class, coupled)
     if target.divergence == "ipm":
         return count_estimate(total, target, candidate.function_class, coupled)

@@ -57,7 +57,7 @@ class WitnessMoments:
 
     Build one per block with :meth:`from_values` and add them (``+``) in a
     fixed order; the sum of blocks gives the evidence of the concatenated
-    values up to rounding.  Size: 12 numbers plus ``top_q``, the ``tail``
+    values up to rounding.  Size: eleven numbers plus ``top_q``, the ``tail``
     largest log weights of Q, tail = ``tail_count(n_q) + 1`` <= 3 sqrt(n_q) + 1
     floats (21 000 at n_q = 5e7): nothing else grows with n.
 
@@ -160,8 +160,8 @@ class WitnessMoments:
 
     @property
     def beta(self) -> float:
-        """The conjugate exponent alpha / (alpha - 1) of ``renyi`` (1 for ``kl``: unused)."""
-        return conjugate_exponent(self.alpha) if self.divergence == "renyi" else 1.0
+        """The conjugate exponent alpha / (alpha - 1) of ``renyi`` (its weights |g|^beta)."""
+        return conjugate_exponent(self.alpha)
 
     def log_mean_weight(self) -> float:
         """log mean exp(l_Q) = M + log mean v: log E_Q of the weights on Q's sample."""
@@ -194,7 +194,7 @@ class WitnessMoments:
             var_q = self.m2_q / self.n_q / self.mean_q**2
             if not coupled:
                 return float(np.sqrt(var_p / self.n_p + var_q / self.n_q))
-            if self.co_moment is None or self.n_p != self.n_q:
+            if self.co_moment is None:
                 raise ValueError("coupled=True needs row-aligned pairs: every block summarised as many values on "
                                  f"P as on Q. Found n_p={self.n_p}, n_q={self.n_q}, co-moment "
                                  f"{'missing' if self.co_moment is None else 'kept'}; summarise coupled draws only.")
