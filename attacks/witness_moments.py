@@ -186,7 +186,11 @@ class WitnessMoments:
         ``coupled`` (row-aligned pairs): sqrt(var(infl_P - infl_Q) / n), its
         variance from the centred sums and the co-moment (clipped at 0
         against rounding).  Population variances (divided by n), as
-        :func:`numpy.var`.
+        :func:`numpy.var`.  The coupled variance is a difference of terms
+        of size var(infl_P): it keeps about 16 + log10(var(infl_P - infl_Q)
+        / var(infl_P)) digits (8 where a witness of spread 1e-4 moves alike
+        on both outputs of a pair), about as many as the array's differences
+        of influence terms near 1.
         """
         with np.errstate(divide="ignore", invalid="ignore"):
             gain = self.scale_p if self.divergence == "kl" else self.beta / self.mean_p  # infl_P = gain a / scale_p
