@@ -21,7 +21,7 @@ v = exp(l - M) in (0, 1] its weights shifted so that they cannot overflow.
   infl_P = k a (k = 1 for ``kl``, beta / mean a for ``renyi``) and
   infl_Q = v / mean v, so var(infl_P) = k^2 var(a),
   var(infl_Q) = var(v) / mean(v)^2 and, over coupled pairs,
-  var(infl_P - infl_Q) = var(infl_P) - 2 k cov(a, v) / mean v + var(infl_Q);
+  var(infl_P - infl_Q), the variance of D = k a - v / mean v;
 * Kish's effective sample size (sum v)^2 / sum v^2, with
   sum v^2 = sum (v - mean v)^2 + n mean(v)^2;
 * Hill's tail index over the ``tail_count(n_q)`` largest l_Q
@@ -30,7 +30,13 @@ v = exp(l - M) in (0, 1] its weights shifted so that they cannot overflow.
 
 Means and centred sums of squares and products are merged by Chan, Golub and
 LeVeque's pairwise update (1979), which keeps the accuracy of a two-pass
-variance; a's values are divided by a power of two at least their largest
+variance.  D's normalisers k and mean v are each block's own; on adding, each
+block's sum of squares of D is moved to the merged normalisers, D' = D +
+da a - db v with small da, db (the difference of a block's means from the
+merged ones), so that it keeps the accuracy of the paired differences even
+where var(D) is a tiny fraction of var(infl_P) (a witness that moves alike on
+both outputs of a pair), which var(infl_P) - 2 cov + var(infl_Q) would lose
+to cancellation.  a's values are divided by a power of two at least their largest
 magnitude (exact) and v's are rescaled when a larger M arrives, so witnesses
 of any size (h ~ 700, g ~ 1e200 with beta = 11) neither overflow nor
 underflow where the array computation does not.  Blocks whose values are all
@@ -80,9 +86,11 @@ class WitnessMoments:
         M, the largest log weight on Q.
     mean_q, m2_q : float
         Mean and centred sum of squares of v = exp(l_Q - M).
-    co_moment : float or None
-        Centred sum of products of a / scale_p and v over row-aligned pairs;
-        None when some block had different numbers of values on P and Q.
+    co_moment, m2_pairs : float or None
+        Over row-aligned pairs: the centred sum of products of a / scale_p
+        and v, and the centred sum of squares of D = gain a / scale_p - v /
+        mean_q (:meth:`gain`); None when some block had different numbers
+        of values on P and Q.
     top_q : ndarray
         The ``tail`` largest log weights of Q (in no particular order).
     tail : int
@@ -101,6 +109,7 @@ class WitnessMoments:
     mean_q: float
     m2_q: float
     co_moment: float | None
+    m2_pairs: float | None
     top_q: np.ndarray
     tail: int
 
@@ -135,10 +144,14 @@ class WitnessMoments:
         deviation_p, mean_p = _centred(a / scale_p)
         log_max_q = float(np.max(log_q))
         deviation_q, mean_q = _centred(np.exp(log_q - log_max_q))
-        co_moment = float(deviation_p @ deviation_q) if a.size == log_q.size else None
+        co_moment = m2_pairs = None
+        if a.size == log_q.size:
+            co_moment = float(deviation_p @ deviation_q)
+            deviation_d = _pair_gain(divergence, alpha, scale_p, mean_p) * deviation_p - deviation_q / mean_q
+            m2_pairs = float(deviation_d @ deviation_d)
         return cls(divergence, alpha, a.size, scale_p, mean_p, float(deviation_p @ deviation_p),
                    float(np.max(witness_log_weights(a, divergence, alpha))), log_q.size, log_max_q, mean_q,
-                   float(deviation_q @ deviation_q), co_moment, _largest(log_q, tail), tail)
+                   float(deviation_q @ deviation_q), co_moment, m2_pairs, _largest(log_q, tail), tail)
 
     def __add__(self, other: WitnessMoments) -> WitnessMoments:
         """The summary of both samples (self's values first; Chan, Golub and LeVeque's pairwise update)."""
@@ -150,13 +163,18 @@ class WitnessMoments:
         parts = [_rescaled(part, scale_p, log_max_q) for part in (self, other)]
         (mean_p, m2_p, n_p, step_p), (mean_q, m2_q, n_q, step_q) = (
             _merged(parts[0][i], parts[1][i]) for i in (0, 1))
-        co_moment = None
+        co_moment = m2_pairs = None
         if self.co_moment is not None and other.co_moment is not None:
-            co_moment = parts[0][2] + parts[1][2] + step_p * step_q * self.n_p * other.n_p / n_p
+            weight = self.n_p * other.n_p / n_p
+            co_moment = parts[0][2] + parts[1][2] + step_p * step_q * weight
+            gain = _pair_gain(self.divergence, self.alpha, scale_p, mean_p)
+            m2_pairs = sum(_rebased_pairs(part, gain * part.scale_p / scale_p,
+                                          float(np.exp(part.log_max_q - log_max_q)) / mean_q) for part in (self, other))
+            m2_pairs += (gain * step_p - step_q / mean_q) ** 2 * weight
         tail = max(self.tail, other.tail)
         return WitnessMoments(self.divergence, self.alpha, n_p, scale_p, mean_p, m2_p,
                               max(self.log_max_p, other.log_max_p), n_q, log_max_q, mean_q, m2_q, co_moment,
-                              _largest(np.concatenate([self.top_q, other.top_q]), tail), tail)
+                              m2_pairs, _largest(np.concatenate([self.top_q, other.top_q]), tail), tail)
 
     @property
     def beta(self) -> float:
@@ -183,27 +201,23 @@ class WitnessMoments:
         """Delta-method standard error of :meth:`objective` (module docstring; :mod:`attacks.estimate`).
 
         Independent samples: sqrt(var(infl_P) / n_P + var(infl_Q) / n_Q);
-        ``coupled`` (row-aligned pairs): sqrt(var(infl_P - infl_Q) / n), its
-        variance from the centred sums and the co-moment (clipped at 0
-        against rounding).  Population variances (divided by n), as
-        :func:`numpy.var`.  The coupled variance is a difference of terms
-        of size var(infl_P): it keeps about 16 + log10(var(infl_P - infl_Q)
-        / var(infl_P)) digits (8 where a witness of spread 1e-4 moves alike
-        on both outputs of a pair), about as many as the array's differences
-        of influence terms near 1.
+        ``coupled`` (row-aligned pairs): sqrt(var(infl_P - infl_Q) / n), from
+        the centred sum of squares of D (module docstring).  Population
+        variances (divided by n), as :func:`numpy.var`; NaN when ``renyi``'s
+        mean g on P is 0 (its influence terms are not finite).
         """
-        with np.errstate(divide="ignore", invalid="ignore"):
-            gain = self.scale_p if self.divergence == "kl" else self.beta / self.mean_p  # infl_P = gain a / scale_p
-            var_p = gain**2 * self.m2_p / self.n_p
-            var_q = self.m2_q / self.n_q / self.mean_q**2
-            if not coupled:
-                return float(np.sqrt(var_p / self.n_p + var_q / self.n_q))
-            if self.co_moment is None:
+        gain = _pair_gain(self.divergence, self.alpha, self.scale_p, self.mean_p)
+        if self.divergence == "renyi" and self.mean_p == 0.0:
+            return np.nan
+        if coupled:
+            if self.m2_pairs is None:
                 raise ValueError("coupled=True needs row-aligned pairs: every block summarised as many values on "
-                                 f"P as on Q. Found n_p={self.n_p}, n_q={self.n_q}, co-moment "
-                                 f"{'missing' if self.co_moment is None else 'kept'}; summarise coupled draws only.")
-            covariance = gain * self.co_moment / self.n_p / self.mean_q
-            return float(np.sqrt(max(var_p - 2 * covariance + var_q, 0.0) / self.n_p))
+                                 f"P as on Q. Found n_p={self.n_p}, n_q={self.n_q} with unpaired blocks; summarise "
+                                 "coupled draws only.")
+            return float(np.sqrt(self.m2_pairs / self.n_p / self.n_p))
+        var_p = gain**2 * self.m2_p / self.n_p
+        var_q = self.m2_q / self.n_q / self.mean_q**2
+        return float(np.sqrt(var_p / self.n_p + var_q / self.n_q))
 
     def tail_index(self) -> float:
         """Hill's tail index of Q's weights from the kept largest log weights
@@ -237,6 +251,28 @@ def _centred(values: np.ndarray) -> tuple[np.ndarray, float]:
     shifted = values - values[0]
     offset = float(np.mean(shifted))
     return shifted - offset, float(values[0] + offset)
+
+
+def _pair_gain(divergence: str, alpha: float | None, scale_p: float, mean_p: float) -> float:
+    """k with infl_P = k a / scale_p: scale_p (``kl``) or beta / mean(a / scale_p) (``renyi``; 0 when that mean
+    is 0, a normaliser that keeps D finite: such a summary's standard error is NaN)."""
+    if divergence == "kl":
+        return scale_p
+    return conjugate_exponent(alpha) / mean_p if mean_p != 0.0 else 0.0
+
+
+def _rebased_pairs(part: WitnessMoments, gain: float, inverse_mean: float) -> float:
+    """``part``'s centred sum of squares of D' = gain a / part.scale_p - inverse_mean v (normalisers of a sum it
+    enters, in part's units) from that of its own D = k a / scale_p - v / mean_q: D' = D + da a - db v with
+    da = gain - k, db = inverse_mean - 1 / mean_q, so
+    m2(D') = m2(D) + 2 da c(D, a) - 2 db c(D, v) + da^2 m2(a) - 2 da db c(a, v) + db^2 m2(v),
+    c(D, a) = k m2(a) - c(a, v) / mean_q, c(D, v) = k c(a, v) - m2(v) / mean_q (centred sums)."""
+    k = _pair_gain(part.divergence, part.alpha, part.scale_p, part.mean_p)
+    da, db = gain - k, inverse_mean - 1.0 / part.mean_q
+    with_a = k * part.m2_p - part.co_moment / part.mean_q
+    with_v = k * part.co_moment - part.m2_q / part.mean_q
+    return (part.m2_pairs + 2 * da * with_a - 2 * db * with_v + da**2 * part.m2_p - 2 * da * db * part.co_moment
+            + db**2 * part.m2_q)
 
 
 def _rescaled(part: WitnessMoments, scale_p: float, log_max_q: float) -> tuple[tuple, tuple, float]:

@@ -44,6 +44,9 @@ def witnesses(kind: str, divergence: str, rng: np.random.Generator, n_p: int = N
         return np.exp(0.3 * t_p + 0.1), np.exp(0.3 * t_q)
     if kind == "huge":  # exp(h) and |g|^11 overflow without the shifts
         return (700.0 + z_p, 699.0 + z_q) if divergence == "kl" else (1e200 * (1.5 + 0.2 * z_p), 1e200 * (1 + 0.2 * z_q))
+    if kind == "paired":  # moves alike on both outputs of a pair: var(infl_P - infl_Q) ~ 1e-8 var(infl_P)
+        h_p, h_q = 1e-4 * z[:n_p], 1e-4 * (z[:n_q] - 0.1)
+        return (h_p, h_q) if divergence == "kl" else (1.0 + h_p, 1.0 + h_q)
     if kind == "constant":
         return np.full(n_p, 0.5), np.full(n_q, 0.25)
     raise ValueError(kind)
@@ -81,7 +84,7 @@ def summarised(moments: WitnessMoments, coupled: bool) -> dict:
                 log_unseen_ratio=moments.log_unseen_ratio())
 
 
-@pytest.mark.parametrize("kind", ["gaussian", "heavy", "huge", "constant"])
+@pytest.mark.parametrize("kind", ["gaussian", "heavy", "huge", "paired", "constant"])
 @pytest.mark.parametrize("divergence, alpha", ORDERS)
 def test_blocks_added_give_the_evidence_of_the_values(kind, divergence, alpha):
     """Objective, standard errors (independent and coupled), tail index, effective size, unseen ratio and the
