@@ -122,7 +122,7 @@ class WitnessMoments:
         ----------
         w_p, w_q : arrays of shape (n_p,), (n_q,)
             Non-empty.  When n_p == n_q, row i of both is taken as a pair
-            (the co-moment of coupled samples).
+            (``co_moment`` and ``m2_pairs``, for coupled samples).
         divergence : {"kl", "renyi"}
         alpha : float, optional
             The Renyi order, for ``renyi``.
