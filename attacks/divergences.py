@@ -223,19 +223,23 @@ def tail_count(n: int) -> int:
     return max(2, int(min(n / 5, 3 * np.sqrt(n))))
 
 
-def tail_index(log_weights: ArrayLike) -> float:
+def tail_index(log_weights: ArrayLike, n: int | None = None) -> float:
     """Hill's estimate of the tail index k of weights w = exp(log_weights).
 
-    k = mean of the ``tail_count`` largest log w minus the next largest
+    k = mean of the ``tail_count(n)`` largest log w minus the next largest
     (Hill 1975): for a Pareto tail P(w > t) ~ t^(-1/k) the moments E w^r are
     finite exactly for r < 1/k, so k < 1/2 means a finite variance (the
     delta method's assumption) and k >= 1 an infinite mean.  For w = exp(c h)
     it is c times the mean excess of the upper tail of h, i.e. c / lambda for
     an exponential tail of rate lambda.  0 when the largest values tie (a
-    bounded or discrete witness: no tail).
+    bounded or discrete witness: no tail).  ``n``: the size of the sample
+    when ``log_weights`` holds only its largest values (at least
+    ``tail_count(n) + 1`` of them: :class:`attacks.witness_moments.WitnessMoments`);
+    default their number.
     """
     log_weights = np.sort(np.asarray(log_weights, dtype=float).ravel())[::-1]
-    count = min(tail_count(log_weights.size), log_weights.size - 1)
+    n = log_weights.size if n is None else n
+    count = min(tail_count(n), n - 1)
     if count < 1:
         return 0.0
     return float(np.mean(log_weights[:count]) - log_weights[count])

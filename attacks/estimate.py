@@ -101,17 +101,10 @@ from sklearn.metrics import roc_auc_score
 from sklearn.utils import check_random_state
 
 from attacks import binomial_ratio, paired_ratio
-from attacks.adversary import Adversary, witness_log_weights, witness_objective
+from attacks.adversary import Adversary, witness_objective
 from attacks.classes import parse_function_class
-from attacks.divergences import (
-    conjugate_exponent,
-    donsker_varadhan_influence,
-    effective_sample_size,
-    log_unseen_ratio,
-    renyi_influence,
-    tail_index,
-    variational_bound,
-)
+from attacks.divergences import variational_bound
+from attacks.witness_moments import WitnessMoments
 
 # Caveat thresholds on the held-out Q terms of kl and renyi (module docstring):
 # a tail index above 1/2 allows an infinite variance; fewer effective terms
@@ -370,7 +363,7 @@ def estimate_divergence(
     estimate = witness_objective(w_p, w_q, divergence, alpha, delta)
     weights = weight_evidence(w_p, w_q, divergence, alpha, coupled) if divergence in _WEIGHTS else {}
     standard_error = (
-        np.nan if divergence == "dp" else weights.get("standard_error", _standard_error(w_p, w_q, divergence, alpha, coupled))
+        np.nan if divergence == "dp" else weights.get("standard_error", _difference_error(w_p, w_q, coupled))
     )
     scores_p, scores_q = _held_out_scores(adversary, w_p, w_q, test_p, test_q)
     details = {
@@ -451,53 +444,36 @@ def _held_out_scores(adversary: Adversary, w_p, w_q, test_p, test_q) -> tuple[np
     return adversary.side_ * adversary.discriminant(test_p), adversary.side_ * adversary.discriminant(test_q)
 
 
-def _influence_terms(
-    w_p: np.ndarray, w_q: np.ndarray, divergence: str, alpha: float | None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per-sample influence terms (infl_P, infl_Q) of the held-out objective (module docstring).
-
-    The objective of ``kl``, ``renyi`` or ``ipm`` is, to first order (delta
-    method), mean(infl_P) - mean(infl_Q) plus a constant, so its variance is
-    that of this difference of means.
-
-    Parameters
-    ----------
-    w_p, w_q : arrays of shape (n_p,), (n_q,)
-        The witness on the held-out samples of P and of Q.
-    divergence : {"kl", "renyi", "ipm"}
-    alpha : float or None
-        The Renyi order, for ``renyi``.
-
-    Returns
-    -------
-    infl_p, infl_q : arrays of shape (n_p,), (n_q,)
-    """
-    if divergence == "kl":
-        return donsker_varadhan_influence(w_p, w_q)
-    if divergence == "renyi":
-        return renyi_influence(w_p, w_q, alpha)
-    return w_p, w_q  # ipm: the objective is itself a difference of means
-
-
 def weight_evidence(w_p: np.ndarray, w_q: np.ndarray, divergence: str, alpha: float | None,
                     coupled: bool) -> dict[str, Any]:
     """What held-out witness values fix of a ``kl`` or ``renyi`` estimate beyond its objective.
 
-    ``standard_error`` (delta method), ``caveat`` (why the interval cannot be
-    trusted, or None) and ``details`` (``log_unseen_ratio``, ``n_q``: the
-    unseen-mass term of :func:`attacks.divergences.variational_bound`); used by
-    :func:`estimate_divergence` and by the staged engine's confirm stage.
+    :func:`moments_evidence` of their :class:`~attacks.witness_moments.WitnessMoments`;
+    used by :func:`estimate_divergence` and the staged engine's screen stage.
     """
-    standard_error = _standard_error(w_p, w_q, divergence, alpha, coupled)
+    return moments_evidence(WitnessMoments.from_values(w_p, w_q, divergence, alpha), coupled)
+
+
+def moments_evidence(moments: WitnessMoments, coupled: bool) -> dict[str, Any]:
+    """What a witness's summary fixes of a ``kl`` or ``renyi`` estimate beyond its objective.
+
+    ``standard_error`` (delta method, independent or paired), ``caveat`` (why
+    the interval cannot be trusted, or None) and ``details``
+    (``log_unseen_ratio``, ``n_q``: the unseen-mass term of
+    :func:`attacks.divergences.variational_bound`); the formulas are those of
+    the module docstring, computed from power sums
+    (:mod:`attacks.witness_moments`), so the staged engine's check and confirm
+    stages add up summaries of blocks instead of keeping the values.
+    """
+    standard_error = moments.standard_error(coupled)
     return dict(
         standard_error=standard_error,
-        caveat=_caveat(w_q, divergence, alpha, standard_error),
-        details=dict(log_unseen_ratio=log_unseen_ratio(witness_log_weights(w_p, divergence, alpha),
-                                                       witness_log_weights(w_q, divergence, alpha)), n_q=w_q.size),
+        caveat=_caveat(moments, standard_error),
+        details=dict(log_unseen_ratio=moments.log_unseen_ratio(), n_q=moments.n_q),
     )
 
 
-def _caveat(w_q: np.ndarray, divergence: str, alpha: float | None, standard_error: float) -> str | None:
+def _caveat(moments: WitnessMoments, standard_error: float) -> str | None:
     """Why the delta-method interval of a ``kl`` or ``renyi`` estimate cannot be trusted, or None (module docstring).
 
     Reads the held-out Q terms of the objective, the weights exp(h) (``kl``)
@@ -505,29 +481,26 @@ def _caveat(w_q: np.ndarray, divergence: str, alpha: float | None, standard_erro
     tail index above 1/2 (the variance may be infinite), or a Kish effective
     sample size below 30 (a few samples carry the mean).
     """
+    divergence = moments.divergence
     if not standard_error > _NO_SPREAD:  # also NaN
         return (f"the standard error is {standard_error:.3g}: the held-out terms show no spread, so the data give "
                 "no measure of uncertainty")
-    log_weights = witness_log_weights(w_q, divergence, alpha)
-    index = tail_index(log_weights)
+    index = moments.tail_index()
     if divergence == "kl" and index > _MAX_TAIL_INDEX:
         return (f"heavy-tailed witness: the held-out weights {_WEIGHTS[divergence]} of Q have tail index {index:.2f} "
                 f"> {_MAX_TAIL_INDEX} (their variance may be infinite), so the interval may be too narrow")
-    size = effective_sample_size(np.exp(log_weights - np.max(log_weights)))
+    size = moments.effective_sample_size()
     if size < _MIN_EFFECTIVE_SIZE:
         return (f"a few held-out samples carry the objective: the weights {_WEIGHTS[divergence]} of Q have an "
                 f"effective sample size of {size:.1f} < {_MIN_EFFECTIVE_SIZE}, so the interval may be too narrow")
     return None
 
 
-def _standard_error(w_p: np.ndarray, w_q: np.ndarray, divergence: str, alpha: float | None, coupled: bool) -> float:
-    """Delta-method standard error of the held-out objective: independent or paired (module docstring)."""
-    infl_p, infl_q = _influence_terms(w_p, w_q, divergence, alpha)
+def _difference_error(w_p: np.ndarray, w_q: np.ndarray, coupled: bool) -> float:
+    """Standard error of mean(w_P) - mean(w_Q) (``ipm``: descriptive only), independent or paired."""
     if coupled:
-        variance = np.var(infl_p - infl_q) / infl_p.size
-    else:
-        variance = np.var(infl_p) / infl_p.size + np.var(infl_q) / infl_q.size
-    return float(np.sqrt(variance))
+        return float(np.sqrt(np.var(w_p - w_q) / w_p.size))
+    return float(np.sqrt(np.var(w_p) / w_p.size + np.var(w_q) / w_q.size))
 
 
 def _set_counts(in_p: np.ndarray, in_q: np.ndarray, coupled: bool) -> dict:

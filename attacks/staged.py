@@ -25,8 +25,10 @@ divergence.  Four stages, each on samples no earlier stage saw:
    (:mod:`attacks.pooled_ratio`);
 4. **confirm**: that statistic alone is computed on a large fresh sample of
    its pair, counted in chunks (memory bounded at any budget: ``dp`` and
-   ``ipm`` keep counts, ``kl`` and ``renyi`` the two witness values per
-   pair), and one lower confidence bound comes out.
+   ``ipm`` keep counts, ``kl`` and ``renyi`` the witness's summary
+   :class:`attacks.witness_moments.WitnessMoments`, of fixed size but for
+   its 3 sqrt(n) largest log weights of Q), and one lower confidence bound
+   comes out.
 
 No choice sees the confirm sample, so the confirm statistic is a held-out
 estimate of a fixed witness: its intervals are those of
@@ -58,9 +60,11 @@ import numpy as np
 from scipy.stats import norm
 
 from attacks import binomial_ratio, paired_ratio, pooled_ratio
-from attacks.adversary import Adversary, witness_objective
+from attacks.adversary import Adversary
 from attacks.classes import parse_function_class
-from attacks.estimate import DivergenceEstimate, weight_evidence
+from attacks.divergences import tail_count
+from attacks.estimate import DivergenceEstimate, moments_evidence
+from attacks.witness_moments import WEIGHTED, WitnessMoments
 
 STAGES = ("screen", "train", "check", "confirm")
 DEFAULT_SHARES = {"screen": 0.2, "train": 0.2, "check": 0.1, "confirm": 0.5}
@@ -69,7 +73,7 @@ MAX_FINALISTS = 4
 CHUNK = 1_000_000
 """Outputs per dataset drawn at once in the check and confirm stages."""
 SUMMARY_BLOCK = 100_000
-"""Outputs per dataset of a chunk one worker summarises (counts or witness values) in the check and confirm stages."""
+"""Outputs per dataset of a chunk one worker summarises (counts or witness moments) in the check and confirm stages."""
 SELECTION_LEVEL = 0.95
 # The nested sets of a dp attack (graded_attack): besides the fitted set, those holding GRADE_STEP^k of the
 # training outputs of P, down to GRADE_FLOOR of them; pooled only where each has MIN_COUNT counts (and,
@@ -77,7 +81,6 @@ SELECTION_LEVEL = 0.95
 GRADE_STEP = 2 ** (-1 / 8)
 GRADE_FLOOR = 100
 MIN_COUNT = 100
-_WEIGHTED = ("kl", "renyi")
 POOLED = "pooled"
 """The ``kind`` of a :class:`PooledEstimate`'s plain record (a ``DivergenceEstimate``'s record has none)."""
 
@@ -415,15 +418,16 @@ def count_estimate(cells: np.ndarray, target: Target, function_class: str, coupl
                               adversary=None, details=details, delta=float(target.delta), coupled=coupled)
 
 
-def witness_estimate(w_p: np.ndarray, w_q: np.ndarray, target: Target, function_class: str,
+def witness_estimate(moments: WitnessMoments, target: Target, function_class: str,
                      coupled: bool) -> DivergenceEstimate:
-    """The ``kl`` or ``renyi`` estimate of a fixed witness from its values on held-out samples of P and Q
-    (the objective, its delta-method standard error, the unseen-mass ratio and caveat of :mod:`attacks.estimate`)."""
-    divergence, alpha = target.divergence, target.alpha
+    """The ``kl`` or ``renyi`` estimate of a fixed witness from the summary of its values on held-out samples of P
+    and Q (the objective, its delta-method standard error, the unseen-mass ratio and caveat of
+    :func:`attacks.estimate.moments_evidence`)."""
+    n = min(moments.n_p, moments.n_q)
     return DivergenceEstimate(
-        estimate=float(witness_objective(w_p, w_q, divergence, alpha)), n=min(w_p.size, w_q.size),
-        n_test=min(w_p.size, w_q.size), unbounded=False, function_class=function_class, divergence=divergence,
-        alpha=alpha, adversary=None, coupled=coupled, **weight_evidence(w_p, w_q, divergence, alpha, coupled),
+        estimate=moments.objective(), n=n, n_test=n, unbounded=False, function_class=function_class,
+        divergence=target.divergence, alpha=target.alpha, adversary=None, coupled=coupled,
+        **moments_evidence(moments, coupled),
     )
 
 
@@ -431,8 +435,9 @@ def held_out_estimate(attack: Attack, candidate: Candidate, p: np.ndarray, q: np
                       coupled: bool) -> DivergenceEstimate:
     """The fitted set's or witness's estimate on held-out outputs of P and Q."""
     w_p, w_q = attack.adversary.witness(p), attack.adversary.witness(q)
-    if target.divergence in _WEIGHTED:
-        return witness_estimate(w_p, w_q, target, candidate.function_class, coupled)
+    if target.divergence in WEIGHTED:
+        moments = WitnessMoments.from_values(w_p, w_q, target.divergence, target.alpha)
+        return witness_estimate(moments, target, candidate.function_class, coupled)
     return count_estimate(paired_ratio.paired_counts(w_p > 0, w_q > 0), target, candidate.function_class, coupled)
 
 
@@ -517,10 +522,12 @@ def _chunks(n: int, chunk: int) -> list[int]:
 def _accumulate(draw, candidates: list[Candidate], attacks: list[Attack], n: int, stage: str, target: Target,
                 chunk: int, n_jobs: int) -> dict[int, tuple[object, bool]]:
     """Each candidate's statistic summed over chunks of ``n`` fresh outputs of its pair (a pair drawn once per
-    chunk): nested-set moments (``dp``), cells (``ipm``) or witness values (``kl``, ``renyi``); and whether every
-    chunk was coupled.  Each chunk is summarised in blocks of SUMMARY_BLOCK outputs on ``n_jobs`` workers,
-    added in block order (the blocks do not depend on n_jobs, so neither do the sums).  Candidates whose pair
-    failed are left out."""
+    chunk): nested-set moments (``dp``), cells (``ipm``) or witness moments (``kl``, ``renyi``: keeping the
+    ``tail_count(n) + 1`` largest log weights of Q that the tail index of all n needs); and whether every chunk
+    was coupled.  Each chunk is summarised in blocks of SUMMARY_BLOCK outputs on ``n_jobs`` workers, added in
+    block order (the blocks do not depend on n_jobs, so neither do the sums, rounding included).  Candidates
+    whose pair failed are left out."""
+    tail = tail_count(n) + 1
     totals: dict[int, tuple[object, bool]] = {}
     failed = set()
     for index, size in enumerate(_chunks(n, chunk)):
@@ -531,38 +538,30 @@ def _accumulate(draw, candidates: list[Candidate], attacks: list[Attack], n: int
         parts = joblib.Parallel(n_jobs=n_jobs)(
             joblib.delayed(_summary)(attacks[i], *(x[begin:begin + SUMMARY_BLOCK]
                                                    for x in candidates[i].laws(draws[candidates[i].pair])),
-                                     target.divergence)
+                                     target, tail)
             for i, begin in blocks)
         for (i, _), part in zip(blocks, parts):
             coupled = draws[candidates[i].pair].coupled
-            totals[i] = (_add(totals[i][0], part), totals[i][1] and coupled) if i in totals else (part, coupled)
+            totals[i] = (totals[i][0] + part, totals[i][1] and coupled) if i in totals else (part, coupled)
     return {i: value for i, value in totals.items() if i not in failed}
 
 
-def _summary(attack: Attack, p: np.ndarray, q: np.ndarray, divergence: str):
-    """What the statistic keeps of one chunk: nested-set moments (``dp``), the set's cells (``ipm``), or the
-    witness values on P and on Q as one-element lists (``kl``, ``renyi``)."""
-    if divergence == "dp":
+def _summary(attack: Attack, p: np.ndarray, q: np.ndarray, target: Target, tail: int):
+    """What the statistic keeps of one block, summed with ``+``: nested-set moments (``dp``), the set's cells
+    (``ipm``), or the witness moments with the ``tail`` largest log weights of Q (``kl``, ``renyi``)."""
+    if target.divergence == "dp":
         return attack.moments(p, q)
     w_p, w_q = attack.adversary.witness(p), attack.adversary.witness(q)
-    if divergence == "ipm":
+    if target.divergence == "ipm":
         return paired_ratio.paired_counts(w_p > 0, w_q > 0)
-    return [w_p], [w_q]
-
-
-def _add(total, part):
-    """Counts add up; witness values (pairs of lists of arrays) are appended."""
-    if isinstance(part, tuple):
-        return total[0] + part[0], total[1] + part[1]
-    return total + part
+    return WitnessMoments.from_values(w_p, w_q, target.divergence, target.alpha, tail)
 
 
 def _statistic(total, candidate: Candidate, target: Target, coupled: bool,
                weights: np.ndarray | None = None) -> DivergenceEstimate | PooledEstimate:
     """The evidence of a summed statistic (:func:`_accumulate`): a set's, a witness's, or a pool's."""
-    if target.divergence in _WEIGHTED:
-        return witness_estimate(np.concatenate(total[0]), np.concatenate(total[1]), target,
-                                candidate.function_class, coupled)
+    if target.divergence in WEIGHTED:
+        return witness_estimate(total, target, candidate.function_class, coupled)
     if target.divergence == "ipm":
         return count_estimate(total, target, candidate.function_class, coupled)
     if np.count_nonzero(weights) > 1:
