@@ -365,7 +365,7 @@ def estimate_divergence(
     standard_error = (
         np.nan if divergence == "dp" else weights.get("standard_error", _difference_error(w_p, w_q, coupled))
     )
-    scores_p, scores_q = _held_out_scores(adversary, w_p, w_q, test_p, test_q)
+    scores_p, scores_q = held_out_scores(adversary, w_p, w_q, test_p, test_q)
     details = {
         "train_score": adversary.score(*_stack(train_p, train_q)),
         "scores": score_histogram(scores_p, scores_q, adversary.threshold_, adversary.side_),
@@ -405,7 +405,7 @@ def score_histogram(
     Parameters
     ----------
     scores_p, scores_q : arrays of shape (n_p,), (n_q,)
-        The held-out scores (:func:`_held_out_scores`): large on P.
+        The held-out scores (:func:`held_out_scores`): large on P.
     threshold, side : optional
         The attack set S = {side (g - t) > 0} of ``ipm`` and ``dp``; stored as
         the threshold ``side * t`` of the oriented score.
@@ -437,7 +437,7 @@ def score_histogram(
     }
 
 
-def _held_out_scores(adversary: Adversary, w_p, w_q, test_p, test_q) -> tuple[np.ndarray, np.ndarray]:
+def held_out_scores(adversary: Adversary, w_p, w_q, test_p, test_q) -> tuple[np.ndarray, np.ndarray]:
     """The real-valued score behind the witness, oriented to be large on P: g for kl and renyi, side g else."""
     if adversary.side_ is None:
         return w_p, w_q

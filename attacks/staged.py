@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import joblib
@@ -63,7 +63,7 @@ from attacks import binomial_ratio, paired_ratio, pooled_ratio
 from attacks.adversary import Adversary
 from attacks.classes import parse_function_class
 from attacks.divergences import tail_count
-from attacks.estimate import DivergenceEstimate, moments_evidence
+from attacks.estimate import DivergenceEstimate, held_out_scores, moments_evidence, score_histogram
 from attacks.witness_moments import WEIGHTED, WitnessMoments
 
 STAGES = ("screen", "train", "check", "confirm")
@@ -74,6 +74,9 @@ CHUNK = 1_000_000
 """Outputs per dataset drawn at once in the check and confirm stages."""
 SUMMARY_BLOCK = 100_000
 """Outputs per dataset of a chunk one worker summarises (counts or witness moments) in the check and confirm stages."""
+FIGURE_OUTPUTS = 100_000
+"""Outputs per dataset of the confirm sample (the first, of its first chunk) whose scores the report's figures bin
+(:func:`score_summary`)."""
 SELECTION_LEVEL = 0.95
 # The nested sets of a dp attack (graded_attack): besides the fitted set, those holding GRADE_STEP^k of the
 # training outputs of P, down to GRADE_FLOOR of them; pooled only where each has MIN_COUNT counts (and,
@@ -622,9 +625,30 @@ def _pools(moments: pooled_ratio.EventMoments, delta: float, coupled: bool) -> d
 
 def _confirm(draw, winner: Candidate, attack: Attack, weights: np.ndarray | None, target: Target, sizes: StageSizes,
              chunk: int, n_jobs: int) -> DivergenceEstimate | PooledEstimate | None:
-    """The chosen statistic on ``sizes.confirm`` fresh outputs of the winner's pair, counted in chunks."""
-    totals = _accumulate(draw, [winner], [attack], sizes.confirm, "confirm", target, chunk, n_jobs)
+    """The chosen statistic on ``sizes.confirm`` fresh outputs of the winner's pair, counted in chunks; its
+    ``details["scores"]``: the winner's scores on the first :data:`FIGURE_OUTPUTS` of them (:func:`score_summary`)."""
+    first = []
+
+    def keep_first(pair: int, n: int, stage: str, index: int) -> Draw | None:
+        samples = draw(pair, n, stage, index)
+        if index == 0 and samples is not None:
+            first.extend(x[:FIGURE_OUTPUTS].copy() for x in winner.laws(samples))
+        return samples
+
+    totals = _accumulate(keep_first, [winner], [attack], sizes.confirm, "confirm", target, chunk, n_jobs)
     if 0 not in totals:
         return None
     total, coupled = totals[0]
-    return _statistic(total, winner, target, coupled, weights)
+    evidence = _statistic(total, winner, target, coupled, weights)
+    return replace(evidence, details={**evidence.details, "scores": score_summary(attack, *first, weights)})
+
+
+def score_summary(attack: Attack, p: np.ndarray, q: np.ndarray, weights: np.ndarray | None) -> dict:
+    """The attack's scores on outputs of P and Q binned (:func:`attacks.estimate.score_histogram`) for the
+    report's witness and ROC figures: a ``dp`` attack's threshold is the cut of its most weighted nested set,
+    an ``ipm`` attack's its own set's, a ``kl`` or ``renyi`` witness has none."""
+    adversary = attack.adversary
+    scores = held_out_scores(adversary, adversary.witness(p), adversary.witness(q), p, q)
+    if attack.cuts is None:
+        return score_histogram(*scores, adversary.threshold_, adversary.side_)
+    return score_histogram(*scores, float(attack.cuts[int(np.argmax(weights))]), 1)
