@@ -59,16 +59,24 @@ class SamplingError(RuntimeError):
 
 
 def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coupled: bool, *, workers: int = 1,
-                 timeout: float = 600.0, on_outputs: Callable[[int], Any] = lambda n: None):
+                 timeout: float = 600.0, on_outputs: Callable[[int], Any] = lambda n: None,
+                 failed: dict[str, str] | None = None):
     """The sampling callable of :func:`attacks.staged.staged_search` over ``pairs``.
 
     ``sample(pair, n, stage, chunk)`` draws n outputs on pair ``pair``'s d and
     d' with :func:`audit.sampling.draw_pair_isolated` (forked children, ``timeout`` seconds a chunk),
     from the seed of ``"staged|<stage>|<chunk>"``.  ``on_outputs(k)``: k more
     outputs per dataset are drawn (as each chunk of :data:`audit.sampling.CHUNK_SIZE`
-    comes in; a failed pair's outputs count as drawn).
+    comes in; a failed pair's outputs count as drawn).  A pair named in
+    ``failed`` (pair name -> message, e.g. the memory check's probe) is not
+    sampled again: it fails at once with its message.
     """
+    failed = failed or {}
+
     def sample(pair: int, n: int, stage: str, chunk: int) -> Draw:
+        if pairs[pair].name in failed:
+            on_outputs(n)
+            raise SamplingError(failed[pairs[pair].name])
         key = int(task_seed(seed, f"staged|{stage}|{chunk}").generate_state(1)[0])
         counted = 0
 
@@ -146,13 +154,14 @@ def run_staged(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     if path is not None and not resume:
         path.write_text("")
     pending = [search for search in searches if search.id not in done]
-    if pending:  # the train stage holds the finalists' pairs at once; the check and confirm stages count chunks
-        check_memory(config, pairs, functools.partial(draw_chunk, mechanism, seed=config.run.seed),
-                     n_samples=max(sizes.screen, sizes.train), held_pairs=min(MAX_FINALISTS, len(pairs)))
+    probed = {}  # the train stage holds the finalists' pairs at once; the check and confirm stages count chunks
+    if pending:
+        probed = check_memory(config, pairs, functools.partial(draw_chunk, mechanism, seed=config.run.seed),
+                              n_samples=max(sizes.screen, sizes.train), held_pairs=min(MAX_FINALISTS, len(pairs)))
     bar = _OutputsBar(sizes, len(pairs), len(pending), progress)
     sample = pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
                           workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1), timeout=config.run.sample_timeout,
-                          on_outputs=bar.update)
+                          on_outputs=bar.update, failed=probed)
     with bar.bar:
         for search in searches:
             if search.id not in done:

@@ -431,3 +431,15 @@ def test_the_confirm_stage_bins_the_winners_scores_for_the_figures(tmp_path):
         assert len(scores["edges"]) == len(scores["p"]) + 1
         assert (scores["threshold"] is None) == (row.divergence == "kl")
     assert {"witness.png", "roc.png"} <= {path.name for path in (tmp_path / "figures").iterdir()}
+
+
+def test_a_pair_whose_probe_failed_is_not_sampled_again():
+    """The memory check's probe found pair p0 failing (e.g. hung for sample_timeout): the search's sampler fails
+    it at once with the probe's message, without calling the mechanism, and counts its outputs as drawn."""
+    mechanism = make_mechanism("laplace", {"epsilon": 1.0})
+    pairs = make_pairs(None, mechanism, np.random.default_rng(0))
+    drawn = []
+    sample = pair_sampler(None, pairs, 0, False, on_outputs=drawn.append, failed={pairs[0].name: "probe: hung"})
+    with pytest.raises(audit.staged_audit.SamplingError, match="probe: hung"):
+        sample(0, 500, "screen", 0)
+    assert drawn == [500]
