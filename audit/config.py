@@ -278,12 +278,6 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
     claims = tuple(_claim(entry, f"claims[{i}]") for i, entry in enumerate(_array_of_tables(raw, "claims")))
     _check_on_average(claims, neighbours)
     attacks = _attacks(_table(raw, "attacks", "attacks"), on_average=any(claim.on_average for claim in claims))
-    if attacks.engine == "staged" and any(claim.on_average for claim in claims):
-        raise ConfigError(
-            'attacks.engine: the staged engine confirms one statistic of the most distinguishable pair, a worst-case '
-            'statistic; an on-average claim needs every pair\'s estimate. Use engine = "rows" for on-average claims. '
-            'Found "staged".'
-        )
     checks = _checks(raw, mechanism, attacks)
     if not claims and not checks:
         raise ConfigError(
@@ -642,6 +636,12 @@ def _engine(table: dict, n_samples: int, on_average: bool, confidence: float) ->
         raise ConfigError('attacks.stages: only the staged engine has stages; set attacks.engine = "staged" or remove it.')
     if engine == "rows":
         return engine, None
+    if on_average:
+        raise ConfigError(
+            'attacks.engine: the staged engine confirms one statistic of the most distinguishable pair, a worst-case '
+            'statistic; an on-average claim needs every pair\'s estimate. Use engine = "rows" for on-average claims. '
+            'Found "staged".'
+        )
     if "train_fraction" in table:
         raise ConfigError(
             "attacks.train_fraction: the staged engine has no train / held-out split per row (attacks.stages splits "
