@@ -118,13 +118,25 @@ def run_tasks(
         if not resume:
             path.write_text("")
     pending_pairs = [pair for pair in pairs if any(task.pair == pair.name for task in pending)]
+    with parallel.backend(config.run.backend, config.run.n_jobs):  # dask, ray: the mechanism runs on the cluster
+        _sample_and_attack(config, mechanism, pending_pairs, pending, len(tasks), records, evidence, plan, path,
+                           progress)
+    order = {task.id: i for i, task in enumerate(tasks)}
+    ordered = dict(sorted(records.items(), key=lambda item: order[item[0]]))
+    return ordered, {task: evidence.get(task) for task in ordered}
+
+
+def _sample_and_attack(config: AuditConfig, mechanism: Any, pending_pairs: Sequence[NeighbourPair],
+                       pending: Sequence[Task], total: int, records: dict, evidence: dict, plan: str,
+                       path: Path | None, progress: bool) -> None:
+    """Sample the pending pairs and attack their tasks, filling ``records`` and ``evidence`` (:func:`run_tasks`)."""
     workers = joblib.effective_n_jobs(config.run.n_jobs)
     draw = functools.partial(draw_chunk, mechanism, seed=config.run.seed)
     probed = check_memory(config, pending_pairs, draw)
     n, coupled = config.attacks.n_samples, config.attacks.coupled
     to_sample = [pair for pair in pending_pairs if pair.name not in probed]
     chunks = len(plan_chunks(n, coupled)) * len(to_sample)
-    bar = parallel.progress_bar(chunks + len(tasks), len(tasks) - len(pending), progress)
+    bar = parallel.progress_bar(chunks + total, total - len(pending), progress)
 
     def keep(record: dict, estimate: Any) -> None:
         record.update(plan=plan, resumed=False)
@@ -133,11 +145,12 @@ def run_tasks(
             store.append(path, record, estimate)
         bar.update()
 
-    # Chunks are drawn in child processes while this process attacks the pairs already sampled; the
-    # sampler advances (new children, deadlines) between finished attacks, so a hung chunk only costs its timeout.
-    sampler = ChunkSampler(draw, to_sample, n, coupled, workers, config.run.sample_timeout, on_chunk=bar.update)
+    # Chunks are drawn in child processes (or cluster jobs) while this process attacks the pairs already sampled;
+    # the sampler advances (new children, deadlines) between finished attacks, so a hung chunk only costs its timeout.
+    sampler = ChunkSampler(draw, to_sample, n, coupled, workers, config.run.sample_timeout, on_chunk=bar.update,
+                           backend=config.run.backend)
     failed = [(pair, probed[pair.name]) for pair in pending_pairs if pair.name in probed]
-    with bar, parallel.backend(config.run.backend, config.run.n_jobs), contextlib.closing(sampler):
+    with bar, contextlib.closing(sampler):
         for count, (pair, samples) in enumerate(itertools.chain(failed, sampler), start=1):
             bar.set_postfix_str(f"pairs sampled {count}/{len(pending_pairs)}")
             laws = known_laws(mechanism, pair.d, pair.d_prime) if isinstance(samples, PairSamples) else None
@@ -155,9 +168,6 @@ def run_tasks(
                 for task in pair_tasks:
                     if task.id not in records:
                         keep(task_record(task, error=message), None)
-    order = {task.id: i for i, task in enumerate(tasks)}
-    ordered = dict(sorted(records.items(), key=lambda item: order[item[0]]))
-    return ordered, {task: evidence.get(task) for task in ordered}
 
 
 def task_theory_bound(mechanism: Any, task: Task) -> float | None:
@@ -253,7 +263,8 @@ def check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: func
     """
     if not pairs:
         return {}
-    [(pair, samples)] = list(ChunkSampler(draw, pairs[:1], 2, config.attacks.coupled, 1, config.run.sample_timeout))
+    [(pair, samples)] = list(ChunkSampler(draw, pairs[:1], 2, config.attacks.coupled, 1, config.run.sample_timeout,
+                                          backend=config.run.backend))
     if not isinstance(samples, PairSamples):
         return {pair.name: samples}
     dim = samples.d.shape[1]

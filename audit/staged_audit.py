@@ -60,11 +60,12 @@ class SamplingError(RuntimeError):
 
 def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coupled: bool, *, workers: int = 1,
                  timeout: float = 600.0, on_outputs: Callable[[int], Any] = lambda n: None,
-                 failed: dict[str, str] | None = None):
+                 failed: dict[str, str] | None = None, backend: str = "loky"):
     """The sampling callable of :func:`attacks.staged.staged_search` over ``pairs``.
 
     ``sample(pair, n, stage, chunk)`` draws n outputs on pair ``pair``'s d and
-    d' with :func:`audit.sampling.draw_pair_isolated` (forked children, ``timeout`` seconds a chunk),
+    d' with :func:`audit.sampling.draw_pair_isolated` (forked children or, with ``backend`` dask or ray, jobs
+    of its cluster; ``timeout`` seconds a chunk),
     from the seed of ``"staged|<stage>|<chunk>"``.  ``on_outputs(k)``: k more
     outputs per dataset are drawn (as each chunk of :data:`audit.sampling.CHUNK_SIZE`
     comes in; a failed pair's outputs count as drawn).  A pair named in
@@ -88,7 +89,7 @@ def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coup
 
         try:
             drawn = draw_pair_isolated(mechanism, pairs[pair], n, key, coupled, workers=workers, timeout=timeout,
-                                       on_chunk=on_chunk)
+                                       on_chunk=on_chunk, backend=backend)
         finally:
             on_outputs(n - counted)
         if isinstance(drawn, str):
@@ -154,24 +155,26 @@ def run_staged(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     if path is not None and not resume:
         path.write_text("")
     pending = [search for search in searches if search.id not in done]
-    probed = {}  # the train stage holds the finalists' pairs at once; the check and confirm stages count chunks
-    if pending:
-        probed = check_memory(config, pairs, functools.partial(draw_chunk, mechanism, seed=config.run.seed),
-                              n_samples=max(sizes.screen, sizes.train), held_pairs=min(MAX_FINALISTS, len(pairs)))
-    bar = _OutputsBar(sizes, len(pairs), len(pending), progress)
-    sample = pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
-                          workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1), timeout=config.run.sample_timeout,
-                          on_outputs=bar.update, failed=probed)
-    with bar.bar:
-        for search in searches:
-            if search.id not in done:
-                done[search.id] = _search(search, config, mechanism, pairs, sizes, sample, bar)
-                for record in done[search.id]:
-                    record.update(plan=plan, resumed=False)
-                    evidence[record["task"]] = record.pop("evidence")
-                    if path is not None:
-                        store.append(path, record, evidence[record["task"]])
-            records.update((record["task"], record) for record in done[search.id])
+    with backend(config.run.backend, config.run.n_jobs):  # one cluster for the probe and every search
+        probed = {}  # the train stage holds the finalists' pairs at once; the check and confirm stages count chunks
+        if pending:
+            probed = check_memory(config, pairs, functools.partial(draw_chunk, mechanism, seed=config.run.seed),
+                                  n_samples=max(sizes.screen, sizes.train), held_pairs=min(MAX_FINALISTS, len(pairs)))
+        bar = _OutputsBar(sizes, len(pairs), len(pending), progress)
+        sample = pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
+                              workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1),
+                              timeout=config.run.sample_timeout, on_outputs=bar.update, failed=probed,
+                              backend=config.run.backend)
+        with bar.bar:
+            for search in searches:
+                if search.id not in done:
+                    done[search.id] = _search(search, config, mechanism, pairs, sizes, sample, bar)
+                    for record in done[search.id]:
+                        record.update(plan=plan, resumed=False)
+                        evidence[record["task"]] = record.pop("evidence")
+                        if path is not None:
+                            store.append(path, record, evidence[record["task"]])
+                records.update((record["task"], record) for record in done[search.id])
     rows = search_rows(config, records.values())
     return rows, {row["task"]: evidence.get(row["task"]) if row["error"] is None else None for row in rows}
 
