@@ -17,6 +17,8 @@ from typing import Any
 import joblib
 from tqdm import tqdm
 
+from audit.import_path import safe_worker_path
+
 
 def progress_bar(total: int, initial: int, enabled: bool) -> tqdm:
     """The audit's bar on stderr: chunks sampled plus tasks attacked; off when not ``enabled`` (``--quiet``).
@@ -30,8 +32,12 @@ def progress_bar(total: int, initial: int, enabled: bool) -> tqdm:
 
 @contextmanager
 def backend(name: str, n_jobs: int) -> Iterator[None]:
-    """joblib's backend ``name``; dask and ray need their packages (checked by the config)."""
-    with cluster(name, joblib.effective_n_jobs(n_jobs)), joblib.parallel_config(backend=name):
+    """joblib's backend ``name``; dask and ray need their packages (checked by the config).
+
+    Workers started meanwhile do not put their current directory on
+    ``sys.path`` (:func:`audit.import_path.safe_worker_path`).
+    """
+    with safe_worker_path(), cluster(name, joblib.effective_n_jobs(n_jobs)), joblib.parallel_config(backend=name):
         yield
 
 
