@@ -44,6 +44,7 @@ import multiprocessing.connection
 import os
 import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -80,8 +81,10 @@ class Chunk:
     """Rows ``start`` to ``start + size`` of a pair's samples, chunk number ``index``.
 
     ``mode``: ``"independent"`` (d and d' from their own seeds), ``"coupled"``
-    (both from clones of one generator) or ``"d_prime"`` (d' alone from its
-    independent seed: the redraw of a pair whose coupling was refused).
+    (both from clones of one generator), ``"d"`` or ``"d_prime"`` (one side
+    alone from its independent seed: the samplers draw an independent chunk's
+    sides as two jobs, and ``"d_prime"`` is also the redraw of a pair whose
+    coupling was refused).
     """
 
     index: int
@@ -106,7 +109,8 @@ def plan_chunks(n: int, coupled: bool) -> list[Chunk]:
 
 
 def draw_chunk(mechanism: Any, pair: NeighbourPair, chunk: Chunk, seed: int) -> PairSamples | str:
-    """One chunk of the pair's outputs (``d`` empty for a ``d_prime`` redraw), or the mechanism's error message.
+    """One chunk of the pair's outputs (the other side empty for a ``d`` or ``d_prime`` chunk), or the mechanism's
+    error message.
 
     A coupled chunk whose generators end in different states has its d' drawn
     again from the independent seed and ``coupled=False`` (module docstring).
@@ -119,6 +123,8 @@ def draw_chunk(mechanism: Any, pair: NeighbourPair, chunk: Chunk, seed: int) -> 
 
     coupled = chunk.mode == "coupled"
     try:
+        if chunk.mode == "d":
+            return PairSamples(independent(pair.d, "d"), np.empty((0, 0)), False)
         if chunk.mode == "d_prime":
             return PairSamples(np.empty((0, 0)), independent(pair.d_prime, "d_prime"), False)
         if coupled:
@@ -167,15 +173,25 @@ def draw_pair_isolated(mechanism: Any, pair: NeighbourPair, n: int, seed: int, c
 
 
 class _PairDraw:
-    """The chunks of one pair: those to draw, those drawn, and the samples they make (or the pair's error)."""
+    """The chunks of one pair: those to draw, those drawn, and the samples they make (or the pair's error).
+
+    An independent chunk is drawn as two jobs, one per side, so that even a
+    pair of one chunk keeps two workers busy; a coupled chunk is one job.
+    """
 
     def __init__(self, pair: NeighbourPair, n: int, coupled: bool):
         self.pair = pair
-        self.todo = collections.deque(plan_chunks(n, coupled))
+        plan = plan_chunks(n, coupled)
+        self.todo = collections.deque(
+            plan if coupled else [Chunk(chunk.index, chunk.size, side) for chunk in plan for side in ("d", "d_prime")])
         self.drawn: dict[int, PairSamples] = {}
-        self.redrawn: dict[int, np.ndarray] = {}
+        """Coupled chunks by index."""
+        self.sides: dict[str, dict[int, np.ndarray]] = {"d": {}, "d_prime": {}}
+        """One side's chunks by index: an independent chunk's halves, or the d' redraws of a refused coupling."""
+        self.coupled = coupled
         self.running = 0
-        self.planned = self.chunks = len(self.todo)
+        self.chunks = len(self.todo)
+        self.planned = len(plan)
         """Chunks of the plan (not redraws) still to finish; all of them once the pair failed."""
         self.error: str | None = None
 
@@ -198,28 +214,36 @@ class _PairDraw:
             self.error, self.planned = self.error or result, 0
             self.todo.clear()
             return
-        if chunk.mode == "d_prime":
-            self.redrawn[chunk.index] = result.d_prime
-        else:
+        if chunk.mode == "coupled":
             self.drawn[chunk.index], self.planned = result, self.planned - 1
-        if not self.todo and self.running == 0 and not self.redrawn:
+        else:
+            self.sides[chunk.mode][chunk.index] = result.d if chunk.mode == "d" else result.d_prime
+            if not self.coupled and all(chunk.index in side for side in self.sides.values()):
+                self.planned -= 1
+        if self.coupled and not self.todo and self.running == 0 and not self.sides["d_prime"]:
             refused = [k for k, part in self.drawn.items() if not part.coupled]
             paired = [k for k, part in self.drawn.items() if part.coupled]
-            if refused and paired and chunk.mode == "coupled":
+            if refused and paired:
                 self.todo.extend(Chunk(k, self.drawn[k].d.shape[0], "d_prime") for k in sorted(paired))
 
     def result(self) -> PairSamples | str:
         """The chunks concatenated in their order, or the first error; a width that changes between chunks is one."""
         if self.error is not None:
             return self.error
-        parts = [self.drawn[k] for k in sorted(self.drawn)]
-        d_prime = [self.redrawn.get(k, part.d_prime) for k, part in zip(sorted(self.drawn), parts)]
-        widths = sorted({part.d.shape[1] for part in parts} | {array.shape[1] for array in d_prime})
+        if self.coupled:
+            indices = sorted(self.drawn)
+            d = [self.drawn[k].d for k in indices]
+            d_prime = [self.sides["d_prime"].get(k, self.drawn[k].d_prime) for k in indices]
+            coupled = all(part.coupled for part in self.drawn.values())
+        else:
+            indices = sorted(self.sides["d"])
+            d, d_prime = [self.sides["d"][k] for k in indices], [self.sides["d_prime"][k] for k in indices]
+            coupled = False
+        widths = sorted({array.shape[1] for array in d + d_prime})
         if len(widths) > 1:
             return (f"sampling pair {self.pair.name}: the mechanism's output width changed between chunks of "
-                    f"{CHUNK_SIZE} outputs (widths {widths})")
-        coupled = all(part.coupled for part in parts)
-        return PairSamples(np.concatenate([part.d for part in parts]), np.concatenate(d_prime), coupled)
+                    f"{CHUNK_SIZE} outputs or between d and d' (widths {widths})")
+        return PairSamples(np.concatenate(d), np.concatenate(d_prime), coupled)
 
 
 def one_line(error: BaseException, limit: int = 400) -> str:
@@ -539,15 +563,20 @@ def _spawn(draw: Callable, pair: NeighbourPair, batch: list[Chunk]) -> tuple[Any
     raised).  ``os.fork`` rather than a ``multiprocessing.Process``: a dask
     worker is a daemonic process, which ``multiprocessing`` forbids children.
     """
-    receiver, sender = multiprocessing.Pipe(duplex=False)
-    with warnings.catch_warnings():  # forking a process with threads: the child only runs the mechanism
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:
-        receiver.close()
-        _child(sender, draw, pair, batch)
-    sender.close()
+    with _FORK_LOCK:  # no other thread's child inherits this sender: a dead child's pipe reads EOF at once
+        receiver, sender = multiprocessing.Pipe(duplex=False)
+        with warnings.catch_warnings():  # forking a process with threads: the child only runs the mechanism
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:
+            receiver.close()
+            _child(sender, draw, pair, batch)
+        sender.close()
     return receiver, _Forked(pid)
+
+
+_FORK_LOCK = threading.Lock()
+"""Held from a child's pipe to its fork: samplers may run in several threads (the staged search draws its pairs together)."""
 
 
 class _Forked:

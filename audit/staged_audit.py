@@ -34,6 +34,7 @@ import dataclasses
 import functools
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -240,10 +241,12 @@ class _OutputsBar:
         self.bar = tqdm(total=searches * self.planned, desc="staged search", unit="outputs", unit_scale=True,
                         file=sys.stderr, disable=not enabled, **options)
         self.search_planned = self.drawn = 0
+        self.lock = threading.Lock()
 
     def update(self, outputs: int) -> None:
-        self.drawn += outputs
-        self.bar.update(outputs)
+        with self.lock:  # the search draws several pairs at once, in threads
+            self.drawn += outputs
+            self.bar.update(outputs)
 
     def start(self) -> None:
         self.search_planned, self.drawn = self.planned, 0
