@@ -2,8 +2,10 @@
 
 The attacks of a pair are joblib jobs; :func:`finished` yields their results
 as they finish so that each reaches ``tasks.jsonl`` and the progress bar at
-once.  Sampling does not go through joblib: it runs in forked children
-(:mod:`audit.sampling`), so the mechanism is never pickled.
+once.  Sampling does not go through joblib (:mod:`audit.sampling`): with
+loky and threading it runs in children forked from this process, so the
+mechanism is never pickled; with dask and ray each chunk is a job of the
+cluster :func:`cluster` connects to.
 """
 
 from __future__ import annotations
