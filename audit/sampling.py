@@ -258,13 +258,15 @@ def one_line(error: BaseException, limit: int = 400) -> str:
 class ChunkSampler:
     """Draw the pairs' chunks, up to ``workers`` at once, isolated and timed; iterate over the sampled pairs.
 
-    With ``backend`` ``"loky"`` or ``"threading"`` the chunks are drawn in
-    children forked from this process, each child drawing a batch of
-    ceil(chunks per pair / workers) chunks of one pair and sending them one by
-    one.  With ``"dask"`` or ``"ray"`` every chunk is a job of the cluster this
-    process is connected to (:func:`audit.parallel.cluster`): the job forks a
-    child of its worker that draws the chunk (:func:`_cluster_job`), so the
-    mechanism runs on the cluster's machines with the same isolation.
+    A chunk is drawn as one job (coupled) or two (independent: one per
+    dataset, :class:`_PairDraw`).  With ``backend`` ``"loky"`` or
+    ``"threading"`` the jobs run in children forked from this process, each
+    child drawing a batch of ceil(jobs of the pair / workers) jobs of one pair
+    and sending them one by one.  With ``"dask"`` or ``"ray"`` every job is a
+    task of the cluster this process is connected to
+    (:func:`audit.parallel.cluster`): the task forks a child of its worker
+    that draws it (:func:`_cluster_job`), so the mechanism runs on the
+    cluster's machines with the same isolation.
     Iterating yields ``(pair, PairSamples or error message)`` as pairs are
     complete (their order may vary; their samples do not).  A chunk that runs
     longer than ``timeout`` seconds is killed and its pair gets a message
@@ -284,7 +286,7 @@ class ChunkSampler:
         Outputs per dataset.
     coupled : bool
     workers : int
-        Chunks drawn at once.
+        Jobs at once.
     timeout : float
         Seconds a chunk may take (``run.sample_timeout``).
     on_chunk : callable, optional
@@ -391,7 +393,7 @@ def timeout_message(pair: NeighbourPair, timeout: float, size: int) -> str:
 
 
 class _ForkPool:
-    """Batches of chunks drawn in children forked from this process (loky and threading backends)."""
+    """Batches of jobs drawn in children forked from this process (loky and threading backends)."""
 
     def __init__(self, draw: Callable, timeout: float):
         self.draw, self.timeout = draw, timeout
@@ -425,18 +427,17 @@ class _ForkPool:
 
 
 class _ClusterPool:
-    """One job per chunk on the dask or ray cluster this process is connected to (:func:`_cluster_job`).
+    """Each job a task of the dask or ray cluster this process is connected to (:func:`_cluster_job`).
 
     The draw callable (the mechanism with it) is pickled once with
-    cloudpickle; a user module that this process imported from a folder
-    no longer on ``sys.path`` (a config's ``callable``) goes by value, so that
-    the workers need neither that folder nor the current directory on their path.
+    cloudpickle, the user's own modules by value (:func:`_user_modules`), so
+    that the workers need neither the config's folder nor the current
+    directory on their path.
     """
 
     def __init__(self, backend: str, draw: Callable, timeout: float):
         self.backend, self.timeout = backend, timeout
         self.payload = _pickle_draw(draw)
-        self.jobs: dict[Any, Any] = {}
         if backend == "dask":
             from distributed import get_client
 
@@ -444,7 +445,7 @@ class _ClusterPool:
         else:
             import ray
 
-            self.remote = ray.remote(max_retries=0)(_cluster_job)
+            self.ray, self.remote = ray, ray.remote(max_retries=0)(_cluster_job)
 
     @staticmethod
     def batch_size(chunks: int, workers: int) -> int:
@@ -467,26 +468,25 @@ class _ClusterPool:
             except TimeoutError:
                 return
         else:
-            import ray
-
-            done, _ = ray.wait(jobs, num_returns=1, timeout=_WAIT if block else 0)
+            done, _ = self.ray.wait(jobs, num_returns=1, timeout=_WAIT if block else 0)
         for job in jobs:
             if job in done:
                 yield job, self._result(job, running[job][0].pair)
 
     def _result(self, job: Any, pair: NeighbourPair) -> PairSamples | str:
         try:
-            return job.result() if self.backend == "dask" else __import__("ray").get(job)
+            return job.result() if self.backend == "dask" else self.ray.get(job)
         except Exception as error:  # the worker died (its process killed, the out-of-memory killer) or left
             cause = getattr(error, "cause", None) or error  # ray wraps what the job raised, with a coloured traceback
             return f"sampling pair {pair.name}: the {self.backend} job ended without a result ({one_line(cause)})"
 
     def stop(self, job: Any) -> None:
-        """Drop a job's result; a job still running ends at its own timeout (:func:`_cluster_job`)."""
+        """Drop a job's result.  A running ray task is interrupted (and kills its child); a running dask task
+        ends at its own timeout (:func:`_cluster_job`), as dask cannot interrupt it."""
         if self.backend == "dask":
             job.cancel()
         else:
-            __import__("ray").cancel(job, force=True)
+            self.ray.cancel(job)  # not force=True: killing the worker would leave its child running
 
 
 def _pickle_draw(draw: Callable) -> bytes:
