@@ -29,7 +29,7 @@ from audit.plan import task_seed
 from audit.runner import run_tasks
 from audit.sampling import one_line
 from audit.schema import STAGED_COLUMNS, TABLE_COLUMNS, Row
-from audit.theory_check import check_bounds
+from audit.theory.check import check_bounds
 from audit.verdicts import assign_verdicts, exit_code, overall_verdict, summarize_claims
 
 FAILED = "error"
@@ -77,7 +77,7 @@ class AuditResult:
         (:func:`audit.provenance.describe_audit`).
     theory : list of dict
         Published closed-form bounds against the rows' exact values and lower
-        confidence bounds (:func:`audit.theory_check.check_bounds`).
+        confidence bounds (:func:`audit.theory.check.check_bounds`).
     checks : list of dict
         The ``[[checks]]`` rows (:func:`audit.checks.run_checks`); they join
         the verdict and exit code as :func:`audit.checks.combine` says.

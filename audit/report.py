@@ -43,7 +43,7 @@ import pandas as pd
 from audit.figures import mechanism_label, write_evidence_figures, write_figures
 from audit.html_report import write_html_report
 from audit.summary import strongest_per_claim
-from audit.theory_check import failures
+from audit.theory.check import failures
 
 from audit.schema import NUMERIC_COLUMNS, ROW_COLUMNS, STAGE_SIZE_COLUMNS, VERDICT_COLUMNS, Row, column_order  # noqa: E402
 from audit.verdicts import POWER, summarize_claims  # noqa: E402
@@ -103,7 +103,7 @@ def write_audit_report(
         What was audited (:func:`audit.provenance.describe_audit`): the
         report's opening block after the verdict.
     theory : sequence of mapping, optional
-        Published bounds against the rows (:func:`audit.theory_check.check_bounds`):
+        Published bounds against the rows (:func:`audit.theory.check.check_bounds`):
         results.json ``theory`` and report.md's Theory section.
     checks : sequence of mapping, optional
         The ``[[checks]]`` rows (:func:`audit.checks.run_checks`): results.json's
@@ -614,7 +614,7 @@ def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool
         "- Renyi and alpha-divergences use CBDP's convention f(t) = (|t|^alpha - 1)/(alpha^2 - alpha) on all "
         "of R (the |t| convention); with f = +inf on t < 0 restricted values would come out larger.",
         "- `theory bound` is the paper's closed-form upper bound when one applies (a claim itself, not a "
-        "fact); `exact` is the exact restricted divergence when the output law is known (audit.exact).",
+        "fact); `exact` is the exact restricted divergence when the output law is known (audit.theory.exact).",
     ]
 
 

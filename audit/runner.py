@@ -32,9 +32,10 @@ import numpy as np
 
 from audit import parallel, store
 from audit.config import AuditConfig
-from audit.exact import exact_value, known_laws
 from audit.neighbours import NeighbourPair
 from audit.plan import MEMORY_FRACTION, Task, available_memory, estimate_memory, plan_hash, plan_tasks, task_seed
+from audit.theory.exact import exact_value, known_laws
+from audit.theory.table import theory_bound
 from audit.sampling import (
     COUPLING_REFUSED,
     ChunkSampler,
@@ -161,10 +162,10 @@ def run_tasks(
 
 
 def task_theory_bound(mechanism: Any, task: Task) -> float | None:
-    """The mechanism's closed-form bound for the task; None when it has none or cannot compute it."""
+    """The closed-form bound of the mechanism's law for the task (:mod:`audit.theory.table`); None when it has
+    none or cannot compute it."""
     try:
-        bound = mechanism.theory_bound(task.function_class, task.divergence, task.alpha)
-        return None if bound is None else float(bound)
+        return theory_bound(getattr(mechanism, "theory_law", None), task.function_class, task.divergence, task.alpha)
     except (ArithmeticError, ValueError, IndexError):  # e.g. an overflow at epsilon = 1e308: unknown, not fatal
         return None
 

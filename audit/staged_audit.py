@@ -46,12 +46,12 @@ from tqdm import tqdm
 from attacks.staged import MAX_FINALISTS, Draw, StagedResult, StageSizes, Target, later_outputs, staged_search
 from audit import store
 from audit.config import AuditConfig, Claim
-from audit.exact import known_laws
 from audit.neighbours import NeighbourPair
 from audit.parallel import backend
 from audit.plan import Task, plan_hash, task_seed
 from audit.runner import check_memory, task_exact, task_record, task_theory_bound
 from audit.sampling import CHUNK_SIZE, COUPLING_REFUSED, draw_chunk, draw_pair_isolated
+from audit.theory.exact import known_laws
 
 
 class SamplingError(RuntimeError):

@@ -8,9 +8,9 @@ one divergence, audited N times (seeds 0..N-1) THROUGH :func:`audit.run_audit`
 with one claim set exactly at its true value:
 
 * ``kl``, ``renyi`` (alpha 2 and 10), ``ipm``: the exact restricted divergence
-  of the claimed class (:func:`audit.exact.restricted_divergence` on the
+  of the claimed class (:func:`audit.theory.exact.restricted_divergence` on the
   mechanism's output laws, the larger of the two directions).  The claimed
-  class is the attack's own class where audit.exact has it (``linear``,
+  class is the attack's own class where audit.theory.exact has it (``linear``,
   ``poly2``, ``threshold`` for ipm), else ``all`` (kernel, mlp, trees).  For
   the 2-D Gaussian the likelihood ratio depends on v.x only, and for
   polynomial classes and ``all`` the value is that of the 1-D laws of v.x,
@@ -61,16 +61,17 @@ from scipy import optimize, stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audit import bounds, run_audit  # noqa: E402
-from audit.exact import restricted_divergence  # noqa: E402
+from audit import run_audit  # noqa: E402
 from audit.mechanisms import make_mechanism  # noqa: E402
+from audit.theory import bounds  # noqa: E402
+from audit.theory.exact import restricted_divergence  # noqa: E402
 
 CONFIDENCE = 0.95
 FALSE_RATE = 1.0 - CONFIDENCE
 SCALES = (0.1, 1.0, 4.0, 8.0, 20.0)  # epsilon of Laplace, 1/sigma of Gaussian
 SAMPLE_SIZES = (1000, 20_000, 100_000)
 GAUSSIAN_DELTA = 1e-3
-# (divergence, alpha, attack classes); the claimed class is the attack's own where audit.exact has it.
+# (divergence, alpha, attack classes); the claimed class is the attack's own where audit.theory.exact has it.
 TARGETS = (
     ("kl", None, ("linear", "poly2", "kernel", "mlp", "tree3")),
     ("renyi", 2.0, ("linear", "poly2", "kernel", "mlp", "tree3")),
@@ -149,7 +150,7 @@ def gaussian_dp_epsilon(sigma: float, delta: float = GAUSSIAN_DELTA) -> float:
     return float(optimize.brentq(lambda e: gaussian_dp_delta(e, sigma) - delta, 0.0, upper, xtol=1e-12))
 
 
-# Unrestricted values of docs/theory.md section 6 (audit.bounds); restricted_divergence's numerical "all" crashed the
+# Unrestricted values of docs/theory.md section 6 (audit.theory.bounds); restricted_divergence's numerical "all" crashed the
 # interpreter (segmentation fault) on Laplace eps = 8, renyi alpha = 2.
 CLOSED_FORMS = {
     ("laplace", "kl"): lambda m, alpha: bounds.laplace_kl(m.params["epsilon"], m.params["sensitivity"]),

@@ -5,8 +5,9 @@ import json
 import pandas as pd
 import pytest
 
-from audit import AuditResult, bounds, run_audit
+from audit import AuditResult, run_audit
 from audit.schema import Row
+from audit.theory import bounds
 
 CONFIG = {
     "mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},

@@ -12,12 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit import bounds, run_audit
+from audit import run_audit
 from audit.config import load_config
 from attacks.estimate import estimate_divergence
 from attacks.estimate import DivergenceEstimate
 from audit.plan import PROCESS_BASELINE, estimate_memory, plan_tasks
 from audit.store import TASKS_FILE, line_checksum
+from audit.theory import bounds
 
 PAIRS = [{"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}]
 

@@ -28,11 +28,11 @@ from attacks.staged import (
 import audit.staged_audit
 from audit.api import AuditInterrupted, run_audit
 from attacks.divergences import tail_count
-from audit.bounds import laplace_kl, laplace_renyi
 from audit.config import ConfigError, load_config
 from audit.mechanisms import make_mechanism
 from audit.neighbours import make_pairs
 from audit.staged_audit import pair_sampler
+from audit.theory.bounds import laplace_kl, laplace_renyi
 
 LEVEL = 0.95
 SCHEMAS = Path(__file__).resolve().parents[1] / "docs" / "schema"

@@ -1,4 +1,4 @@
-"""audit.theory_check: published bounds against exact values and lower confidence bounds, in `capaudit run`."""
+"""audit.theory.check: published bounds against exact values and lower confidence bounds, in `capaudit run`."""
 
 import json
 import math
@@ -6,9 +6,9 @@ import math
 import pytest
 from scipy.stats import norm
 
-from audit import bounds
 from audit.api import run_audit
-from audit.theory_check import (
+from audit.theory import bounds
+from audit.theory.check import (
     FAILS_EXACT,
     HOLDS,
     NOT_TESTED,
@@ -47,7 +47,7 @@ def test_bonferroni_level_splits_the_error_over_the_rows_compared():
 def test_exact_value_fails_a_bound_only_beyond_the_relative_tolerance():
     assert exact_exceeds(0.0335, 0.00424)
     assert not exact_exceeds(0.6247, 0.9395)
-    assert not exact_exceeds(1.00005, 1.0)  # within audit.exact's accuracy
+    assert not exact_exceeds(1.00005, 1.0)  # within audit.theory.exact's accuracy
     assert not exact_exceeds(None, 1.0)
     assert not exact_exceeds(NAN, 1.0)
 
