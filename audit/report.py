@@ -46,7 +46,8 @@ from audit.summary import strongest_per_claim
 from audit.theory_check import failures
 
 from audit.schema import NUMERIC_COLUMNS, ROW_COLUMNS, STAGE_SIZE_COLUMNS, VERDICT_COLUMNS, Row, column_order  # noqa: E402
-from audit.verdicts import POWER, summarize_claims  # noqa: E402
+from audit.verdicts import POWER  # noqa: E402
+from audit.families import claim_summaries  # noqa: E402
 
 SCHEMA_VERSION = "1.0"
 """Version of results.json's layout: the minor part grows with added fields, the major with changed ones."""
@@ -132,7 +133,7 @@ def write_audit_report(
     meta = {
         "schema_version": SCHEMA_VERSION, "verdict": verdict, "seed": seed, "seconds": seconds,
         "versions": dict(versions), "config": dict(config), "audited": dict(audited or {}), "pairs": list(pairs),
-        "claims": summarize_claims(rows), "theory": [dict(entry) for entry in theory],
+        "claims": claim_summaries(rows, config), "theory": [dict(entry) for entry in theory],
         **({"checks": [dict(check) for check in checks]} if checks else {}),  # only configs with [[checks]]
     }
     document = {**meta, "rows": [_json_row(row) for row in records]}
@@ -468,7 +469,7 @@ def _counts(rows: Sequence[Row]) -> str:
 def _claims_table(claims: list[dict[str, Any]]) -> str:
     shown = pd.DataFrame(
         {
-            "claim": [("on average: " if c.get("on_average") else "")
+            "claim": [c.get("label") or ("on average: " if c.get("on_average") else "")
                       + _claim_label(c["divergence"], c["claim_class"], c["claim"], c["alpha"]) for c in claims],
             "verdict": [f"**{c['verdict']}**" if c["verdict"] != "pass" else "pass" for c in claims],
             "strongest row": [c["strongest_task"] or "-" for c in claims],  # _to_markdown escapes its "|"
