@@ -1,6 +1,8 @@
 """gdp, zcdp and profile claims: their members, their one-line verdicts, and audits of the Gaussian mechanism."""
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -114,6 +116,9 @@ def test_false_claims_are_caught_at_default_settings(tmp_path):
     assert_allclose(panels[0].exact, gaussian_tradeoff(LEVELS, 2.0), atol=1e-12)  # mu = 1 / sigma
     assert_allclose(panels[0].linear, panels[0].exact, atol=1e-9)
     assert panels[0].classes and panels[0].classes[0].crossing is not None  # the band lies below G_1
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(__file__).parents[1] / "docs" / "schema" / "results.schema.json").read_text())
+    assert list(jsonschema.Draft202012Validator(schema).iter_errors(json.loads((tmp_path / "results.json").read_text()))) == []
     report = (tmp_path / "report.md").read_text()
     assert "## Trade-off curves" in report and (tmp_path / "figures" / "tradeoff.png").exists()
 
@@ -131,3 +136,36 @@ def test_true_gaussian_claims_are_flagged_at_most_at_the_error_rate():
 def test_families_read_back_from_results_config():
     config = gaussian_config(1.0)
     assert [f.label for f in families(config)] == ["(all, mu=1 GDP)", "(all, rho=0.5 zCDP)"]
+
+
+VALID_CURVES = [
+    {"divergence": "gdp", "function_class": "all", "epsilon": 1.0, "epsilons": [0.5, 1.0]},
+    {"divergence": "zcdp", "function_class": "linear", "epsilon": 0.5, "alpha": [2, 4]},
+    {"divergence": "profile", "function_class": "all", "profile": "laplace", "epsilon": 1.0},
+    {"divergence": "profile", "function_class": "all", "epsilons": [0.5, 1.0], "deltas": [0.2, 0.1]},
+]
+INVALID_CURVES = [
+    {"divergence": "gdp", "function_class": "all", "epsilon": 1.0, "delta": 1e-5},
+    {"divergence": "gdp", "function_class": "all", "epsilon": 1.0, "alpha": 2},
+    {"divergence": "zcdp", "function_class": "all", "epsilon": 1.0, "epsilons": [1.0]},
+    {"divergence": "profile", "function_class": "all", "epsilon": 1.0},
+    {"divergence": "profile", "function_class": "all", "profile": "gaussian", "epsilon": 1.0, "deltas": [0.1]},
+    {"divergence": "profile", "function_class": "all", "epsilons": [1.0], "deltas": [0.1], "epsilon": 1.0},
+    {"divergence": "dp", "function_class": "all", "epsilon": 1.0, "profile": "gaussian"},
+    {"divergence": "gdp", "function_class": "all", "epsilon": 1.0, "on_average": True},
+]
+
+
+@pytest.mark.parametrize("claim", VALID_CURVES + INVALID_CURVES)
+def test_the_schema_and_the_loader_agree_on_curve_claims(claim):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(__file__).parents[1] / "docs" / "schema" / "config.schema.json").read_text())
+    config = gaussian_config(1.0, claims=[claim])
+    schema_errors = list(jsonschema.Draft202012Validator(schema).iter_errors(config))
+    if claim in VALID_CURVES:
+        assert schema_errors == []
+        load_config(config)
+    else:
+        assert schema_errors
+        with pytest.raises(ConfigError):
+            load_config(config)
