@@ -40,7 +40,7 @@ import numpy as np
 
 from audit.schema import Row
 from audit.theory.tradeoff import (
-    gaussian_profile, gaussian_tradeoff, laplace_profile, laplace_tradeoff, profile_tradeoff, zcdp_renyi_bound, zcdp_to_dp,
+    gaussian_profile, gaussian_tradeoff, laplace_profile, laplace_tradeoff, profile_tradeoff, zcdp_renyi_bound, zcdp_tradeoff,
 )
 from audit.verdicts import summarize_claims
 
@@ -55,8 +55,6 @@ LAPLACE_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
 """Default epsilons of a Laplace-profile claim, in units of its epsilon (delta = 0 from there on)."""
 ORDERS = (1.5, 2.0, 4.0)
 """Default Renyi orders of a zcdp claim: large orders weigh a few outputs heavily (their intervals widen)."""
-ZCDP_CURVE_DELTAS = np.logspace(-6, -0.3, 40)
-"""The deltas at which a zcdp claim's trade-off curve is drawn (:meth:`Family.tradeoff`, Bun and Steinke Prop. 1.3)."""
 
 
 @dataclass(frozen=True)
@@ -134,14 +132,13 @@ class Family:
         return f"({self.function_class}, {text})"
 
     def tradeoff(self, a: np.ndarray) -> np.ndarray:
-        """The trade-off function the claim implies: G_mu (gdp); sup of the profile's f_{eps, delta} (profile,
-        Dong, Roth and Su 2022, Prop. 2.12); for zcdp the same through Bun and Steinke's Prop. 1.3 conversion
-        at :data:`ZCDP_CURVE_DELTAS` (a valid, not tight, curve)."""
+        """The trade-off function the claim implies: G_mu (gdp), the named law's curve or the sup of the table's
+        f_{eps, delta} (profile, Dong, Roth and Su 2022, Prop. 2.12), the Renyi bounds' by data processing (zcdp,
+        :func:`audit.theory.tradeoff.zcdp_tradeoff`)."""
         if self.divergence == "gdp":
             return gaussian_tradeoff(a, self.parameter)
         if self.divergence == "zcdp":
-            epsilons = [zcdp_to_dp(self.parameter, d) for d in ZCDP_CURVE_DELTAS]
-            return profile_tradeoff(a, epsilons, ZCDP_CURVE_DELTAS)
+            return zcdp_tradeoff(a, self.parameter)
         if self.profile == "gaussian":
             return gaussian_tradeoff(a, self.parameter)
         if self.profile == "laplace":

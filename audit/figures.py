@@ -370,14 +370,14 @@ def plot_tradeoff(panels: Sequence[Any], title: str) -> matplotlib.figure.Figure
 
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 0.6, 5.0), squeeze=False)
     for ax, panel in zip(axes[0], panels):
-        implied = " (via Bun and Steinke's Prop. 1.3)" if panel.family.divergence == "zcdp" else ""
-        ax.plot(LEVELS, panel.family.tradeoff(LEVELS), color=CLAIM_COLOUR, linestyle="--", linewidth=1.6,
-                label=f"claimed curve{implied}")
         if panel.exact is not None:
             ax.plot(LEVELS, panel.exact, color="tab:gray", linewidth=2.5, alpha=0.6, label="exact T(P, Q)")
         if panel.linear is not None:
             ax.plot(LEVELS, panel.linear, color="tab:gray", linestyle=":", linewidth=1.4,
                     label="exact, linear class (restricted)")
+        implied = " (its Renyi bounds on tests)" if panel.family.divergence == "zcdp" else ""
+        ax.plot(LEVELS, panel.family.tradeoff(LEVELS), color=CLAIM_COLOUR, linestyle="--", linewidth=1.6,
+                label=f"claimed curve{implied}")
         for evidence, colour in zip(panel.classes, plt.rcParams["axes.prop_cycle"].by_key()["color"][1:]):
             curve = evidence.curve
             ax.plot(curve.type_one, curve.type_two, color=colour, linewidth=0.9, alpha=0.8,

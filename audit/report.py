@@ -376,12 +376,26 @@ def _tradeoff_section(panels: Sequence[Panel], confidence: float) -> list[str]:
                 "band margins (a, b)": [f"{c.curve.margin_p:.3g}, {c.curve.margin_q:.3g}" for c in panel.classes],
                 "band below the claimed curve": [_crossing_text(c.crossing) for c in panel.classes],
             })), ""]
-        if panel.exact is not None:
-            gap = float(np.max(panel.family.tradeoff(TRADEOFF_LEVELS) - panel.exact))
-            lines += [f"Exact curve T(P, Q) of the mechanism's output laws: "
-                      + (f"below the claimed curve by up to {gap:.3g} (the claim is false)." if gap > 1e-9
-                         else "at or above the claimed curve everywhere (the claim holds at this pair)."), ""]
+        lines += _exact_text(panel)
     return lines
+
+
+def _exact_text(panel: Panel) -> list[str]:
+    """What the exact curves say of the claim at the drawn pair: T(P, Q) decides a claim over "all", the linear
+    class's restricted curve one over "linear"; T(P, Q) >= f proves any class's claim (T_H >= T)."""
+    if panel.exact is None:
+        return []
+    claimed = panel.family.tradeoff(TRADEOFF_LEVELS)
+    reference = panel.linear if panel.family.function_class == "linear" else panel.exact
+    name = "restricted curve of the linear class" if panel.family.function_class == "linear" else "curve T(P, Q)"
+    gap = float(np.max(claimed - reference))
+    if gap > 1e-9 and panel.family.function_class in ("all", "linear"):
+        text = f"below the claimed curve by up to {gap:.3g}: the claim is false at this pair."
+    elif float(np.max(claimed - panel.exact)) <= 1e-9:
+        text = "at or above the claimed curve everywhere: the claim holds at this pair."
+    else:
+        name, text = "curve T(P, Q)", f"below the claimed curve by up to {gap:.3g}; the class's own curve is not known."
+    return [f"Exact {name} of the mechanism's output laws (pair {panel.classes[0].pair}): {text}", ""]
 
 
 def _crossing_text(crossing: tuple[float, float] | None) -> str:

@@ -87,7 +87,7 @@ def tradeoff_panels(table: pd.DataFrame, config: Mapping[str, Any], pairs: Seque
 
 
 def _member_rows(table: pd.DataFrame, family: Family) -> pd.DataFrame:
-    """The rows of the family's members that ran and kept their held-out scores."""
+    """The rows of the family's members that can refute it (class contained in the claim's), ran and kept their scores."""
     if "held_out_scores" not in table.columns or not len(table):
         return table.iloc[0:0]
     keys = {(d, None if a is None else round(a, 9), c, round(e, 9)) for d, a, c, e, _ in family.member_keys()}
@@ -96,7 +96,8 @@ def _member_rows(table: pd.DataFrame, family: Family) -> pd.DataFrame:
                    table["claim_class"], table["claim"].astype(float).round(9))
     mask = np.array([key in keys for key in row_keys], dtype=bool)
     has_scores = table["held_out_scores"].map(lambda s: isinstance(s, Mapping) and len(s.get("p", ())) > 0)
-    return table[mask & has_scores.to_numpy(dtype=bool)]
+    refuting = table["refutes_claim"].astype(bool).to_numpy()
+    return table[mask & refuting & has_scores.to_numpy(dtype=bool)]
 
 
 def _laws(config: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]], evidence: ClassCurve) -> tuple | None:

@@ -127,3 +127,17 @@ def test_inputs_are_checked():
         T.zcdp_to_dp(0.5, 0.0)
     with pytest.raises(ValueError, match="alpha"):
         T.zcdp_renyi_bound(0.5, 1.0)
+
+
+def test_zcdp_tradeoff_lies_between_the_conversion_and_the_gaussian():
+    """rho-zCDP's implied curve: the Gaussian (exactly 0.5-zCDP) must meet it, so it lies below G_1; it is at least
+    as tight as Bun and Steinke's (epsilon, delta) conversion; its points meet the Renyi bounds they came from."""
+    rho, a = 0.5, np.linspace(0.0, 1.0, 41)
+    implied = T.zcdp_tradeoff(a, rho)
+    assert np.all(implied <= T.gaussian_tradeoff(a, 1.0) + 1e-9)
+    deltas = np.logspace(-8, -0.01, 200)
+    converted = T.profile_tradeoff(a, [T.zcdp_to_dp(rho, d) for d in deltas], deltas)
+    assert np.all(implied >= converted - 1e-9) and np.max(implied - converted) > 0.2
+    for x, y in zip(a[1:-1], implied[1:-1]):  # D_2 of the two-point laws at most 2 rho (2 lies between grid orders)
+        d2 = math.log(x ** 2 / (1 - y) + (1 - x) ** 2 / y)
+        assert d2 <= 2 * rho + 1e-3
