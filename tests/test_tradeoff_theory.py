@@ -141,3 +141,18 @@ def test_zcdp_tradeoff_lies_between_the_conversion_and_the_gaussian():
     for x, y in zip(a[1:-1], implied[1:-1]):  # D_2 of the two-point laws at most 2 rho (2 lies between grid orders)
         d2 = math.log(x ** 2 / (1 - y) + (1 - x) ** 2 / y)
         assert d2 <= 2 * rho + 1e-3
+
+
+@pytest.mark.parametrize("name, params, expected", [
+    ("laplace", {"epsilon": 0.7}, lambda a: T.laplace_tradeoff(a, 0.7)),
+    ("gaussian", {"sigma": 2.0}, lambda a: T.gaussian_tradeoff(a, 0.5)),
+])
+def test_exact_curves_of_the_built_in_mechanisms(name, params, expected):
+    """The built-ins' output laws at their default pair (sums 0 and 1) give the closed forms, both directions."""
+    from audit.mechanisms import make_mechanism
+
+    mechanism = make_mechanism(name, params)
+    laws = mechanism.output_laws(*mechanism.default_pairs()[0])
+    for p, q in (laws, laws[::-1]):
+        assert_allclose(T.exact_tradeoff(LEVELS, p, q), expected(LEVELS), rtol=1e-9, atol=1e-12)
+        assert_allclose(T.linear_tradeoff(LEVELS, p, q), expected(LEVELS), rtol=1e-7, atol=1e-10)
