@@ -109,7 +109,9 @@ class Claim:
     ``alpha`` is a tuple of Renyi orders for ``renyi`` and ``(None,)`` otherwise;
     ``delta`` is used by ``dp`` only.  ``on_average``: the claim bounds the
     mean over ``[neighbours] strategy = "on-average"`` pairs instead of every
-    pair (:mod:`audit.on_average`; kl and renyi only).
+    pair (:mod:`audit.on_average`; kl and renyi only).  A curve claim (``gdp``,
+    ``zcdp``, ``profile``) is never a ``Claim``: :func:`load_config` expands
+    it into its members, dp and renyi claims (:mod:`audit.families`).
     """
 
     divergence: str

@@ -382,14 +382,16 @@ def _tradeoff_section(panels: Sequence[Panel], confidence: float) -> list[str]:
 
 def _exact_text(panel: Panel) -> list[str]:
     """What the exact curves say of the claim at the drawn pair: T(P, Q) decides a claim over "all", the linear
-    class's restricted curve one over "linear"; T(P, Q) >= f proves any class's claim (T_H >= T)."""
+    class's restricted curve one over "linear" or "threshold" (1-D thresholds); T(P, Q) >= f proves any class's
+    claim (T_H >= T)."""
     if panel.exact is None:
         return []
     claimed = panel.family.tradeoff(TRADEOFF_LEVELS)
-    reference = panel.linear if panel.family.function_class == "linear" else panel.exact
-    name = "restricted curve of the linear class" if panel.family.function_class == "linear" else "curve T(P, Q)"
+    thresholds = panel.family.function_class in ("linear", "threshold")  # on a 1-D output: the same tests
+    reference = panel.linear if thresholds else panel.exact
+    name = "restricted curve of the linear class" if thresholds else "curve T(P, Q)"
     gap = float(np.max(claimed - reference))
-    if gap > 1e-9 and panel.family.function_class in ("all", "linear"):
+    if gap > 1e-9 and (thresholds or panel.family.function_class == "all"):
         text = f"below the claimed curve by up to {gap:.3g}: the claim is false at this pair."
     elif float(np.max(claimed - panel.exact)) <= 1e-9:
         text = "at or above the claimed curve everywhere: the claim holds at this pair."

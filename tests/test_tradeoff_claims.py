@@ -120,7 +120,8 @@ def test_false_claims_are_caught_at_default_settings(tmp_path):
     schema = json.loads((Path(__file__).parents[1] / "docs" / "schema" / "results.schema.json").read_text())
     assert list(jsonschema.Draft202012Validator(schema).iter_errors(json.loads((tmp_path / "results.json").read_text()))) == []
     report = (tmp_path / "report.md").read_text()
-    assert "## Trade-off curves" in report and (tmp_path / "figures" / "tradeoff.png").exists()
+    assert "## Trade-off curves" in report and "the claim is false at this pair" in report
+    assert (tmp_path / "figures" / "tradeoff.png").exists()
 
 
 @pytest.mark.slow
