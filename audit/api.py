@@ -22,6 +22,7 @@ import pandas as pd
 
 from audit.checks import combine, run_checks
 from audit.config import AuditConfig, ConfigError, load_config, user_import_path
+from audit.families import claim_summaries
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.on_average import aggregate_rows
 from audit.provenance import describe_audit, pair_records
@@ -30,7 +31,7 @@ from audit.runner import run_tasks
 from audit.sampling import one_line
 from audit.schema import STAGED_COLUMNS, TABLE_COLUMNS, Row
 from audit.theory.check import check_bounds
-from audit.verdicts import assign_verdicts, exit_code, overall_verdict, summarize_claims
+from audit.verdicts import assign_verdicts, exit_code, overall_verdict
 
 FAILED = "error"
 """The ``verdict`` of results.json when the audit could not reach one (:class:`AuditError`)."""
@@ -102,8 +103,9 @@ class AuditResult:
 
     @property
     def claims(self) -> list[dict[str, Any]]:
-        """Per claim: verdict, strongest row, adjusted p, detectable excess (`audit.verdicts.summarize_claims`)."""
-        return summarize_claims(self.rows)
+        """Per claim: verdict, strongest row, adjusted p, detectable excess (`audit.families.claim_summaries`:
+        `audit.verdicts.summarize_claims` with one line per gdp / zcdp / profile claim)."""
+        return claim_summaries(self.rows, self.config)
 
     def write(self, out_dir: str | os.PathLike) -> Path:
         """Write report.md, results.json, results.csv and figures/ (:func:`audit.report.write_audit_report`)."""

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from audit.families import FAMILIES, PROFILES, Family
 from audit.neighbours import (
     DEFAULT_COUNT, MAX_RECORD, RELATIONS, SPEC_FIELDS, STRATEGIES, check_neighbours, check_spec,
 )
@@ -71,7 +72,7 @@ _FIELDS = {
     "mechanism": ("name", "callable", "params"),
     "pairs": ("d", "d_prime", "relation"),
     "neighbours": SPEC_FIELDS,
-    "claims": ("divergence", "alpha", "function_class", "epsilon", "delta", "on_average"),
+    "claims": ("divergence", "alpha", "function_class", "epsilon", "delta", "on_average", "epsilons", "deltas", "profile"),
     "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params", "coupled", "engine", "stages"),
     "run": ("seed", "n_jobs", "backend", "sample_timeout"),
 }
@@ -108,7 +109,9 @@ class Claim:
     ``alpha`` is a tuple of Renyi orders for ``renyi`` and ``(None,)`` otherwise;
     ``delta`` is used by ``dp`` only.  ``on_average``: the claim bounds the
     mean over ``[neighbours] strategy = "on-average"`` pairs instead of every
-    pair (:mod:`audit.on_average`; kl and renyi only).
+    pair (:mod:`audit.on_average`; kl and renyi only).  A curve claim (``gdp``,
+    ``zcdp``, ``profile``) is never a ``Claim``: :func:`load_config` expands
+    it into its members, dp and renyi claims (:mod:`audit.families`).
     """
 
     divergence: str
@@ -275,7 +278,10 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
             "pairs: missing required field for a user mechanism (it has no default neighbours); "
             "add [[pairs]] entries with d and d_prime, or a [neighbours] table."
         )
-    claims = tuple(_claim(entry, f"claims[{i}]") for i, entry in enumerate(_array_of_tables(raw, "claims")))
+    # a curve claim (gdp, zcdp, profile) is audited as its members, ordinary dp / renyi claims (audit.families)
+    members = [(f"claims[{i}]", claim) for i, entry in enumerate(_array_of_tables(raw, "claims"))
+               for claim in _claims_of(entry, f"claims[{i}]")]
+    claims = tuple(claim for _, claim in members)
     _check_on_average(claims, neighbours)
     attacks = _attacks(_table(raw, "attacks", "attacks"), on_average=any(claim.on_average for claim in claims))
     checks = _checks(raw, mechanism, attacks)
@@ -284,8 +290,8 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
             "claims: missing required field; add at least one [[claims]] entry (divergence, function_class, epsilon) "
             "or a [[checks]] entry (property = \"sequential\", ...)."
         )
-    for i, claim in enumerate(claims):
-        _check_refutable(claim, attacks, f"claims[{i}]")
+    for path, claim in members:
+        _check_refutable(claim, attacks, path)
     config = AuditConfig(
         mechanism=mechanism,
         pairs=pairs,
@@ -462,11 +468,82 @@ def _neighbours(table: dict) -> dict:
     return table
 
 
-def _claim(table: dict, path: str) -> Claim:
+def _claims_of(table: dict, path: str) -> list[Claim]:
+    """A ``[[claims]]`` entry's claims: itself, or a curve claim's members (:mod:`audit.families`)."""
     _check_fields(table, "claims", path)
-    divergence = _choice(
-        _required(table, "divergence", path, f"one of {', '.join(DIVERGENCES)}"), DIVERGENCES, f"{path}.divergence"
-    )
+    accepted = DIVERGENCES + FAMILIES
+    divergence = _choice(_required(table, "divergence", path, f"one of {', '.join(accepted)}"), accepted,
+                         f"{path}.divergence")
+    if divergence not in FAMILIES:
+        for key in ("epsilons", "deltas", "profile"):
+            if key in table:
+                raise ConfigError(f'{path}.{key}: only divergence = "gdp" or "profile" takes {key}. '
+                                  f"Found {table[key]!r}.")
+        return [_claim(table, path)]
+    family = Family.from_table(_family_table(table, divergence, path))
+    return [Claim(divergence=m.divergence, function_class=family.function_class, epsilon=m.epsilon,
+                  alpha=(m.alpha,), delta=m.delta) for m in family.members()]
+
+
+_FAMILY_FIELDS = {
+    "gdp": ("epsilon", "epsilons"),
+    "zcdp": ("epsilon", "alpha"),
+    "profile": ("epsilon", "epsilons", "deltas", "profile"),
+}
+"""Fields each curve claim takes besides divergence and function_class."""
+
+
+def _family_table(table: dict, divergence: str, path: str) -> dict:
+    """A curve claim's fields checked: the table as given (gdp: mu, zcdp: rho and orders, profile: a law or a table)."""
+    for key in table:
+        if key not in ("divergence", "function_class") + _FAMILY_FIELDS[divergence]:
+            takers = [name for name, fields in _FAMILY_FIELDS.items() if key in fields]
+            hint = f"it applies to {' / '.join(takers)} claims" if takers else "curve claims have no delta or on_average"
+            raise ConfigError(f"{path}.{key}: a {divergence} claim takes no {key}; {hint}. Found {table[key]!r}.")
+    _class_name(_required(table, "function_class", path, 'e.g. function_class = "all"'), f"{path}.function_class")
+    words = {"gdp": "mu, e.g. epsilon = 1.0", "zcdp": "rho, e.g. epsilon = 0.5",
+             "profile": 'the law\'s parameter, e.g. profile = "gaussian" with epsilon = 1.0 (its mu)'}
+    table_form = divergence == "profile" and "profile" not in table
+    if table_form:
+        if "epsilon" in table or "deltas" not in table or "epsilons" not in table:
+            raise ConfigError(
+                f'{path}: a profile claim gives either profile = "gaussian" or "laplace" with epsilon (the law\'s '
+                "parameter), or a table epsilons = [...] with deltas = [...] (no epsilon). "
+                f"Found fields {', '.join(sorted(table))}."
+            )
+    else:
+        value = float(_number(_required(table, "epsilon", path, words[divergence]), f"{path}.epsilon"))
+        if value <= 0:
+            raise ConfigError(f"{path}.epsilon: must be > 0 ({words[divergence].split(',')[0]}). Found {value!r}.")
+    if "profile" in table:
+        _choice(table["profile"], tuple(PROFILES), f"{path}.profile")
+        if "deltas" in table:
+            raise ConfigError(f"{path}.deltas: a named profile computes its deltas; remove deltas or profile.")
+    if "alpha" in table:
+        orders = table["alpha"] if isinstance(table["alpha"], list) else [table["alpha"]]
+        if not orders:
+            raise ConfigError(f"{path}.alpha: the list is empty; give orders > 1, e.g. alpha = [1.5, 2, 4].")
+        for i, order in enumerate(orders):
+            _alpha(order, f"{path}.alpha[{i}]")
+    for key, low, high in (("epsilons", 0.0, math.inf), ("deltas", 0.0, 1.0)):
+        if key not in table:
+            continue
+        values = table[key]
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{path}.{key}: must be a non-empty list of numbers, e.g. [0.5, 1.0, 2.0]. "
+                              f"Found {values!r}.")
+        for i, value in enumerate(values):
+            value = float(_number(value, f"{path}.{key}[{i}]"))
+            if not low <= value < high:
+                raise ConfigError(f"{path}.{key}[{i}]: must be in [{low:g}, {high:g}). Found {value!r}.")
+    if table_form and len(table["epsilons"]) != len(table["deltas"]):
+        raise ConfigError(f"{path}.deltas: one delta per epsilon; found {len(table['deltas'])} deltas for "
+                          f"{len(table['epsilons'])} epsilons.")
+    return table
+
+
+def _claim(table: dict, path: str) -> Claim:
+    divergence = table["divergence"]
     function_class = _class_name(
         _required(table, "function_class", path, "e.g. function_class = \"linear\" (or \"all\")"),
         f"{path}.function_class",

@@ -40,13 +40,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from audit.figures import mechanism_label, write_evidence_figures, write_figures
+from audit.figures import mechanism_label, write_evidence_figures, write_figures, write_tradeoff_figure
 from audit.html_report import write_html_report
 from audit.summary import strongest_per_claim
 from audit.theory.check import failures
 
 from audit.schema import NUMERIC_COLUMNS, ROW_COLUMNS, STAGE_SIZE_COLUMNS, VERDICT_COLUMNS, Row, column_order  # noqa: E402
-from audit.verdicts import POWER, summarize_claims  # noqa: E402
+from audit.verdicts import POWER  # noqa: E402
+from audit.families import claim_summaries  # noqa: E402
+from audit.tradeoff_report import LEVELS as TRADEOFF_LEVELS, Panel, tradeoff_panels  # noqa: E402
 
 SCHEMA_VERSION = "1.0"
 """Version of results.json's layout: the minor part grows with added fields, the major with changed ones."""
@@ -132,7 +134,7 @@ def write_audit_report(
     meta = {
         "schema_version": SCHEMA_VERSION, "verdict": verdict, "seed": seed, "seconds": seconds,
         "versions": dict(versions), "config": dict(config), "audited": dict(audited or {}), "pairs": list(pairs),
-        "claims": summarize_claims(rows), "theory": [dict(entry) for entry in theory],
+        "claims": claim_summaries(rows, config), "theory": [dict(entry) for entry in theory],
         **({"checks": [dict(check) for check in checks]} if checks else {}),  # only configs with [[checks]]
     }
     document = {**meta, "rows": [_json_row(row) for row in records]}
@@ -143,8 +145,12 @@ def write_audit_report(
     figures = write_figures(table, out_dir / "figures", mechanism=mechanism_label(config))
     if "held_out_scores" in table.columns and len(table):  # a config of checks only has no rows
         figures += write_evidence_figures(strongest_per_claim(table), out_dir / "figures", mechanism=mechanism_label(config))
+    panels = tradeoff_panels(table, config, pairs, meta["claims"])  # gdp / zcdp / profile claims only
+    figures += write_tradeoff_figure(panels, out_dir / "figures", mechanism=mechanism_label(config))
+    confidence = float(config.get("attacks", {}).get("confidence", 0.95))
     report = out_dir / "report.md"
-    report.write_text(_markdown(_by_importance(rows), meta, [path.relative_to(out_dir) for path in figures]))
+    report.write_text(_markdown(_by_importance(rows), meta, [path.relative_to(out_dir) for path in figures],
+                                tradeoff=_tradeoff_section(panels, confidence)))
     write_html_report(report)
     return report
 
@@ -210,8 +216,9 @@ def _json_value(value: Any) -> Any:
 # --- report.md -------------------------------------------------------------
 
 
-def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.Path]) -> str:
-    """report.md of the typed ``rows`` (in the order shown) and the audit's metadata."""
+def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.Path],
+              tradeoff: Sequence[str] = ()) -> str:
+    """report.md of the typed ``rows`` (in the order shown), the audit's metadata and the trade-off section's lines."""
     verdict = meta["verdict"]
     attacks = meta["config"].get("attacks", {})
     confidence = attacks.get("confidence")
@@ -241,6 +248,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         ]
     if meta["claims"]:
         lines += ["## Claims", "", _claims_table(meta["claims"]), ""]
+    lines += list(tradeoff)
     lines += _on_average_section(rows, confidence)
     lines += _checks_block(meta.get("checks", []))
     lines += _staged_section(rows)
@@ -337,6 +345,65 @@ def _staged_section(rows: Sequence[Row]) -> list[str]:
         "corrects over the claims only.", "",
         _to_markdown(frame), "",
     ]
+
+
+def _tradeoff_section(panels: Sequence[Panel], confidence: float) -> list[str]:
+    """report.md lines: per curve claim, its members and each class's band against the claimed curve."""
+    if not panels:
+        return []
+    lines = [
+        "## Trade-off curves", "",
+        "A gdp, zcdp or profile claim is audited as its members, ordinary dp and Renyi claims at a grid "
+        "(docs/theory.md section 9); a refuted member refutes it. Per attack class, the held-out scores of "
+        "its strongest member row give an empirical trade-off curve (type-II error b at type-I error a of the "
+        f"tests {{score <= t}}) and an upper confidence band on the class's trade-off curve (DKW, simultaneous "
+        f"over all a at confidence {confidence:g}), drawn in figures/tradeoff.png beside the claimed curve. A band "
+        "below the claimed curve shows the class's tests beating it; the band is evidence beside the verdict "
+        "(the row was chosen by its p-value), the verdict is the members'.", "",
+    ]
+    for panel in panels:
+        lines += [f"### {panel.family.label}", "", _to_markdown(pd.DataFrame({
+            "member": [m["member"] for m in panel.members],
+            "verdict": [f"**{m['verdict']}**" if m["verdict"] == "violation" else m["verdict"] for m in panel.members],
+            "strongest row": [m["strongest_task"] or "-" for m in panel.members],
+            "adjusted p": [m["p_adjusted"] for m in panel.members],
+        })), ""]
+        if panel.classes:
+            lines += [_to_markdown(pd.DataFrame({
+                "attack class": [c.function_class for c in panel.classes],
+                "row": [c.task for c in panel.classes],
+                "held-out n (P, Q)": [f"{c.curve.n_p}, {c.curve.n_q}" for c in panel.classes],
+                "band margins (a, b)": [f"{c.curve.margin_p:.3g}, {c.curve.margin_q:.3g}" for c in panel.classes],
+                "band below the claimed curve": [_crossing_text(c.crossing) for c in panel.classes],
+            })), ""]
+        lines += _exact_text(panel)
+    return lines
+
+
+def _exact_text(panel: Panel) -> list[str]:
+    """What the exact curves say of the claim at the drawn pair: T(P, Q) decides a claim over "all", the linear
+    class's restricted curve one over "linear" or "threshold" (1-D thresholds); T(P, Q) >= f proves any class's
+    claim (T_H >= T)."""
+    if panel.exact is None:
+        return []
+    claimed = panel.family.tradeoff(TRADEOFF_LEVELS)
+    thresholds = panel.family.function_class in ("linear", "threshold")  # on a 1-D output: the same tests
+    reference = panel.linear if thresholds else panel.exact
+    name = "restricted curve of the linear class" if thresholds else "curve T(P, Q)"
+    gap = float(np.max(claimed - reference))
+    if gap > 1e-9 and (thresholds or panel.family.function_class == "all"):
+        text = f"below the claimed curve by up to {gap:.3g}: the claim is false at this pair."
+    elif float(np.max(claimed - panel.exact)) <= 1e-9:
+        text = "at or above the claimed curve everywhere: the claim holds at this pair."
+    else:
+        name, text = "curve T(P, Q)", f"below the claimed curve by up to {gap:.3g}; the class's own curve is not known."
+    return [f"Exact {name} of the mechanism's output laws (pair {panel.classes[0].pair}): {text}", ""]
+
+
+def _crossing_text(crossing: tuple[float, float] | None) -> str:
+    if crossing is None:
+        return "no"
+    return f"**yes**, from a = {crossing[0]:.3g}, by up to {crossing[1]:.3g}"
 
 
 def _audited_block(audited: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> list[str]:
@@ -468,7 +535,7 @@ def _counts(rows: Sequence[Row]) -> str:
 def _claims_table(claims: list[dict[str, Any]]) -> str:
     shown = pd.DataFrame(
         {
-            "claim": [("on average: " if c.get("on_average") else "")
+            "claim": [c.get("label") or ("on average: " if c.get("on_average") else "")
                       + _claim_label(c["divergence"], c["claim_class"], c["claim"], c["alpha"]) for c in claims],
             "verdict": [f"**{c['verdict']}**" if c["verdict"] != "pass" else "pass" for c in claims],
             "strongest row": [c["strongest_task"] or "-" for c in claims],  # _to_markdown escapes its "|"
