@@ -281,7 +281,8 @@ class _Every:
                 outcomes += [Outcome(task, error=f"the attack workers failed: {one_line(error)}", staged=staged)
                              for task in tasks]
                 continue
-            for task, (_, found) in zip(tasks, confirmed):
+            for candidate, found in confirmed:
+                task = _task(pair.name, candidate.direction, target, candidate.function_class)
                 outcomes.append(Outcome(task, error=found, staged=staged) if isinstance(found, str)
                                 else Outcome(task, found, staged=staged))
         return outcomes
