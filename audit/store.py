@@ -69,7 +69,7 @@ def read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, Div
             raise ValueError(f"{path} line {number} is not valid JSON although later lines are; {fix}.") from None
         if not isinstance(record, dict) or record.get("plan") != plan:
             raise ValueError(
-                f"{path} line {number} was written by a different config, seed, engine or plan; {fix}."
+                f"{path} line {number} was written by a different config, seed, policy or plan; {fix}."
             )
         if record.pop("checksum", None) != line_checksum(record):
             raise ValueError(
