@@ -77,6 +77,9 @@ SUMMARY_BLOCK = 100_000
 FIGURE_OUTPUTS = 100_000
 """Outputs per dataset of the confirm sample (the first, of its first chunk) whose scores the report's figures bin
 (:func:`score_summary`)."""
+SCREEN_FIT = 20_000
+"""Most training rows per law of a screen fit: a cheap fit that ranks the candidates (the L-BFGS, tree and scale
+searches cost in proportion to the rows), while the held-out half that projects each one keeps its full size."""
 SELECTION_LEVEL = 0.95
 # The nested sets of a dp attack (graded_attack): besides the fitted set, those holding GRADE_STEP^k of the
 # training outputs of P, down to GRADE_FLOOR of them; pooled only where each has MIN_COUNT counts (and,
@@ -532,11 +535,13 @@ def fit_seed(seed: int, stage: str, candidate: Candidate) -> int:
 
 def _screen_one(candidate: Candidate, samples: Draw, target: Target, sizes: StageSizes,
                 seed: int) -> tuple[Candidate, float, float]:
-    """A candidate fitted on the first half of its pair's screen sample (a ``dp`` set chosen for the second
-    half's size) and projected from the second to the confirm size."""
+    """A candidate fitted cheaply on the first half of its pair's screen sample, at most :data:`SCREEN_FIT` rows
+    of it (a ``dp`` set chosen for the second half's size), and projected from the whole second half to the
+    confirm size.  The screen only ranks: the finalists get the full fit on the train sample."""
     half = sizes.screen // 2
+    fit = min(half, SCREEN_FIT)
     p, q = candidate.laws(samples)
-    attack = fit_attack(candidate, p[:half], q[:half], target, len(p) - half, samples.coupled,
+    attack = fit_attack(candidate, p[:fit], q[:fit], target, len(p) - half, samples.coupled,
                         fit_seed(seed, "screen", candidate))
     evidence = held_out_estimate(attack, candidate, p[half:], q[half:], target, samples.coupled)
     return (candidate, *projected_bound(evidence, sizes.confirm))

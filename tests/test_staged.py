@@ -121,6 +121,27 @@ def test_choices_never_see_the_confirm_sample():
     assert logs[0][: len(logs[0]) - len(confirm)] == logs[1][: len(logs[1]) - len(confirm)]
 
 
+def test_the_screen_ranks_with_a_cheap_fit_and_the_finalists_get_the_full_one(monkeypatch):
+    """Screen fits see at most SCREEN_FIT rows per law (200 here), train fits the whole train sample; the
+    screen still ranks the distinguishable pair first (shift 2 against 0.2) and the confirm bound stays valid."""
+    import attacks.staged
+
+    rows = []
+    fit = attacks.staged.fit_attack
+
+    def counted(candidate, p, q, *args):
+        rows.append(len(p))
+        return fit(candidate, p, q, *args)
+
+    monkeypatch.setattr(attacks.staged, "SCREEN_FIT", 200)
+    monkeypatch.setattr(attacks.staged, "fit_attack", counted)
+    sizes = StageSizes.from_budget(20_000)
+    result = staged_search(laplace_sampler(1.0, (2.0, 0.2)), 2, Target("kl", ("linear",)), sizes, seed=0)
+    screened = 2 * 2  # pairs x directions
+    assert rows[:screened] == [200] * screened and set(rows[screened:]) == {sizes.train}
+    assert result.winner.pair == 0 and result.evidence.lower_bound(LEVEL) <= laplace_kl(1.0, 2.0)
+
+
 def test_a_failing_pair_costs_its_candidates_not_the_search():
     healthy = laplace_sampler(1.0, (1.0, 1.0))
 
