@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,9 @@ from audit.neighbours import (
 from audit.on_average import DIVERGENCES as ON_AVERAGE_DIVERGENCES
 from audit.on_average import MIN_PAIRS
 from audit.validation import as_numbers, is_number
+
+if TYPE_CHECKING:
+    from attacks.staged import StageSizes
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -73,7 +76,7 @@ _FIELDS = {
     "pairs": ("d", "d_prime", "relation"),
     "neighbours": SPEC_FIELDS,
     "claims": ("divergence", "alpha", "function_class", "epsilon", "delta", "on_average", "epsilons", "deltas", "profile"),
-    "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params", "coupled", "engine", "stages"),
+    "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params", "coupled", "policy", "engine", "stages"),
     "run": ("seed", "n_jobs", "backend", "sample_timeout"),
 }
 DEFAULT_CLASSES = ("linear", "poly2", "poly3", "tree3", "atoms")
@@ -128,12 +131,14 @@ class AttackSpec:
 
     ``coupled``: draw each pair's outputs on d and d' from the same random
     numbers (common random numbers) and use the paired intervals
-    (:mod:`audit.runner`, :mod:`attacks.paired_ratio`).
+    (:mod:`audit.sampling`, :mod:`attacks.paired_ratio`).
 
-    ``engine``: ``"rows"`` (one held-out attack per pair, direction and class,
-    Holm over the rows) or ``"staged"`` (:mod:`audit.staged_audit`: one
-    statistic per claim from the staged search of :mod:`attacks.staged`, whose
-    ``stages`` shares split ``n_samples``); unset, :func:`default_engine`.
+    ``policy``: which candidates (pair x direction x class) get a confirmed
+    row (:mod:`audit.engine`): ``"best"`` (one statistic per claim from the
+    staged search of :mod:`attacks.staged`, whose ``stages`` shares split
+    ``n_samples``) or ``"every"`` (every candidate, ``train_fraction`` of
+    ``n_samples`` training it, the rest confirming it); unset,
+    :func:`default_policy`.
     """
 
     classes: tuple[str, ...] = DEFAULT_CLASSES
@@ -142,17 +147,23 @@ class AttackSpec:
     train_fraction: float = 0.5
     class_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     coupled: bool = False
-    engine: str = "staged"
+    policy: str = "best"
     stages: Mapping[str, float] | None = None
 
     @property
-    def held_out(self) -> int:
-        """Outputs per dataset that score the final statistic: the confirm stage's (staged) or a row's held-out split."""
-        if self.engine == "staged":
-            from attacks.staged import StageSizes
+    def stage_sizes(self) -> StageSizes:
+        """Outputs per dataset of each stage: ``stages`` of ``n_samples`` (best), or its train / held-out split
+        (every: no screen, no check)."""
+        from attacks.staged import StageSizes
 
-            return StageSizes.from_budget(self.n_samples, self.stages).confirm
-        return held_out(self.n_samples, self.train_fraction)
+        if self.stages is None:
+            return StageSizes.from_split(self.n_samples, self.train_fraction)
+        return StageSizes.from_budget(self.n_samples, self.stages)
+
+    @property
+    def held_out(self) -> int:
+        """Outputs per dataset that score the final statistic: the confirm stage's."""
+        return self.stage_sizes.confirm
 
 
 @dataclass(frozen=True)
@@ -672,7 +683,7 @@ def _attacks(table: dict, on_average: bool = False) -> AttackSpec:
     coupled = table.get("coupled", defaults.coupled)
     if not isinstance(coupled, bool):
         raise ConfigError(f"attacks.coupled: must be true or false (a TOML boolean, unquoted). Found {coupled!r}.")
-    engine, stages = _engine(table, int(n_samples), on_average, confidence)
+    policy, stages = _policy(table, int(n_samples), on_average, confidence)
     return AttackSpec(
         classes=classes,
         n_samples=int(n_samples),
@@ -680,49 +691,55 @@ def _attacks(table: dict, on_average: bool = False) -> AttackSpec:
         train_fraction=train_fraction,
         class_params={name: dict(params) for name, params in class_params.items()},
         coupled=coupled,
-        engine=engine,
+        policy=policy,
         stages=stages,
     )
 
 
-ENGINES = ("rows", "staged")
+POLICIES = ("best", "every")
 MIN_STAGED_BUDGET = 200
 """The smallest ``n_samples`` the default stage shares split into stages of at least 20 outputs."""
 
 
-def default_engine(n_samples: int, on_average: bool, train_fraction: bool) -> str:
-    """The engine of a config that names none (docs/config.md, ``[attacks] engine``).
+def default_policy(n_samples: int, on_average: bool, train_fraction: bool) -> str:
+    """The policy of a config that names none (docs/config.md, ``[attacks] policy``).
 
-    ``"staged"``, unless the config asks for what only the ``"rows"`` engine
-    does: an on-average claim (every pair's estimate), a ``train_fraction``
-    (one train / held-out split per row), or a budget below
+    ``"best"``, unless the config asks for what only ``"every"`` does: an
+    on-average claim (every pair's estimate), a ``train_fraction`` (one
+    train / held-out split per row), or a budget below
     :data:`MIN_STAGED_BUDGET` (too small for four stages).
     """
-    return "rows" if on_average or train_fraction or n_samples < MIN_STAGED_BUDGET else "staged"
+    return "every" if on_average or train_fraction or n_samples < MIN_STAGED_BUDGET else "best"
 
 
-def _engine(table: dict, n_samples: int, on_average: bool, confidence: float) -> tuple[str, dict[str, float] | None]:
-    """``attacks.engine`` (unset: :func:`default_engine`) and, for the staged engine, ``attacks.stages``
-    (shares of n_samples per stage, the confirm stage at least :func:`min_held_out` outputs)."""
+def _policy(table: dict, n_samples: int, on_average: bool, confidence: float) -> tuple[str, dict[str, float] | None]:
+    """``attacks.policy`` (unset: :func:`default_policy`) and, for ``"best"``, ``attacks.stages`` (shares of
+    n_samples per stage, the confirm stage at least :func:`min_held_out` outputs)."""
     from attacks.staged import DEFAULT_SHARES, StageSizes
 
-    engine = table.get("engine", default_engine(n_samples, on_average, "train_fraction" in table))
-    if engine not in ENGINES:
-        raise ConfigError(f"attacks.engine: must be one of {', '.join(map(repr, ENGINES))}. Found {engine!r}.")
-    if "stages" in table and engine != "staged":
-        raise ConfigError('attacks.stages: only the staged engine has stages; set attacks.engine = "staged" or remove it.')
-    if engine == "rows":
-        return engine, None
+    if "engine" in table:
+        raise ConfigError(
+            'attacks.engine: replaced by attacks.policy ("best" for engine = "staged", "every" for engine = "rows"); '
+            f"rename the field. Found engine = {table['engine']!r}."
+        )
+    policy = table.get("policy", default_policy(n_samples, on_average, "train_fraction" in table))
+    if policy not in POLICIES:
+        raise ConfigError(f"attacks.policy: must be one of {', '.join(map(repr, POLICIES))}. Found {policy!r}.")
+    if "stages" in table and policy != "best":
+        raise ConfigError('attacks.stages: only policy = "best" has a screen and a check; set attacks.policy = '
+                          '"best" or remove it.')
+    if policy == "every":
+        return policy, None
     if on_average:
         raise ConfigError(
-            'attacks.engine: the staged engine confirms one statistic of the most distinguishable pair, a worst-case '
-            'statistic; an on-average claim needs every pair\'s estimate. Use engine = "rows" for on-average claims. '
-            'Found "staged".'
+            'attacks.policy: "best" confirms one statistic of the most distinguishable pair, a worst-case '
+            'statistic; an on-average claim needs every pair\'s estimate. Use policy = "every" for on-average claims. '
+            'Found "best".'
         )
     if "train_fraction" in table:
         raise ConfigError(
-            "attacks.train_fraction: the staged engine has no train / held-out split per row (attacks.stages splits "
-            'n_samples, its confirm stage is the held-out sample); remove train_fraction or set engine = "rows". '
+            'attacks.train_fraction: policy = "best" has no train / held-out split per row (attacks.stages splits '
+            'n_samples, its confirm stage is the held-out sample); remove train_fraction or set policy = "every". '
             f"Found {table['train_fraction']!r}."
         )
     stages = table.get("stages", DEFAULT_SHARES)
@@ -743,7 +760,7 @@ def _engine(table: dict, n_samples: int, on_average: bool, confidence: float) ->
             f"outputs per dataset; an audit at confidence {confidence!r} needs at least {min_held_out(confidence)}. "
             "Raise the confirm share or n_samples."
         )
-    return engine, shares
+    return policy, shares
 
 
 def held_out(n_samples: int, train_fraction: float) -> int:

@@ -6,7 +6,7 @@ nothing about privacy itself, it only lays the evidence out so that the
 verdict comes first and every refuting row can be traced to its numbers.
 The table is written as it is (results.json, results.csv) and drawn by the
 figures; the claims and report.md read its rows typed
-(:class:`audit.schema.Row`), and the Method notes take the engine and the
+(:class:`audit.schema.Row`), and the Method notes take the policy and the
 outputs per dataset off the rows rather than off the config as written
 (where a default leaves them out).
 
@@ -273,10 +273,10 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
     if figures:
         lines += ["## Figures", ""]
         lines += [f"![{path.stem}]({path.as_posix()})\n" for path in figures]
-    # what the rows carry (the engine, outputs per dataset) is read off them, not off the config as written
-    engine = next((row.engine for row in rows if row.engine is not None), "rows")
+    # what the rows carry (the policy, outputs per dataset) is read off them, not off the config as written
+    policy = next((row.policy for row in rows if row.policy is not None), "every")
     n_samples = next((row.n_samples for row in rows if not math.isnan(row.n_samples)), attacks.get("n_samples"))
-    lines += ["## Method", "", *_method_notes(confidence, n_samples, attacks.get("coupled", False), engine), ""]
+    lines += ["## Method", "", *_method_notes(confidence, n_samples, attacks.get("coupled", False), policy), ""]
     return "\n".join(lines)
 
 
@@ -328,7 +328,7 @@ def _theory_section(theory: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _staged_section(rows: Sequence[Row]) -> list[str]:
     """"Staged search": per claim, the outputs per dataset each stage used and the candidate that won."""
-    searched = [row for row in rows if row.n_confirm is not None and not row.error]
+    searched = [row for row in rows if row.policy == "best" and not row.error]
     if not searched:
         return []
     frame = pd.DataFrame({
@@ -338,7 +338,7 @@ def _staged_section(rows: Sequence[Row]) -> list[str]:
     })
     return [
         "## Staged search", "",
-        "`attacks.engine = \"staged\"`: `n_samples` is one pair's budget over four stages. Outputs per dataset: "
+        "`attacks.policy = \"best\"`: `n_samples` is one pair's budget over four stages. Outputs per dataset: "
         "`n_screen` on every pair (all candidates: pairs x directions x classes), `n_train` and `n_check` on the "
         "finalists' pairs, `n_confirm` on the winner's pair only, a fresh sample that no choice saw; the claim's "
         "one statistic (pooled over `sets_pooled` nested sets when more than 1) is its confirm bound, and Holm "
@@ -625,17 +625,18 @@ def _cell(value: Any) -> str:
 
 
 def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool = False,
-                  engine: str = "rows") -> list[str]:
+                  policy: str = "every") -> list[str]:
     level = f"{confidence:g}" if confidence is not None else "the configured confidence"
     per_dataset = f"{n_samples} outputs" if n_samples is not None else "the configured number of outputs"
     sampling = [
-        f"- Samples (staged engine): {per_dataset} per dataset are one pair's budget over four stages (Staged "
+        f"- Samples (policy best): {per_dataset} per dataset are one pair's budget over four stages (Staged "
         "search). Every candidate (pair, direction, class) is screened on a small sample, the finalists are "
         "trained and checked on fresh samples, and the one statistic chosen per claim is evaluated on a confirm "
         "sample that no choice saw; its interval is the held-out interval below, on the confirm sample.",
-    ] if engine == "staged" else [
-        f"- Samples: {per_dataset} of the mechanism on each dataset of each neighbouring pair; "
-        "both directions (P, Q) and (Q, P) are attacked.",
+    ] if policy == "best" else [
+        f"- Samples (policy every): {per_dataset} of the mechanism on each dataset of each neighbouring pair; "
+        "both directions (P, Q) and (Q, P) are attacked. Every candidate (pair, direction, class) is trained on "
+        "its train share and its own statistic is evaluated on a fresh held-out share.",
     ]
     coupling = [
         "- Coupled sampling (`attacks.coupled = true`): the outputs on the two datasets of a pair were drawn "
