@@ -6,13 +6,13 @@ or ``python -m audit.cli run``) and reads its wall time and its CPU time
 ``resource.getrusage(RUSAGE_CHILDREN)``):
 
 - a sleep-bound mechanism (50 us per output, :func:`sleep_bound`): 1 worker
-  against 4 threads and 4 loky workers, staged and rows engines; sleeping
+  against 4 threads and 4 loky workers, policies best and every; sleeping
   needs no core, so the speed-up measures the sampler, not the machine;
 - a CPU-bound audit (the built-in Laplace mechanism, three attack classes,
-  rows engine) on 1 and 2 loky workers;
+  policy every) on 1 and 2 loky workers;
 - the fixed cost: ``import audit.api``, ``capaudit --version`` and
   ``--help``, and a whole 10 000-sample audit of the built-in Laplace
-  mechanism (``capaudit run``, default engine and classes).
+  mechanism (``capaudit run``, default policy and classes).
 
 Run by hand (about 3 minutes on a quiet 2-core machine)::
 
@@ -68,13 +68,13 @@ def audit(config: dict) -> tuple[float, float]:
     return measure([sys.executable, "-c", CHILD, json.dumps(config), str(Path(__file__).parent)])
 
 
-def sleep_config(engine: str, n_jobs: int, backend: str) -> dict:
+def sleep_config(policy: str, n_jobs: int, backend: str) -> dict:
     """Four pairs of the sleep-bound mechanism, one dp claim over thresholds (a cheap attack), 40 000 samples."""
     return {
         "mechanism": {"callable": "bench_scaling:sleep_bound"},
         "pairs": [{"d": [[0.0]], "d_prime": [[float(k)]]} for k in (1, 2, 3, 4)],
         "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 10.0}],
-        "attacks": {"classes": ["threshold"], "n_samples": 40_000, "engine": engine},
+        "attacks": {"classes": ["threshold"], "n_samples": 40_000, "policy": policy},
         "run": {"seed": 0, "n_jobs": n_jobs, "backend": backend},
     }
 
@@ -84,7 +84,7 @@ def cpu_config(n_jobs: int) -> dict:
     return {
         "mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
         "claims": [{"divergence": "kl", "function_class": "all", "epsilon": 0.3679}],
-        "attacks": {"classes": ["poly3", "tree3", "kernel"], "n_samples": 100_000, "engine": "rows"},
+        "attacks": {"classes": ["poly3", "tree3", "kernel"], "n_samples": 100_000, "policy": "every"},
         "run": {"seed": 0, "n_jobs": n_jobs, "backend": "loky"},
     }
 
@@ -114,14 +114,14 @@ def main() -> None:
              "Produced by `python benchmarks/bench_scaling.py`: each row one fresh process; CPU = user + sys "
              "of the process and the workers it reaped.", ""]
     lines += ["## Sleep-bound mechanism (50 us per output, 4 pairs, n_samples = 40 000)", "",
-              "| engine | workers | wall (s) | CPU (s) | speed-up |", "|---|---|---|---|---|"]
-    for engine in ("staged", "rows"):
+              "| policy | workers | wall (s) | CPU (s) | speed-up |", "|---|---|---|---|---|"]
+    for policy in ("best", "every"):
         one = None
         for n_jobs, backend in ((1, "loky"), (4, "threading"), (4, "loky")):
-            wall, cpu = audit(sleep_config(engine, n_jobs, backend))
+            wall, cpu = audit(sleep_config(policy, n_jobs, backend))
             one = one or wall
-            lines.append(f"| {engine} | {n_jobs} {backend} | {wall:.1f} | {cpu:.1f} | {one / wall:.2f}x |")
-    lines += ["", "## CPU-bound audit (Laplace, poly3 / tree3 / kernel x 2 directions, n_samples = 100 000, rows)",
+            lines.append(f"| {policy} | {n_jobs} {backend} | {wall:.1f} | {cpu:.1f} | {one / wall:.2f}x |")
+    lines += ["", "## CPU-bound audit (Laplace, poly3 / tree3 / kernel x 2 directions, n_samples = 100 000, every)",
               "", "| workers | wall (s) | CPU (s) | speed-up |", "|---|---|---|---|"]
     one = None
     for n_jobs in (1, 2):
@@ -140,7 +140,7 @@ def main() -> None:
         config.write_text(FIXED_CONFIG)
         wall, cpu = measure([*python, "-m", "audit.cli", "run", str(config), "--quiet", "--out", f"{folder}/out"],
                             stdout=subprocess.DEVNULL)
-    lines.append(f"| `capaudit run` of a 10 000-sample Laplace audit (one KL claim, default classes, staged) "
+    lines.append(f"| `capaudit run` of a 10 000-sample Laplace audit (one KL claim, default classes and policy) "
                  f"| {wall:.2f} | {cpu:.2f} |")
     RESULTS.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -38,10 +38,10 @@ def pid_file(tmp_path_factory):
     del os.environ["CAPAUDIT_TEST_PIDS"]
 
 
-def _audit(backend, function="laplace_noting_pid", engine="rows", **run):
-    config = _config(claims=CLAIMS, classes=("linear", "poly2"))
+def _audit(backend, function="laplace_noting_pid", policy="every", **run):
+    config = _config(claims=CLAIMS, classes=("linear", "poly2"), policy=policy,
+                     n_samples=400 if policy == "every" else 800)
     config["mechanism"]["callable"] = f"test_backends:{function}"
-    config["attacks"].update(engine=engine, n_samples=400 if engine == "rows" else 800)
     config["run"].update(run)
     return run_audit(config, n_jobs=2, backend=backend, progress=False).table
 
@@ -79,10 +79,10 @@ def test_dask_samples_on_the_callers_workers_and_leaves_them_running(loky_table,
     assert drawn_by and {parent for _, parent in drawn_by} <= workers and os.getpid() not in workers
 
 
-def test_the_staged_engine_samples_on_dask_workers_with_the_numbers_of_loky(dask_client, pid_file):
-    loky = _audit("loky", engine="staged")
+def test_the_best_policy_samples_on_dask_workers_with_the_numbers_of_loky(dask_client, pid_file):
+    loky = _audit("loky", policy="best")
     pid_file.write_text("")
-    pd.testing.assert_frame_equal(_audit("dask", engine="staged"), loky)
+    pd.testing.assert_frame_equal(_audit("dask", policy="best"), loky)
     parents = {int(line.split()[1]) for line in pid_file.read_text().splitlines()}
     assert parents and parents <= set(dask_client.run(os.getpid).values())
 
