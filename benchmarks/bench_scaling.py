@@ -84,7 +84,7 @@ def cpu_config(n_jobs: int) -> dict:
     return {
         "mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
         "claims": [{"divergence": "kl", "function_class": "all", "epsilon": 0.3679}],
-        "attacks": {"classes": ["poly3", "tree3", "kernel"], "n_samples": 100_000, "policy": "every"},
+        "attacks": {"classes": ["poly3", "tree3", "kernel"], "n_samples": 400_000, "policy": "every"},
         "run": {"seed": 0, "n_jobs": n_jobs, "backend": "loky"},
     }
 
@@ -121,7 +121,7 @@ def main() -> None:
             wall, cpu = audit(sleep_config(policy, n_jobs, backend))
             one = one or wall
             lines.append(f"| {policy} | {n_jobs} {backend} | {wall:.1f} | {cpu:.1f} | {one / wall:.2f}x |")
-    lines += ["", "## CPU-bound audit (Laplace, poly3 / tree3 / kernel x 2 directions, n_samples = 100 000, every)",
+    lines += ["", "## CPU-bound audit (Laplace, poly3 / tree3 / kernel x 2 directions, n_samples = 400 000, every)",
               "", "| workers | wall (s) | CPU (s) | speed-up |", "|---|---|---|---|"]
     one = None
     for n_jobs in (1, 2):
