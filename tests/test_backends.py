@@ -97,7 +97,6 @@ def test_a_mechanism_that_dies_or_hangs_on_a_dask_worker_costs_its_pair(dask_cli
     assert set(dask_client.run(os.getpid)) == set(dask_client.scheduler_info()["workers"])  # both workers live on
 
 
-@pytest.mark.slow  # ray's start alone takes 20-40 s on a shared 2-core machine
 def test_ray_gives_the_rows_of_loky_and_stops_its_instance(loky_table):
     ray = pytest.importorskip("ray", reason="the ray backend needs capaudit[ray]")
     pd.testing.assert_frame_equal(_audit("ray"), loky_table)
