@@ -563,6 +563,7 @@ def _spawn(draw: Callable, pair: NeighbourPair, batch: list[Chunk]) -> tuple[Any
     raised).  ``os.fork`` rather than a ``multiprocessing.Process``: a dask
     worker is a daemonic process, which ``multiprocessing`` forbids children.
     """
+    parent = os.getpid()
     with _FORK_LOCK:  # no other thread's child inherits this sender: a dead child's pipe reads EOF at once
         receiver, sender = multiprocessing.Pipe(duplex=False)
         with warnings.catch_warnings():  # forking a process with threads: the child only runs the mechanism
@@ -570,6 +571,7 @@ def _spawn(draw: Callable, pair: NeighbourPair, batch: list[Chunk]) -> tuple[Any
             pid = os.fork()
         if pid == 0:
             receiver.close()
+            _die_with(parent)
             _child(sender, draw, pair, batch)
         sender.close()
     return receiver, _Forked(pid)
@@ -577,6 +579,19 @@ def _spawn(draw: Callable, pair: NeighbourPair, batch: list[Chunk]) -> tuple[Any
 
 _FORK_LOCK = threading.Lock()
 """Held from a child's pipe to its fork: samplers may run in several threads (the staged search draws its pairs together)."""
+
+
+def _die_with(parent: int) -> None:
+    """Linux: end this child when its parent ends (the audit killed with kill -9, a cluster worker gone), so that a
+    hung mechanism does not outlive the audit (``prctl(PR_SET_PDEATHSIG, SIGKILL)``)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no prctl: the child may outlive a killed parent
+        return
+    if os.getppid() != parent:  # the parent ended before the request
+        os._exit(1)
 
 
 class _Forked:
