@@ -1,6 +1,6 @@
 """Validity benchmark: how often does a correct mechanism with a TRUE claim read "violation"? (run by hand)
 
-    python benchmarks/bench_validity.py [--quick] [--seeds N] [--cells TEXT ...] [--engine rows|staged]
+    python benchmarks/bench_validity.py [--quick] [--seeds N] [--cells TEXT ...] [--policy best|every]
         [--n-jobs N] [--power] [--out FILE]
 
 Every cell is one correct mechanism, one sample size, one attack class and
@@ -108,7 +108,7 @@ class Cell:
     claim: float
     delta: float = 0.0
     buggy: bool = False
-    engine: str | None = None
+    policy: str | None = None
 
     @property
     def name(self) -> str:
@@ -125,7 +125,7 @@ class Cell:
             "mechanism": {"name": self.mechanism, "params": dict(self.params)},
             "claims": [claim],
             "attacks": {"classes": [self.attack_class], "n_samples": self.n_samples, "confidence": CONFIDENCE,
-                        **({} if self.engine is None else {"engine": self.engine})},
+                        **({} if self.policy is None else {"policy": self.policy})},
             "run": {"seed": seed, "n_jobs": 1},
         }
 
@@ -289,8 +289,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cells", nargs="+", default=[], metavar="TEXT", help="keep cells whose name contains one")
     parser.add_argument("--n-jobs", type=int, default=1, help="audits run in parallel (each on one core)")
     parser.add_argument("--power", action="store_true", help="also the known-buggy suite's catch rates")
-    parser.add_argument("--engine", choices=("rows", "staged"), help="[attacks] engine of every audit (default: the config's default, "
-                        "audit.config.default_engine)")
+    parser.add_argument("--policy", choices=("best", "every"), help="[attacks] policy of every audit (default: the "
+                        "config's default, audit.config.default_policy)")
     parser.add_argument("--list", action="store_true", help="print the selected cells and stop")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "bench_validity.md")
     args = parser.parse_args(argv)
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> None:
             not args.cells or any(text in cell.name for text in args.cells))
 
     cells = validity_cells(keep) + [cell for cell in (suite_cells() if args.power else []) if keep(cell)]
-    cells = [replace(cell, engine=args.engine) for cell in cells]
+    cells = [replace(cell, policy=args.policy) for cell in cells]
     if args.list:
         print("\n".join(cell.name for cell in cells), f"\n{len(cells)} cells", sep="")
         return

@@ -166,7 +166,7 @@ def test_randomized_response_audit_has_exact_values():
     }
     table = run_audit(config, progress=False).table
     truth = np.e / (1 + np.e)
-    assert len(table) == 1  # the staged engine's one row per claim
+    assert len(table) == 1  # policy best: one row per claim
     assert_allclose(table["exact"].astype(float), (2 * truth - 1) * 1.0, rtol=1e-9)
 
 

@@ -105,7 +105,7 @@ def _audit(tmp_path, mechanism, params, function_class, n, alpha=4.0, seed=0):
 def _assert_flagged(result, report, document, bound):
     """Every row's lower confidence bound exceeds the published bound; the report says so beside a PASS."""
     assert result.verdict == "pass"  # the claim (10) holds: the failure is the paper's, not the config's
-    assert len(result.theory) == 1  # the staged engine's one row per claim
+    assert len(result.theory) == 1  # policy best: one row per claim
     for entry in result.theory:
         assert entry["bound"] == pytest.approx(bound, abs=5e-6)
         assert entry["lower_bound"] > entry["bound"] and entry["fails"]
