@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from audit.families import FAMILIES, PROFILES, Family
+from audit.mechanisms.compose import MAPS
 from audit.neighbours import (
     DEFAULT_COUNT, MAX_RECORD, RELATIONS, SPEC_FIELDS, STRATEGIES, check_neighbours, check_spec,
 )
@@ -924,10 +925,6 @@ CHECK_DIVERGENCES = {
 """The divergences each theorem covers (Thms 3, 4: KL and Renyi; Thm 1: f-divergences and Renyi; Thm 2: f-divergences)."""
 CHECK_MECHANISMS = {"sequential": 2, "parallel": 2, "convexity": 2}
 """Mechanisms a property combines (the others take one)."""
-MAPS = ("square", "append-square")
-"""Named nonlinear post-processing maps: y -> y**2 and y -> (y, y**2) (elementwise); a matrix is a linear map."""
-
-
 @dataclass(frozen=True, eq=False)
 class CheckSpec:
     """One ``[[checks]]`` entry: a CBDP property to measure (docs/config.md, "[[checks]]").
