@@ -395,9 +395,12 @@ def write_failure(
         document = {"verdict": FAILED, "error": reason, "seed": seed, "seconds": seconds, "config": config,
                     "rows": [{key: _json_number(value) for key, value in row.items()} for row in rows]}
         (out / "results.json").write_text(json.dumps(document, indent=2, allow_nan=False, default=str) + "\n")
+        from audit.report import bounded, plain_text
+
         report = out / "report.md"
-        report.write_text(
-            f"# capaudit audit report\n\n## Verdict: **ERROR**\n\nThe audit reached no verdict: {reason}.\n\n"
+        report.write_text(  # the reason echoes user input: one bounded line, never raw HTML
+            f"# capaudit audit report\n\n## Verdict: **ERROR**\n\nThe audit reached no verdict: "
+            f"{plain_text(bounded(reason))}.\n\n"
             f"{len(rows)} rows in results.json and results.csv. {hint}\n"
         )
     except Exception:

@@ -36,10 +36,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR, EXIT_INCONCLUSIVE_STRICT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-LINE_LIMIT = 400
-"""The most characters of one error line on stderr (user input is echoed in messages)."""
-_SAME_CAUSE = 80
-"""Error messages whose last this many characters agree report one failure (:func:`failure_lines`)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -132,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         problems: list[str] = []
         print(summary_table(args.dirs, problems))
         for problem in problems:  # named, after the table of the files that could be read
-            print(f"capaudit summary: error: {bounded(problem)}", file=sys.stderr)
+            print(f"capaudit summary: error: {problem}", file=sys.stderr)
         return EXIT_ERROR if problems else EXIT_PASS
     except KeyboardInterrupt as interrupt:
         saved = getattr(interrupt, "saved", None)
@@ -142,24 +138,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException as error:  # noqa: BLE001 - a crash is never a verdict (SystemExit of user code included)
         if args.debug:
             traceback.print_exc()
-        print(f"capaudit {args.command}: error: {bounded(_message(error))}", file=sys.stderr)
+        print(f"capaudit {args.command}: error: {_message(error)}", file=sys.stderr)
         if getattr(args, "json_summary", False):  # CI reads the line even when there is no verdict
-            print(json.dumps({"verdict": "error", "exit_code": EXIT_ERROR, "error": bounded(_message(error))}))
+            print(json.dumps({"verdict": "error", "exit_code": EXIT_ERROR, "error": _message(error)}))
         return EXIT_ERROR
 
 
 def _message(error: BaseException) -> str:
-    """The error in one line: the message of capaudit's own errors (they name the field and fix), else its type too."""
+    """The error in one bounded line: the message of capaudit's own errors (they name the field and fix), else its
+    type too; user input echoed in it is cut (:func:`audit.report.bounded`)."""
     text = " ".join(str(error).split())
     try:
         from audit.api import AuditError
         from audit.mechanisms import MechanismError
+        from audit.report import LINE_LIMIT, bounded
         from audit.sampling import one_line
     except Exception:  # a broken install: still one line
-        return f"{type(error).__name__}: {text}"[:1000]
+        return f"{type(error).__name__}: {text}"[:400]
     if isinstance(error, (ValueError, AuditError, MechanismError)):
-        return text
-    return one_line(error, limit=1000)
+        return bounded(text)
+    return one_line(error, limit=LINE_LIMIT)
 
 
 def _version() -> str:
@@ -189,7 +187,7 @@ def _run(args: argparse.Namespace) -> int:
         raise
     except BaseException as error:  # before any task: no rows, but no earlier report left to be misread
         if out.is_dir() or (args.out and not out.exists()):
-            write_failure(out, bounded(_message(error)))  # not in a directory of other files or another run's
+            write_failure(out, _message(error))  # not in a directory of other files or another run's
         raise
     code = result.exit_code
     if args.strict and code == EXIT_PASS and result.verdict == "inconclusive":
@@ -283,31 +281,10 @@ def _summary(title: str, result, out: Path, stream=None) -> None:
     # Failed tasks make the exit code 2: their messages belong on stderr, one line per failure.
     messages = [row.error for row in rows if row.error]
     messages += [check["error"] for check in getattr(result, "checks", ()) if check["error"]]
+    from audit.summary import failure_lines
+
     for message in failure_lines(messages):
         print(f"capaudit: error: {message}", file=sys.stderr)
-
-
-def failure_lines(messages: Sequence[str], limit: int = LINE_LIMIT) -> list[str]:
-    """One line per failure: messages that end alike (the same cause reported by several rows) are said once.
-
-    A failed pair gives an error row per task or claim, and the search that
-    lost its candidates reports the same cause again under its own prefix;
-    two messages whose last :data:`_SAME_CAUSE` characters agree are one
-    failure, shown by its shortest message, cut to ``limit`` characters.
-    """
-    causes: dict[str, str] = {}
-    for message in messages:
-        text = " ".join(str(message).split())
-        cause = text[-_SAME_CAUSE:]
-        if cause not in causes or len(text) < len(causes[cause]):
-            causes[cause] = text
-    return [bounded(text, limit) for text in causes.values()]
-
-
-def bounded(text: str, limit: int = LINE_LIMIT) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis: a line never echoes unbounded input."""
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 def _mechanisms(long: bool) -> int:

@@ -201,7 +201,7 @@ def _reasons(config: Mapping[str, Any]) -> list[str]:
     claims = config.get("claims") or []
     claims = [claims] if isinstance(claims, Mapping) else claims
     lines = [f"- {_claim_label(c.get('divergence'), c.get('function_class'), c.get('epsilon'), _orders(c))}: "
-             f"{plain_text(_bounded(c['reason']))}" for c in claims if isinstance(c, Mapping) and c.get("reason")]
+             f"{plain_text(bounded(c['reason']))}" for c in claims if isinstance(c, Mapping) and c.get("reason")]
     return ["Why these values:", "", *lines, ""] if lines else []
 
 
@@ -426,7 +426,7 @@ def _audited_block(audited: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]
         where = _code(audited["config_path"]) if audited.get("config_path") else "a Python mapping"
         items.append(f"- **Config:** {where}, sha256 `{audited['config_sha256']}`")
     if audited.get("command"):
-        items.append(f"- **Command:** {_code(_bounded(audited['command']))}")
+        items.append(f"- **Command:** {_code(bounded(audited['command']))}")
     if audited.get("date"):
         items.append(f"- **Date:** {audited['date']}")
     machine = audited.get("machine")
@@ -453,8 +453,8 @@ def _mechanism_line(mechanism: Mapping[str, Any]) -> str:
         seedable = "seedable (two draws with the same seed agreed bit for bit)"
     else:
         seedable = "seedable as declared (not probed)"
-    true_privacy = f"; true privacy: {plain_text(_bounded(mechanism['true_privacy']))}" if mechanism.get("true_privacy") else ""
-    return f"{_code(_bounded(name))} ({params or 'no parameters'}); library: {library}, {seedable}{true_privacy}"
+    true_privacy = f"; true privacy: {plain_text(bounded(mechanism['true_privacy']))}" if mechanism.get("true_privacy") else ""
+    return f"{_code(bounded(name))} ({params or 'no parameters'}); library: {library}, {seedable}{true_privacy}"
 
 
 def _pair_source(config: Mapping[str, Any]) -> str:
@@ -585,7 +585,7 @@ def _failed_table(rows: Sequence[Row]) -> str:
             "direction": [r.direction for r in rows],
             "function class": [r.function_class for r in rows],
             "divergence": [_divergence_label(r.divergence, r.alpha) for r in rows],
-            "error": [_bounded(r.error) for r in rows],
+            "error": [bounded(r.error) for r in rows],
         }
     )
     return _to_markdown(shown)
@@ -669,16 +669,17 @@ def _code(text: Any) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-_LINE_LIMIT = 400
-"""The most characters of a message from user code shown in report.md (results.json keeps all of it)."""
+LINE_LIMIT = 400
+"""The most characters of one message from user code on a line of report.md, a table cell or stderr
+(results.json keeps all of it)."""
 
 
-def _bounded(text: Any) -> Any:
-    """A message cut to :data:`_LINE_LIMIT` characters with an ellipsis."""
+def bounded(text: Any, limit: int = LINE_LIMIT) -> Any:
+    """Text on one line, cut to ``limit`` characters with an ellipsis (anything but a string as it is)."""
     if not isinstance(text, str):
         return text
     text = " ".join(text.split())
-    return text if len(text) <= _LINE_LIMIT else text[: _LINE_LIMIT - 1] + "\u2026"
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool = False,

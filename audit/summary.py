@@ -24,11 +24,13 @@ import numpy as np
 import pandas as pd
 
 from audit.figures import format_number, mechanism_label, row_label
-from audit.report import json_value, load_results, plain_text
+from audit.report import bounded, json_value, load_results, plain_text
 from audit.schema import Row
 
 CLAIM_KEYS = ("divergence", "alpha", "claim_class", "claim")
 """The columns that together name a claim."""
+SAME_CAUSE = 80
+"""Error messages whose last this many characters agree report one failure (:func:`failure_lines`)."""
 
 
 def strongest_per_claim(table: pd.DataFrame) -> pd.DataFrame:
@@ -141,7 +143,7 @@ def summary_table(paths: Sequence[str | pathlib.Path], problems: list[str] | Non
         except Exception as error:  # noqa: BLE001 - any unreadable file: name it and go on
             message = f"{file}: unreadable results.json ({type(error).__name__}: {error})"
             if problems is not None:
-                problems.append(_bounded(message))
+                problems.append(bounded(message))
             line = {"mechanism": "-", "verdict": "unreadable", "evidence": [], "rows": "-", "date": _modified(file)}
         verdict = _cell(line["verdict"])
         lines.append({
@@ -172,20 +174,29 @@ def results_files(paths: Sequence[str | pathlib.Path]) -> list[pathlib.Path]:
     return files
 
 
-_CELL_LIMIT = 400
-"""The most characters of one cell's text taken from a results file."""
-
-
-def _bounded(text: str) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= _CELL_LIMIT else text[: _CELL_LIMIT - 1] + "\u2026"
-
-
 def _cell(text: str) -> str:
     """Text from a results file as one GFM cell: bounded, one line, ``|`` escaped, no raw HTML (:func:`plain_text`)."""
-    return plain_text(_bounded(text)).replace("|", "\\|")
+    return plain_text(bounded(text)).replace("|", "\\|")
 
 
 def _modified(file: pathlib.Path) -> str:
     stamp = datetime.datetime.fromtimestamp(file.stat().st_mtime, tz=datetime.timezone.utc)
     return stamp.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def failure_lines(messages: Sequence[str]) -> list[str]:
+    """One line per failure: messages that end alike (one cause reported by several rows) are said once.
+
+    A failed pair gives an error row per task or claim, and a search that
+    lost its candidates reports the same cause again under its own prefix;
+    two messages whose last :data:`SAME_CAUSE` characters agree are one
+    failure, shown by its shortest message, cut to
+    :data:`audit.report.LINE_LIMIT` characters.
+    """
+    causes: dict[str, str] = {}
+    for message in messages:
+        text = " ".join(str(message).split())
+        cause = text[-SAME_CAUSE:]
+        if cause not in causes or len(text) < len(causes[cause]):
+            causes[cause] = text
+    return [bounded(text) for text in causes.values()]
