@@ -438,7 +438,7 @@ def _audited_block(audited: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]
 
 
 def _mechanism_line(mechanism: Mapping[str, Any]) -> str:
-    params = ", ".join(_code(f"{key}={value!r}") for key, value in mechanism.get("params", {}).items())
+    params = ", ".join(_code(bounded(f"{key}={value!r}")) for key, value in mechanism.get("params", {}).items())
     name = str(mechanism.get("name"))
     if mechanism.get("library"):
         library = plain_text(f"{mechanism['library']} {mechanism.get('library_version') or '(version unknown)'}")
