@@ -263,7 +263,7 @@ def write_evidence_figures(strongest: pd.DataFrame, figure_dir: pathlib.Path, *,
     Parameters
     ----------
     strongest : pandas.DataFrame
-        One row per claim (:func:`audit.summary.strongest_per_claim`) with a
+        One row per claim (the Claims table's strongest rows, :mod:`audit.report`) with a
         ``held_out_scores`` column (:func:`attacks.estimate.score_histogram`'s
         dict, or None where the row has no scores, e.g. a failed task).
     figure_dir : Path
