@@ -323,7 +323,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         ("unbounded", "Unbounded rows"),
         ("inconclusive", "Inconclusive rows"),
     ):
-        judged = [row for row in rows if row.verdict == row_verdict]
+        judged = [row for row in rows if row.verdict == row_verdict and not row.error]  # failed: their own table
         if judged:
             lines += [f"## {title} ({len(judged)})", "", _summary_table(judged), ""]
     failed = [row for row in rows if row.error]
@@ -603,7 +603,8 @@ def _claim_table(rows: Sequence[Row]) -> str:
             "exact": [_number(r.exact) for r in rows],
             "n": [f"{int(r.n_samples)}" if math.isfinite(r.n_samples) else "-" for r in rows],
             "adjusted p": [_number(r.p_adjusted) for r in rows],
-            "verdict": [f"**{r.verdict}**" if r.verdict in ("violation", "unbounded") else r.verdict for r in rows],
+            "verdict": ["failed" if r.error else f"**{r.verdict}**" if r.verdict in ("violation", "unbounded")
+                        else r.verdict for r in rows],
         }
     )
     return _to_markdown(shown)
@@ -644,10 +645,11 @@ def _to_markdown(frame: pd.DataFrame) -> str:
 def _cell(value: Any) -> str:
     """One table cell's text (numbers as :func:`_number`): an unescaped ``|`` ends a GFM cell, a newline its row.
 
-    ``<``, ``>`` and ``&`` become entities, so that text from a config or a
-    mechanism's error never lands in report.md as raw HTML.
+    Cut to :data:`LINE_LIMIT` characters, and a ``<`` or ``&`` that would
+    open a tag or an entity is escaped (:func:`plain_text`), so that text from
+    a config or a mechanism's error never lands in report.md as raw HTML.
     """
-    return " ".join(plain_text(_number(value)).replace("|", "\\|").split())
+    return plain_text(bounded(_number(value))).replace("|", "\\|")
 
 
 _HTML = re.compile(r"<(?=[A-Za-z/!?])|&(?=#?[A-Za-z0-9]+;)")

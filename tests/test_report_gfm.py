@@ -93,7 +93,7 @@ def _claim_cells(row: dict) -> tuple:
         row["pair"], row["direction"], row["function_class"], _number(row["alpha"]),
         f"{_number(row['estimate'])} [{_number(row['ci_low'])}, {_number(row['ci_high'])}]",
         _number(row["theory_bound"]), _number(row["exact"]), f"{row['n_samples']}",
-        _number(row.get("p_adjusted")), row["verdict"],
+        _number(row.get("p_adjusted")), "failed" if row["error"] else row["verdict"],  # a failed row says so
     )
 
 
