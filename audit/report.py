@@ -140,9 +140,12 @@ def write_audit_report(
         claim["strongest_row"] = None if row is None else row_label(row.pair, row.direction, row.function_class)
         tight = _tight_note(claim, row, confidence)
         claim["note"] = "; ".join(part for part in (claim["note"], tight) if part)
+    versions = dict(versions)
+    if ((audited or {}).get("mechanism") or {}).get("reproducible") is False:  # the probe overrules the declaration
+        versions["mechanism_seedable"] = False
     meta = {
         "schema_version": SCHEMA_VERSION, "verdict": verdict, "seed": seed, "seconds": seconds,
-        "versions": dict(versions), "config": dict(config), "audited": dict(audited or {}), "pairs": list(pairs),
+        "versions": versions, "config": dict(config), "audited": dict(audited or {}), "pairs": list(pairs),
         "claims": claims, "theory": [dict(entry) for entry in theory],
         **({"checks": [dict(check) for check in checks]} if checks else {}),  # only configs with [[checks]]
     }

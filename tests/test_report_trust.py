@@ -65,8 +65,10 @@ def test_the_probe_draws_twice_with_one_seed(function, expected):
 
 def test_a_mechanism_that_ignores_rng_is_reported_not_reproducible(tmp_path):
     result = run_audit(_config("global_state"), out_dir=tmp_path, progress=False)
-    mechanism = json.loads((tmp_path / "results.json").read_text())["audited"]["mechanism"]
+    document = json.loads((tmp_path / "results.json").read_text())
+    mechanism = document["audited"]["mechanism"]
     assert mechanism["reproducible"] is False and mechanism["seedable"] is False
+    assert document["versions"]["mechanism_seedable"] is False
     report = (tmp_path / "report.md").read_text()
     assert "**Not reproducible:**" in report and "ignores the rng" in report
     assert "reproducible bit for bit" not in report and result.audited["mechanism"]["reproducible"] is False
