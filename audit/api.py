@@ -22,15 +22,16 @@ import pandas as pd
 
 from audit.checks import combine, run_checks
 from audit.config import AuditConfig, ConfigError, load_config, user_import_path
+from audit.families import claim_summaries
+from audit.engine import engine_rows, run_engine
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.on_average import aggregate_rows
 from audit.provenance import describe_audit, pair_records
 from audit.plan import task_seed
-from audit.runner import run_tasks
 from audit.sampling import one_line
 from audit.schema import STAGED_COLUMNS, TABLE_COLUMNS, Row
-from audit.theory_check import check_bounds
-from audit.verdicts import assign_verdicts, exit_code, overall_verdict, summarize_claims
+from audit.theory.check import check_bounds
+from audit.verdicts import assign_verdicts, exit_code, overall_verdict
 
 FAILED = "error"
 """The ``verdict`` of results.json when the audit could not reach one (:class:`AuditError`)."""
@@ -77,7 +78,7 @@ class AuditResult:
         (:func:`audit.provenance.describe_audit`).
     theory : list of dict
         Published closed-form bounds against the rows' exact values and lower
-        confidence bounds (:func:`audit.theory_check.check_bounds`).
+        confidence bounds (:func:`audit.theory.check.check_bounds`).
     checks : list of dict
         The ``[[checks]]`` rows (:func:`audit.checks.run_checks`); they join
         the verdict and exit code as :func:`audit.checks.combine` says.
@@ -102,8 +103,9 @@ class AuditResult:
 
     @property
     def claims(self) -> list[dict[str, Any]]:
-        """Per claim: verdict, strongest row, adjusted p, detectable excess (`audit.verdicts.summarize_claims`)."""
-        return summarize_claims(self.rows)
+        """Per claim: verdict, strongest row, adjusted p, detectable excess (`audit.families.claim_summaries`:
+        `audit.verdicts.summarize_claims` with one line per gdp / zcdp / profile claim)."""
+        return claim_summaries(self.rows, self.config)
 
     def write(self, out_dir: str | os.PathLike) -> Path:
         """Write report.md, results.json, results.csv and figures/ (:func:`audit.report.write_audit_report`).
@@ -185,18 +187,8 @@ def run_audit(
     finished: dict[str, dict] = {}
     stage = "the tasks"
     try:
-        columns = list(TABLE_COLUMNS)
-        if audit_config.attacks.engine == "staged":  # one confirm statistic per claim (audit/staged_audit.py)
-            from audit.staged_audit import run_staged
-
-            rows, evidence = run_staged(audit_config, mechanism, pairs, out, resume=resume, progress=progress,
-                                        finished=finished)
-            columns += STAGED_COLUMNS
-        else:
-            records, evidence = run_tasks(
-                audit_config, mechanism, pairs, out, resume=resume, progress=progress, finished=finished
-            )
-            rows = claim_rows(audit_config, records.values())
+        rows, evidence = run_engine(audit_config, mechanism, pairs, out, resume=resume, progress=progress,
+                                    finished=finished)
         stage = "the verdicts"
         averages, average_evidence = aggregate_rows(rows, evidence, audit_config.attacks.confidence)
         evidence = {**evidence, **average_evidence}
@@ -208,7 +200,7 @@ def run_audit(
         claims = (verdict, exit_code(rows, verdict)) if audit_config.claims else (None, None)
         verdict, code = combine(*claims, checks)
         records = [row.to_record() for row in rows]
-        table = pd.DataFrame(records, columns=columns)
+        table = pd.DataFrame(records, columns=[*TABLE_COLUMNS, *STAGED_COLUMNS])
         # The binned held-out scores behind each row: the report's ROC curves and witness histograms.
         table["held_out_scores"] = [getattr(evidence.get(task), "details", {}).get("scores") for task in table["task"]]
         result = AuditResult(
@@ -342,16 +334,11 @@ def _lock(path: Path) -> None:
 
 def _save_failed(out: Path | None, config: AuditConfig, records: Mapping[str, dict], reason: str,
                  start: float) -> Path | None:
-    """:func:`write_failure` with the finished tasks' rows (:func:`claim_rows`, without verdicts)."""
+    """:func:`write_failure` with the finished tasks' rows (:func:`audit.engine.engine_rows`, without verdicts)."""
     if out is None:
         return None
     try:
-        if config.attacks.engine == "staged":
-            from audit.staged_audit import search_rows
-
-            rows = search_rows(config, records.values())
-        else:
-            rows = claim_rows(config, records.values())
+        rows = engine_rows(config, records.values())
     except Exception:  # rows of records the claims cannot read: keep the records as they are
         rows = [dict(record) for record in records.values()]
     resume = f"{len(records)} tasks finished; `capaudit run CONFIG --out {out} --resume` continues from tasks.jsonl."
@@ -418,57 +405,6 @@ def _json_number(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
     return value
-
-
-def claim_rows(config: AuditConfig, records: Sequence[dict] | Any) -> list[dict]:
-    """One results row per (task record, claim on the task's divergence, alpha and delta).
-
-    ``refutes_claim`` is True when the attack's class is contained in the
-    claim's class (docs/theory.md section 3); verdicts and intervals are filled
-    later by :func:`audit.verdicts.assign_verdicts`.
-    """
-    from attacks.classes import parse_function_class
-
-    rows = []
-    for record in records:
-        attack_class = parse_function_class(record["function_class"])
-        for claim in config.claims:
-            same_target = (claim.divergence, claim.delta) == (record["divergence"], record["delta"])
-            if not same_target or record["alpha"] not in claim.alpha:
-                continue
-            rows.append({
-                "pair": record["pair"],
-                "direction": record["direction"],
-                "function_class": record["function_class"],
-                "divergence": record["divergence"],
-                "alpha": math.nan if record["alpha"] is None else record["alpha"],
-                "estimate": record["estimate"],
-                "ci_low": math.nan,
-                "ci_high": math.nan,
-                "n_samples": config.attacks.n_samples,
-                "claim": claim.epsilon,
-                "claim_class": claim.function_class,
-                # a pair of an on-average claim is judged by the mean over pairs (audit.on_average), not alone
-                "refutes_claim": not claim.on_average
-                and attack_class.is_contained_in(parse_function_class(claim.function_class)),
-                "theory_bound": _number(record["theory_bound"]),
-                "exact": _number(record["exact"]),
-                "verdict": None,
-                "note": record["note"],
-                "p_adjusted": math.nan,
-                "detectable_excess": math.nan,
-                "task": record["task"],
-                "unbounded": bool(record["unbounded"]),
-                "error": record["error"],
-                "resumed": bool(record.get("resumed", False)),
-                "on_average": claim.on_average,
-            })
-    return rows
-
-
-def _number(value: float | None) -> float:
-    """Unknown values are NaN in the table (null in results.json)."""
-    return math.nan if value is None else float(value)
 
 
 def _pairs(config: AuditConfig, mechanism: Any) -> list[NeighbourPair]:

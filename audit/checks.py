@@ -28,7 +28,7 @@ held-out samples, both sides of one theorem of CBDP and compares them:
   query is <= 8 sqrt(eps) (:func:`generalization_gaps` states the setting).
 
 The parts' eps ("upper") is the exact restricted divergence of the pair
-when the mechanism knows its 1-D output laws (:func:`audit.exact.restricted_divergence`),
+when the mechanism knows its 1-D output laws (:func:`audit.theory.exact.restricted_divergence`),
 else the estimate's upper confidence bound.  A check reads:
 
 * ``"contradicted"``: the composed release's lower confidence bound exceeds
@@ -58,22 +58,13 @@ from typing import Any
 
 import numpy as np
 
-from audit import bounds
 from audit.config import MAPS, AuditConfig, CheckSpec
-from audit.exact import exact_value, known_laws
 from audit.plan import task_seed
 from audit.sampling import one_line
+from audit.theory.composition import THEOREMS, theorem_bound
+from audit.theory.exact import exact_value, known_laws
 
 CHECK_VERDICTS = ("holds", "contradicted", "hypothesis broken", "inconclusive", "error")
-THEOREMS = {
-    "sequential": "CBDP Thm 4 (non-adaptive sequential composition): Gamma^(H1+H2)((M1, M2)) <= eps1 + eps2",
-    "parallel": "CBDP Thm 3 (parallel composition, disjoint data): Gamma^(H1+H2)((M1(D1), M2(D2))) <= max(eps1, eps2)",
-    "post-processing": "CBDP Thm 1 (post-processing, i o g in H): Gamma^I(g(M)) <= eps",
-    "convexity": "CBDP Thm 2 (convexity, f-divergences): Gamma^H(lambda M1 + (1 - lambda) M2) <= max(eps1, eps2)",
-    "pinsker": "CBDP Thm 7 (Pinsker-like): IPM^H <= 8 sqrt(KL^H)",
-    "generalization": "CBDP Thm 6 (generalization): |E gap| <= 8 sqrt(eps), eps the (H, KL) parameter",
-}
-"""The statement each property checks (docs/theory.md section 5)."""
 PINSKER_CLASSES = ("poly", "kernel")
 """Class kinds whose IPM witnesses meet Thm 7's hypotheses (module docstring)."""
 POST_PROCESSING_CLASSES = ("poly", "mlp")
@@ -101,28 +92,6 @@ class Measurement:
 
 
 # --------------------------------------------------------------------------- pure computation
-
-
-def theorem_bound(prop: str, parts: Sequence[float]) -> float:
-    """The right-hand side of the theorem from the parts' eps (or, for pinsker, KL^H).
-
-    sequential: eps1 + eps2 (CBDP Thm 4); parallel, convexity: max(eps1, eps2)
-    (Thms 3, 2); post-processing: eps of M (Thm 1); pinsker: 8 sqrt(KL^H)
-    (Thm 7); generalization: 8 sqrt(eps) (Thm 6).  NaN when a part is NaN.
-    """
-    if not parts or any(math.isnan(value) for value in parts):
-        return math.nan
-    if prop == "sequential":
-        return bounds.sequential_composition(*parts)
-    if prop in ("parallel", "convexity"):
-        return bounds.parallel_composition(*parts)
-    if prop == "post-processing":
-        return float(parts[0])
-    if prop == "pinsker":
-        return bounds.pinsker_ipm_bound(parts[0])
-    if prop == "generalization":
-        return bounds.generalization_bound(parts[0])
-    raise ValueError(f"property must be one of {tuple(THEOREMS)}. Found {prop!r}.")
 
 
 def check_verdict(measured_low: float, bound: float, broken: str | None, trusted: bool) -> str:

@@ -230,7 +230,7 @@ def demo_configs() -> dict[str, dict]:
     their neighbouring histograms: the first passes, the second fails both
     (its values are 1.135 and log 3 = 1.099).
     """
-    from audit.bounds import laplace_kl, laplace_linear_renyi_bound
+    from audit.theory.bounds import laplace_kl, laplace_linear_renyi_bound
 
     epsilon = 0.5
     kl, renyi = float(laplace_kl(epsilon)), float(laplace_linear_renyi_bound(epsilon, 2.0))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import pathlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import matplotlib
@@ -380,3 +380,53 @@ def _row_title(row: Mapping[str, Any]) -> str:
 
 def _has_scores(value: Any) -> bool:
     return isinstance(value, Mapping) and len(value.get("edges", ())) >= 2
+
+
+def write_tradeoff_figure(panels: Sequence[Any], figure_dir: pathlib.Path, *, mechanism: str) -> list[pathlib.Path]:
+    """``tradeoff.png``: a panel per curve claim (:func:`audit.tradeoff_report.tradeoff_panels`); none without one."""
+    if not panels:
+        return []
+    fig = plot_tradeoff(panels, f"Trade-off curves per attack class — {mechanism}")
+    fig.savefig(figure_dir / "tradeoff.png", dpi=110)
+    plt.close(fig)
+    return [figure_dir / "tradeoff.png"]
+
+
+def plot_tradeoff(panels: Sequence[Any], title: str) -> matplotlib.figure.Figure:
+    """Per curve claim: the claimed trade-off function, the exact and the linear class's curves where the output
+    laws are known, and per attack class its empirical curve (thin) and upper confidence band (thick).
+
+    Type-II error b against type-I error a (Dong, Roth and Su 2022): a curve lower
+    down is a more powerful test; a class's band below the claimed curve
+    shows its tests beating the claim.
+    """
+    from audit.tradeoff_report import LEVELS
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 0.6, 5.0), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        if panel.exact is not None:
+            ax.plot(LEVELS, panel.exact, color="tab:gray", linewidth=2.5, alpha=0.6, label="exact T(P, Q)")
+        if panel.linear is not None:
+            ax.plot(LEVELS, panel.linear, color="tab:gray", linestyle=":", linewidth=1.4,
+                    label="exact, linear class (restricted)")
+        implied = " (its Renyi bounds on tests)" if panel.family.divergence == "zcdp" else ""
+        ax.plot(LEVELS, panel.family.tradeoff(LEVELS), color=CLAIM_COLOUR, linestyle="--", linewidth=1.6,
+                label=f"claimed curve{implied}")
+        for evidence, colour in zip(panel.classes, plt.rcParams["axes.prop_cycle"].by_key()["color"][1:]):
+            curve = evidence.curve
+            ax.plot(curve.type_one, curve.type_two, color=colour, linewidth=0.9, alpha=0.8,
+                    label=f"{evidence.function_class}: empirical ({evidence.pair} {evidence.direction})")
+            crossed = " — below the claim" if evidence.crossing else ""
+            ax.plot(LEVELS, curve.band(LEVELS), color=colour, linewidth=2.0,
+                    label=f"{evidence.function_class}: {curve.confidence:g} band{crossed}")
+        ax.plot([0, 1], [1, 0], color="lightgray", linewidth=0.8, label="no privacy loss (b = 1 - a)")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_aspect("equal")
+        ax.set_xlabel("type-I error a")
+        ax.set_ylabel("type-II error b")
+        ax.set_title(panel.family.label, fontsize=9)
+        ax.legend(fontsize=6.5, loc="upper right")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig

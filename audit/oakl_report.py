@@ -7,7 +7,7 @@ worst case) as the number of records n grows, and checks OAKL Thm 4
 Lemma 6 (k replaced records cost k times one) with measured values and
 their intervals (docs/theory.md section 8).  Every measured number comes from
 the audit's estimator (:mod:`audit.generalization`); every closed form from
-:mod:`audit.gibbs_theory` through the mechanisms of
+:mod:`audit.theory.gibbs` through the mechanisms of
 :mod:`audit.mechanisms.gibbs`.
 """
 
@@ -92,7 +92,7 @@ def figure_table(budget: Budget, seed: int = 0) -> pd.DataFrame:
 def thm4_table(budget: Budget, seed: int = 0) -> pd.DataFrame:
     """OAKL Thm 4 measured: on-average KL^H against gamma times the generalization gap on fresh data.
 
-    ``closed form``: :func:`audit.gibbs_theory.gaussian_mean_on_average_kl`
+    ``closed form``: :func:`audit.theory.gibbs.gaussian_mean_on_average_kl`
     for the Gaussian mean; for the regression (variances differ with the
     data) the exact per-pair KL averaged over ``exact_pairs`` pairs, as OAKL
     section 6 computes it.  ``KL - gap``: the interval of the difference of

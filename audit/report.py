@@ -6,7 +6,7 @@ nothing about privacy itself, it only lays the evidence out so that the
 verdict comes first and every refuting row can be traced to its numbers.
 The table is written as it is (results.json, results.csv) and drawn by the
 figures; the claims and report.md read its rows typed
-(:class:`audit.schema.Row`), and the Method notes take the engine and the
+(:class:`audit.schema.Row`), and the Method notes take the policy and the
 outputs per dataset off the rows rather than off the config as written
 (where a default leaves them out).
 
@@ -41,13 +41,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from audit.figures import mechanism_label, row_label, write_evidence_figures, write_figures
+from audit.figures import mechanism_label, row_label, write_evidence_figures, write_figures, write_tradeoff_figure
 from audit.html_report import write_html_report
 from audit.provenance import NOT_REPRODUCIBLE
-from audit.theory_check import failures
+from audit.theory.check import failures
 
 from audit.schema import NUMERIC_COLUMNS, ROW_COLUMNS, STAGE_SIZE_COLUMNS, VERDICT_COLUMNS, Row, column_order  # noqa: E402
-from audit.verdicts import POWER, summarize_claims  # noqa: E402
+from audit.verdicts import POWER  # noqa: E402
+from audit.families import claim_summaries  # noqa: E402
+from audit.tradeoff_report import LEVELS as TRADEOFF_LEVELS, Panel, tradeoff_panels  # noqa: E402
 
 SCHEMA_VERSION = "1.0"
 """Version of results.json's layout: the minor part grows with added fields, the major with changed ones."""
@@ -107,7 +109,7 @@ def write_audit_report(
         What was audited (:func:`audit.provenance.describe_audit`): the
         report's opening block after the verdict.
     theory : sequence of mapping, optional
-        Published bounds against the rows (:func:`audit.theory_check.check_bounds`):
+        Published bounds against the rows (:func:`audit.theory.check.check_bounds`):
         results.json ``theory`` and report.md's Theory section.
     checks : sequence of mapping, optional
         The ``[[checks]]`` rows (:func:`audit.checks.run_checks`): results.json's
@@ -133,9 +135,9 @@ def write_audit_report(
     table = table[column_order(table.columns)].reset_index(drop=True)
     records = table.to_dict(orient="records")
     rows = [Row.from_record(record) for record in records]
-    claims = summarize_claims(rows)
+    claims = claim_summaries(rows, config)
     strongest = [_strongest_row(rows, claim) for claim in claims]
-    confidence = (config.get("attacks") or {}).get("confidence")
+    confidence = float((config.get("attacks") or {}).get("confidence", 0.95))
     for claim, row in zip(claims, strongest):
         claim["strongest_row"] = None if row is None else row_label(row.pair, row.direction, row.function_class)
         tight = _tight_note(claim, row, confidence)
@@ -158,8 +160,11 @@ def write_audit_report(
     shown = [rows.index(row) for row in strongest if row is not None]  # the rows the Claims table names
     if "held_out_scores" in table.columns and shown:  # a config of checks only has no rows
         figures += write_evidence_figures(table.loc[shown], out_dir / "figures", mechanism=mechanism_label(config))
+    panels = tradeoff_panels(table, config, pairs, meta["claims"])  # gdp / zcdp / profile claims only
+    figures += write_tradeoff_figure(panels, out_dir / "figures", mechanism=mechanism_label(config))
     report = out_dir / "report.md"
-    report.write_text(_markdown(_by_importance(rows), meta, [path.relative_to(out_dir) for path in figures]))
+    report.write_text(_markdown(_by_importance(rows), meta, [path.relative_to(out_dir) for path in figures],
+                                tradeoff=_tradeoff_section(panels, confidence)))
     write_html_report(report)
     return report
 
@@ -167,11 +172,11 @@ def write_audit_report(
 def _strongest_row(rows: Sequence[Row], claim: Mapping[str, Any]) -> Row | None:
     """The row a claim summary names (its ``strongest_task`` under the claim's keys), None when untested."""
     keys = ("divergence", "claim_class", "claim", "on_average")
-    for row in rows:
-        same_alpha = _same_number(row.alpha, claim["alpha"])
-        if row.task == claim["strongest_task"] and same_alpha and all(getattr(row, k) == claim[k] for k in keys):
+    tasks = [row for row in rows if row.task == claim["strongest_task"]]
+    for row in tasks:
+        if _same_number(row.alpha, claim["alpha"]) and all(getattr(row, k) == claim[k] for k in keys):
             return row
-    return None
+    return tasks[0] if tasks else None  # a curve claim's line names its strongest member's row
 
 
 def _tight_note(claim: Mapping[str, Any], row: Row | None, confidence: float | None) -> str:
@@ -283,8 +288,9 @@ def json_value(value: Any) -> Any:
 # --- report.md -------------------------------------------------------------
 
 
-def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.Path]) -> str:
-    """report.md of the typed ``rows`` (in the order shown) and the audit's metadata."""
+def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.Path],
+              tradeoff: Sequence[str] = ()) -> str:
+    """report.md of the typed ``rows`` (in the order shown), the audit's metadata and the trade-off section's lines."""
     verdict = meta["verdict"]
     attacks = meta["config"].get("attacks", {})
     confidence = attacks.get("confidence")
@@ -318,6 +324,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         ]
     if meta["claims"]:
         lines += ["## Claims", "", _claims_table(meta["claims"]), "", *_reasons(meta["config"])]
+    lines += list(tradeoff)
     lines += _on_average_section(rows, confidence)
     lines += _checks_block(meta.get("checks", []))
     lines += _staged_section(rows)
@@ -342,10 +349,10 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
     if figures:
         lines += ["## Figures", ""]
         lines += [f"![{path.stem}]({path.as_posix()})\n" for path in figures]
-    # what the rows carry (the engine, outputs per dataset) is read off them, not off the config as written
-    engine = next((row.engine for row in rows if row.engine is not None), "rows")
+    # what the rows carry (the policy, outputs per dataset) is read off them, not off the config as written
+    policy = next((row.policy for row in rows if row.policy is not None), "every")
     n_samples = next((row.n_samples for row in rows if not math.isnan(row.n_samples)), attacks.get("n_samples"))
-    lines += ["## Method", "", *_method_notes(confidence, n_samples, attacks.get("coupled", False), engine), ""]
+    lines += ["## Method", "", *_method_notes(confidence, n_samples, attacks.get("coupled", False), policy), ""]
     return "\n".join(lines)
 
 
@@ -397,7 +404,7 @@ def _theory_section(theory: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _staged_section(rows: Sequence[Row]) -> list[str]:
     """"Staged search": per claim, the outputs per dataset each stage used and the candidate that won."""
-    searched = [row for row in rows if row.n_confirm is not None and not row.error]
+    searched = [row for row in rows if row.policy == "best" and not row.error]
     if not searched:
         return []
     frame = pd.DataFrame({
@@ -407,13 +414,72 @@ def _staged_section(rows: Sequence[Row]) -> list[str]:
     })
     return [
         "## Staged search", "",
-        "`attacks.engine = \"staged\"`: `n_samples` is one pair's budget over four stages. Outputs per dataset: "
+        "`attacks.policy = \"best\"`: `n_samples` is one pair's budget over four stages. Outputs per dataset: "
         "`n_screen` on every pair (all candidates: pairs x directions x classes), `n_train` and `n_check` on the "
         "finalists' pairs, `n_confirm` on the winner's pair only, a fresh sample that no choice saw; the claim's "
         "one statistic (pooled over `sets_pooled` nested sets when more than 1) is its confirm bound, and Holm "
         "corrects over the claims only.", "",
         _to_markdown(frame), "",
     ]
+
+
+def _tradeoff_section(panels: Sequence[Panel], confidence: float) -> list[str]:
+    """report.md lines: per curve claim, its members and each class's band against the claimed curve."""
+    if not panels:
+        return []
+    lines = [
+        "## Trade-off curves", "",
+        "A gdp, zcdp or profile claim is audited as its members, ordinary dp and Renyi claims at a grid "
+        "(docs/theory.md section 9); a refuted member refutes it. Per attack class, the held-out scores of "
+        "its strongest member row give an empirical trade-off curve (type-II error b at type-I error a of the "
+        f"tests {{score <= t}}) and an upper confidence band on the class's trade-off curve (DKW, simultaneous "
+        f"over all a at confidence {confidence:g}), drawn in figures/tradeoff.png beside the claimed curve. A band "
+        "below the claimed curve shows the class's tests beating it; the band is evidence beside the verdict "
+        "(the row was chosen by its p-value), the verdict is the members'.", "",
+    ]
+    for panel in panels:
+        lines += [f"### {panel.family.label}", "", _to_markdown(pd.DataFrame({
+            "member": [m["member"] for m in panel.members],
+            "verdict": [f"**{m['verdict']}**" if m["verdict"] == "violation" else m["verdict"] for m in panel.members],
+            "strongest row": [m["strongest_task"] or "-" for m in panel.members],
+            "adjusted p": [m["p_adjusted"] for m in panel.members],
+        })), ""]
+        if panel.classes:
+            lines += [_to_markdown(pd.DataFrame({
+                "attack class": [c.function_class for c in panel.classes],
+                "row": [c.task for c in panel.classes],
+                "held-out n (P, Q)": [f"{c.curve.n_p}, {c.curve.n_q}" for c in panel.classes],
+                "band margins (a, b)": [f"{c.curve.margin_p:.3g}, {c.curve.margin_q:.3g}" for c in panel.classes],
+                "band below the claimed curve": [_crossing_text(c.crossing) for c in panel.classes],
+            })), ""]
+        lines += _exact_text(panel)
+    return lines
+
+
+def _exact_text(panel: Panel) -> list[str]:
+    """What the exact curves say of the claim at the drawn pair: T(P, Q) decides a claim over "all", the linear
+    class's restricted curve one over "linear" or "threshold" (1-D thresholds); T(P, Q) >= f proves any class's
+    claim (T_H >= T)."""
+    if panel.exact is None:
+        return []
+    claimed = panel.family.tradeoff(TRADEOFF_LEVELS)
+    thresholds = panel.family.function_class in ("linear", "threshold")  # on a 1-D output: the same tests
+    reference = panel.linear if thresholds else panel.exact
+    name = "restricted curve of the linear class" if thresholds else "curve T(P, Q)"
+    gap = float(np.max(claimed - reference))
+    if gap > 1e-9 and (thresholds or panel.family.function_class == "all"):
+        text = f"below the claimed curve by up to {gap:.3g}: the claim is false at this pair."
+    elif float(np.max(claimed - panel.exact)) <= 1e-9:
+        text = "at or above the claimed curve everywhere: the claim holds at this pair."
+    else:
+        name, text = "curve T(P, Q)", f"below the claimed curve by up to {gap:.3g}; the class's own curve is not known."
+    return [f"Exact {name} of the mechanism's output laws (pair {panel.classes[0].pair}): {text}", ""]
+
+
+def _crossing_text(crossing: tuple[float, float] | None) -> str:
+    if crossing is None:
+        return "no"
+    return f"**yes**, from a = {crossing[0]:.3g}, by up to {crossing[1]:.3g}"
 
 
 def _audited_block(audited: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> list[str]:
@@ -553,7 +619,7 @@ def _counts(rows: Sequence[Row]) -> str:
 def _claims_table(claims: list[dict[str, Any]]) -> str:
     shown = pd.DataFrame(
         {
-            "claim": [("on average: " if c.get("on_average") else "")
+            "claim": [c.get("label") or ("on average: " if c.get("on_average") else "")
                       + _claim_label(c["divergence"], c["claim_class"], c["claim"], c["alpha"]) for c in claims],
             "verdict": [f"**{c['verdict']}**" if c["verdict"] != "pass" else "pass" for c in claims],
             "strongest row": [c.get("strongest_row") or "-" for c in claims],
@@ -688,17 +754,18 @@ def bounded(text: Any, limit: int = LINE_LIMIT) -> Any:
 
 
 def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool = False,
-                  engine: str = "rows") -> list[str]:
+                  policy: str = "every") -> list[str]:
     level = f"{confidence:g}" if confidence is not None else "the configured confidence"
     per_dataset = f"{n_samples} outputs" if n_samples is not None else "the configured number of outputs"
     sampling = [
-        f"- Samples (staged engine): {per_dataset} per dataset are one pair's budget over four stages (Staged "
+        f"- Samples (policy best): {per_dataset} per dataset are one pair's budget over four stages (Staged "
         "search). Every candidate (pair, direction, class) is screened on a small sample, the finalists are "
         "trained and checked on fresh samples, and the one statistic chosen per claim is evaluated on a confirm "
         "sample that no choice saw; its interval is the held-out interval below, on the confirm sample.",
-    ] if engine == "staged" else [
-        f"- Samples: {per_dataset} of the mechanism on each dataset of each neighbouring pair; "
-        "both directions (P, Q) and (Q, P) are attacked.",
+    ] if policy == "best" else [
+        f"- Samples (policy every): {per_dataset} of the mechanism on each dataset of each neighbouring pair; "
+        "both directions (P, Q) and (Q, P) are attacked. Every candidate (pair, direction, class) is trained on "
+        "its train share and its own statistic is evaluated on a fresh held-out share.",
     ]
     coupling = [
         "- Coupled sampling (`attacks.coupled = true`): the outputs on the two datasets of a pair were drawn "
@@ -744,7 +811,7 @@ def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool
         "- Renyi and alpha-divergences use CBDP's convention f(t) = (|t|^alpha - 1)/(alpha^2 - alpha) on all "
         "of R (the |t| convention); with f = +inf on t < 0 restricted values would come out larger.",
         "- `theory bound` is the paper's closed-form upper bound when one applies (a claim itself, not a "
-        "fact); `exact` is the exact restricted divergence when the output law is known (audit.exact).",
+        "fact); `exact` is the exact restricted divergence when the output law is known (audit.theory.exact).",
     ]
 
 

@@ -3,7 +3,7 @@
     python benchmarks/bench_attacks.py
 
 Prints a markdown table: per law, class and divergence, the held-out
-estimate, its relative error to the exact value computed by ``audit.exact`` (for
+estimate, its relative error to the exact value computed by ``audit.theory.exact`` (for
 kernel, mlp and tree3 the exact value is the unrestricted one, an upper
 bound, so their "error" is a shortfall) and the fit + score time.
 """
@@ -15,7 +15,7 @@ from scipy import stats
 from tabulate import tabulate
 
 from attacks import estimate_divergence
-from audit.exact import restricted_divergence
+from audit.theory.exact import restricted_divergence
 
 N = 100_000
 LAWS = {

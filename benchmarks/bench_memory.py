@@ -42,7 +42,7 @@ def config(n_samples: int, classes: list[str], n_jobs: int = 1, pairs: int = 1, 
         "mechanism": {"name": "laplace", "params": {"epsilon": 1.0, "sensitivity": [1.0] * dim if dim > 1 else 1.0}},
         "pairs": pair_list,
         "claims": [{"divergence": "kl", "function_class": "all", "epsilon": 100.0}],
-        "attacks": {"classes": classes, "n_samples": n_samples, "engine": "rows"},  # the plan estimate_memory guards
+        "attacks": {"classes": classes, "n_samples": n_samples, "policy": "every"},  # the plan estimate_memory guards
         "run": {"seed": 0, "n_jobs": n_jobs},
     }
 

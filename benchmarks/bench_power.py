@@ -4,7 +4,7 @@
 
 Every audit is an ordinary :func:`audit.run_audit` of the claim ``dp`` / ``all``
 <= 0.1 on a mechanism built at epsilon = 0.1 (:func:`bench_suite.config`: its
-default pairs, its attack classes, the staged engine with coupled sampling),
+default pairs, its attack classes, policy best with coupled sampling),
 with the product's defaults otherwise: confidence 0.95 and the default stage
 shares (docs/config.md).
 

@@ -94,8 +94,8 @@ def audit_once(experiment: Experiment, seed: int, n: int | None) -> dict:
     config = {
         "mechanism": {"name": experiment.mechanism, "params": experiment.params},
         "claims": experiment.claims,
-        # the rows engine: every class's held-out counts on every pair, read back from tasks.jsonl
-        "attacks": {"classes": experiment.classes, "n_samples": n or experiment.n, "engine": "rows"},
+        # policy every: every class's held-out counts on every pair, read back from tasks.jsonl
+        "attacks": {"classes": experiment.classes, "n_samples": n or experiment.n, "policy": "every"},
         "run": {"seed": seed, "n_jobs": 1},
         **experiment.pairs,
     }

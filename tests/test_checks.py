@@ -26,10 +26,10 @@ from audit.checks import (
     generalization_gaps,
     mixture,
     run_checks,
-    theorem_bound,
 )
 from audit.config import PROPERTIES, ConfigError, load_config
 from audit.mechanisms.builtin import LaplaceMechanism
+from audit.theory.composition import theorem_bound
 
 LAPLACE = {"name": "laplace", "params": {"epsilon": 1.0}}
 GAUSSIAN = {"name": "gaussian", "params": {"sigma": 1.0}}

@@ -20,7 +20,7 @@ epsilon = {claim}
 [attacks]
 classes = ["linear"]
 n_samples = 400
-engine = "rows"
+policy = "every"
 
 [run]
 n_jobs = 1

@@ -21,7 +21,7 @@ import pytest
 
 import audit.api
 import audit.report
-import audit.runner
+import attacks.staged
 import audit.sampling
 import audit.store
 from audit import run_audit
@@ -105,19 +105,24 @@ def prints(dataset, n, rng):
 
 
 def dies_in_a_worker(*args):
-    """Stands for ``runner._run_task``: kills the loky worker that runs it."""
+    """Stands for ``attacks.staged._summary`` (a statistic's counts, in a worker): kills the loky worker."""
     os._exit(7)
 
 
 PAIRS = [{"d": [[0.0]], "d_prime": [[1.0]]}, {"d": [[0.0]], "d_prime": [[0.0]]}]
 
 
-def _config(function="laplace", **run):
+POLICIES = ("best", "every")
+ROWS = {"best": 1, "every": 4}
+"""Rows of :func:`_config`: best, one per claim; every, pairs x directions x classes."""
+
+
+def _config(function="laplace", policy="every", **run):
     return {
         "mechanism": {"callable": f"test_faults:{function}"},
         "pairs": PAIRS,
         "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 0.5}],
-        "attacks": {"classes": ["linear"], "n_samples": 200, "engine": "rows"},  # its tasks file, workers and resume
+        "attacks": {"classes": ["linear"], "n_samples": 200, "policy": policy},
         "run": {"seed": 1, "n_jobs": 1, **run},
     }
 
@@ -163,55 +168,62 @@ def _assert_clean_error(code, err, expected):
         ("too_deep", "RecursionError"),
     ],
 )
-def test_a_failing_mechanism_costs_its_pair_not_the_audit(tmp_path, capsys, function, expected):
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_failing_mechanism_costs_its_pair_not_the_audit(tmp_path, capsys, function, expected, policy):
     start = time.perf_counter()
-    code, err, results = _run(tmp_path, capsys, _config(function, sample_timeout=1))
+    code, err, results = _run(tmp_path, capsys, _config(function, policy, sample_timeout=1))
     _assert_clean_error(code, err, expected)
-    rows = {row["pair"]: row for row in results["rows"]}
-    assert expected in rows["p0"]["error"] and rows["p1"]["error"] is None  # the healthy pair finished
+    assert all(expected in row["error"] for row in results["rows"] if row["pair"] == "p0")
+    healthy = [row for row in results["rows"] if row["pair"] == "p1"]
+    assert healthy and all(row["error"] is None for row in healthy)  # the healthy pair finished
     assert (tmp_path / "out" / "report.md").exists() and (tmp_path / "out" / "results.csv").exists()
     assert time.perf_counter() - start < 60  # a hung pair costs one timeout, not the audit
 
 
-def test_outputs_near_overflow_are_a_clean_outcome(tmp_path, capsys):
-    code, err, results = _run(tmp_path, capsys, _config("huge"))
+@pytest.mark.parametrize("policy", POLICIES)
+def test_outputs_near_overflow_are_a_clean_outcome(tmp_path, capsys, policy):
+    code, err, results = _run(tmp_path, capsys, _config("huge", policy))
     assert code in (0, 2) and "Traceback" not in err  # error rows or an honest audit, never a violation
-    assert results is not None and len(results["rows"]) == 4
+    assert results is not None and len(results["rows"]) == ROWS[policy]
 
 
 def fails_in_the_pool(*args):
-    """Stands for ``runner._run_task``: a failure of the pool itself, not of one attack."""
+    """Stands for ``attacks.staged._summary``: a failure of the pool itself, not of one attack's fit."""
     raise RuntimeError("the pool broke")
 
 
-def test_a_failing_pool_gives_error_rows(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(audit.runner, "_run_task", fails_in_the_pool)
-    code, err, results = _run(tmp_path, capsys, _config(n_jobs=2, backend="threading"))
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_failing_pool_gives_error_rows(tmp_path, capsys, monkeypatch, policy):
+    monkeypatch.setattr(attacks.staged, "_summary", fails_in_the_pool)
+    code, err, results = _run(tmp_path, capsys, _config(policy=policy, n_jobs=2, backend="threading"))
     _assert_clean_error(code, err, "the attack workers failed: RuntimeError: the pool broke")
-    assert len(results["rows"]) == 4 and all("the pool broke" in row["error"] for row in results["rows"])
+    assert len(results["rows"]) == ROWS[policy] and all("the pool broke" in row["error"] for row in results["rows"])
 
 
 @pytest.mark.slow
-def test_a_dead_loky_worker_gives_error_rows(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_dead_loky_worker_gives_error_rows(tmp_path, capsys, monkeypatch, policy):
     """A worker process killed mid-task (TerminatedWorkerError); slow: loky starts fresh workers."""
-    monkeypatch.setattr(audit.runner, "_run_task", dies_in_a_worker)
-    code, err, results = _run(tmp_path, capsys, _config(n_jobs=2, backend="loky"))
+    monkeypatch.setattr(attacks.staged, "_summary", dies_in_a_worker)
+    code, err, results = _run(tmp_path, capsys, _config(policy=policy, n_jobs=2, backend="loky"))
     _assert_clean_error(code, err, "the attack workers failed: TerminatedWorkerError")
-    assert len(results["rows"]) == 4 and all("attack workers failed" in row["error"] for row in results["rows"])
+    assert len(results["rows"]) == ROWS[policy]
+    assert all("attack workers failed" in row["error"] for row in results["rows"])
 
 
 @pytest.mark.parametrize("stage", ["assign_verdicts", "write_audit_report"])
-def test_a_crash_after_the_tasks_keeps_the_rows(tmp_path, capsys, monkeypatch, stage):
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_crash_after_the_tasks_keeps_the_rows(tmp_path, capsys, monkeypatch, stage, policy):
     def crash(*args, **kwargs):
         raise ZeroDivisionError("float division by zero")
 
     monkeypatch.setattr(audit.api if stage == "assign_verdicts" else audit.report, stage, crash)
-    code, err, results = _run(tmp_path, capsys, _config())
+    code, err, results = _run(tmp_path, capsys, _config(policy=policy))
     _assert_clean_error(code, err, "ZeroDivisionError: float division by zero")
     assert results["verdict"] == "error" and "ZeroDivisionError" in results["error"]
-    assert len(results["rows"]) == 4 and all(row["verdict"] is None for row in results["rows"])
+    assert len(results["rows"]) == ROWS[policy] and all(row["verdict"] is None for row in results["rows"])
     assert "**ERROR**" in (tmp_path / "out" / "report.md").read_text()
-    assert len((tmp_path / "out" / TASKS_FILE).read_text().splitlines()) == 4
+    assert len((tmp_path / "out" / TASKS_FILE).read_text().splitlines()) == ROWS[policy]
 
 
 def test_debug_shows_the_traceback(tmp_path, capsys, monkeypatch):
@@ -244,11 +256,11 @@ def test_ctrl_c_exits_130_after_saving(tmp_path, capsys, monkeypatch):
     assert sum(row["resumed"] for row in results["rows"]) == 2
 
 
-def test_staged_ctrl_c_exits_130_after_saving_the_finished_searches(tmp_path, capsys, monkeypatch):
-    """The staged engine writes a search's records as it finishes: Ctrl-C in the second search keeps the first."""
-    config = _config()
+def test_best_ctrl_c_exits_130_after_saving_the_finished_searches(tmp_path, capsys, monkeypatch):
+    """Policy best writes a search's records as it finishes: Ctrl-C in the second search keeps the first."""
+    config = _config(policy="best")
     config["claims"].append({"divergence": "ipm", "function_class": "linear", "epsilon": 2.0})
-    config["attacks"].update(engine="staged", n_samples=400)
+    config["attacks"].update(n_samples=400)
     results = _interrupted_run(tmp_path, capsys, monkeypatch, config, 1)
     assert results["verdict"] == "error" and [row["divergence"] for row in results["rows"]] == ["kl"]
     code, err, results = _run(tmp_path, capsys, config, "--resume")
@@ -368,8 +380,9 @@ def test_run_audit_takes_a_function_object_and_records_its_name():
     assert name == "test_faults:test_run_audit_takes_a_function_object_and_records_its_name.<locals>.<lambda>"
 
 
-def test_rows_do_not_depend_on_jobs_backend_or_fork(monkeypatch):
-    config = _config()
+@pytest.mark.parametrize("policy", POLICIES)
+def test_rows_do_not_depend_on_jobs_backend_or_fork(monkeypatch, policy):
+    config = _config(policy=policy)
     config["pairs"] = [{"d": [[0.0]], "d_prime": [[float(i)]]} for i in range(1, 4)]
     one = run_audit(config, progress=False).table
     two = run_audit(config, n_jobs=2, backend="threading", progress=False).table  # loky: tests/test_runner.py
@@ -488,34 +501,15 @@ def test_many_mutated_configs_end_cleanly(tmp_path, capsys):
     _fuzz(tmp_path, capsys, count=200, seed=1)
 
 
-@pytest.mark.parametrize(
-    ("function", "expected"),
-    [("kills_its_process", "exit code 3"), ("hangs", "run.sample_timeout = 1 s"), ("exits_0", "called sys.exit(0)")],
-)
-def test_the_staged_engine_isolates_a_failing_mechanism(tmp_path, function, expected):
-    """The staged engine samples in forked children too: the failing pair is an error row, the other pair is searched."""
-    config = _config(function, sample_timeout=1)
-    config["attacks"].update(engine="staged", n_samples=400)
-    start = time.perf_counter()
-    result = run_audit(config, out_dir=tmp_path / "out", progress=False)
-    errors = result.table[result.table["error"].notna()]
-    assert result.exit_code == 2 and result.verdict != "violation"
-    assert len(errors) and all(expected in text and "p0" in text for text in errors["error"])
-    found = result.table[result.table["error"].isna()]
-    assert len(found) == 1 and found["pair"].iloc[0] == "p1"  # the healthy pair is searched and confirmed
-    assert (tmp_path / "out" / "report.md").exists()
-    assert time.perf_counter() - start < 60
-
-
 # --- a failure reads as ERROR everywhere ---------------------------------------
 
 
-@pytest.mark.parametrize("engine", ["rows", "staged"])
+@pytest.mark.parametrize("policy", ["every", "best"])
 @pytest.mark.parametrize("function", ["raises", "returns_scalar", "returns_fewer", "returns_nan", "exits_0"])
-def test_a_failure_reads_as_error_everywhere(tmp_path, capsys, function, engine):
+def test_a_failure_reads_as_error_everywhere(tmp_path, capsys, function, policy):
     """Exit 2 is ERROR in report.md, results.json, the JSON line, stdout and summary; one bounded stderr line."""
-    config = _config(function)
-    config["attacks"].update(engine=engine, n_samples=400)
+    config = _config(function, policy)
+    config["attacks"].update(n_samples=400)
     out = tmp_path / "out"
     code = main(["run", str(_toml(tmp_path, config)), "--out", str(out), "--quiet", "--json-summary"])
     captured = capsys.readouterr()

@@ -189,7 +189,7 @@ def test_audit_saves_generated_pairs_and_opens_with_what_was_audited(tmp_path, m
         '[mechanism]\nname = "laplace"\nparams = { epsilon = 1.0 }\n'
         '[neighbours]\nstrategy = "random"\ncount = 2\ndomain = { low = [0.0], high = [1.0], size = 3 }\n'
         '[[claims]]\ndivergence = "kl"\nfunction_class = "linear"\nepsilon = 0.5\n'
-        '[attacks]\nclasses = ["linear"]\nn_samples = 500\nengine = "rows"\n[run]\nseed = 7\nn_jobs = 1\n'
+        '[attacks]\nclasses = ["linear"]\nn_samples = 500\npolicy = "every"\n[run]\nseed = 7\nn_jobs = 1\n'
     )
     run_audit(config, progress=False, out_dir=tmp_path / "out")
     document = json.loads((tmp_path / "out" / "results.json").read_text())

@@ -50,7 +50,7 @@ def _config(function="seeded", **claim):
         "mechanism": {"callable": f"test_report_trust:{function}"},
         "pairs": [{"d": [[0.0]], "d_prime": [[1.0]]}],
         "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 2.0, **claim}],
-        "attacks": {"classes": ["linear"], "n_samples": 400, "engine": "rows"},
+        "attacks": {"classes": ["linear"], "n_samples": 400, "policy": "every"},
         "run": {"seed": 0, "n_jobs": 1},
     }
 

@@ -96,7 +96,7 @@ def _config(function="laplace_sum", coupled=False):
         "mechanism": {"callable": f"test_sampling:{function}"},
         "pairs": [{"d": [[0.0]], "d_prime": [[float(i)]]} for i in (1, 2)],
         "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0}],
-        "attacks": {"engine": "rows", "classes": ["threshold"], "n_samples": N, "coupled": coupled},
+        "attacks": {"policy": "every", "classes": ["threshold"], "n_samples": N, "coupled": coupled},
         "run": {"seed": 3, "n_jobs": 1},
     }
 

@@ -4,8 +4,8 @@ import warnings
 
 import pytest
 
-from audit.bounds import laplace_kl
 from audit.testing import assert_claim_holds
+from audit.theory.bounds import laplace_kl
 
 DP_HALF = {"divergence": "dp", "function_class": "all", "epsilon": 0.5}
 

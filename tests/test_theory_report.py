@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit import bounds, theory_report
+from audit import theory_report
 from audit.cli import main
+from audit.theory import bounds
 from audit.theory_report import bound_crossings, bound_violations, theory_table, write_theory_report
 from theory_reference import EXACT, REFERENCE_RTOL, TABLE1_BOUND_ALPHA4
 
