@@ -237,7 +237,7 @@ def demo_configs() -> dict[str, dict]:
     claims = [
         {"divergence": "kl", "function_class": "all", "epsilon": kl,
          "reason": f"the KL divergence of a {epsilon}-DP Laplace count, epsilon - 1 + exp(-epsilon) = {kl:.4f} "
-                   "at epsilon = 0.5 (docs/theory.md section 6), which noisy_hist_1 meets on every pair"},
+                   "at epsilon = 0.5 (docs/theory.md section 6): noisy_hist_1's exact value, a tight claim"},
         {"divergence": "renyi", "alpha": [2.0], "function_class": "linear", "epsilon": renyi,
          "reason": f"CBDP Table 1's bound for linear adversaries at Renyi order 2, log(1 + 2 epsilon^2) = "
                    f"log 1.5 = {renyi:.4f} at epsilon = 0.5"},
