@@ -316,9 +316,11 @@ def _foreign_entries(path: Path) -> list[str]:
 
 
 def _lock(path: Path) -> None:
-    """Take ``path``'s lock for this process, or raise ValueError when another run holds it."""
-    import fcntl
-
+    """Take ``path``'s lock for this process, or raise ValueError when another run holds it (POSIX only)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock; the directory is not locked
+        return
     key = path.resolve()
     release_directory(key)  # this process's own earlier run into the directory (e.g. one that failed early)
     descriptor = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
