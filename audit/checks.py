@@ -176,15 +176,17 @@ def checks_verdict(rows: Sequence[dict[str, Any]]) -> str | None:
 def combine(claims_verdict: str | None, claims_exit: int | None, rows: Sequence[dict[str, Any]]) -> tuple[str, int]:
     """The audit's verdict and exit code from the claims' (None: no claims) and the checks'.
 
-    Verdict: "violation" if either reads violation, else "inconclusive" if
-    either does, else "pass".  Exit code: 2 when a check failed, else the
-    claims' code raised to 1 when a check is contradicted (docs/design.md).
+    Verdict: "error" whenever the exit code is 2 (a task or a check failed,
+    a claim went untested: no verdict about the claims), else "violation" if
+    either reads violation, else "inconclusive" if either does, else "pass".
+    Exit code: 2 when a check failed, else the claims' code raised to 1 when
+    a check is contradicted (docs/design.md).
     """
     verdicts = {v for v in (claims_verdict, checks_verdict(rows)) if v is not None}
     verdict = next((v for v in ("violation", "inconclusive") if v in verdicts), "pass")
     code = claims_exit or 0
-    if any(row["verdict"] == "error" for row in rows):
-        return verdict, 2
+    if code == 2 or any(row["verdict"] == "error" for row in rows):
+        return "error", 2
     if any(row["verdict"] == "contradicted" for row in rows) and code == 0:
         code = 1
     return verdict, code

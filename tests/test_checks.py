@@ -89,9 +89,9 @@ def test_combine_verdicts_and_exit_codes():
     assert combine(None, None, [contradicted]) == ("violation", 1)
     assert combine("pass", 0, [{"verdict": "hypothesis broken"}]) == ("pass", 0)
     assert combine("pass", 0, [{"verdict": "inconclusive"}]) == ("inconclusive", 0)
-    assert combine("pass", 0, [{"verdict": "error"}]) == ("inconclusive", 2)
+    assert combine("pass", 0, [{"verdict": "error"}]) == ("error", 2)
     assert combine("violation", 1, [holds]) == ("violation", 1)
-    assert combine("pass", 2, [contradicted]) == ("violation", 2)
+    assert combine("pass", 2, [contradicted]) == ("error", 2)  # exit 2 always reads "error"
 
 
 # --------------------------------------------------------------------------- the theorems hold where they apply
@@ -220,7 +220,7 @@ def test_a_hanging_check_mechanism_exits_2_within_the_sample_timeout(tmp_path, c
 def test_a_failing_check_is_an_error_row_not_a_verdict():
     (row,) = _run({"property": "post-processing", "map": [[1.0, 1.0]]})
     assert row["verdict"] == "error" and "column" in row["error"]
-    assert combine(None, None, [row]) == ("inconclusive", 2)
+    assert combine(None, None, [row]) == ("error", 2)
 
 
 def test_checks_only_audit_writes_results_and_report(tmp_path):

@@ -85,7 +85,7 @@ def test_mechanism_errors_exit_2(tmp_path, capsys):
     path = _write(tmp_path, text)
     assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 2
     captured = capsys.readouterr()
-    assert "inconclusive" in captured.out.lower()
+    assert "ERROR" in captured.out and "INCONCLUSIVE" not in captured.out  # exit 2 reads as an error
     assert "broken on purpose" in captured.err
 
 

@@ -310,7 +310,7 @@ def test_mechanism_errors_become_error_rows(function, message, policy):
     assert table.loc[table["pair"] == "p0", "error"].str.contains(message).all()
     assert table.loc[table["pair"] == "p1", "error"].isna().all()  # the healthy pair still finished
     assert table["pair"].eq("p1").any()
-    assert result.exit_code == 2 and result.verdict == "inconclusive"
+    assert result.exit_code == 2 and result.verdict == "error"  # exit 2 reads as an error
 
 
 def test_exact_and_theory_columns_for_a_builtin():
