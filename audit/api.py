@@ -25,6 +25,7 @@ from audit.config import AuditConfig, ConfigError, load_config, user_import_path
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.on_average import aggregate_rows
 from audit.provenance import describe_audit, pair_records
+from audit.structure import fix_layout
 from audit.plan import task_seed
 from audit.runner import run_tasks
 from audit.sampling import one_line
@@ -174,6 +175,9 @@ def run_audit(
     out = None if out_dir is None else output_directory(out_dir)
     mechanism = audit_config.mechanism.build()
     pairs = _pairs(audit_config, mechanism)
+    # NaN, inf and changing widths are evidence: fix the outputs' layout before any chunk is drawn (audit.structure)
+    fix_layout(mechanism, [data for pair in pairs for data in (pair.d, pair.d_prime)],
+               task_seed(audit_config.run.seed, "structure"), audit_config.run.sample_timeout)
     finished: dict[str, dict] = {}
     stage = "the tasks"
     try:

@@ -226,18 +226,25 @@ def test_randomized_response_at_high_epsilon_is_not_a_false_violation():
     assert violations <= 2  # binom.ppf(0.99, 10, 0.05) = 2
 
 
-@pytest.mark.parametrize(
-    ("function", "message"),
-    [("nan_on_d_prime", "NaN"), ("raises_on_d_prime", "boom on d_prime"), ("wider_on_d_prime", "width")],
-)
-def test_mechanism_errors_become_error_rows(function, message):
-    config = _config(function)
+def test_mechanism_errors_become_error_rows():
+    config = _config("raises_on_d_prime")
     config["pairs"] = [*PAIRS, {"d": [[0.0], [0.0]], "d_prime": [[0.0], [0.0]]}]  # p1: d_prime sums to 0
     result = run_audit(config, progress=False)
     table = result.table.set_index("pair")
-    assert table.loc["p0", "error"].str.contains(message).all()
+    assert table.loc["p0", "error"].str.contains("boom on d_prime").all()
     assert table.loc["p1", "error"].isna().all()  # the healthy pair still finished
     assert result.exit_code == 2 and result.verdict == "inconclusive"
+
+
+@pytest.mark.parametrize("function", ["nan_on_d_prime", "wider_on_d_prime"])
+def test_structural_outputs_are_evidence_not_errors(function):
+    """NaN on d' only, or a wider output on d': an observable event (audit.structure), refuted at once."""
+    config = _config(function)
+    config["pairs"] = [*PAIRS, {"d": [[0.0], [0.0]], "d_prime": [[0.0], [0.0]]}]
+    result = run_audit(config, progress=False)
+    table = result.table.set_index("pair")
+    assert table["error"].isna().all()
+    assert (table.loc["p0", "verdict"] == "violation").any() and result.exit_code == 1
 
 
 def test_exact_and_theory_columns_for_a_builtin():
