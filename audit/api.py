@@ -24,7 +24,7 @@ from audit.checks import combine, run_checks
 from audit.config import AuditConfig, ConfigError, load_config, user_import_path
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.on_average import aggregate_rows
-from audit.provenance import describe_audit, pair_records
+from audit.provenance import describe_audit, pair_records, screening_records
 from audit.structure import fix_layout
 from audit.plan import task_seed
 from audit.runner import run_tasks
@@ -82,6 +82,10 @@ class AuditResult:
     checks : list of dict
         The ``[[checks]]`` rows (:func:`audit.checks.run_checks`); they join
         the verdict and exit code as :func:`audit.checks.combine` says.
+    search : list of dict
+        ``[neighbours] strategy = "search"``: every candidate screened, probes
+        included, with its score and why it was dropped
+        (:func:`audit.provenance.screening_records`); empty otherwise.
     """
 
     verdict: str
@@ -95,6 +99,7 @@ class AuditResult:
     audited: Mapping[str, Any] = field(default_factory=dict)
     theory: Sequence[Mapping[str, Any]] = ()
     checks: Sequence[Mapping[str, Any]] = ()
+    search: Sequence[Mapping[str, Any]] = ()
 
     @property
     def rows(self) -> list[Row]:
@@ -115,6 +120,7 @@ class AuditResult:
             versions=dict(self.versions), config=dict(self.config), pairs=list(self.pairs), audited=dict(self.audited),
             theory=list(self.theory),
             checks=list(self.checks),
+            search=list(self.search),
         )
 
 
@@ -219,6 +225,7 @@ def run_audit(
             audited=describe_audit(mechanism, config, audit_config.raw),
             theory=check_bounds(records, evidence, audit_config.attacks.confidence),
             checks=checks,
+            search=screening_records(pairs),
         )
         stage = "writing the report"
         if out is not None:

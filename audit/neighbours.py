@@ -62,7 +62,7 @@ PROBES = ("out_of_domain", "special_values", "small_sizes", "duplicates", "new_c
 SPECIAL_VALUES = (
     ("NaN", np.nan), ("+inf", np.inf), ("-inf", -np.inf), ("-0.0", -0.0),
     ("the largest finite float", np.finfo(float).max), ("minus the largest finite float", -np.finfo(float).max),
-    ("2^53", 2.0**53), ("2^53 + 2", 2.0**53 + 2), ("1e39 (beyond float32)", 1e39), ("-1e39 (beyond float32)", -1e39),
+    ("2^53", 2.0**53), ("2^53 + 2", 2.0**53 + 2), ("1e39, beyond float32", 1e39), ("-1e39, beyond float32", -1e39),
 )
 """Record values that break float arithmetic: NaN passes ``np.clip``, inf and huge values overflow sums,
 integers beyond 2^53 and values beyond float32's range lose or change their value when cast."""
@@ -108,14 +108,14 @@ class Screened:
         Why it was dropped (the mechanism refuses a probe, or fails on both
         datasets) or, for an in-domain candidate on one of whose datasets the
         mechanism fails, the finding and its counts; "" when screened.
-    kept : bool
-        Whether it is one of the audited pairs.
+    pair : str
+        The name of the audited pair it became (``"p0"`` is the best screened), "" when not kept.
     """
 
     label: str
     score: float
     note: str = ""
-    kept: bool = False
+    pair: str = ""
 
 
 class PairList(list):
@@ -458,7 +458,8 @@ def _generate(
         divergence=_option(spec, "divergence", "kl"),
     )
     order = _best(screening, count)
-    screening = [replace(entry, kept=i in order) for i, entry in enumerate(screening)]
+    names = {index: f"p{rank}" for rank, index in enumerate(order)}
+    screening = [replace(entry, pair=names.get(i, "")) for i, entry in enumerate(screening)]
     return [pool[i] for i in order], [labels[i] for i in order], screening
 
 
@@ -572,7 +573,7 @@ def probe_pairs(
             one_record(f"out_of_domain: {label}", record)
     if "special_values" in families:
         for label, value in SPECIAL_VALUES:
-            one_record(f"special_values: a {label} record", np.full(domain.low.size, value))
+            one_record(f"special_values: a record of {label}", np.full(domain.low.size, value))
     if "small_sizes" in families:
         empty, low, high = np.empty((0, domain.low.size)), domain.low[None, :], domain.high[None, :]
         if relation == "add-remove":
