@@ -117,23 +117,14 @@ def output_rows(out: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
     ``out`` is an (n, d) or (n,) array, or a sequence of n rows of possibly
     different lengths (None entries read as NaN).
     """
-    from audit.mechanisms.base import MechanismError
+    from audit.mechanisms.base import MechanismError, output_array
 
     try:
         array = np.asarray(out)
     except ValueError:  # ragged rows
         array = np.empty(0, dtype=object)
     if array.dtype != object:
-        if array.dtype.kind not in "biuf":
-            raise MechanismError(f"mechanism outputs must be real numbers (bool, int or float). Found dtype {array.dtype}.")
-        array = array.astype(float, copy=False)
-        if array.ndim == 1:
-            array = array[:, None]
-        if array.ndim != 2 or array.shape[0] != n:
-            raise MechanismError(
-                f"mechanism outputs must have shape ({n}, d) or ({n},) for the {n} samples asked for. "
-                f"Found shape {np.shape(out)}."
-            )
+        array = output_array(array, n)
         return array, np.full(n, array.shape[1])
     rows = [_row(row) for row in out] if hasattr(out, "__len__") else []
     if len(rows) != n:

@@ -4,6 +4,9 @@ The bug families of tests/probe_mechanisms.py (true epsilon 10 or infinite) must
 domain and ``strategy = "search"``; their correct counterparts never flagged and never exit 2.
 """
 
+import json
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -160,6 +163,23 @@ def test_correct_counterparts_are_not_flagged(name, relation, high):
     result = run_audit(_config(name, relation, high), progress=False)
     assert result.verdict == "pass" and result.exit_code == 0, result.table[["pair", "estimate", "error"]]
     assert result.search and all(entry["note"].startswith("dropped") for entry in result.search if entry["note"])
+
+
+def test_a_search_audit_with_probes_writes_valid_results_and_lists_the_probes(tmp_path):
+    """Probe datasets hold NaN, inf and no records: results.json keeps them (null, "inf", []) within its schema."""
+    jsonschema = pytest.importorskip("jsonschema")
+    config = _config("nan_clip", "add-remove", 1)
+    config["attacks"]["classes"] = ["atoms"]  # the report, not the attack, is under test here
+    run_audit(config, progress=False, out_dir=tmp_path)
+    document = json.loads((tmp_path / "results.json").read_text())
+    schema = json.loads((pathlib.Path(__file__).parents[1] / "docs/schema/results.schema.json").read_text())
+    assert list(jsonschema.Draft202012Validator(schema).iter_errors(document)) == []
+    labels = [entry["label"] for entry in document["search"]]
+    assert "probe special_values: a record of NaN" in labels and any(label.startswith("probe small_sizes") for label in labels)
+    report = (tmp_path / "report.md").read_text()
+    assert "## Dataset search" in report and "probe special_values: a record of NaN" in report
+    winner = next(entry for entry in document["search"] if entry["pair"] == "p0")
+    assert winner["label"].startswith("probe") and document["pairs"][0]["origin"] == winner["label"]
 
 
 @pytest.mark.slow

@@ -56,6 +56,23 @@ class Mechanism(Protocol):
         ...
 
 
+def output_array(array: np.ndarray, n: int) -> np.ndarray:
+    """A mechanism's outputs as floats of shape (n, d) ((n,) read as d = 1), or MechanismError naming the problem."""
+    if array.dtype.kind not in "biuf":
+        raise MechanismError(
+            f"mechanism outputs must be real numbers (bool, int or float). Found dtype {array.dtype}."
+        )
+    array = array.astype(float, copy=False)
+    if array.ndim == 1:
+        array = array[:, None]
+    if array.ndim != 2 or array.shape[0] != n:
+        raise MechanismError(
+            f"mechanism outputs must have shape ({n}, d) or ({n},) for the {n} samples asked for. "
+            f"Found shape {array.shape}."
+        )
+    return array
+
+
 def check_output(out: Any, n: int, expected_dim: int | None = None) -> np.ndarray:
     """Validate a mechanism's outputs and return them as a float array of shape (n, d).
 
@@ -78,19 +95,7 @@ def check_output(out: Any, n: int, expected_dim: int | None = None) -> np.ndarra
         On non-numeric values, NaN or inf, a number of rows other than n, more
         than two dimensions, or a width other than ``expected_dim``.
     """
-    array = np.asarray(out)
-    if array.dtype.kind not in "biuf":
-        raise MechanismError(
-            f"mechanism outputs must be real numbers (bool, int or float). Found dtype {array.dtype}."
-        )
-    array = array.astype(float, copy=False)
-    if array.ndim == 1:
-        array = array[:, None]
-    if array.ndim != 2 or array.shape[0] != n:
-        raise MechanismError(
-            f"mechanism outputs must have shape ({n}, d) or ({n},) for the {n} samples asked for. "
-            f"Found shape {np.shape(out)}."
-        )
+    array = output_array(np.asarray(out), n)
     if expected_dim is not None and array.shape[1] != expected_dim:
         raise MechanismError(
             f"mechanism output width changed: earlier outputs had d = {expected_dim}. "
