@@ -631,7 +631,7 @@ def screen_candidates(
     Raises
     ------
     MechanismError
-        When the mechanism fails on every candidate (the first failure's message).
+        When no candidate could be scored (the first failure's message).
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 10:
         raise ValueError(f"neighbours.screen_samples must be an integer >= 10. Found {n!r}.")
@@ -648,14 +648,20 @@ def screen_candidates(
             screening.append(Screened(label, np.nan, _failure_note(mechanism, (d, d_prime), label, outputs, seed)))
             continue
         p, q = outputs
-        score = max(
-            estimate_divergence(x, y, function_class, divergence, random_state=seed).estimate for x, y in ((p, q), (q, p))
-        )
+        try:
+            score = max(
+                estimate_divergence(x, y, function_class, divergence, random_state=seed).estimate
+                for x, y in ((p, q), (q, p))
+            )
+        except (ValueError, ArithmeticError, np.linalg.LinAlgError) as error:  # outputs the cheap attack cannot fit
+            screening.append(Screened(label, np.nan, f"dropped: the screening attack failed ({error})"))
+            continue
         screening.append(Screened(label, float(score)))
-    if first_failure is not None and all(np.isnan(entry.score) for entry in screening):
+    if screening and all(entry.note for entry in screening):
         from audit.mechanisms import MechanismError
 
-        raise MechanismError(f"the mechanism failed on every candidate pair of the search: {first_failure}")
+        first = first_failure.split("|", 1)[1] if first_failure else screening[0].note
+        raise MechanismError(f"the mechanism failed on every candidate pair of the search: {first}")
     return screening
 
 

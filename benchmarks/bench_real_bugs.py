@@ -173,6 +173,7 @@ def audit_case(case: Case, function: str, seed: int) -> dict:
     return {
         "verdict": f"{result.verdict} (exit {result.exit_code})",
         "lower bound": f"{rows['ci_low'].iloc[0]:.3g}" if len(rows) else "-",
+        "claim note": result.claims[0].get("note") or "-",
         "pair": f"{pair}: {origin}" if pair else "-",
         "refused probes": refused,
         "findings": findings,
