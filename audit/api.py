@@ -181,12 +181,12 @@ def run_audit(
     out = None if out_dir is None else output_directory(out_dir)
     mechanism = audit_config.mechanism.build()
     pairs = _pairs(audit_config, mechanism)
-    # NaN, inf and changing widths are evidence: fix the outputs' layout before any chunk is drawn (audit.structure)
-    fix_layout(mechanism, [data for pair in pairs for data in (pair.d, pair.d_prime)],
-               task_seed(audit_config.run.seed, "structure"), audit_config.run.sample_timeout)
     finished: dict[str, dict] = {}
     stage = "the tasks"
     try:
+        # NaN, inf and changing widths are evidence: fix the outputs' layout before any chunk is drawn (audit.structure)
+        fix_layout(mechanism, [data for pair in pairs for data in (pair.d, pair.d_prime)],
+                   task_seed(audit_config.run.seed, "structure"), audit_config.run.sample_timeout)
         columns = list(TABLE_COLUMNS)
         if audit_config.attacks.engine == "staged":  # one confirm statistic per claim (audit/staged_audit.py)
             from audit.staged_audit import run_staged

@@ -37,6 +37,7 @@ layouts.
 from __future__ import annotations
 
 import multiprocessing
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -149,47 +150,60 @@ def _row(row: Any) -> np.ndarray:
 
 PILOT_OUTPUTS = 20
 """Outputs per dataset drawn by :func:`fix_layout` to see the structure of a mechanism's outputs."""
+PILOT_SECONDS = 10.0
+"""Longest :func:`fix_layout` waits for its draws (at most ``run.sample_timeout``)."""
 
 
 def fix_layout(mechanism: Any, datasets: Sequence[np.ndarray], seed: int, timeout: float) -> None:
     """Fix the layout of ``mechanism``'s outputs before an audit samples it in forked children.
 
     Draws :data:`PILOT_OUTPUTS` outputs on every dataset in one forked child
-    (within ``timeout`` seconds; failures are ignored here and reported by the
-    sampler) and copies the child's layout into the mechanism's encoder, so
-    that every chunk drawn later starts from the same layout (module
-    docstring).  A mechanism without an encoder (not wrapped by capaudit), or a
-    platform without ``fork``, is left as it is.
+    and copies the layout the child's encoder has after each dataset into the
+    mechanism's encoder, for at most ``min(timeout, PILOT_SECONDS)`` seconds
+    (a hanging or slow mechanism keeps the layout of the datasets drawn in
+    time; failures are ignored here and reported by the sampler), so that
+    every chunk drawn later starts from the same layout (module docstring).
+    The parent polls without blocking, so Ctrl-C reaches it at once.  A
+    mechanism without an encoder (not wrapped by capaudit), or a platform
+    without ``fork``, is left as it is.
     """
     encoder = getattr(mechanism, "structure", None)
     if not isinstance(encoder, StructureEncoder) or "fork" not in multiprocessing.get_all_start_methods():
         return
-    receive, send = multiprocessing.get_context("fork").Pipe(duplex=False)
-    child = multiprocessing.get_context("fork").Process(
-        target=_pilot, args=(mechanism, encoder, datasets, seed, send), daemon=True
-    )
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_pilot, args=(mechanism, encoder, datasets, seed, send), daemon=True)
     child.start()
     send.close()
+    deadline = time.monotonic() + min(timeout, PILOT_SECONDS)
     try:
-        if receive.poll(timeout):
-            encoder.width, encoder.structural = receive.recv()
+        while time.monotonic() < deadline:
+            if receive.poll(0):
+                layout = receive.recv()
+                if layout is None:  # every dataset drawn
+                    break
+                encoder.width, encoder.structural = layout
+            elif not child.is_alive():
+                break
+            else:
+                time.sleep(0.01)
     except (EOFError, OSError):  # the child died: the sampler will say how
         pass
     finally:
         receive.close()
-        child.join(0.1)
         if child.is_alive():
             child.kill()
-            child.join()
+        child.join()
 
 
 def _pilot(mechanism: Any, encoder: StructureEncoder, datasets: Sequence[np.ndarray], seed: int, send: Any) -> None:
-    """In the forked child: sample every dataset, then send the layout the encoder ended with."""
+    """In the forked child: sample every dataset, sending the encoder's layout after each; None at the end."""
     rng = np.random.default_rng(seed)
     for dataset in datasets:
         try:
             mechanism.sample(dataset, PILOT_OUTPUTS, rng)
         except (Exception, SystemExit):
             continue
-    send.send((encoder.width, encoder.structural))
+        send.send((encoder.width, encoder.structural))
+    send.send(None)
     send.close()
