@@ -52,10 +52,18 @@ def _diffprivlib():
     return diffprivlib
 
 
+def _sanitised(dataset):
+    """The records with NaN mapped to 0 and clipped to [0, 1]: the input handling of the correct releases."""
+    return np.clip(np.nan_to_num(np.ravel(dataset), nan=0.0), 0.0, 1.0)
+
+
 def dpl_mean_bounds_from_data(dataset, n, rng):
-    """diffprivlib.tools.mean without bounds: read from the data (min, max), so a constant dataset is released exactly."""
+    """diffprivlib.tools.mean without bounds: read from the data (min, max), so a constant dataset is released exactly.
+
+    The records are sanitised as in the correct release, so that the bounds are the only bug audited here.
+    """
     mean = _diffprivlib().tools.mean
-    return np.array([mean(np.ravel(dataset), epsilon=1.0, random_state=int(s)) for s in rng.integers(2**31, size=n)])
+    return np.array([mean(_sanitised(dataset), epsilon=1.0, random_state=int(s)) for s in rng.integers(2**31, size=n)])
 
 
 def dpl_mean_nan(dataset, n, rng):
@@ -68,8 +76,8 @@ def dpl_mean_nan(dataset, n, rng):
 def dpl_mean_correct(dataset, n, rng):
     """Correct: bounds (0, 1) given, NaN records mapped to 0 and the records clipped before the call."""
     mean = _diffprivlib().tools.mean
-    records = np.clip(np.nan_to_num(np.ravel(dataset), nan=0.0), 0.0, 1.0)
-    return np.array([mean(records, epsilon=1.0, bounds=(0, 1), random_state=int(s)) for s in rng.integers(2**31, size=n)])
+    return np.array([mean(_sanitised(dataset), epsilon=1.0, bounds=(0, 1), random_state=int(s))
+                     for s in rng.integers(2**31, size=n)])
 
 
 def _logistic(labels, n, rng):
@@ -222,7 +230,8 @@ def main() -> None:
         "one fit per output). `pair` is the audited pair of the strongest row and how the search made it; "
         "`lower bound` its lower confidence bound on epsilon (confidence 0.95); `refused probes` the probes "
         "the release raised on (dropped, never a violation), `findings` the in-domain pairs on one of whose "
-        "datasets only it raised.",
+        "datasets only it raised (a finding of the report, not a verdict). `inconclusive` is a row whose estimate "
+        "exceeds the claim without significance (exit 0), not a violation.",
         "",
         tabulate(rows, headers="keys", tablefmt="github") if rows else "(no case ran)",
         "",
