@@ -26,7 +26,8 @@ from audit.families import claim_summaries
 from audit.engine import engine_rows, run_engine
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.on_average import aggregate_rows
-from audit.provenance import describe_audit, pair_records
+from audit.provenance import describe_audit, pair_records, screening_records
+from audit.structure import fix_layout
 from audit.plan import task_seed
 from audit.sampling import one_line
 from audit.schema import STAGED_COLUMNS, TABLE_COLUMNS, Row
@@ -82,6 +83,10 @@ class AuditResult:
     checks : list of dict
         The ``[[checks]]`` rows (:func:`audit.checks.run_checks`); they join
         the verdict and exit code as :func:`audit.checks.combine` says.
+    search : list of dict
+        ``[neighbours] strategy = "search"``: every candidate screened, probes
+        included, with its score and why it was dropped
+        (:func:`audit.provenance.screening_records`); empty otherwise.
     """
 
     verdict: str
@@ -95,6 +100,7 @@ class AuditResult:
     audited: Mapping[str, Any] = field(default_factory=dict)
     theory: Sequence[Mapping[str, Any]] = ()
     checks: Sequence[Mapping[str, Any]] = ()
+    search: Sequence[Mapping[str, Any]] = ()
 
     @property
     def rows(self) -> list[Row]:
@@ -121,7 +127,7 @@ class AuditResult:
             return write_audit_report(
                 out, table=self.table, verdict=self.verdict, seed=self.seed, seconds=self.seconds,
                 versions=dict(self.versions), config=dict(self.config), pairs=list(self.pairs),
-                audited=dict(self.audited), theory=list(self.theory), checks=list(self.checks),
+                audited=dict(self.audited), theory=list(self.theory), checks=list(self.checks), search=list(self.search),
             )
         finally:
             release_directory(out)
@@ -187,6 +193,9 @@ def run_audit(
     finished: dict[str, dict] = {}
     stage = "the tasks"
     try:
+        # NaN, inf and changing widths are evidence: fix the outputs' layout before any chunk is drawn (audit.structure)
+        fix_layout(mechanism, [data for pair in pairs for data in (pair.d, pair.d_prime)],
+                   task_seed(audit_config.run.seed, "structure"), audit_config.run.sample_timeout)
         rows, evidence = run_engine(audit_config, mechanism, pairs, out, resume=resume, progress=progress,
                                     finished=finished)
         stage = "the verdicts"
@@ -216,6 +225,7 @@ def run_audit(
                                    timeout=audit_config.run.sample_timeout),
             theory=check_bounds(records, evidence, audit_config.attacks.confidence),
             checks=checks,
+            search=screening_records(pairs),
         )
         stage = "writing the report"
         if out is not None:

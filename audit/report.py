@@ -79,6 +79,7 @@ def write_audit_report(
     audited: Mapping[str, Any] | None = None,
     theory: Sequence[Mapping[str, Any]] = (),
     checks: Sequence[Mapping[str, Any]] = (),
+    search: Sequence[Mapping[str, Any]] = (),
 ) -> pathlib.Path:
     """Write results.json, results.csv, report.md, report.html and figures/*.png for an audit.
 
@@ -114,6 +115,9 @@ def write_audit_report(
     checks : sequence of mapping, optional
         The ``[[checks]]`` rows (:func:`audit.checks.run_checks`): results.json's
         ``checks`` and report.md's "Property checks".
+    search : sequence of mapping, optional
+        The dataset search's screening log (:func:`audit.provenance.screening_records`):
+        results.json's ``search`` and report.md's "Dataset search".
 
     Returns
     -------
@@ -150,6 +154,7 @@ def write_audit_report(
         "versions": versions, "config": dict(config), "audited": dict(audited or {}), "pairs": list(pairs),
         "claims": claims, "theory": [dict(entry) for entry in theory],
         **({"checks": [dict(check) for check in checks]} if checks else {}),  # only configs with [[checks]]
+        **({"search": [dict(entry) for entry in search]} if search else {}),  # only strategy = "search"
     }
     document = {**meta, "rows": [_json_row(row) for row in records]}
     # default=str: TOML dates and the like in the config are written as text.
@@ -312,6 +317,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         "",
     ]
     lines += _audited_block(meta["audited"], meta["pairs"], meta["config"])
+    lines += _search_section(meta.get("search", []))
     if (meta["audited"].get("mechanism") or {}).get("reproducible") is False:
         lines += [f"**Not reproducible:** {NOT_REPRODUCIBLE}; the verdict's error rate still holds, but "
                   "a violation cannot be replayed from the seed.", ""]
@@ -547,7 +553,36 @@ def _pair_line(pair: Mapping[str, Any], index: int) -> str:
         data = f"d = {_code(_compact(pair['d']))}, d' = {_code(_compact(pair['d_prime']))}"
     else:
         data = f"d: {_shape(d)}, d': {_shape(d_prime)}, in results.json `pairs[{index}]`"
-    return f"{_code(pair['name'])}: {data} ({relation})"
+    origin = f"; {pair['origin']}" if pair.get("origin") else ""
+    return f"{_code(pair['name'])}: {data} ({relation}{origin})"
+
+
+def _search_section(search: Sequence[Mapping[str, Any]]) -> list[str]:
+    """"Dataset search": the probes and corner pairs screened, the pairs kept, and what the mechanism refused."""
+    if not search:
+        return []
+    shown = [entry for entry in search if entry["label"] != "random" or entry["pair"] or entry["note"]]
+    random = [entry for entry in search if entry["label"] == "random"]
+    table = pd.DataFrame({
+        "candidate": [entry["label"] for entry in shown],
+        "screening score": [_number(entry["score"]) for entry in shown],
+        "audited as": [entry["pair"] or "-" for entry in shown],
+        "note": [entry["note"] or "-" for entry in shown],
+    })
+    best_random = max((entry["score"] for entry in random if entry["score"] is not None), default=math.nan)
+    return [
+        "## Dataset search",
+        "",
+        f"`strategy = \"search\"` screened {len(search)} candidate pairs: the domain's corner pairs, the edge-case "
+        f"probes (`[neighbours] probes`) and {len(random)} random pairs (best screening score "
+        f"{_number(best_random)}; those not kept are not listed). The highest screening scores are the audited "
+        "pairs, `p0` first; the claims table names the pair of the strongest evidence. A probe the mechanism "
+        "refuses (it raises) is dropped, never an error or a violation; a mechanism that fails on one dataset "
+        "of an in-domain pair only is a finding: the failure itself distinguishes the datasets.",
+        "",
+        _to_markdown(table),
+        "",
+    ]
 
 
 def _difference(d: np.ndarray, d_prime: np.ndarray) -> str:
@@ -562,7 +597,7 @@ def _compact(values: Any) -> str:
     """Nested lists of numbers, each to 6 significant digits (results.json keeps every digit)."""
     if isinstance(values, (list, tuple)):
         return "[" + ", ".join(_compact(value) for value in values) + "]"
-    return f"{values:.6g}"
+    return "nan" if values is None else str(values) if isinstance(values, str) else f"{values:.6g}"
 
 
 def _shape(records: np.ndarray) -> str:
