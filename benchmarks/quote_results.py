@@ -62,8 +62,9 @@ def validity_totals(results_file: str) -> list[str]:
 def totals_table(quoted: str) -> str:
     """The totals table for the results files named in the first column of ``quoted``."""
     files = re.findall(r"^\| `(benchmarks/results/[\w.-]+\.md)`", quoted, re.M)
-    lines = [TOTALS_HEADER, ["---"] * len(TOTALS_HEADER), *(validity_totals(name) for name in files)]
-    return "".join("| " + " | ".join(line) + " |\n" for line in lines)
+    lines = [TOTALS_HEADER, *(validity_totals(name) for name in files)]
+    rule = "|" + "---|" * len(TOTALS_HEADER) + "\n"
+    return "".join(("| " + " | ".join(line) + " |\n") + (rule if index == 0 else "") for index, line in enumerate(lines))
 
 
 def documents() -> list[Path]:
