@@ -27,7 +27,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from audit import generalization, gibbs_theory  # noqa: E402
+from audit import generalization  # noqa: E402
+from audit.theory import gibbs as gibbs_theory  # noqa: E402
 from audit.mechanisms.gibbs import GaussianPosteriorMean, LaplaceTruncatedMean, LinearRegressionPosterior  # noqa: E402
 
 CONFIDENCE = 0.95
