@@ -52,6 +52,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -549,17 +550,34 @@ def _screen_one(candidate: Candidate, samples: Draw, target: Target, sizes: Stag
 
 def _screen(draw, n_pairs: int, target: Target, sizes: StageSizes, seed: int,
             n_jobs: int) -> list[tuple[Candidate, float, float]]:
-    """(candidate, projected bound, its standard error) of every candidate whose pair could be sampled; one
-    pair's sample in memory at a time, its candidates fitted in parallel."""
+    """(candidate, projected bound, its standard error) of every candidate whose pair could be sampled; the
+    pairs drawn together in groups of up to min(n_jobs, MAX_FINALISTS) (the memory check's pairs held at once),
+    each pair's candidates fitted in parallel."""
     scored = []
-    for pair in range(n_pairs):
-        samples = draw(pair, sizes.screen, "screen")
-        if samples is None:
-            continue
-        candidates = [Candidate(pair, swapped, name) for swapped in (False, True) for name in target.classes]
-        scored += joblib.Parallel(n_jobs=n_jobs)(
-            joblib.delayed(_screen_one)(candidate, samples, target, sizes, seed) for candidate in candidates)
+    group = min(MAX_FINALISTS, max(joblib.effective_n_jobs(n_jobs), 1))
+    for first in range(0, n_pairs, group):
+        pairs = range(first, min(first + group, n_pairs))
+        for pair, samples in zip(pairs, _draw_together(draw, [(pair, sizes.screen, "screen") for pair in pairs],
+                                                       n_jobs)):
+            if samples is None:
+                continue
+            candidates = [Candidate(pair, swapped, name) for swapped in (False, True) for name in target.classes]
+            scored += joblib.Parallel(n_jobs=n_jobs)(
+                joblib.delayed(_screen_one)(candidate, samples, target, sizes, seed) for candidate in candidates)
     return scored
+
+
+def _draw_together(draw, requests: list[tuple], n_jobs: int) -> list[Draw | None]:
+    """``draw(*request)`` for every request, up to n_jobs at once: a sampler that waits on processes (a slow
+    mechanism drawn in children or cluster jobs) is kept busy across pairs, not only across one pair's chunks.
+
+    Threads only wait: the draws' numbers depend on their requests, not on the order they finish in.
+    """
+    threads = min(len(requests), max(joblib.effective_n_jobs(n_jobs), 1))
+    if threads <= 1:
+        return [draw(*request) for request in requests]
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(lambda request: draw(*request), requests))
 
 
 def _finalists(scored: list[tuple[Candidate, float, float]]) -> list[Candidate]:
@@ -585,7 +603,8 @@ def _train_one(candidate: Candidate, train: Draw, target: Target, sizes: StageSi
 def _train(draw, finalists: list[Candidate], target: Target, sizes: StageSizes, seed: int,
            n_jobs: int) -> list[Attack | None]:
     """Each finalist's attack fitted on ``sizes.train`` fresh outputs of its pair (None where sampling failed)."""
-    samples = {pair: draw(pair, sizes.train, "train") for pair in dict.fromkeys(c.pair for c in finalists)}
+    pairs = list(dict.fromkeys(c.pair for c in finalists))
+    samples = dict(zip(pairs, _draw_together(draw, [(pair, sizes.train, "train") for pair in pairs], n_jobs)))
     fitted = iter(joblib.Parallel(n_jobs=n_jobs)(
         joblib.delayed(_train_one)(c, samples[c.pair], target, sizes, seed)
         for c in finalists if samples[c.pair] is not None))
@@ -608,7 +627,8 @@ def _accumulate(draw, candidates: list[Candidate], attacks: list[Attack], n: int
     totals: dict[int, tuple[object, bool]] = {}
     failed = set()
     for index, size in enumerate(_chunks(n, chunk)):
-        draws = {pair: draw(pair, size, stage, index) for pair in dict.fromkeys(c.pair for c in candidates)}
+        pairs = list(dict.fromkeys(c.pair for c in candidates))
+        draws = dict(zip(pairs, _draw_together(draw, [(pair, size, stage, index) for pair in pairs], n_jobs)))
         failed.update(i for i, candidate in enumerate(candidates) if draws[candidate.pair] is None)
         blocks = [(i, begin) for i, candidate in enumerate(candidates) if draws[candidate.pair] is not None
                   for begin in range(0, size, SUMMARY_BLOCK)]

@@ -23,7 +23,6 @@ import pandas as pd
 from audit.checks import combine, run_checks
 from audit.config import AuditConfig, ConfigError, load_config, user_import_path
 from audit.families import claim_summaries
-from audit.engine import engine_rows, run_engine
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.on_average import aggregate_rows
 from audit.provenance import describe_audit, pair_records, screening_records
@@ -192,6 +191,8 @@ def run_audit(
     pairs = _pairs(audit_config, mechanism)
     finished: dict[str, dict] = {}
     stage = "the tasks"
+    from audit.engine import run_engine  # with the attacks (scikit-learn): not on `import audit.api`
+
     try:
         # NaN, inf and changing widths are evidence: fix the outputs' layout before any chunk is drawn (audit.structure)
         fix_layout(mechanism, [data for pair in pairs for data in (pair.d, pair.d_prime)],
@@ -349,6 +350,8 @@ def _save_failed(out: Path | None, config: AuditConfig, records: Mapping[str, di
     """:func:`write_failure` with the finished tasks' rows (:func:`audit.engine.engine_rows`, without verdicts)."""
     if out is None:
         return None
+    from audit.engine import engine_rows
+
     try:
         rows = engine_rows(config, records.values())
     except Exception:  # rows of records the claims cannot read: keep the records as they are

@@ -315,4 +315,7 @@ def _mechanisms(long: bool) -> int:
 
 
 if __name__ == "__main__":
+    from audit.import_path import drop_current_directory
+
+    drop_current_directory()  # python -m put it first: built-ins never import local files (audit.import_path)
     sys.exit(main())

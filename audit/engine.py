@@ -39,6 +39,7 @@ import functools
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -165,32 +166,35 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     if path is not None and not resume:
         path.write_text("")
     pending = [unit for unit in units if unit.id not in done]
-    probed = {}
-    if pending:
-        n_held, pairs_held = policy.held(sizes, config.attacks.n_samples, len(pairs))
-        probed = check_memory(config, pairs, functools.partial(draw_chunk, mechanism, seed=config.run.seed),
-                              n_samples=n_held, held_pairs=pairs_held)
-    bar = _OutputsBar(policy.planned(sizes, len(pairs)), len(pending), progress)
-    outputs = _Outputs(pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
-                                    workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1),
-                                    timeout=config.run.sample_timeout, on_outputs=bar.update, failed=probed))
-    with bar.bar:
-        for unit in units:
-            if unit.id not in done:
-                bar.start()
-                start = time.perf_counter()
-                with backend(config.run.backend, config.run.n_jobs):
+    # one backend (and, for dask and ray, one cluster) for the memory check's probe and every unit: the
+    # sampler runs the mechanism on the cluster's workers
+    with backend(config.run.backend, config.run.n_jobs):
+        probed = {}
+        if pending:
+            n_held, pairs_held = policy.held(sizes, config.attacks.n_samples, len(pairs))
+            probed = check_memory(config, pairs, functools.partial(draw_chunk, mechanism, seed=config.run.seed),
+                                  n_samples=n_held, held_pairs=pairs_held)
+        bar = _OutputsBar(policy.planned(sizes, len(pairs)), len(pending), progress)
+        outputs = _Outputs(pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
+                                        workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1),
+                                        timeout=config.run.sample_timeout, on_outputs=bar.update, failed=probed,
+                                        backend=config.run.backend))
+        with bar.bar:
+            for unit in units:
+                if unit.id not in done:
+                    bar.start()
+                    start = time.perf_counter()
                     outcomes = policy.run(unit, config, pairs, sizes, outputs, bar)
-                bar.finish()
-                seconds = time.perf_counter() - start
-                done[unit.id] = [_record(unit, outcome, len(outcomes), mechanism, pairs, config, outputs, seconds)
-                                 for outcome in outcomes]
-                for record, outcome in zip(done[unit.id], outcomes):
-                    record.update(plan=plan, resumed=False)
-                    evidence[record["task"]] = outcome.evidence if outcome.error is None else None
-                    if path is not None:
-                        store.append(path, record, evidence[record["task"]])
-            records.update((record["task"], record) for record in done[unit.id])
+                    bar.finish()
+                    seconds = time.perf_counter() - start
+                    done[unit.id] = [_record(unit, outcome, len(outcomes), mechanism, pairs, config, outputs,
+                                             seconds) for outcome in outcomes]
+                    for record, outcome in zip(done[unit.id], outcomes):
+                        record.update(plan=plan, resumed=False)
+                        evidence[record["task"]] = outcome.evidence if outcome.error is None else None
+                        if path is not None:
+                            store.append(path, record, evidence[record["task"]])
+                records.update((record["task"], record) for record in done[unit.id])
     rows = engine_rows(config, records.values())
     return rows, {row["task"]: evidence.get(row["task"]) if row["error"] is None else None for row in rows}
 
@@ -426,11 +430,13 @@ def _finished_units(path: Path, plan: str) -> tuple[dict[str, list[dict]], dict[
 
 def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coupled: bool, *, workers: int = 1,
                  timeout: float = 600.0, on_outputs: Callable[[int], Any] = lambda n: None,
-                 failed: dict[str, str] | None = None):
-    """The sampling callable of :mod:`attacks.staged` over ``pairs``.
+                 failed: dict[str, str] | None = None, backend: str = "loky"):
+    """The sampling callable of :mod:`attacks.staged` over ``pairs``; the staged search may call it from several
+    threads at once (``on_outputs`` must allow that).
 
     ``sample(pair, n, stage, chunk)`` draws n outputs on pair ``pair``'s d and
-    d' with :func:`audit.sampling.draw_pair_isolated` (forked children, ``timeout`` seconds a chunk),
+    d' with :func:`audit.sampling.draw_pair_isolated` (forked children or, with ``backend`` dask or ray, jobs
+    of its cluster; ``timeout`` seconds a chunk),
     from the seed of ``"staged|<stage>|<chunk>"``.  ``on_outputs(k)``: k more
     outputs per dataset are drawn (as each chunk of :data:`audit.sampling.CHUNK_SIZE`
     comes in; a failed pair's outputs count as drawn).  A pair named in
@@ -455,7 +461,7 @@ def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coup
 
         try:
             drawn = draw_pair_isolated(mechanism, pairs[pair], n, key, coupled, workers=workers, timeout=timeout,
-                                       on_chunk=on_chunk)
+                                       on_chunk=on_chunk, backend=backend)
         finally:
             on_outputs(n - counted)
         if isinstance(drawn, str):
@@ -502,10 +508,12 @@ class _OutputsBar:
         self.bar = tqdm(total=units * planned, desc="audit", unit="outputs", unit_scale=True, file=sys.stderr,
                         disable=not enabled, **options)
         self.unit_planned = self.drawn = 0
+        self.lock = threading.Lock()
 
     def update(self, outputs: int) -> None:
-        self.drawn += outputs
-        self.bar.update(outputs)
+        with self.lock:  # the staged search draws several pairs at once, in threads
+            self.drawn += outputs
+            self.bar.update(outputs)
 
     def start(self) -> None:
         self.unit_planned, self.drawn = self.planned, 0
@@ -533,7 +541,8 @@ def check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: func
     """
     if not pairs:
         return {}
-    [(pair, samples)] = list(ChunkSampler(draw, pairs[:1], 2, config.attacks.coupled, 1, config.run.sample_timeout))
+    [(pair, samples)] = list(ChunkSampler(draw, pairs[:1], 2, config.attacks.coupled, 1, config.run.sample_timeout,
+                                          backend=config.run.backend))
     if not isinstance(samples, PairSamples):
         return {pair.name: samples}
     dim = samples.d.shape[1]

@@ -348,6 +348,23 @@ def test_adapters_never_import_from_the_config_folder_or_the_current_directory(t
     assert not (tmp_path / "opendp.imported").exists()
 
 
+@pytest.mark.parametrize("module", ["joblib", "cloudpickle"])
+def test_workers_of_a_builtin_never_import_from_the_current_directory(tmp_path, module):
+    """``python -m`` puts the current directory first on sys.path: neither the audit nor its loky workers keep it."""
+    (tmp_path / f"{module}.py").write_text(f"raise RuntimeError('{module}.py of the current directory imported')\n")
+    (tmp_path / "audit.toml").write_text(
+        '[mechanism]\nname = "laplace"\nparams = { epsilon = 1.0 }\n\n'
+        '[[claims]]\ndivergence = "kl"\nfunction_class = "linear"\nepsilon = 0.5\n\n'
+        '[attacks]\nclasses = ["linear"]\nn_samples = 400\npolicy = "every"\n\n[run]\nn_jobs = 2\nbackend = "loky"\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "audit.cli", "run", "audit.toml", "--out", "out", "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "current directory imported" not in done.stderr
+
+
 def test_a_callable_is_imported_only_once_the_config_is_valid(tmp_path, capsys):
     (tmp_path / "trap_module.py").write_text(TRAP + "def f(dataset, n, rng):\n    return rng.normal(size=n)\n")
     path = tmp_path / "audit.toml"
