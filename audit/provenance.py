@@ -111,11 +111,13 @@ def reproducibility_probe(mechanism: Any, pair: NeighbourPair, timeout: float = 
     from audit.sampling import ChunkSampler, Chunk, PairSamples, draw_chunk
 
     def twice(one: NeighbourPair, chunk: Chunk) -> PairSamples | str:
-        first, second = (draw_chunk(mechanism, one, chunk, seed=0) for _ in range(2))
+        on_d = Chunk(chunk.index, chunk.size, "d")  # d's outputs alone, from its independent seed
+        first, second = (draw_chunk(mechanism, one, on_d, seed=0) for _ in range(2))
         failed = next((draw for draw in (first, second) if isinstance(draw, str)), None)
-        return failed or PairSamples(first.d, second.d, False)  # the two draws on d, side by side
+        return failed or PairSamples(first.d, second.d, True)  # the two draws on d, side by side
 
-    sampler = ChunkSampler(twice, [pair], PROBE_OUTPUTS, False, 1, timeout)
+    # "coupled": one job draws both sides of a chunk, here the two draws on d in one child
+    sampler = ChunkSampler(twice, [pair], PROBE_OUTPUTS, True, 1, timeout)
     try:
         [(_, draws)] = list(sampler)
     finally:
