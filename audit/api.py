@@ -25,7 +25,8 @@ from audit.config import AuditConfig, ConfigError, load_config, user_import_path
 from audit.families import claim_summaries
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.on_average import aggregate_rows
-from audit.provenance import describe_audit, pair_records
+from audit.provenance import describe_audit, pair_records, screening_records
+from audit.structure import fix_layout
 from audit.plan import task_seed
 from audit.sampling import one_line
 from audit.schema import STAGED_COLUMNS, TABLE_COLUMNS, Row
@@ -81,6 +82,10 @@ class AuditResult:
     checks : list of dict
         The ``[[checks]]`` rows (:func:`audit.checks.run_checks`); they join
         the verdict and exit code as :func:`audit.checks.combine` says.
+    search : list of dict
+        ``[neighbours] strategy = "search"``: every candidate screened, probes
+        included, with its score and why it was dropped
+        (:func:`audit.provenance.screening_records`); empty otherwise.
     """
 
     verdict: str
@@ -94,6 +99,7 @@ class AuditResult:
     audited: Mapping[str, Any] = field(default_factory=dict)
     theory: Sequence[Mapping[str, Any]] = ()
     checks: Sequence[Mapping[str, Any]] = ()
+    search: Sequence[Mapping[str, Any]] = ()
 
     @property
     def rows(self) -> list[Row]:
@@ -107,15 +113,23 @@ class AuditResult:
         return claim_summaries(self.rows, self.config)
 
     def write(self, out_dir: str | os.PathLike) -> Path:
-        """Write report.md, results.json, results.csv and figures/ (:func:`audit.report.write_audit_report`)."""
+        """Write report.md, results.json, results.csv and figures/ (:func:`audit.report.write_audit_report`).
+
+        ``out_dir`` is prepared as for a run (:func:`output_directory`: refused
+        when it holds other files, locked, an earlier report's files removed;
+        ``tasks.jsonl`` is kept).
+        """
         from audit.report import write_audit_report
 
-        return write_audit_report(
-            out_dir, table=self.table, verdict=self.verdict, seed=self.seed, seconds=self.seconds,
-            versions=dict(self.versions), config=dict(self.config), pairs=list(self.pairs), audited=dict(self.audited),
-            theory=list(self.theory),
-            checks=list(self.checks),
-        )
+        out = output_directory(out_dir, resume=True)
+        try:
+            return write_audit_report(
+                out, table=self.table, verdict=self.verdict, seed=self.seed, seconds=self.seconds,
+                versions=dict(self.versions), config=dict(self.config), pairs=list(self.pairs),
+                audited=dict(self.audited), theory=list(self.theory), checks=list(self.checks), search=list(self.search),
+            )
+        finally:
+            release_directory(out)
 
 
 def run_audit(
@@ -172,7 +186,7 @@ def run_audit(
         raise ValueError("resume needs the out_dir of the interrupted run. Found out_dir=None.")
     start = time.perf_counter()
     audit_config = load_config(config, {"n_jobs": n_jobs, "seed": seed, "backend": backend})
-    out = None if out_dir is None else output_directory(out_dir)
+    out = None if out_dir is None else output_directory(out_dir, resume=resume)
     mechanism = audit_config.mechanism.build()
     pairs = _pairs(audit_config, mechanism)
     finished: dict[str, dict] = {}
@@ -180,6 +194,9 @@ def run_audit(
     from audit.engine import run_engine  # with the attacks (scikit-learn): not on `import audit.api`
 
     try:
+        # NaN, inf and changing widths are evidence: fix the outputs' layout before any chunk is drawn (audit.structure)
+        fix_layout(mechanism, [data for pair in pairs for data in (pair.d, pair.d_prime)],
+                   task_seed(audit_config.run.seed, "structure"), audit_config.run.sample_timeout)
         rows, evidence = run_engine(audit_config, mechanism, pairs, out, resume=resume, progress=progress,
                                     finished=finished)
         stage = "the verdicts"
@@ -205,9 +222,11 @@ def run_audit(
             versions=_versions(mechanism),
             config=audit_config.raw,
             pairs=pair_records(pairs),
-            audited=describe_audit(mechanism, config, audit_config.raw),
+            audited=describe_audit(mechanism, config, audit_config.raw, probe=pairs[0] if pairs else None,
+                                   timeout=audit_config.run.sample_timeout),
             theory=check_bounds(records, evidence, audit_config.attacks.confidence),
             checks=checks,
+            search=screening_records(pairs),
         )
         stage = "writing the report"
         if out is not None:
@@ -221,11 +240,30 @@ def run_audit(
         saved = _save_failed(out, audit_config, finished, message, start)
         where = f"; the {len(finished)} finished tasks are saved in {saved.parent}" if saved else ""
         raise AuditError(message + where) from error
+    finally:
+        release_directory(out)
     return result
 
 
-def output_directory(out_dir: str | os.PathLike) -> Path:
-    """``out_dir``, created if needed, after checking that it is a writable directory.
+ARTEFACTS = ("report.md", "report.html", "results.json", "results.csv", "tasks.jsonl")
+"""The files an audit writes in its output directory (besides ``figures/*.png`` and :data:`LOCK_FILE`)."""
+FIGURES = "figures"
+LOCK_FILE = ".capaudit.lock"
+"""Held (``flock``) by the run writing the directory: a second run into it is refused."""
+_HELD: dict[Path, int] = {}  # output directory -> the descriptor of its lock, while this process writes it
+
+
+def output_directory(out_dir: str | os.PathLike, resume: bool = False) -> Path:
+    """``out_dir``, created if needed, locked and cleared of an earlier audit's artefacts.
+
+    The directory must be empty or hold only what an audit writes
+    (:data:`ARTEFACTS`, ``figures/*.png``): a directory with other files is
+    refused rather than mixed with a report.  The run takes the directory's
+    lock (:data:`LOCK_FILE`; released by :func:`release_directory` or when
+    the process ends), so that two runs never write one directory.  The
+    earlier artefacts are removed (``tasks.jsonl`` kept when ``resume``):
+    an earlier run's figures never stand beside a new report, and a symbolic
+    link planted under an artefact's name is removed, not followed.
 
     Raises
     ------
@@ -238,13 +276,73 @@ def output_directory(out_dir: str | os.PathLike) -> Path:
         raise ValueError(f"output directory {str(path)!r} is an existing file, not a directory; {fix}.")
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".capaudit-write-test"
-        probe.write_text("")
-        probe.unlink()
+        foreign = _foreign_entries(path)
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+            raise ValueError(f"output directory {str(path)!r} holds files capaudit did not write ({shown}); "
+                             f"{fix}: an empty or new one, or one an earlier audit wrote.")
+        _lock(path)
+        clear_artefacts(path, keep=("tasks.jsonl",) if resume else ())
     except OSError as error:
         reason = error.strerror or error
         raise ValueError(f"output directory {str(path)!r} is not writable ({reason}); {fix}.") from None
     return path
+
+
+def release_directory(path: Path | None) -> None:
+    """Release the lock :func:`output_directory` took on ``path`` (nothing when it holds none)."""
+    descriptor = None if path is None else _HELD.pop(Path(path).resolve(), None)
+    if descriptor is not None:
+        os.close(descriptor)  # closing the descriptor drops its flock
+
+
+def clear_artefacts(path: Path, keep: Sequence[str] = ()) -> None:
+    """Remove an earlier audit's artefacts from ``path`` (symbolic links are unlinked, never followed)."""
+    for name in ARTEFACTS:
+        target = path / name
+        if target.is_symlink() or (name not in keep and target.is_file()):
+            target.unlink()
+    figures = path / FIGURES
+    if figures.is_symlink():
+        figures.unlink()
+    elif figures.is_dir():
+        for figure in figures.iterdir():
+            if figure.suffix == ".png" and (figure.is_file() or figure.is_symlink()):
+                figure.unlink()
+
+
+def _foreign_entries(path: Path) -> list[str]:
+    """What in ``path`` no audit writes: names other than the artefacts, ``figures/`` with other than PNGs."""
+    foreign = []
+    for entry in sorted(path.iterdir()):
+        if entry.name in (*ARTEFACTS, LOCK_FILE):
+            if entry.is_dir() and not entry.is_symlink():
+                foreign.append(entry.name + "/")
+        elif entry.name == FIGURES and entry.is_dir() and not entry.is_symlink():
+            foreign += [f"{FIGURES}/{figure.name}" for figure in sorted(entry.iterdir())
+                        if figure.suffix != ".png" or figure.is_dir()]
+        elif entry.name != FIGURES:
+            foreign.append(entry.name)
+    return foreign
+
+
+def _lock(path: Path) -> None:
+    """Take ``path``'s lock for this process, or raise ValueError when another run holds it (POSIX only)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock; the directory is not locked
+        return
+    key = path.resolve()
+    release_directory(key)  # this process's own earlier run into the directory (e.g. one that failed early)
+    descriptor = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise ValueError(f"output directory {str(path)!r} is being written by another capaudit run (its "
+                         f"{LOCK_FILE} is locked); wait for it to finish or choose another output directory (--out)."
+                         ) from None
+    _HELD[key] = descriptor
 
 
 def _save_failed(out: Path | None, config: AuditConfig, records: Mapping[str, dict], reason: str,
@@ -285,20 +383,33 @@ def write_failure(
         The path of report.md.
     """
     out = Path(out_dir)
+    taken = False
     try:
         out.mkdir(parents=True, exist_ok=True)
+        if _foreign_entries(out):  # not an audit's directory: leave it as it is
+            return None
+        if out.resolve() not in _HELD:  # raises ValueError while another run writes the directory
+            _lock(out)
+            taken = True
+        clear_artefacts(out, keep=("tasks.jsonl",))  # an earlier run's figures and report.html too
         columns = list(TABLE_COLUMNS) if rows and "claim" in rows[0] else None
         pd.DataFrame(list(rows), columns=columns).to_csv(out / "results.csv", index=False)
         document = {"verdict": FAILED, "error": reason, "seed": seed, "seconds": seconds, "config": config,
                     "rows": [{key: _json_number(value) for key, value in row.items()} for row in rows]}
         (out / "results.json").write_text(json.dumps(document, indent=2, allow_nan=False, default=str) + "\n")
+        from audit.report import bounded, plain_text
+
         report = out / "report.md"
-        report.write_text(
-            f"# capaudit audit report\n\n## Verdict: **ERROR**\n\nThe audit reached no verdict: {reason}.\n\n"
+        report.write_text(  # the reason echoes user input: one bounded line, never raw HTML
+            f"# capaudit audit report\n\n## Verdict: **ERROR**\n\nThe audit reached no verdict: "
+            f"{plain_text(bounded(reason))}.\n\n"
             f"{len(rows)} rows in results.json and results.csv. {hint}\n"
         )
     except Exception:
         return None
+    finally:
+        if taken:
+            release_directory(out)
     return report
 
 

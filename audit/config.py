@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from audit.families import FAMILIES, PROFILES, Family
+from audit.mechanisms.compose import MAPS
 from audit.neighbours import (
     DEFAULT_COUNT, MAX_RECORD, RELATIONS, SPEC_FIELDS, STRATEGIES, check_neighbours, check_spec,
 )
@@ -67,6 +68,8 @@ at 1.05 linear down to -0.4 and poly2 from -12 to -6; linear from -70 to -12 at 
 Kernel estimates are erratic at every order near 1; that is the interval's problem, not the order's."""
 MAX_ALPHA = 1000.0
 """Largest Renyi order: beyond it the order is the max-divergence in all but name (use dp)."""
+MAX_REASON = 2000
+"""Longest ``[[claims]] reason`` (text shown in report.md)."""
 MAX_CLASS_UNITS = 10_000
 """Largest ``n_components`` (kernel) or ``width`` (mlp) in ``class_params``."""
 
@@ -75,7 +78,8 @@ _FIELDS = {
     "mechanism": ("name", "callable", "params"),
     "pairs": ("d", "d_prime", "relation"),
     "neighbours": SPEC_FIELDS,
-    "claims": ("divergence", "alpha", "function_class", "epsilon", "delta", "on_average", "epsilons", "deltas", "profile"),
+    "claims": ("divergence", "alpha", "function_class", "epsilon", "delta", "on_average", "epsilons", "deltas", "profile",
+               "reason"),
     "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params", "coupled", "policy", "engine", "stages"),
     "run": ("seed", "n_jobs", "backend", "sample_timeout"),
 }
@@ -581,6 +585,10 @@ def _claim(table: dict, path: str) -> Claim:
         delta = float(_number(table["delta"], f"{path}.delta"))
         if not 0.0 <= delta < 1.0:
             raise ConfigError(f"{path}.delta: must be in [0, 1). Found {delta!r}.")
+    reason = table.get("reason", "")
+    if not isinstance(reason, str) or len(reason) > MAX_REASON:  # only the report reads it, off the raw config
+        raise ConfigError(f"{path}.reason: one sentence of text, at most {MAX_REASON} characters. "
+                          f"Found {str(reason)[:80]!r}{'...' if len(str(reason)) > 80 else ''}.")
     on_average = table.get("on_average", False)
     if not isinstance(on_average, bool):
         raise ConfigError(f"{path}.on_average: must be true or false. Found {on_average!r}.")
@@ -924,10 +932,6 @@ CHECK_DIVERGENCES = {
 """The divergences each theorem covers (Thms 3, 4: KL and Renyi; Thm 1: f-divergences and Renyi; Thm 2: f-divergences)."""
 CHECK_MECHANISMS = {"sequential": 2, "parallel": 2, "convexity": 2}
 """Mechanisms a property combines (the others take one)."""
-MAPS = ("square", "append-square")
-"""Named nonlinear post-processing maps: y -> y**2 and y -> (y, y**2) (elementwise); a matrix is a linear map."""
-
-
 @dataclass(frozen=True, eq=False)
 class CheckSpec:
     """One ``[[checks]]`` entry: a CBDP property to measure (docs/config.md, "[[checks]]").

@@ -60,6 +60,37 @@ def divergence_title(divergence: str, alpha: Any = None) -> str:
     return f"{words} of order {format_number(alpha)}" if divergence == "renyi" else words
 
 
+_CLASS_WORDS = {
+    "linear": "linear functions",
+    "kernel": "random-feature kernel functions",
+    "mlp": "one-hidden-layer ReLU networks",
+    "threshold": "1-D thresholds",
+    "atoms": "sets of exact output values",
+    "floatbits": "IEEE-754 bit features",
+    "all": "all functions",
+}
+
+
+def class_words(function_class: Any) -> str:
+    """An attack or claim class in words with its name, e.g. ``"polynomials of degree 2 (poly2)"``."""
+    name = str(function_class)
+    for prefix, words in (("poly", "polynomials of degree"), ("tree", "trees of depth")):
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            return f"{words} {name[len(prefix):]} ({name})"
+    return f"{_CLASS_WORDS[name]} ({name})" if name in _CLASS_WORDS else name
+
+
+def direction_words(direction: Any) -> str:
+    """``"P|Q"`` (the divergence of M(d) from M(d')) as ``"M(d) against M(d')"``, ``"Q|P"`` the other way."""
+    return {"P|Q": "M(d) against M(d')", "Q|P": "M(d') against M(d)"}.get(str(direction), str(direction))
+
+
+def row_label(pair: Any, direction: Any, function_class: Any) -> str:
+    """A results row as a reviewer reads it: pair, direction and attack class in words (never a task id)."""
+    where = "the mean over pairs" if pair == "average" else f"pair {pair}"
+    return f"{where}, {direction_words(direction)}, {class_words(function_class)}"
+
+
 def mechanism_label(config: Mapping[str, Any]) -> str:
     """The audited mechanism as a reader names it: its registry name or its callable, with parameters."""
     mechanism = config.get("mechanism", {}) or {}
@@ -104,10 +135,13 @@ def write_figures(table: pd.DataFrame, figure_dir: pathlib.Path, *, mechanism: s
     Returns
     -------
     list of Path
-        The written files, sorted by divergence and alpha.
+        The written files, sorted by divergence and alpha; none for a group
+        whose rows all lack an estimate (failed tasks): no empty figures.
     """
     paths = []
     for (divergence, alpha), rows in table.groupby(["divergence", "alpha"], dropna=False, sort=True):
+        if pd.to_numeric(rows["estimate"], errors="coerce").isna().all():
+            continue
         path = figure_dir / f"{figure_name(divergence, alpha)}.png"
         fig = plot_group(rows, f"{divergence_title(divergence, alpha)} — {mechanism}")
         fig.savefig(path, dpi=110)
@@ -140,7 +174,7 @@ def plot_group(rows: pd.DataFrame, title: str) -> matplotlib.figure.Figure:
             drawn.add("claim")
         ax.set_title(f"claim: class {claim.claim_class}, at most {format_number(claim.claim)}", fontsize=9)
         ax.set_xlim(-0.6, len(classes) - 0.4)
-        ax.set_xlabel("attack class")
+        ax.set_xlabel("function class (attack)")
     axes[0][0].set_ylim(bottom, ceiling + 0.08 * (ceiling - bottom))
     axes[0][0].set_ylabel("held-out estimate")
     fig.suptitle(f"{title}\n{interval_level_text(rows)}", fontsize=10)
@@ -229,7 +263,7 @@ def write_evidence_figures(strongest: pd.DataFrame, figure_dir: pathlib.Path, *,
     Parameters
     ----------
     strongest : pandas.DataFrame
-        One row per claim (:func:`audit.summary.strongest_per_claim`) with a
+        One row per claim (the Claims table's strongest rows, :mod:`audit.report`) with a
         ``held_out_scores`` column (:func:`attacks.estimate.score_histogram`'s
         dict, or None where the row has no scores, e.g. a failed task).
     figure_dir : Path

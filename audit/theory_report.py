@@ -49,6 +49,7 @@ from scipy import optimize, stats  # noqa: E402
 
 from attacks.classes import parse_function_class  # noqa: E402
 from attacks.divergences import check_alpha  # noqa: E402
+from audit.html_report import write_html_report  # noqa: E402
 from audit.theory import bounds  # noqa: E402
 from audit.theory import table as bound_table  # noqa: E402
 from audit.theory.check import BOUND_RTOL  # noqa: E402  (audit.theory.exact's accuracy: below it, no violation)
@@ -241,7 +242,7 @@ def _column_rank(value: str) -> tuple:
 def write_theory_report(
     table: pd.DataFrame, out_dir: str | pathlib.Path, mechanism: str, scale: float
 ) -> pathlib.Path:
-    """Write ``out_dir/report.md`` and ``out_dir/figures/*.png``; return the report's path.
+    """Write ``out_dir/report.md``, report.html and ``out_dir/figures/*.png``; return the report's path.
 
     Parameters
     ----------
@@ -263,6 +264,7 @@ def write_theory_report(
     ]
     report = out_dir / "report.md"
     report.write_text(_markdown(table, mechanism, scale, [path.relative_to(out_dir) for path in figures]))
+    write_html_report(report)
     return report
 
 
@@ -813,7 +815,7 @@ def dimensional_table(
 def write_dimensional_report(
     table: pd.DataFrame, source: str, out_dir: str | pathlib.Path, mechanism, command: str
 ) -> pathlib.Path:
-    """Write ``out_dir/report.md`` and a figure for a :func:`dimensional_table`; return the report's path."""
+    """Write ``out_dir/report.md``, report.html and a figure for a :func:`dimensional_table`; return report.md's path."""
     out_dir = pathlib.Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
     figure = _plot_dimensional(table, mechanism, out_dir / "figures" / f"{mechanism.name}_linear_renyi_d.png")
@@ -862,6 +864,7 @@ def write_dimensional_report(
     ]
     report = out_dir / "report.md"
     report.write_text("\n".join(lines))
+    write_html_report(report)
     return report
 
 

@@ -1,4 +1,4 @@
-"""Time per exact restricted divergence (audit.theory.exact), printed as a markdown table.
+"""Time per exact restricted divergence (audit.theory.exact), a markdown table in benchmarks/results/bench_exact.md.
 
 Run by hand: ``python benchmarks/bench_exact.py [--repeat N]``. For the
 Laplace mechanism (epsilon = 1) and the Gaussian mechanism (sigma = 1), P at 0
@@ -20,6 +20,7 @@ from scipy import stats
 from tabulate import tabulate
 
 from audit.theory.exact import restricted_divergence
+from results_file import add_out_option, write
 
 LAWS = {
     "laplace eps=1": (stats.laplace(0.0, 1.0), stats.laplace(1.0, 1.0)),
@@ -45,6 +46,7 @@ def time_call(p, q, function_class, divergence, alpha, repeat):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="calls per cell; the best time is reported")
+    add_out_option(parser, "bench_exact")
     args = parser.parse_args()
     rows = []
     for law_name, (p, q) in LAWS.items():
@@ -53,7 +55,9 @@ def main() -> None:
                 seconds, value = time_call(p, q, function_class, divergence, alpha, args.repeat)
                 rows.append([law_name, divergence if alpha is None else f"renyi a={alpha:g}", function_class,
                              f"{value:.4f}", f"{1000 * seconds:.0f}"])
-    print(tabulate(rows, headers=["laws", "divergence", "class", "value", "ms per value"], tablefmt="github"))
+    text = tabulate(rows, headers=["laws", "divergence", "class", "value", "ms per value"], tablefmt="github")
+    print(text)
+    write(args.out, text)
 
 
 if __name__ == "__main__":

@@ -55,7 +55,9 @@ def build(name: str, **overrides):
     try:
         importlib.import_module(module)
     except Exception as error:  # diffprivlib with scikit-learn 1.9 raises more than ImportError
-        pytest.skip(f"{module} does not import: {type(error).__name__}: {error}")
+        extra = name.split(".")[0]  # the extra is named after the library: opendp, diffprivlib, pydp
+        pytest.skip(f"{module} does not import ({type(error).__name__}: {error}); "
+                    f'pip install ".[{extra}]" in a capaudit checkout runs this test')
     return make_mechanism(name, {**params, **overrides})
 
 

@@ -17,6 +17,8 @@ import pytest
 
 from audit import run_audit
 from audit.config import ConfigError, load_config
+from audit.provenance import PROBE_OUTPUTS
+from audit.structure import PILOT_OUTPUTS
 from test_faults import hangs, kills_its_process  # noqa: F401 - the configs below name them as test_backends:<name>
 from test_runner import _config, laplace_sum
 
@@ -24,9 +26,9 @@ CLAIMS = [{"divergence": "renyi", "alpha": [2], "function_class": "poly2", "epsi
 
 
 def laplace_noting_pid(dataset, n, rng):
-    """test_runner's Laplace sum, noting ``pid parent-pid`` of the process that draws it."""
+    """test_runner's Laplace sum, noting ``pid parent-pid n`` of the process that draws it."""
     with open(os.environ["CAPAUDIT_TEST_PIDS"], "a") as pids:
-        pids.write(f"{os.getpid()} {os.getppid()}\n")
+        pids.write(f"{os.getpid()} {os.getppid()} {n}\n")
     return laplace_sum(dataset, n, rng)
 
 
@@ -73,18 +75,25 @@ def test_dask_samples_on_the_callers_workers_and_leaves_them_running(loky_table,
     pid_file.write_text("")
     pd.testing.assert_frame_equal(_audit("dask"), loky_table)
     assert distributed.get_client() is dask_client and dask_client.status == "running"
-    drawn_by = {tuple(map(int, line.split())) for line in pid_file.read_text().splitlines()}
-    workers = set(dask_client.run(os.getpid).values())
-    # every chunk (the memory check's two outputs too) is drawn in a child forked by a worker, never here
-    assert drawn_by and {parent for _, parent in drawn_by} <= workers and os.getpid() not in workers
+    _assert_chunks_drawn_by(pid_file, set(dask_client.run(os.getpid).values()))
+
+
+def _assert_chunks_drawn_by(pid_file, workers):
+    """Every chunk (the memory check's two outputs too) is drawn in a child forked by a worker; the audit's
+    process forks only the two small pilots (the structure pilot, audit.structure, and the reproducibility
+    probe, audit.provenance) and never draws itself."""
+    drawn_by = [tuple(map(int, line.split())) for line in pid_file.read_text().splitlines()]
+    local = {n for _, parent, n in drawn_by if parent not in workers}
+    assert drawn_by and os.getpid() not in workers and all(pid != os.getpid() for pid, _, _ in drawn_by)
+    assert {parent for _, parent, _ in drawn_by if parent not in workers} <= {os.getpid()}
+    assert local <= {PILOT_OUTPUTS, PROBE_OUTPUTS} and any(parent in workers for _, parent, _ in drawn_by)
 
 
 def test_the_best_policy_samples_on_dask_workers_with_the_numbers_of_loky(dask_client, pid_file):
     loky = _audit("loky", policy="best")
     pid_file.write_text("")
     pd.testing.assert_frame_equal(_audit("dask", policy="best"), loky)
-    parents = {int(line.split()[1]) for line in pid_file.read_text().splitlines()}
-    assert parents and parents <= set(dask_client.run(os.getpid).values())
+    _assert_chunks_drawn_by(pid_file, set(dask_client.run(os.getpid).values()))
 
 
 @pytest.mark.parametrize(("function", "expected"), [("kills_its_process", "exit code 3"),

@@ -10,6 +10,7 @@ directory on sys.path).
 import json
 import multiprocessing.connection
 import os
+import re
 import subprocess
 import sys
 import time
@@ -77,6 +78,25 @@ def huge(dataset, n, rng):
 
 
 def laplace(dataset, n, rng):
+    return _healthy(dataset, n, rng)
+
+
+def raises(dataset, n, rng):
+    if np.sum(dataset) > 0:
+        raise ValueError("<b>boom</b> " + "x" * 320_000)  # user text: HTML and a 320 kB line
+    return _healthy(dataset, n, rng)
+
+
+def returns_scalar(dataset, n, rng):
+    return 1.0 if np.sum(dataset) > 0 else _healthy(dataset, n, rng)
+
+
+def returns_fewer(dataset, n, rng):
+    return _healthy(dataset, n, rng)[: n - 1] if np.sum(dataset) > 0 else _healthy(dataset, n, rng)
+
+
+def prints(dataset, n, rng):
+    print("a line from the mechanism")
     return _healthy(dataset, n, rng)
 
 
@@ -492,3 +512,49 @@ def test_mutated_configs_end_cleanly(tmp_path, capsys):
 @pytest.mark.slow
 def test_many_mutated_configs_end_cleanly(tmp_path, capsys):
     _fuzz(tmp_path, capsys, count=200, seed=1)
+
+
+# --- a failure reads as ERROR everywhere ---------------------------------------
+
+
+@pytest.mark.parametrize("policy", ["every", "best"])
+@pytest.mark.parametrize("function", ["raises", "returns_scalar", "returns_fewer", "exits_0"])  # NaN is evidence (audit.structure)
+def test_a_failure_reads_as_error_everywhere(tmp_path, capsys, function, policy):
+    """Exit 2 is ERROR in report.md, results.json, the JSON line, stdout and summary; one bounded stderr line."""
+    config = _config(function, policy)
+    config["attacks"].update(n_samples=400)
+    out = tmp_path / "out"
+    code = main(["run", str(_toml(tmp_path, config)), "--out", str(out), "--quiet", "--json-summary"])
+    captured = capsys.readouterr()
+    (line,) = captured.out.splitlines()  # the JSON line only
+    assert code == 2 and json.loads(line)["verdict"] == "error"
+    assert json.loads((out / "results.json").read_text())["verdict"] == "error"
+    report = (out / "report.md").read_text()
+    assert "## Verdict: **ERROR**" in report and "INCONCLUSIVE" not in report
+    errors = [text for text in captured.err.splitlines() if text.startswith("capaudit: error:")]
+    assert len(errors) == 1 and "p0" in errors[0]  # one failure (pair p0), said once
+    assert len(errors[0]) <= len("capaudit: error: ") + 400 and "Traceback" not in captured.err
+    assert "audit of" in captured.err and "ERROR" in captured.err  # the human line, on stderr beside --json-summary
+    assert "<b>" not in re.sub(r"`[^`]*`", "", report)  # user text never lands as raw HTML
+    assert main(["summary", str(out)]) == 0 and "**error**" in capsys.readouterr().out
+
+
+def test_no_figure_is_drawn_without_data(tmp_path):
+    config = _config("raises")
+    config["pairs"] = PAIRS[:1]  # the failing pair only: no row has an estimate
+    result = run_audit(config, out_dir=tmp_path / "out", progress=False)
+    assert result.verdict == "error" and result.exit_code == 2
+    assert not list((tmp_path / "out" / "figures").glob("*.png"))
+    assert "## Figures" not in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_json_summary_is_one_line_when_the_mechanism_prints(tmp_path):
+    """The mechanism prints in this process and in forked children: all of it goes to stderr."""
+    config = _toml(tmp_path, _config("prints"))
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    done = subprocess.run([sys.executable, "-m", "audit.cli", "run", str(config), "--out", str(tmp_path / "out"),
+                           "--quiet", "--json-summary"], capture_output=True, text=True, env=environment,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    assert json.loads(line)["verdict"] == "pass" and "a line from the mechanism" in done.stderr

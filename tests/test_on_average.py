@@ -270,7 +270,7 @@ def test_a_true_tight_on_average_claim_is_not_flagged(seed):
     assert _flagged([seed], divergence="kl", n_samples=200, count=8, std=0.5, classes=["linear"]) == 0
 
 
-VALIDITY_SETTINGS = [  # README, "Worst-case or on-average?": 0 of 30 seeds flagged in each
+VALIDITY_SETTINGS = [  # docs/validity.md, "What the slow tests count": 0 of 30 seeds flagged in each
     dict(divergence="kl", n_samples=100, count=10, std=1.0, classes=["linear", "poly2", "tree3"], claim_class="all"),
     dict(divergence="kl", n_samples=1000, count=10, std=0.3, classes=["linear", "poly2", "tree3"], claim_class="all"),
     dict(divergence="kl", n_samples=300, count=20, std=0.5, classes=["linear"]),

@@ -299,7 +299,7 @@ def test_randomized_response_at_high_epsilon_is_not_a_false_violation(policy):
 
 @pytest.mark.parametrize(
     ("function", "message"),
-    [("nan_on_d_prime", "NaN"), ("raises_on_d_prime", "boom on d_prime"), ("wider_on_d_prime", "width")],
+    [("raises_on_d_prime", "boom on d_prime")],
 )
 @pytest.mark.parametrize("policy", POLICIES)
 def test_mechanism_errors_become_error_rows(function, message, policy):
@@ -310,7 +310,18 @@ def test_mechanism_errors_become_error_rows(function, message, policy):
     assert table.loc[table["pair"] == "p0", "error"].str.contains(message).all()
     assert table.loc[table["pair"] == "p1", "error"].isna().all()  # the healthy pair still finished
     assert table["pair"].eq("p1").any()
-    assert result.exit_code == 2 and result.verdict == "inconclusive"
+    assert result.exit_code == 2 and result.verdict == "error"  # exit 2 reads as an error
+
+
+@pytest.mark.parametrize("function", ["nan_on_d_prime", "wider_on_d_prime"])
+def test_structural_outputs_are_evidence_not_errors(function):
+    """NaN on d' only, or a wider output on d': an observable event (audit.structure), refuted at once."""
+    config = _config(function)
+    config["pairs"] = [*PAIRS, {"d": [[0.0], [0.0]], "d_prime": [[0.0], [0.0]]}]
+    result = run_audit(config, progress=False)
+    table = result.table.set_index("pair")
+    assert table["error"].isna().all()
+    assert (table.loc["p0", "verdict"] == "violation").any() and result.exit_code == 1
 
 
 def test_exact_and_theory_columns_for_a_builtin():

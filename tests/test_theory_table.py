@@ -16,6 +16,7 @@ from audit.theory.table import (
     MatrixLaplace,
     PointMasses,
     PureDP,
+    exact_closed_form,
     lookup,
     published,
     theory_bound,
@@ -101,3 +102,11 @@ def test_no_law_and_bad_classes():
 def test_the_any_key_covers_every_class():
     assert lookup(GAUSSIAN, "tree3", "renyi", 3.0) is TABLE[(GaussianShift, ANY, "renyi")]
     assert np.isclose(theory_bound(GAUSSIAN, "mlp", "renyi", 3.0), 1.5)
+
+
+def test_exact_closed_forms_are_the_exact_entries_only():
+    assert exact_closed_form(GaussianShift(1.0, (1.0, 1.0)), "linear", "kl") == pytest.approx(1.0)  # Thm 10, d = 2
+    assert exact_closed_form(LAPLACE, "linear", "kl") == pytest.approx(0.2260, abs=5e-5)
+    assert exact_closed_form(LAPLACE, "linear", "renyi", 4.0) is None  # Table 1: an upper bound
+    assert exact_closed_form(PureDP(1.0), "linear", "dp") is None
+    assert exact_closed_form(None, "linear", "kl") is None

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from audit.structure import StructureEncoder
 
 def install_hint(extra: str) -> str:
     """How to install capaudit's optional dependency group ``extra``.
@@ -55,6 +56,23 @@ class Mechanism(Protocol):
         ...
 
 
+def output_array(array: np.ndarray, n: int) -> np.ndarray:
+    """A mechanism's outputs as floats of shape (n, d) ((n,) read as d = 1), or MechanismError naming the problem."""
+    if array.dtype.kind not in "biuf":
+        raise MechanismError(
+            f"mechanism outputs must be real numbers (bool, int or float). Found dtype {array.dtype}."
+        )
+    array = array.astype(float, copy=False)
+    if array.ndim == 1:
+        array = array[:, None]
+    if array.ndim != 2 or array.shape[0] != n:
+        raise MechanismError(
+            f"mechanism outputs must have shape ({n}, d) or ({n},) for the {n} samples asked for. "
+            f"Found shape {array.shape}."
+        )
+    return array
+
+
 def check_output(out: Any, n: int, expected_dim: int | None = None) -> np.ndarray:
     """Validate a mechanism's outputs and return them as a float array of shape (n, d).
 
@@ -77,19 +95,7 @@ def check_output(out: Any, n: int, expected_dim: int | None = None) -> np.ndarra
         On non-numeric values, NaN or inf, a number of rows other than n, more
         than two dimensions, or a width other than ``expected_dim``.
     """
-    array = np.asarray(out)
-    if array.dtype.kind not in "biuf":
-        raise MechanismError(
-            f"mechanism outputs must be real numbers (bool, int or float). Found dtype {array.dtype}."
-        )
-    array = array.astype(float, copy=False)
-    if array.ndim == 1:
-        array = array[:, None]
-    if array.ndim != 2 or array.shape[0] != n:
-        raise MechanismError(
-            f"mechanism outputs must have shape ({n}, d) or ({n},) for the {n} samples asked for. "
-            f"Found shape {np.shape(out)}."
-        )
+    array = output_array(np.asarray(out), n)
     if expected_dim is not None and array.shape[1] != expected_dim:
         raise MechanismError(
             f"mechanism output width changed: earlier outputs had d = {expected_dim}. "
@@ -171,10 +177,21 @@ class BaseMechanism:
         return f"{self.true_epsilon:g}-DP (pure)"
 
     def sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-        """n independent outputs on ``dataset``, shape (n, d), checked by :func:`check_output`."""
+        """n independent outputs on ``dataset``, shape (n, d), encoded by :class:`audit.structure.StructureEncoder`.
+
+        Outputs that are NaN, infinite or of a changing width are evidence,
+        encoded in a fixed finite layout (:mod:`audit.structure`).
+        """
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n must be a positive integer. Found {n!r}.")
-        return check_output(self._sample(np.asarray(dataset, dtype=float), int(n), rng), int(n))
+        return self.structure.encode(self._sample(np.asarray(dataset, dtype=float), int(n), rng), int(n))
+
+    @property
+    def structure(self) -> StructureEncoder:
+        """The layout of this mechanism's outputs (:mod:`audit.structure`), made on first use."""
+        if "_structure" not in vars(self):  # subclasses need not call BaseMechanism.__init__
+            self._structure = StructureEncoder()
+        return self._structure
 
     def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError
@@ -280,8 +297,10 @@ class CallableMechanism:
     """A user function ``f(dataset, n, rng) -> (n, d)`` wrapped as a mechanism.
 
     Exceptions of the user function and malformed outputs become
-    :class:`MechanismError` naming the callable; the output width is fixed by
-    the first call.  Nothing is known about its privacy.
+    :class:`MechanismError` naming the callable; the outputs' layout is fixed
+    by the first call and outputs that are NaN, infinite or of a changing
+    width are encoded as evidence (:class:`audit.structure.StructureEncoder`).
+    Nothing is known about its privacy.
     """
 
     description = "user mechanism"
@@ -295,7 +314,7 @@ class CallableMechanism:
         self.name = name
         self.function = function
         self.params = dict(params or {})
-        self._dim: int | None = None
+        self.structure = StructureEncoder()
 
     def sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         try:
@@ -303,11 +322,9 @@ class CallableMechanism:
         except Exception as error:
             raise MechanismError(f"mechanism {self.name!r} raised {type(error).__name__}: {error}") from error
         try:
-            array = check_output(out, n, self._dim)
+            return self.structure.encode(out, n)
         except MechanismError as error:
             raise MechanismError(f"mechanism {self.name!r}: {error}") from None
-        self._dim = array.shape[1]
-        return array
 
     def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> None:
         return None
