@@ -128,7 +128,7 @@ class AttackSpec:
 
     ``coupled``: draw each pair's outputs on d and d' from the same random
     numbers (common random numbers) and use the paired intervals
-    (:mod:`audit.runner`, :mod:`attacks.paired_ratio`).
+    (:mod:`audit.engine`, :mod:`attacks.paired_ratio`).
 
     ``policy``: which candidates (pair x direction x class) get a confirmed
     row (:mod:`audit.engine`): ``"best"`` (one statistic per claim from the
