@@ -285,7 +285,10 @@ class _Every:
                 task = _task(pair.name, candidate.direction, target, candidate.function_class)
                 outcomes.append(Outcome(task, error=found, staged=staged) if isinstance(found, str)
                                 else Outcome(task, found, staged=staged))
-        return outcomes
+        # the per-class table's order: direction, class, then the claims' divergences
+        classes = config.attacks.classes
+        return sorted(outcomes, key=lambda outcome: (DIRECTIONS.index(outcome.task.direction),
+                                                     classes.index(outcome.task.function_class)))
 
 
 POLICIES = {"best": _Best, "every": _Every}
