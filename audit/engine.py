@@ -53,7 +53,6 @@ from attacks.classes import parse_function_class
 from attacks.staged import (
     MAX_FINALISTS,
     Draw,
-    StagedResult,
     StageSizes,
     Target,
     confirm_every,

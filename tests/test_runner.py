@@ -19,7 +19,6 @@ import pandas as pd
 import pytest
 
 from audit import bounds, run_audit
-from audit.config import load_config
 from attacks.estimate import estimate_divergence
 from attacks.estimate import DivergenceEstimate
 from audit.plan import PROCESS_BASELINE, estimate_memory
