@@ -172,13 +172,12 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     outputs = _Outputs(pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
                                     workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1),
                                     timeout=config.run.sample_timeout, on_outputs=bar.update, failed=probed))
-    with bar.bar:
+    with bar.bar, backend(config.run.backend, config.run.n_jobs):  # one cluster (dask, ray) for every unit
         for unit in units:
             if unit.id not in done:
                 bar.start()
                 start = time.perf_counter()
-                with backend(config.run.backend, config.run.n_jobs):
-                    outcomes = policy.run(unit, config, pairs, sizes, outputs, bar)
+                outcomes = policy.run(unit, config, pairs, sizes, outputs, bar)
                 bar.finish()
                 seconds = time.perf_counter() - start
                 done[unit.id] = [_record(unit, outcome, len(outcomes), mechanism, pairs, config, outputs, seconds)
