@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from audit import bounds, run_audit
+from audit.config import load_config
 from attacks.estimate import estimate_divergence
 from attacks.estimate import DivergenceEstimate
 from audit.plan import PROCESS_BASELINE, estimate_memory
@@ -83,6 +84,18 @@ def test_every_policy_crosses_pairs_directions_classes_and_claims():
     assert set(table["policy"]) == {"every"} and table["n_confirm"].eq(200).all()
     statistics = table.drop_duplicates("task")
     assert len(statistics) == 2 * 2 * (4 + 1) and "p1|Q|P|linear|renyi|4|0" in set(statistics["task"])
+
+
+def test_every_policy_splits_n_samples_by_train_fraction_into_fresh_train_and_confirm_samples():
+    """train_fraction of n_samples trains each candidate (its own sample), the rest confirms it; no screen, no
+    check; held_out_scores bin exactly the confirm sample."""
+    config = _config(n_samples=1000)
+    config["attacks"]["train_fraction"] = 0.3
+    assert load_config(config).attacks.held_out == 700
+    table = run_audit(config, progress=False).table
+    assert (table["n_train"] == 300).all() and (table["n_confirm"] == 700).all()
+    assert (table["n_screen"] == 0).all() and (table["n_check"] == 0).all()
+    assert all(sum(scores["p"]) == sum(scores["q"]) == 700 for scores in table["held_out_scores"])
 
 
 def _parallel_config(policy):
