@@ -24,11 +24,23 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from audit.neighbours import RELATIONS, NeighbourPair, check_neighbours
 
 
+PROBE_OUTPUTS = 64
+"""Outputs per draw of the reproducibility probe (:func:`reproducibility_probe`)."""
+NOT_REPRODUCIBLE = (
+    "two draws with the same seed differed: the mechanism ignores the rng it is given (it draws from numpy's "
+    "global state, the operating system or the clock), so another run with the same seed gives other numbers"
+)
+"""What report.md says when :func:`reproducibility_probe` finds the draws differ."""
+
+
 def describe_audit(
-    mechanism: Any, config_source: str | os.PathLike | Mapping[str, Any], raw_config: Mapping[str, Any]
+    mechanism: Any, config_source: str | os.PathLike | Mapping[str, Any], raw_config: Mapping[str, Any],
+    probe: NeighbourPair | None = None, timeout: float = 600.0,
 ) -> dict[str, Any]:
     """The facts of the report's "What was audited" block.
 
@@ -42,12 +54,17 @@ def describe_audit(
         as it is on disk; a mapping is hashed as canonical JSON of ``raw_config``.
     raw_config : mapping
         The config as run (after command-line overrides).
+    probe : NeighbourPair, optional
+        A pair on whose ``d`` :func:`reproducibility_probe` draws twice
+        (within ``timeout`` seconds a draw); without it ``reproducible`` is None.
 
     Returns
     -------
     dict
         ``mechanism`` (``name``, ``params``, ``library``, ``library_version``,
-        ``seedable``, ``true_privacy``), ``config_path`` (None for a mapping),
+        ``seedable`` (declared, and not refuted by the probe), ``reproducible``
+        (the probe's answer: true, false, or None when it could not draw),
+        ``true_privacy``), ``config_path`` (None for a mapping),
         ``config_sha256``, ``command``, ``date`` (UTC, ISO 8601) and ``machine``
         (``platform``, ``python``, ``cpu_count``).
     """
@@ -57,13 +74,15 @@ def describe_audit(
         path = str(config_source)
         digest = hashlib.sha256(Path(config_source).read_bytes()).hexdigest()
     library = getattr(mechanism, "library", None)
+    reproducible = None if probe is None else reproducibility_probe(mechanism, probe, timeout)
     return {
         "mechanism": {
             "name": getattr(mechanism, "name", None),
             "params": dict(getattr(mechanism, "params", {}) or {}),
             "library": library if isinstance(library, str) else None,
             "library_version": getattr(mechanism, "library_version", None),
-            "seedable": bool(getattr(mechanism, "seedable", True)),
+            "seedable": bool(getattr(mechanism, "seedable", True)) and reproducible is not False,
+            "reproducible": reproducible,
             "true_privacy": getattr(mechanism, "true_privacy", None),
         },
         "config_path": path,
@@ -72,6 +91,38 @@ def describe_audit(
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count()},
     }
+
+
+def reproducibility_probe(mechanism: Any, pair: NeighbourPair, timeout: float = 600.0) -> bool | None:
+    """Whether two draws of :data:`PROBE_OUTPUTS` outputs on ``pair.d`` from the same seed are equal, bit for bit.
+
+    A mechanism that declares itself seedable may still ignore the generator
+    it is given (numpy's global state, ``random``, the clock); then the seed
+    fixes nothing.  Both draws happen one after the other in one forked child
+    (:class:`audit.sampling.ChunkSampler`, within ``timeout`` seconds), so
+    that state the mechanism keeps between calls moves between them, while a
+    mechanism that raises, exits or hangs costs the probe only.
+
+    Returns
+    -------
+    bool or None
+        None when the mechanism failed to draw (its rows say why).
+    """
+    from audit.sampling import ChunkSampler, Chunk, PairSamples, draw_chunk
+
+    def twice(one: NeighbourPair, chunk: Chunk) -> PairSamples | str:
+        first, second = (draw_chunk(mechanism, one, chunk, seed=0) for _ in range(2))
+        failed = next((draw for draw in (first, second) if isinstance(draw, str)), None)
+        return failed or PairSamples(first.d, second.d, False)  # the two draws on d, side by side
+
+    sampler = ChunkSampler(twice, [pair], PROBE_OUTPUTS, False, 1, timeout)
+    try:
+        [(_, draws)] = list(sampler)
+    finally:
+        sampler.close()
+    if isinstance(draws, str):
+        return None
+    return bool(np.array_equal(draws.d, draws.d_prime, equal_nan=True))
 
 
 def pair_records(pairs: Sequence[NeighbourPair]) -> list[dict[str, Any]]:

@@ -4,8 +4,8 @@ A mechanism maps a dataset (a numpy array) to n independent random outputs
 of shape (n, d) (docs/design.md, "Contract: config"; docs/architecture.md,
 "Mechanisms").  User code only has to satisfy :class:`Mechanism`; built-ins
 and library adapters derive from :class:`BaseMechanism`, which adds what the
-audit uses to compare attacks with theory (output laws, closed-form bounds,
-worst-case neighbouring pairs).
+audit uses to compare attacks with theory (output laws, the closed-form
+law of :mod:`audit.theory.table`, worst-case neighbouring pairs).
 """
 
 from __future__ import annotations
@@ -200,13 +200,16 @@ class BaseMechanism:
         """Frozen 1-D ``scipy.stats`` laws of the outputs on d and d', or None when not 1-D or unknown."""
         return None
 
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        """The closed-form value or upper bound for this (class, divergence), or None.
+    @property
+    def theory_law(self) -> Any:
+        """The closed-form family of the default pair's output laws (:mod:`audit.theory.table`), or None.
 
-        By default only ``dp`` is known: ``true_epsilon`` (a pure-DP epsilon
-        bounds the DP lower bound of every attack class).
+        By default only a pure-DP epsilon is known: ``true_epsilon`` bounds
+        the DP divergence of every attack class.
         """
-        return self.true_epsilon if divergence == "dp" else None
+        from audit.theory.table import PureDP
+
+        return None if self.true_epsilon is None else PureDP(self.true_epsilon)
 
     def default_pairs(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """Neighbouring inputs (d, d') that exercise the mechanism's worst case."""
@@ -303,6 +306,7 @@ class CallableMechanism:
     description = "user mechanism"
     privacy_claim = true_privacy = "unknown (user code)"
     true_epsilon = None
+    theory_law = None
     library_version = None
     seedable = True
 
@@ -323,9 +327,6 @@ class CallableMechanism:
             raise MechanismError(f"mechanism {self.name!r}: {error}") from None
 
     def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> None:
-        return None
-
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> None:
         return None
 
     def default_pairs(self) -> list[tuple[np.ndarray, np.ndarray]]:
