@@ -355,10 +355,10 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
     if figures:
         lines += ["## Figures", ""]
         lines += [f"![{path.stem}]({path.as_posix()})\n" for path in figures]
-    # what the rows carry (the policy, outputs per dataset) is read off them, not off the config as written
-    policy = next((row.policy for row in rows if row.policy is not None), "every")
+    # what the rows carry (a screen stage, outputs per dataset) is read off them, not off the config as written
+    screened = any(row.n_screen for row in rows)
     n_samples = next((row.n_samples for row in rows if not math.isnan(row.n_samples)), attacks.get("n_samples"))
-    lines += ["## Method", "", *_method_notes(confidence, n_samples, attacks.get("coupled", False), policy), ""]
+    lines += ["## Method", "", *_method_notes(confidence, n_samples, attacks.get("coupled", False), screened), ""]
     return "\n".join(lines)
 
 
@@ -410,7 +410,7 @@ def _theory_section(theory: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _staged_section(rows: Sequence[Row]) -> list[str]:
     """"Staged search": per claim, the outputs per dataset each stage used and the candidate that won."""
-    searched = [row for row in rows if row.policy == "best" and not row.error]
+    searched = [row for row in rows if row.n_screen and not row.error]  # policy best's rows: a screen chose them
     if not searched:
         return []
     frame = pd.DataFrame({
@@ -789,7 +789,7 @@ def bounded(text: Any, limit: int = LINE_LIMIT) -> Any:
 
 
 def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool = False,
-                  policy: str = "every") -> list[str]:
+                  screened: bool = False) -> list[str]:
     level = f"{confidence:g}" if confidence is not None else "the configured confidence"
     per_dataset = f"{n_samples} outputs" if n_samples is not None else "the configured number of outputs"
     sampling = [
@@ -797,7 +797,7 @@ def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool
         "search). Every candidate (pair, direction, class) is screened on a small sample, the finalists are "
         "trained and checked on fresh samples, and the one statistic chosen per claim is evaluated on a confirm "
         "sample that no choice saw; its interval is the held-out interval below, on the confirm sample.",
-    ] if policy == "best" else [
+    ] if screened else [
         f"- Samples (policy every): {per_dataset} of the mechanism on each dataset of each neighbouring pair; "
         "both directions (P, Q) and (Q, P) are attacked. Every candidate (pair, direction, class) is trained on "
         "its train share and its own statistic is evaluated on a fresh held-out share.",

@@ -28,7 +28,7 @@ Row verdicts:
 * ``"info"``: the attack class is not contained in the claim's class.
 * ``"unbounded"`` (records of earlier versions only: this version never flags
   a row, a finite sample proving no infinity): the estimate is +inf, the row
-  says ``unbounded`` and no attack scored it (no evidence): the runner found a deterministic release
+  says ``unbounded`` and no attack scored it (no evidence): an earlier runner found a deterministic release
   (every output on each dataset equal, and different, CBDP Lemma 2) before
   any attack.  It refutes every finite claim about a class containing the
   attack's, enters Holm's family with p = 0, and the overall verdict is
@@ -323,7 +323,7 @@ def _infinite_checked(row: Row, evidence: Evidence | None) -> Row:
 
 
 def _deterministic_release(row: Row, evidence: Evidence | None) -> bool:
-    """The row is flagged ``unbounded`` and no attack scored it: the runner saw a deterministic release.
+    """The row is flagged ``unbounded`` and no attack scored it: an earlier runner saw a deterministic release.
 
     An infinite estimate that an attack computed (``evidence`` present) came
     from a finite sample and proves nothing infinite.
