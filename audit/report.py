@@ -47,6 +47,7 @@ from audit.theory_check import failures
 
 from audit.schema import NUMERIC_COLUMNS, ROW_COLUMNS, STAGE_SIZE_COLUMNS, VERDICT_COLUMNS, Row, column_order  # noqa: E402
 from audit.verdicts import POWER, summarize_claims  # noqa: E402
+from audit.config import AttackSpec  # noqa: E402
 
 SCHEMA_VERSION = "1.0"
 """Version of results.json's layout: the minor part grows with added fields, the major with changed ones."""
@@ -132,7 +133,8 @@ def write_audit_report(
     meta = {
         "schema_version": SCHEMA_VERSION, "verdict": verdict, "seed": seed, "seconds": seconds,
         "versions": dict(versions), "config": dict(config), "audited": dict(audited or {}), "pairs": list(pairs),
-        "claims": summarize_claims(rows), "theory": [dict(entry) for entry in theory],
+        "claims": summarize_claims(rows), "outputs_drawn": _outputs_drawn(rows, config),
+        "theory": [dict(entry) for entry in theory],
         **({"checks": [dict(check) for check in checks]} if checks else {}),  # only configs with [[checks]]
     }
     document = {**meta, "rows": [_json_row(row) for row in records]}
@@ -243,7 +245,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         lines += ["## Claims", "", _claims_table(meta["claims"]), ""]
     lines += _on_average_section(rows, confidence)
     lines += _checks_block(meta.get("checks", []))
-    lines += _staged_section(rows)
+    lines += _staged_section(rows) + _stop_lines(rows, attacks.get("tolerance", AttackSpec.tolerance))
     for row_verdict, title in (
         ("violation", "Violations"),
         ("unbounded", "Unbounded rows"),
@@ -337,6 +339,42 @@ def _staged_section(rows: Sequence[Row]) -> list[str]:
         "corrects over the claims only.", "",
         _to_markdown(frame), "",
     ]
+
+
+_STOP_WORDS = {
+    "violation": "violation",
+    "decided": "decided (an excess of {tolerance} over the claim would have been detected with {power:.0%} probability)",
+    "output limit": "output limit reached, undecided",
+    "time limit": "time limit reached, undecided",
+    "fixed": "the fixed n_samples budget",
+}
+
+
+def _stop_lines(rows: Sequence[Row], tolerance: float) -> list[str]:
+    """Why each claim's search stopped, in words ("stopped after 3 400 outputs: violation")."""
+    stopped = [row for row in rows if row.stop is not None and not row.error]
+    if not stopped:
+        return []
+    lines = [f"- {_claim_label(r.divergence, r.claim_class, r.claim, r.alpha)}: stopped after "
+             f"{_thousands(r.outputs_drawn)} outputs ({r.rounds} round{'s' if r.rounds != 1 else ''}): "
+             + _STOP_WORDS[r.stop].format(tolerance=tolerance, power=POWER) for r in stopped]
+    return ["Outputs drawn (both datasets, every pair, stage and round) and why each search stopped "
+            f"(tolerance {tolerance}):", "", *lines, ""]
+
+
+def _thousands(value: int) -> str:
+    return f"{int(value):,}".replace(",", " ")
+
+
+def _outputs_drawn(rows: Sequence[Row], config: Mapping[str, Any]) -> int:
+    """All outputs the audit drew: each staged search's (counted once over its rows), else every pair's n_samples
+    on both datasets (the rows engine)."""
+    searches = {(row.task.split("|")[1], _json_value(row.alpha)): row.outputs_drawn
+                for row in rows if row.outputs_drawn is not None}
+    if searches:
+        return int(sum(searches.values()))
+    n_samples = config.get("attacks", {}).get("n_samples", AttackSpec.n_samples)
+    return 2 * int(n_samples) * len({row.pair for row in rows if not row.on_average})
 
 
 def _audited_block(audited: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> list[str]:

@@ -75,6 +75,9 @@ class Row:
         An on-average aggregate row's fields; None on other rows.
     engine, n_screen, n_train, n_check, n_confirm, candidates, finalists, sets_pooled : str, int or None
         A staged row's engine (``"staged"``), stage sizes and counts; None on other rows.
+    outputs_drawn, rounds, stop : int, int, str or None
+        A staged row's search: all the outputs it drew (both datasets, every pair, stage and round), its rounds,
+        and why it stopped (:data:`attacks.sequential.STOPS`); None on other rows.
     unbounded : bool
         The runner saw a deterministic release (internal: never written).
     """
@@ -112,6 +115,9 @@ class Row:
     candidates: int | None = _column("staged", None)
     finalists: int | None = _column("staged", None)
     sets_pooled: int | None = _column("staged", None)
+    outputs_drawn: int | None = _column("staged", None)
+    rounds: int | None = _column("staged", None)
+    stop: str | None = _column("staged", None)
     unbounded: bool = _column("internal", False)
 
     @classmethod

@@ -43,6 +43,8 @@ from typing import Any
 import joblib
 from tqdm import tqdm
 
+from attacks.sequential import FIRST_BUDGET, FIXED, Limits, SequentialEstimate, least_outputs, round_budgets, \
+    sequential_search
 from attacks.staged import MAX_FINALISTS, Draw, StagedResult, StageSizes, Target, later_outputs, staged_search
 from audit import store
 from audit.config import AuditConfig, Claim
@@ -145,8 +147,8 @@ def run_staged(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
         engine, or edited since (:func:`audit.store.read_finished`), and when
         the stages would not fit in memory (:func:`audit.runner.check_memory`).
     """
-    sizes = StageSizes.from_budget(config.attacks.n_samples, config.attacks.stages)
     searches = [Search(index, claim, alpha) for index, claim in enumerate(config.claims) for alpha in claim.alpha]
+    sizes = StageSizes.from_budget(_largest_budget(config, len(pairs), len(searches)), config.attacks.stages)
     plan = plan_hash(config, searches)
     path = None if out_dir is None else Path(out_dir) / store.TASKS_FILE
     records = {} if finished is None else finished
@@ -162,10 +164,14 @@ def run_staged(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     sample = pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
                           workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1), timeout=config.run.sample_timeout,
                           on_outputs=bar.update, failed=probed)
+    start = time.perf_counter()
     with bar.bar:
         for search in searches:
             if search.id not in done:
-                done[search.id] = _search(search, config, mechanism, pairs, sizes, sample, bar)
+                left = sum(other.id not in done for other in searches)  # this search's share of the time left
+                seconds = (config.run.max_seconds - (time.perf_counter() - start)) / left
+                done[search.id] = _search(search, config, mechanism, pairs, sizes, sample, bar, seconds,
+                                          len(searches))
                 for record in done[search.id]:
                     record.update(plan=plan, resumed=False)
                     evidence[record["task"]] = record.pop("evidence")
@@ -189,10 +195,21 @@ def search_rows(config: AuditConfig, records: Iterable[dict]) -> list[dict]:
     return rows
 
 
+def _largest_budget(config: AuditConfig, n_pairs: int, n_searches: int) -> int:
+    """Outputs per dataset of a pair of the largest search: ``n_samples``, or a sequential search's last round
+    (:func:`attacks.sequential.round_budgets` of its share of ``max_outputs``)."""
+    if not config.attacks.sequential:
+        return config.attacks.n_samples
+    share = config.attacks.max_outputs // n_searches
+    return round_budgets(FIRST_BUDGET, share, least_outputs(n_pairs, config.attacks.stages))[-1]
+
+
 def _search(search: Search, config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPair], sizes: StageSizes,
-            sample: Callable, bar: _OutputsBar) -> list[dict]:
+            sample: Callable, bar: _OutputsBar, seconds: float = float("inf"), n_searches: int = 1) -> list[dict]:
     """One search's records (:func:`_records`), each naming its search, its claim, their number, the staged
-    columns, and its ``evidence`` (the confirm statistic on the winner's record, else None)."""
+    columns, and its ``evidence`` (the confirm statistic on the winner's record, else None).  A sequential
+    search (:func:`attacks.sequential.sequential_search`) gets ``seconds`` and its share of ``max_outputs``, and
+    stops at the level of Holm's first step over the ``n_searches`` searches."""
     start = time.perf_counter()
     claim = search.claim
     target = Target.for_claim(claim.divergence, claim.function_class, config.attacks.classes, search.alpha,
@@ -200,13 +217,21 @@ def _search(search: Search, config: AuditConfig, mechanism: Any, pairs: Sequence
     seed = int(task_seed(config.run.seed, search.id).generate_state(1)[0])
     bar.start()
     with backend(config.run.backend, config.run.n_jobs):
-        result = staged_search(sample, len(pairs), target, sizes, seed=seed, n_jobs=config.run.n_jobs,
-                               on_screened=bar.screened)
+        if config.attacks.sequential:
+            limits = Limits(config.attacks.max_outputs // n_searches, seconds, config.attacks.tolerance,
+                            (1.0 - config.attacks.confidence) / n_searches)
+            result = sequential_search(sample, len(pairs), target, claim.epsilon, limits, shares=config.attacks.stages,
+                                       seed=seed, n_jobs=config.run.n_jobs, on_round=bar.round,
+                                       on_screened=bar.screened,
+                                       on_look=lambda evidence: bar.look(search.index, evidence, limits.level))
+        else:
+            result = staged_search(sample, len(pairs), target, sizes, seed=seed, n_jobs=config.run.n_jobs,
+                                   on_screened=bar.screened)
     bar.finish()
     name = f"staged|claim{search.index}"  # the rows' task ids: name|pair|direction|class|divergence|alpha|delta
     records = _records(result, name, mechanism, pairs, config.attacks.coupled, time.perf_counter() - start)
     fields = dict(search=search.id, claim_index=search.index, search_records=len(records),
-                  staged=_staged_fields(result))
+                  staged=_staged_fields(result, 2 * bar.drawn))
     return [dict(record, **fields, evidence=result.evidence if record["error"] is None else None)
             for record in records]
 
@@ -236,18 +261,28 @@ class _OutputsBar:
         options = {} if sys.stderr.isatty() else {"mininterval": 30.0}
         self.bar = tqdm(total=searches * self.planned, desc="staged search", unit="outputs", unit_scale=True,
                         file=sys.stderr, disable=not enabled, **options)
-        self.search_planned = self.drawn = 0
+        self.search_planned = self.drawn = self.before = 0
 
     def update(self, outputs: int) -> None:
         self.drawn += outputs
         self.bar.update(outputs)
 
     def start(self) -> None:
-        self.search_planned, self.drawn = self.planned, 0
+        self.search_planned, self.drawn, self.before = self.planned, 0, 0
+
+    def round(self, sizes: StageSizes) -> None:
+        """A sequential search's round of ``sizes`` starts: its screen on every pair, the later stages on the most
+        pairs they may use."""
+        self.sizes, self.before = sizes, self.drawn
+        self._retotal(self.drawn + self.n_pairs * sizes.screen + later_outputs(sizes, min(self.n_pairs, MAX_FINALISTS)))
 
     def screened(self, later: int) -> None:
-        """The search's screen is over; its later stages draw ``later`` outputs per dataset."""
-        self._retotal(self.n_pairs * self.sizes.screen + later)
+        """The search's (round's) screen is over; its later stages draw ``later`` outputs per dataset."""
+        self._retotal(self.before + self.n_pairs * self.sizes.screen + later)
+
+    def look(self, claim: int, evidence: SequentialEstimate, level: float) -> None:
+        """The current bound beside the claim after a sequential search's look."""
+        self.bar.set_postfix_str(f"claim {claim}: bound {evidence.lower_bound(1.0 - level):.4g}", refresh=True)
 
     def finish(self) -> None:
         self._retotal(self.drawn)
@@ -288,9 +323,11 @@ def _record(task: Task, name: str, error: str | None) -> dict:
     return task_record(task, task_id=f"{name}|{task.id}", error=error)
 
 
-def _staged_fields(result: StagedResult) -> dict:
-    """The :data:`audit.schema.STAGED_COLUMNS` of a search's rows."""
+def _staged_fields(result: StagedResult, outputs: int) -> dict:
+    """The :data:`audit.schema.STAGED_COLUMNS` of a search's rows (the stage sizes of its last round); ``outputs``:
+    all the search drew (both datasets, every pair, stage and round)."""
     sizes = result.sizes
     return dict(engine="staged", n_screen=sizes.screen, n_train=sizes.train, n_check=sizes.check,
                 n_confirm=sizes.confirm, candidates=result.screened, finalists=len(result.finalists),
-                sets_pooled=result.sets_pooled)
+                sets_pooled=result.sets_pooled, outputs_drawn=int(outputs), rounds=result.rounds,
+                stop=result.stop or (FIXED if result.evidence is not None else None))
