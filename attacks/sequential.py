@@ -18,7 +18,7 @@ screen could not see is found by a later one).  After each round (a
 * else the next round runs, unless it would pass the output limit
   (``"output limit"``) or the time limit (``"time limit"``).
 
-Validity whatever the stopping time (theory.md, "Sequential audits").
+Validity whatever the stopping time (theory.md section 7, "Sequential audits").
 The schedule -- the rounds' budgets and the spending weights w_r with
 sum_r w_r <= 1 -- is fixed by the config before any output is drawn
 (:func:`round_budgets`, :func:`spending_weights`).  Round r's confirm
