@@ -324,10 +324,14 @@ def _record(task: Task, name: str, error: str | None) -> dict:
 
 
 def _staged_fields(result: StagedResult, outputs: int) -> dict:
-    """The :data:`audit.schema.STAGED_COLUMNS` of a search's rows (the stage sizes of its last round); ``outputs``:
-    all the search drew (both datasets, every pair, stage and round)."""
+    """The :data:`audit.schema.STAGED_COLUMNS` of a search's rows (the stage sizes of its last round, and a
+    sequential search's last budget as their ``n_samples``); ``outputs``: all the search drew (both datasets,
+    every pair, stage and round)."""
     sizes = result.sizes
-    return dict(engine="staged", n_screen=sizes.screen, n_train=sizes.train, n_check=sizes.check,
-                n_confirm=sizes.confirm, candidates=result.screened, finalists=len(result.finalists),
-                sets_pooled=result.sets_pooled, outputs_drawn=int(outputs), rounds=result.rounds,
-                stop=result.stop or (FIXED if result.evidence is not None else None))
+    fields = dict(engine="staged", n_screen=sizes.screen, n_train=sizes.train, n_check=sizes.check,
+                  n_confirm=sizes.confirm, candidates=result.screened, finalists=len(result.finalists),
+                  sets_pooled=result.sets_pooled, outputs_drawn=int(outputs), rounds=result.rounds,
+                  stop=result.stop or (FIXED if result.evidence is not None else None))
+    if result.stop is not None:  # a sequential search: the rows' n_samples is its last round's budget
+        fields["n_samples"] = sizes.screen + sizes.train + sizes.check + sizes.confirm
+    return fields
