@@ -125,7 +125,8 @@ def detectable_excess(evidence: Any, level: float, power: float = POWER) -> floa
     Parameters
     ----------
     evidence : object
-        An estimate with ``estimate`` and ``confidence_interval(confidence)``.
+        An estimate with ``estimate`` and ``confidence_interval(confidence)``;
+        a :class:`SequentialEstimate` is its look's at the spent level ``level * weight``.
     level : float
         One-sided level of the test, in (0, 1).
     power : float, default=POWER
@@ -138,6 +139,8 @@ def detectable_excess(evidence: Any, level: float, power: float = POWER) -> floa
     """
     if not (0.0 < level < 1.0 and 0.0 < power < 1.0):
         raise ValueError(f"level and power must be in (0, 1). Found level={level!r}, power={power!r}.")
+    if isinstance(evidence, SequentialEstimate):  # its look, tested at the spent level
+        evidence, level = evidence.evidence, level * evidence.weight
     lower, _ = evidence.confidence_interval(1.0 - 2.0 * level)
     width = float(evidence.estimate) - float(lower)
     if not (math.isfinite(width) and width >= 0.0):

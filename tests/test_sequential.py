@@ -27,6 +27,7 @@ from attacks.sequential import (
     Limits,
     SequentialEstimate,
     decide,
+    detectable_excess,
     least_outputs,
     round_budgets,
     sequential_search,
@@ -79,6 +80,7 @@ def test_a_spent_estimate_is_its_looks_at_the_spent_level_and_round_trips(couple
     assert isinstance(back, SequentialEstimate) and back.looks == spent.looks
     for claim in (0.5, 1.0, 2.0):
         assert_allclose(back.p_value(claim), spent.p_value(claim), rtol=1e-12)
+    assert detectable_excess(spent, 0.05) == pytest.approx(detectable_excess(look, 0.05 / 4))
     with pytest.raises(ValueError, match="weight"):
         SequentialEstimate(look, 0.0)
 
