@@ -142,3 +142,32 @@ def test_a_fixed_budget_keeps_the_fixed_design(tmp_path):
               "attacks": {"n_samples": 2_000}, "run": {"seed": 0}}
     row = run_audit(config, progress=False).table.iloc[-1]
     assert (row["stop"], row["rounds"], row["outputs_drawn"]) == ("fixed", 1, 2 * 2_000)
+
+
+BASE = {"mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
+        "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0}]}
+
+
+def test_a_config_without_n_samples_is_sequential_and_one_with_it_is_fixed():
+    from audit.config import load_config
+
+    sequential = load_config(BASE)
+    assert sequential.attacks.sequential and sequential.attacks.max_outputs == 4_000_000
+    assert sequential.attacks.tolerance == 0.1 and sequential.run.max_seconds == 120.0
+    assert "floatbits" in sequential.attacks.classes and "atoms" in sequential.attacks.classes
+    assert not load_config({**BASE, "attacks": {"n_samples": 20_000}}).attacks.sequential
+    assert not load_config({**BASE, "attacks": {"engine": "rows"}}).attacks.sequential
+
+
+@pytest.mark.parametrize("attacks, run, message", [
+    ({"n_samples": 20_000, "max_outputs": 10**6}, {}, "attacks.max_outputs: only an audit that stops by itself"),
+    ({"engine": "rows", "tolerance": 0.2}, {}, "attacks.tolerance: only an audit that stops by itself"),
+    ({"max_outputs": 10}, {}, "attacks.max_outputs: must be from 1000"),
+    ({"tolerance": 0.0}, {}, "attacks.tolerance: must be a positive number"),
+    ({}, {"max_seconds": -1}, "run.max_seconds: must be a positive number"),
+])
+def test_the_sequential_fields_are_refused_where_they_mean_nothing(attacks, run, message):
+    from audit.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=message):
+        load_config({**BASE, "attacks": attacks, "run": run})
