@@ -52,6 +52,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -77,6 +78,9 @@ SUMMARY_BLOCK = 100_000
 FIGURE_OUTPUTS = 100_000
 """Outputs per dataset of the confirm sample (the first, of its first chunk) whose scores the report's figures bin
 (:func:`score_summary`)."""
+SCREEN_FIT = 20_000
+"""Most training rows per law of a screen fit: a cheap fit that ranks the candidates (the L-BFGS, tree and scale
+searches cost in proportion to the rows), while the held-out half that projects each one keeps its full size."""
 SELECTION_LEVEL = 0.95
 # The nested sets of a dp attack (graded_attack): besides the fitted set, those holding GRADE_STEP^k of the
 # training outputs of P, down to GRADE_FLOOR of them; pooled only where each has MIN_COUNT counts (and,
@@ -132,6 +136,13 @@ class StageSizes:
                 f"gives {sizes}. Raise n_samples or the smallest share."
             )
         return cls(**sizes)
+
+    @classmethod
+    def from_split(cls, n_samples: int, train_fraction: float) -> StageSizes:
+        """The stages of the ``every`` policy (:func:`confirm_every`): no screen, no check; ``train_fraction``
+        of ``n_samples`` trains each candidate (rounded, at least 1 and at most n_samples - 1), the rest confirms it."""
+        train = min(max(int(round(train_fraction * n_samples)), 1), n_samples - 1)
+        return cls(screen=0, train=train, check=0, confirm=n_samples - train)
 
 
 @dataclass(frozen=True)
@@ -353,6 +364,68 @@ def staged_search(sample: Sampler, n_pairs: int, target: Target, sizes: StageSiz
     return StagedResult(target, sizes, winner, evidence, len(scored), tuple(finalists), pooled, failures)
 
 
+def confirm_every(sample: Sampler, pair: int, target: Target, sizes: StageSizes, *, seed: int = 0,
+                  chunk: int = CHUNK, n_jobs: int = 1) -> list[tuple[Candidate, DivergenceEstimate | str]]:
+    """Every candidate of one pair (both directions x ``target.classes``) trained and confirmed: no choice.
+
+    Each candidate is fitted on ``sizes.train`` outputs of the pair (a ``dp``
+    set chosen for the confirm size) and its own fitted set or witness is
+    counted on ``sizes.confirm`` fresh outputs, as the winner of
+    :func:`staged_search` is (no pool: pooling would choose among sets), so
+    every row is a held-out estimate of a fixed statistic and Holm's
+    correction over the rows covers the many of them.  The sampler's
+    exceptions propagate (the pair has no row without its samples); an attack
+    whose fit fails gives its message in place of its evidence.
+
+    Returns
+    -------
+    list of (Candidate, DivergenceEstimate or str)
+        In candidate order (direction, then class); ``details["scores"]``
+        holds each statistic's binned scores on the first
+        :data:`FIGURE_OUTPUTS` confirm outputs (:func:`score_summary`).
+    """
+    candidates = [Candidate(pair, swapped, name) for swapped in (False, True) for name in target.classes]
+    train = sample(pair, sizes.train, "train", 0)
+    fitted = joblib.Parallel(n_jobs=n_jobs)(
+        joblib.delayed(_train_or_error)(candidate, train, target, sizes, seed) for candidate in candidates)
+    del train
+    kept = [i for i, attack in enumerate(fitted) if isinstance(attack, Attack)]
+    first: list[Draw] = []
+
+    def keep_first(pair: int, n: int, stage: str, index: int) -> Draw:
+        samples = sample(pair, n, stage, index)
+        if index == 0:
+            first.append(Draw(samples.d[:FIGURE_OUTPUTS].copy(), samples.d_prime[:FIGURE_OUTPUTS].copy(),
+                              samples.coupled))
+        return samples
+
+    totals = _accumulate(keep_first, [candidates[i] for i in kept], [fitted[i] for i in kept], sizes.confirm,
+                         "confirm", target, chunk, n_jobs)
+    results: list[tuple[Candidate, DivergenceEstimate | str]] = [
+        (candidate, attack) for candidate, attack in zip(candidates, fitted) if isinstance(attack, str)]
+    for position, i in enumerate(kept):
+        candidate, attack = candidates[i], fitted[i]
+        weights = None if attack.cuts is None else np.eye(attack.cuts.size)[attack.fitted]
+        total, coupled = totals[position]
+        evidence = _statistic(total, candidate, target, coupled, weights)
+        scores = score_summary(attack, *candidate.laws(first[0]), weights)
+        results.append((candidate, replace(evidence, details={**evidence.details, "scores": scores})))
+    return sorted(results, key=lambda item: candidates.index(item[0]))
+
+
+def _train_or_error(candidate: Candidate, train: Draw, target: Target, sizes: StageSizes, seed: int) -> Attack | str:
+    """A candidate fitted on its pair's train sample (a ``dp`` attack: its own set alone, ungraded), or the message
+    of the fit's failure (an attack that fails costs its candidate only)."""
+    p, q = candidate.laws(train)
+    try:
+        attack = fit_attack(candidate, p, q, target, sizes.confirm, train.coupled, fit_seed(seed, "train", candidate))
+    except Exception as error:
+        return f"attack {candidate.function_class}/{target.divergence} failed: " + " ".join(
+            f"{type(error).__name__}: {error}".split())
+    adversary = attack.adversary
+    return Attack(adversary, np.array([adversary.side_ * adversary.threshold_])) if target.divergence == "dp" else attack
+
+
 def later_outputs(sizes: StageSizes, pairs: int) -> int:
     """Outputs per dataset the train, check and confirm stages draw when the finalists lie on ``pairs`` pairs
     (train and check on each, confirm on the winner's)."""
@@ -497,11 +570,13 @@ def fit_seed(seed: int, stage: str, candidate: Candidate) -> int:
 
 def _screen_one(candidate: Candidate, samples: Draw, target: Target, sizes: StageSizes,
                 seed: int) -> tuple[Candidate, float, float]:
-    """A candidate fitted on the first half of its pair's screen sample (a ``dp`` set chosen for the second
-    half's size) and projected from the second to the confirm size."""
+    """A candidate fitted cheaply on the first half of its pair's screen sample, at most :data:`SCREEN_FIT` rows
+    of it (a ``dp`` set chosen for the second half's size), and projected from the whole second half to the
+    confirm size.  The screen only ranks: the finalists get the full fit on the train sample."""
     half = sizes.screen // 2
+    fit = min(half, SCREEN_FIT)
     p, q = candidate.laws(samples)
-    attack = fit_attack(candidate, p[:half], q[:half], target, len(p) - half, samples.coupled,
+    attack = fit_attack(candidate, p[:fit], q[:fit], target, len(p) - half, samples.coupled,
                         fit_seed(seed, "screen", candidate))
     evidence = held_out_estimate(attack, candidate, p[half:], q[half:], target, samples.coupled)
     return (candidate, *projected_bound(evidence, sizes.confirm))
@@ -509,17 +584,34 @@ def _screen_one(candidate: Candidate, samples: Draw, target: Target, sizes: Stag
 
 def _screen(draw, n_pairs: int, target: Target, sizes: StageSizes, seed: int,
             n_jobs: int) -> list[tuple[Candidate, float, float]]:
-    """(candidate, projected bound, its standard error) of every candidate whose pair could be sampled; one
-    pair's sample in memory at a time, its candidates fitted in parallel."""
+    """(candidate, projected bound, its standard error) of every candidate whose pair could be sampled; the
+    pairs drawn together in groups of up to min(n_jobs, MAX_FINALISTS) (the memory check's pairs held at once),
+    each pair's candidates fitted in parallel."""
     scored = []
-    for pair in range(n_pairs):
-        samples = draw(pair, sizes.screen, "screen")
-        if samples is None:
-            continue
-        candidates = [Candidate(pair, swapped, name) for swapped in (False, True) for name in target.classes]
-        scored += joblib.Parallel(n_jobs=n_jobs)(
-            joblib.delayed(_screen_one)(candidate, samples, target, sizes, seed) for candidate in candidates)
+    group = min(MAX_FINALISTS, max(joblib.effective_n_jobs(n_jobs), 1))
+    for first in range(0, n_pairs, group):
+        pairs = range(first, min(first + group, n_pairs))
+        for pair, samples in zip(pairs, _draw_together(draw, [(pair, sizes.screen, "screen") for pair in pairs],
+                                                       n_jobs)):
+            if samples is None:
+                continue
+            candidates = [Candidate(pair, swapped, name) for swapped in (False, True) for name in target.classes]
+            scored += joblib.Parallel(n_jobs=n_jobs)(
+                joblib.delayed(_screen_one)(candidate, samples, target, sizes, seed) for candidate in candidates)
     return scored
+
+
+def _draw_together(draw, requests: list[tuple], n_jobs: int) -> list[Draw | None]:
+    """``draw(*request)`` for every request, up to n_jobs at once: a sampler that waits on processes (a slow
+    mechanism drawn in children or cluster jobs) is kept busy across pairs, not only across one pair's chunks.
+
+    Threads only wait: the draws' numbers depend on their requests, not on the order they finish in.
+    """
+    threads = min(len(requests), max(joblib.effective_n_jobs(n_jobs), 1))
+    if threads <= 1:
+        return [draw(*request) for request in requests]
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(lambda request: draw(*request), requests))
 
 
 def _finalists(scored: list[tuple[Candidate, float, float]]) -> list[Candidate]:
@@ -545,7 +637,8 @@ def _train_one(candidate: Candidate, train: Draw, target: Target, sizes: StageSi
 def _train(draw, finalists: list[Candidate], target: Target, sizes: StageSizes, seed: int,
            n_jobs: int) -> list[Attack | None]:
     """Each finalist's attack fitted on ``sizes.train`` fresh outputs of its pair (None where sampling failed)."""
-    samples = {pair: draw(pair, sizes.train, "train") for pair in dict.fromkeys(c.pair for c in finalists)}
+    pairs = list(dict.fromkeys(c.pair for c in finalists))
+    samples = dict(zip(pairs, _draw_together(draw, [(pair, sizes.train, "train") for pair in pairs], n_jobs)))
     fitted = iter(joblib.Parallel(n_jobs=n_jobs)(
         joblib.delayed(_train_one)(c, samples[c.pair], target, sizes, seed)
         for c in finalists if samples[c.pair] is not None))
@@ -568,7 +661,8 @@ def _accumulate(draw, candidates: list[Candidate], attacks: list[Attack], n: int
     totals: dict[int, tuple[object, bool]] = {}
     failed = set()
     for index, size in enumerate(_chunks(n, chunk)):
-        draws = {pair: draw(pair, size, stage, index) for pair in dict.fromkeys(c.pair for c in candidates)}
+        pairs = list(dict.fromkeys(c.pair for c in candidates))
+        draws = dict(zip(pairs, _draw_together(draw, [(pair, size, stage, index) for pair in pairs], n_jobs)))
         failed.update(i for i, candidate in enumerate(candidates) if draws[candidate.pair] is None)
         blocks = [(i, begin) for i, candidate in enumerate(candidates) if draws[candidate.pair] is not None
                   for begin in range(0, size, SUMMARY_BLOCK)]

@@ -22,15 +22,16 @@ import pandas as pd
 
 from audit.checks import combine, run_checks
 from audit.config import AuditConfig, ConfigError, load_config, user_import_path
+from audit.families import claim_summaries
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.on_average import aggregate_rows
-from audit.provenance import describe_audit, pair_records
+from audit.provenance import describe_audit, pair_records, screening_records
+from audit.structure import fix_layout
 from audit.plan import task_seed
-from audit.runner import run_tasks
 from audit.sampling import one_line
 from audit.schema import STAGED_COLUMNS, TABLE_COLUMNS, Row
-from audit.theory_check import check_bounds
-from audit.verdicts import assign_verdicts, exit_code, overall_verdict, summarize_claims
+from audit.theory.check import check_bounds
+from audit.verdicts import assign_verdicts, exit_code, overall_verdict
 
 FAILED = "error"
 """The ``verdict`` of results.json when the audit could not reach one (:class:`AuditError`)."""
@@ -77,10 +78,14 @@ class AuditResult:
         (:func:`audit.provenance.describe_audit`).
     theory : list of dict
         Published closed-form bounds against the rows' exact values and lower
-        confidence bounds (:func:`audit.theory_check.check_bounds`).
+        confidence bounds (:func:`audit.theory.check.check_bounds`).
     checks : list of dict
         The ``[[checks]]`` rows (:func:`audit.checks.run_checks`); they join
         the verdict and exit code as :func:`audit.checks.combine` says.
+    search : list of dict
+        ``[neighbours] strategy = "search"``: every candidate screened, probes
+        included, with its score and why it was dropped
+        (:func:`audit.provenance.screening_records`); empty otherwise.
     """
 
     verdict: str
@@ -94,6 +99,7 @@ class AuditResult:
     audited: Mapping[str, Any] = field(default_factory=dict)
     theory: Sequence[Mapping[str, Any]] = ()
     checks: Sequence[Mapping[str, Any]] = ()
+    search: Sequence[Mapping[str, Any]] = ()
 
     @property
     def rows(self) -> list[Row]:
@@ -102,19 +108,28 @@ class AuditResult:
 
     @property
     def claims(self) -> list[dict[str, Any]]:
-        """Per claim: verdict, strongest row, adjusted p, detectable excess (`audit.verdicts.summarize_claims`)."""
-        return summarize_claims(self.rows)
+        """Per claim: verdict, strongest row, adjusted p, detectable excess (`audit.families.claim_summaries`:
+        `audit.verdicts.summarize_claims` with one line per gdp / zcdp / profile claim)."""
+        return claim_summaries(self.rows, self.config)
 
     def write(self, out_dir: str | os.PathLike) -> Path:
-        """Write report.md, results.json, results.csv and figures/ (:func:`audit.report.write_audit_report`)."""
+        """Write report.md, results.json, results.csv and figures/ (:func:`audit.report.write_audit_report`).
+
+        ``out_dir`` is prepared as for a run (:func:`output_directory`: refused
+        when it holds other files, locked, an earlier report's files removed;
+        ``tasks.jsonl`` is kept).
+        """
         from audit.report import write_audit_report
 
-        return write_audit_report(
-            out_dir, table=self.table, verdict=self.verdict, seed=self.seed, seconds=self.seconds,
-            versions=dict(self.versions), config=dict(self.config), pairs=list(self.pairs), audited=dict(self.audited),
-            theory=list(self.theory),
-            checks=list(self.checks),
-        )
+        out = output_directory(out_dir, resume=True)
+        try:
+            return write_audit_report(
+                out, table=self.table, verdict=self.verdict, seed=self.seed, seconds=self.seconds,
+                versions=dict(self.versions), config=dict(self.config), pairs=list(self.pairs),
+                audited=dict(self.audited), theory=list(self.theory), checks=list(self.checks), search=list(self.search),
+            )
+        finally:
+            release_directory(out)
 
 
 def run_audit(
@@ -171,24 +186,19 @@ def run_audit(
         raise ValueError("resume needs the out_dir of the interrupted run. Found out_dir=None.")
     start = time.perf_counter()
     audit_config = load_config(config, {"n_jobs": n_jobs, "seed": seed, "backend": backend})
-    out = None if out_dir is None else output_directory(out_dir)
+    out = None if out_dir is None else output_directory(out_dir, resume=resume)
     mechanism = audit_config.mechanism.build()
     pairs = _pairs(audit_config, mechanism)
     finished: dict[str, dict] = {}
     stage = "the tasks"
-    try:
-        columns = list(TABLE_COLUMNS)
-        if audit_config.attacks.engine == "staged":  # one confirm statistic per claim (audit/staged_audit.py)
-            from audit.staged_audit import run_staged
+    from audit.engine import run_engine  # with the attacks (scikit-learn): not on `import audit.api`
 
-            rows, evidence = run_staged(audit_config, mechanism, pairs, out, resume=resume, progress=progress,
-                                        finished=finished)
-            columns += STAGED_COLUMNS
-        else:
-            records, evidence = run_tasks(
-                audit_config, mechanism, pairs, out, resume=resume, progress=progress, finished=finished
-            )
-            rows = claim_rows(audit_config, records.values())
+    try:
+        # NaN, inf and changing widths are evidence: fix the outputs' layout before any chunk is drawn (audit.structure)
+        fix_layout(mechanism, [data for pair in pairs for data in (pair.d, pair.d_prime)],
+                   task_seed(audit_config.run.seed, "structure"), audit_config.run.sample_timeout)
+        rows, evidence = run_engine(audit_config, mechanism, pairs, out, resume=resume, progress=progress,
+                                    finished=finished)
         stage = "the verdicts"
         averages, average_evidence = aggregate_rows(rows, evidence, audit_config.attacks.confidence)
         evidence = {**evidence, **average_evidence}
@@ -200,7 +210,7 @@ def run_audit(
         claims = (verdict, exit_code(rows, verdict)) if audit_config.claims else (None, None)
         verdict, code = combine(*claims, checks)
         records = [row.to_record() for row in rows]
-        table = pd.DataFrame(records, columns=columns)
+        table = pd.DataFrame(records, columns=[*TABLE_COLUMNS, *STAGED_COLUMNS])
         # The binned held-out scores behind each row: the report's ROC curves and witness histograms.
         table["held_out_scores"] = [getattr(evidence.get(task), "details", {}).get("scores") for task in table["task"]]
         result = AuditResult(
@@ -212,9 +222,11 @@ def run_audit(
             versions=_versions(mechanism),
             config=audit_config.raw,
             pairs=pair_records(pairs),
-            audited=describe_audit(mechanism, config, audit_config.raw),
+            audited=describe_audit(mechanism, config, audit_config.raw, probe=pairs[0] if pairs else None,
+                                   timeout=audit_config.run.sample_timeout),
             theory=check_bounds(records, evidence, audit_config.attacks.confidence),
             checks=checks,
+            search=screening_records(pairs),
         )
         stage = "writing the report"
         if out is not None:
@@ -228,11 +240,30 @@ def run_audit(
         saved = _save_failed(out, audit_config, finished, message, start)
         where = f"; the {len(finished)} finished tasks are saved in {saved.parent}" if saved else ""
         raise AuditError(message + where) from error
+    finally:
+        release_directory(out)
     return result
 
 
-def output_directory(out_dir: str | os.PathLike) -> Path:
-    """``out_dir``, created if needed, after checking that it is a writable directory.
+ARTEFACTS = ("report.md", "report.html", "results.json", "results.csv", "tasks.jsonl")
+"""The files an audit writes in its output directory (besides ``figures/*.png`` and :data:`LOCK_FILE`)."""
+FIGURES = "figures"
+LOCK_FILE = ".capaudit.lock"
+"""Held (``flock``) by the run writing the directory: a second run into it is refused."""
+_HELD: dict[Path, int] = {}  # output directory -> the descriptor of its lock, while this process writes it
+
+
+def output_directory(out_dir: str | os.PathLike, resume: bool = False) -> Path:
+    """``out_dir``, created if needed, locked and cleared of an earlier audit's artefacts.
+
+    The directory must be empty or hold only what an audit writes
+    (:data:`ARTEFACTS`, ``figures/*.png``): a directory with other files is
+    refused rather than mixed with a report.  The run takes the directory's
+    lock (:data:`LOCK_FILE`; released by :func:`release_directory` or when
+    the process ends), so that two runs never write one directory.  The
+    earlier artefacts are removed (``tasks.jsonl`` kept when ``resume``):
+    an earlier run's figures never stand beside a new report, and a symbolic
+    link planted under an artefact's name is removed, not followed.
 
     Raises
     ------
@@ -245,27 +276,84 @@ def output_directory(out_dir: str | os.PathLike) -> Path:
         raise ValueError(f"output directory {str(path)!r} is an existing file, not a directory; {fix}.")
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".capaudit-write-test"
-        probe.write_text("")
-        probe.unlink()
+        foreign = _foreign_entries(path)
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+            raise ValueError(f"output directory {str(path)!r} holds files capaudit did not write ({shown}); "
+                             f"{fix}: an empty or new one, or one an earlier audit wrote.")
+        _lock(path)
+        clear_artefacts(path, keep=("tasks.jsonl",) if resume else ())
     except OSError as error:
         reason = error.strerror or error
         raise ValueError(f"output directory {str(path)!r} is not writable ({reason}); {fix}.") from None
     return path
 
 
+def release_directory(path: Path | None) -> None:
+    """Release the lock :func:`output_directory` took on ``path`` (nothing when it holds none)."""
+    descriptor = None if path is None else _HELD.pop(Path(path).resolve(), None)
+    if descriptor is not None:
+        os.close(descriptor)  # closing the descriptor drops its flock
+
+
+def clear_artefacts(path: Path, keep: Sequence[str] = ()) -> None:
+    """Remove an earlier audit's artefacts from ``path`` (symbolic links are unlinked, never followed)."""
+    for name in ARTEFACTS:
+        target = path / name
+        if target.is_symlink() or (name not in keep and target.is_file()):
+            target.unlink()
+    figures = path / FIGURES
+    if figures.is_symlink():
+        figures.unlink()
+    elif figures.is_dir():
+        for figure in figures.iterdir():
+            if figure.suffix == ".png" and (figure.is_file() or figure.is_symlink()):
+                figure.unlink()
+
+
+def _foreign_entries(path: Path) -> list[str]:
+    """What in ``path`` no audit writes: names other than the artefacts, ``figures/`` with other than PNGs."""
+    foreign = []
+    for entry in sorted(path.iterdir()):
+        if entry.name in (*ARTEFACTS, LOCK_FILE):
+            if entry.is_dir() and not entry.is_symlink():
+                foreign.append(entry.name + "/")
+        elif entry.name == FIGURES and entry.is_dir() and not entry.is_symlink():
+            foreign += [f"{FIGURES}/{figure.name}" for figure in sorted(entry.iterdir())
+                        if figure.suffix != ".png" or figure.is_dir()]
+        elif entry.name != FIGURES:
+            foreign.append(entry.name)
+    return foreign
+
+
+def _lock(path: Path) -> None:
+    """Take ``path``'s lock for this process, or raise ValueError when another run holds it (POSIX only)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock; the directory is not locked
+        return
+    key = path.resolve()
+    release_directory(key)  # this process's own earlier run into the directory (e.g. one that failed early)
+    descriptor = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise ValueError(f"output directory {str(path)!r} is being written by another capaudit run (its "
+                         f"{LOCK_FILE} is locked); wait for it to finish or choose another output directory (--out)."
+                         ) from None
+    _HELD[key] = descriptor
+
+
 def _save_failed(out: Path | None, config: AuditConfig, records: Mapping[str, dict], reason: str,
                  start: float) -> Path | None:
-    """:func:`write_failure` with the finished tasks' rows (:func:`claim_rows`, without verdicts)."""
+    """:func:`write_failure` with the finished tasks' rows (:func:`audit.engine.engine_rows`, without verdicts)."""
     if out is None:
         return None
-    try:
-        if config.attacks.engine == "staged":
-            from audit.staged_audit import search_rows
+    from audit.engine import engine_rows
 
-            rows = search_rows(config, records.values())
-        else:
-            rows = claim_rows(config, records.values())
+    try:
+        rows = engine_rows(config, records.values())
     except Exception:  # rows of records the claims cannot read: keep the records as they are
         rows = [dict(record) for record in records.values()]
     resume = f"{len(records)} tasks finished; `capaudit run CONFIG --out {out} --resume` continues from tasks.jsonl."
@@ -295,20 +383,33 @@ def write_failure(
         The path of report.md.
     """
     out = Path(out_dir)
+    taken = False
     try:
         out.mkdir(parents=True, exist_ok=True)
+        if _foreign_entries(out):  # not an audit's directory: leave it as it is
+            return None
+        if out.resolve() not in _HELD:  # raises ValueError while another run writes the directory
+            _lock(out)
+            taken = True
+        clear_artefacts(out, keep=("tasks.jsonl",))  # an earlier run's figures and report.html too
         columns = list(TABLE_COLUMNS) if rows and "claim" in rows[0] else None
         pd.DataFrame(list(rows), columns=columns).to_csv(out / "results.csv", index=False)
         document = {"verdict": FAILED, "error": reason, "seed": seed, "seconds": seconds, "config": config,
                     "rows": [{key: _json_number(value) for key, value in row.items()} for row in rows]}
         (out / "results.json").write_text(json.dumps(document, indent=2, allow_nan=False, default=str) + "\n")
+        from audit.report import bounded, plain_text
+
         report = out / "report.md"
-        report.write_text(
-            f"# capaudit audit report\n\n## Verdict: **ERROR**\n\nThe audit reached no verdict: {reason}.\n\n"
+        report.write_text(  # the reason echoes user input: one bounded line, never raw HTML
+            f"# capaudit audit report\n\n## Verdict: **ERROR**\n\nThe audit reached no verdict: "
+            f"{plain_text(bounded(reason))}.\n\n"
             f"{len(rows)} rows in results.json and results.csv. {hint}\n"
         )
     except Exception:
         return None
+    finally:
+        if taken:
+            release_directory(out)
     return report
 
 
@@ -319,57 +420,6 @@ def _json_number(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
     return value
-
-
-def claim_rows(config: AuditConfig, records: Sequence[dict] | Any) -> list[dict]:
-    """One results row per (task record, claim on the task's divergence, alpha and delta).
-
-    ``refutes_claim`` is True when the attack's class is contained in the
-    claim's class (docs/theory.md section 3); verdicts and intervals are filled
-    later by :func:`audit.verdicts.assign_verdicts`.
-    """
-    from attacks.classes import parse_function_class
-
-    rows = []
-    for record in records:
-        attack_class = parse_function_class(record["function_class"])
-        for claim in config.claims:
-            same_target = (claim.divergence, claim.delta) == (record["divergence"], record["delta"])
-            if not same_target or record["alpha"] not in claim.alpha:
-                continue
-            rows.append({
-                "pair": record["pair"],
-                "direction": record["direction"],
-                "function_class": record["function_class"],
-                "divergence": record["divergence"],
-                "alpha": math.nan if record["alpha"] is None else record["alpha"],
-                "estimate": record["estimate"],
-                "ci_low": math.nan,
-                "ci_high": math.nan,
-                "n_samples": config.attacks.n_samples,
-                "claim": claim.epsilon,
-                "claim_class": claim.function_class,
-                # a pair of an on-average claim is judged by the mean over pairs (audit.on_average), not alone
-                "refutes_claim": not claim.on_average
-                and attack_class.is_contained_in(parse_function_class(claim.function_class)),
-                "theory_bound": _number(record["theory_bound"]),
-                "exact": _number(record["exact"]),
-                "verdict": None,
-                "note": record["note"],
-                "p_adjusted": math.nan,
-                "detectable_excess": math.nan,
-                "task": record["task"],
-                "unbounded": bool(record["unbounded"]),
-                "error": record["error"],
-                "resumed": bool(record.get("resumed", False)),
-                "on_average": claim.on_average,
-            })
-    return rows
-
-
-def _number(value: float | None) -> float:
-    """Unknown values are NaN in the table (null in results.json)."""
-    return math.nan if value is None else float(value)
 
 
 def _pairs(config: AuditConfig, mechanism: Any) -> list[NeighbourPair]:

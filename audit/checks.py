@@ -1,13 +1,20 @@
 """CBDP's theorems as audits: the ``[[checks]]`` of a config (docs/theory.md section 5).
 
-Each check measures, with :func:`attacks.estimate.estimate_divergence` on
-held-out samples, both sides of one theorem of CBDP and compares them:
+Each check is an audit of a composed mechanism: the combinators of
+:mod:`audit.mechanisms.compose` build the release the theorem is about
+(sequential, parallel, mixture, post-processing), and the parts and the
+composed mechanism are sampled as every audit samples, through
+:func:`audit.sampling.draw_pair_isolated` (forked children within
+``[run] sample_timeout`` seconds a chunk, on ``[run] n_jobs`` workers), and
+measured with :func:`attacks.estimate.estimate_divergence` on held-out
+samples; the measurement is compared with the theorem's right-hand side
+(:mod:`audit.theory.composition`):
 
 * ``sequential`` (Thm 4): M1 and M2 on the same pair, and the release
   (M1, M2) (outputs concatenated) attacked with the class on the
   concatenation, which for ``linear`` is the sum class H1 (+) H2:
   Gamma(M1, M2) <= eps1 + eps2.  ``adaptive = true`` lets M2 see M1's output
-  (:func:`adaptive_sample`), which breaks the theorem's non-adaptive
+  (:class:`audit.mechanisms.compose.Sequential`), which breaks the theorem's non-adaptive
   hypothesis.
 * ``parallel`` (Thm 3): M1 on D1, M2 on D2 (disjoint data): a record changes
   in one block only, so each of the two composed pairs is <= max(eps1, eps2).
@@ -28,8 +35,10 @@ held-out samples, both sides of one theorem of CBDP and compares them:
   query is <= 8 sqrt(eps) (:func:`generalization_gaps` states the setting).
 
 The parts' eps ("upper") is the exact restricted divergence of the pair
-when the mechanism knows its 1-D output laws (:func:`audit.exact.restricted_divergence`),
-else the estimate's upper confidence bound.  A check reads:
+when the mechanism knows its 1-D output laws (:func:`audit.theory.exact.restricted_divergence`)
+or, on its default pair, when the bound table has the exact value
+(:func:`audit.theory.table.exact_closed_form`, e.g. (lin, KL) of a d-dim
+Gaussian), else the estimate's upper confidence bound.  A check reads:
 
 * ``"contradicted"``: the composed release's lower confidence bound exceeds
   the theorem's bound (the evidence is in the row);
@@ -45,8 +54,10 @@ Error control: the audit's error rate 1 - confidence is split evenly over
 the checks and, within a check, over its confidence bounds (Bonferroni), so
 a true theorem reads "contradicted" in at most 1 - confidence of audits
 where the parts' bounds are exact or valid upper bounds.  Samples come from
-seeds derived from the audit seed (:func:`audit.plan.task_seed`,
-``"checks[i]|<role>"``), so the same config and seed give the same numbers.
+seeds derived from the audit seed (:func:`audit.sampling.chunk_seed` of the
+pair ``"checks[i]|<role>"``), so the same config and seed give the same
+numbers for any ``n_jobs``.  A mechanism that raises or hangs makes its
+check an ``"error"`` row (exit 2), within about ``sample_timeout``.
 """
 
 from __future__ import annotations
@@ -56,24 +67,19 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import joblib
 import numpy as np
 
-from audit import bounds
-from audit.config import MAPS, AuditConfig, CheckSpec
-from audit.exact import exact_value, known_laws
+from audit.config import AuditConfig, CheckSpec
+from audit.mechanisms.compose import Mixture, Parallel, PostProcessed, Sequential
+from audit.neighbours import NeighbourPair
 from audit.plan import task_seed
-from audit.sampling import one_line
+from audit.sampling import draw_pair_isolated, one_line
+from audit.theory.composition import THEOREMS, theorem_bound
+from audit.theory.exact import exact_value, known_laws
+from audit.theory.table import exact_closed_form
 
 CHECK_VERDICTS = ("holds", "contradicted", "hypothesis broken", "inconclusive", "error")
-THEOREMS = {
-    "sequential": "CBDP Thm 4 (non-adaptive sequential composition): Gamma^(H1+H2)((M1, M2)) <= eps1 + eps2",
-    "parallel": "CBDP Thm 3 (parallel composition, disjoint data): Gamma^(H1+H2)((M1(D1), M2(D2))) <= max(eps1, eps2)",
-    "post-processing": "CBDP Thm 1 (post-processing, i o g in H): Gamma^I(g(M)) <= eps",
-    "convexity": "CBDP Thm 2 (convexity, f-divergences): Gamma^H(lambda M1 + (1 - lambda) M2) <= max(eps1, eps2)",
-    "pinsker": "CBDP Thm 7 (Pinsker-like): IPM^H <= 8 sqrt(KL^H)",
-    "generalization": "CBDP Thm 6 (generalization): |E gap| <= 8 sqrt(eps), eps the (H, KL) parameter",
-}
-"""The statement each property checks (docs/theory.md section 5)."""
 PINSKER_CLASSES = ("poly", "kernel")
 """Class kinds whose IPM witnesses meet Thm 7's hypotheses (module docstring)."""
 POST_PROCESSING_CLASSES = ("poly", "mlp")
@@ -103,28 +109,6 @@ class Measurement:
 # --------------------------------------------------------------------------- pure computation
 
 
-def theorem_bound(prop: str, parts: Sequence[float]) -> float:
-    """The right-hand side of the theorem from the parts' eps (or, for pinsker, KL^H).
-
-    sequential: eps1 + eps2 (CBDP Thm 4); parallel, convexity: max(eps1, eps2)
-    (Thms 3, 2); post-processing: eps of M (Thm 1); pinsker: 8 sqrt(KL^H)
-    (Thm 7); generalization: 8 sqrt(eps) (Thm 6).  NaN when a part is NaN.
-    """
-    if not parts or any(math.isnan(value) for value in parts):
-        return math.nan
-    if prop == "sequential":
-        return bounds.sequential_composition(*parts)
-    if prop in ("parallel", "convexity"):
-        return bounds.parallel_composition(*parts)
-    if prop == "post-processing":
-        return float(parts[0])
-    if prop == "pinsker":
-        return bounds.pinsker_ipm_bound(parts[0])
-    if prop == "generalization":
-        return bounds.generalization_bound(parts[0])
-    raise ValueError(f"property must be one of {tuple(THEOREMS)}. Found {prop!r}.")
-
-
 def check_verdict(measured_low: float, bound: float, broken: str | None, trusted: bool) -> str:
     """A check's verdict from its composed lower bound, the theorem's bound and its hypotheses.
 
@@ -142,42 +126,6 @@ def check_verdict(measured_low: float, bound: float, broken: str | None, trusted
 def check_level(confidence: float, n_checks: int, n_bounds: int) -> float:
     """One-sided level of each bound: 1 - (1 - confidence) / (n_checks n_bounds) (Bonferroni)."""
     return 1.0 - (1.0 - confidence) / (max(n_checks, 1) * max(n_bounds, 1))
-
-
-def apply_map(outputs: np.ndarray, mapping: str | Sequence[Sequence[float]]) -> np.ndarray:
-    """g(y): a matrix A gives y -> A y (rows of ``outputs`` are outputs); ``"square"`` y -> y**2 elementwise,
-    ``"append-square"`` y -> (y, y**2)."""
-    if isinstance(mapping, str):
-        if mapping not in MAPS:
-            raise ValueError(f"map must be a matrix or one of {MAPS}. Found {mapping!r}.")
-        return outputs**2 if mapping == "square" else np.hstack([outputs, outputs**2])
-    matrix = np.asarray(mapping, dtype=float)
-    if matrix.shape[1] != outputs.shape[1]:
-        raise ValueError(
-            f"map has {matrix.shape[1]} column(s) but the mechanism's outputs have {outputs.shape[1]} coordinate(s); "
-            f"give a matrix with {outputs.shape[1]} column(s)."
-        )
-    return outputs @ matrix.T
-
-
-def mixture(first: np.ndarray, second: np.ndarray, weight: float, rng: np.random.Generator) -> np.ndarray:
-    """Row i from ``first`` with probability ``weight``, else from ``second`` (an independent coin per row; Thm 2)."""
-    if first.shape != second.shape:
-        raise ValueError(
-            f"convexity mixes mechanisms with the same range; their outputs have shapes {first.shape} and "
-            f"{second.shape}: choose mechanisms with the same output dimension."
-        )
-    return np.where(rng.random(len(first))[:, None] < weight, first, second)
-
-
-def adaptive_sample(first_outputs: np.ndarray, on_data: np.ndarray, on_reference: np.ndarray) -> np.ndarray:
-    """An adaptive second release: M2 queries the data when M1's first coordinate is >= 0, else a fixed reference.
-
-    ``on_data`` and ``on_reference`` are M2's outputs on the dataset and on
-    the all-zeros dataset of its shape; the choice depends on M1's output,
-    which Thm 4 (non-adaptive) excludes.
-    """
-    return np.where(first_outputs[:, :1] >= 0, on_data, on_reference)
 
 
 def generalization_gaps(thresholds: np.ndarray, sample_means: np.ndarray, fresh_means: np.ndarray) -> np.ndarray:
@@ -206,7 +154,8 @@ def run_checks(config: AuditConfig) -> list[dict[str, Any]]:
         try:
             rows.append(_run_check(spec, index, config))
         except Exception as error:  # a crash is never a verdict: the row says what failed
-            rows.append(_row(spec, index, verdict="error", error=f"checks[{index}] ({spec.property}): {one_line(error)}"))
+            message = str(error) if isinstance(error, SamplingFailed) else one_line(error)
+            rows.append(_row(spec, index, verdict="error", error=f"checks[{index}] ({spec.property}): {message}"))
     return rows
 
 
@@ -227,15 +176,17 @@ def checks_verdict(rows: Sequence[dict[str, Any]]) -> str | None:
 def combine(claims_verdict: str | None, claims_exit: int | None, rows: Sequence[dict[str, Any]]) -> tuple[str, int]:
     """The audit's verdict and exit code from the claims' (None: no claims) and the checks'.
 
-    Verdict: "violation" if either reads violation, else "inconclusive" if
-    either does, else "pass".  Exit code: 2 when a check failed, else the
-    claims' code raised to 1 when a check is contradicted (docs/design.md).
+    Verdict: "error" whenever the exit code is 2 (a task or a check failed,
+    a claim went untested: no verdict about the claims), else "violation" if
+    either reads violation, else "inconclusive" if either does, else "pass".
+    Exit code: 2 when a check failed, else the claims' code raised to 1 when
+    a check is contradicted (docs/design.md).
     """
     verdicts = {v for v in (claims_verdict, checks_verdict(rows)) if v is not None}
     verdict = next((v for v in ("violation", "inconclusive") if v in verdicts), "pass")
     code = claims_exit or 0
-    if any(row["verdict"] == "error" for row in rows):
-        return verdict, 2
+    if code == 2 or any(row["verdict"] == "error" for row in rows):
+        return "error", 2
     if any(row["verdict"] == "contradicted" for row in rows) and code == 0:
         code = 1
     return verdict, code
@@ -246,9 +197,13 @@ def _run_check(spec: CheckSpec, index: int, config: AuditConfig) -> dict[str, An
     return runner(_Context(spec, index, config))
 
 
+class SamplingFailed(RuntimeError):
+    """A part or the composed mechanism could not be sampled; the message says why (the sampler's, as in audits)."""
+
+
 @dataclasses.dataclass
 class _Context:
-    """What a property's runner needs: the spec, its index (seeds), the config (seed, confidence, split)."""
+    """What a property's runner needs: the spec, its index (seeds), the config (seed, confidence, split, run)."""
 
     spec: CheckSpec
     index: int
@@ -257,33 +212,59 @@ class _Context:
     def level(self, n_bounds: int) -> float:
         return check_level(self.config.attacks.confidence, len(self.config.checks), n_bounds)
 
-    def rng(self, role: str) -> np.random.Generator:
-        return np.random.default_rng(task_seed(self.config.run.seed, f"checks[{self.index}]|{role}"))
+    def draw(self, mechanism: Any, pair: Sequence[np.ndarray], role: str, n: int | None = None) -> tuple:
+        """n outputs on d and on d' through the audit's sampler (:func:`audit.sampling.draw_pair_isolated`).
 
-    def sample(self, mechanism: Any, dataset: np.ndarray, role: str, n: int | None = None) -> np.ndarray:
-        from audit.mechanisms import check_output
-
-        n = self.spec.n_samples if n is None else n
-        return check_output(mechanism.sample(dataset, n, self.rng(role)), n)
+        Forked children within ``run.sample_timeout`` seconds a chunk, on
+        ``run.n_jobs`` workers, seeded by the pair name ``checks[i]|<role>``:
+        a mechanism that raises, exits or hangs fails the check, not the audit.
+        """
+        run = self.config.run
+        named = NeighbourPair(f"checks[{self.index}]|{role}", np.asarray(pair[0]), np.asarray(pair[1]))
+        drawn = draw_pair_isolated(mechanism, named, self.spec.n_samples if n is None else n, run.seed, False,
+                                   workers=max(joblib.effective_n_jobs(run.n_jobs), 1), timeout=run.sample_timeout)
+        if isinstance(drawn, str):
+            raise SamplingFailed(drawn)
+        return drawn.d, drawn.d_prime
 
     def measure(self, p: np.ndarray, q: np.ndarray, role: str, level: float, *, divergence: str | None = None,
-                laws: Any = None) -> Measurement:
-        """Estimate Gamma^H(P, Q) on held-out samples; bounds at ``level``; the exact value when ``laws`` are known."""
+                exact: float | None = None) -> Measurement:
+        """Estimate Gamma^H(P, Q) on held-out samples; bounds at ``level``; ``exact`` the pair's exact value if known."""
         from attacks.estimate import estimate_divergence
 
         spec = self.spec
-        divergence = divergence or spec.divergence
         estimate = estimate_divergence(
-            p, q, spec.function_class, divergence, alpha=spec.alpha,
+            p, q, spec.function_class, divergence or spec.divergence, alpha=spec.alpha,
             train_fraction=self.config.attacks.train_fraction,
             random_state=int(task_seed(self.config.run.seed, f"checks[{self.index}]|{role}|attack").generate_state(1)[0]),
             class_params=self.config.attacks.class_params.get(spec.function_class),
         )
         return Measurement(
             role=role, estimate=float(estimate.estimate), low=float(estimate.lower_bound(level)),
-            high=float(estimate.confidence_interval(2 * level - 1)[1]),
-            exact=exact_value(laws, spec.function_class, divergence, spec.alpha), caveat=estimate.caveat,
+            high=float(estimate.confidence_interval(2 * level - 1)[1]), exact=exact, caveat=estimate.caveat,
         )
+
+    def exact(self, mechanism: Any, pair: Sequence[np.ndarray], divergence: str | None = None) -> float | None:
+        """The pair's exact (class, divergence): from the 1-D output laws (:mod:`audit.theory.exact`), else on the
+        mechanism's own default pair the bound table's closed form (:func:`audit.theory.table.exact_closed_form`)."""
+        spec = self.spec
+        divergence = divergence or spec.divergence
+        value = exact_value(known_laws(mechanism, *pair), spec.function_class, divergence, spec.alpha)
+        if value is None and _is_default_pair(mechanism, pair):
+            try:
+                value = exact_closed_form(getattr(mechanism, "theory_law", None), spec.function_class, divergence,
+                                          spec.alpha)
+            except (ArithmeticError, ValueError):
+                value = None
+        return value
+
+    def part(self, mechanism: Any, pair: Sequence[np.ndarray], role: str, level: float) -> Measurement:
+        """A part of the theorem: its outputs on the pair measured, with its exact value where known."""
+        return self.measure(*self.draw(mechanism, pair, role), role, level, exact=self.exact(mechanism, pair))
+
+    def composed(self, mechanism: Any, pair: Sequence[np.ndarray], role: str, level: float) -> Measurement:
+        """The composed release measured on the pair: the theorem's left-hand side, always from samples."""
+        return self.measure(*self.draw(mechanism, pair, role), role, level)
 
 
 def _pair(spec: CheckSpec, mechanism: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -297,30 +278,26 @@ def _pair(spec: CheckSpec, mechanism: Any) -> tuple[np.ndarray, np.ndarray]:
         ) from None
 
 
-def _two_parts(ctx: _Context, first: Any, second: Any, pair: tuple, level: float) -> tuple:
-    """Outputs of M1 and M2 on the same pair (d, d') and the parts' measurements (exact when the laws are known)."""
-    d, d_prime = pair
-    p1, q1 = ctx.sample(first, d, "M1|d"), ctx.sample(first, d_prime, "M1|d_prime")
-    p2, q2 = ctx.sample(second, d, "M2|d"), ctx.sample(second, d_prime, "M2|d_prime")
-    parts = [ctx.measure(p1, q1, "M1", level, laws=known_laws(first, *pair)),
-             ctx.measure(p2, q2, "M2", level, laws=known_laws(second, *pair))]
-    return (p1, q1), (p2, q2), parts
+def _is_default_pair(mechanism: Any, pair: Sequence[np.ndarray]) -> bool:
+    """Whether ``pair`` is the mechanism's first default pair, the pair its ``theory_law`` describes."""
+    try:
+        default = mechanism.default_pairs()[0]
+    except (AttributeError, IndexError):
+        return False
+    return all(np.shape(a) == np.shape(b) and np.array_equal(a, b) for a, b in zip(default, pair))
 
 
 def _sequential(ctx: _Context) -> dict[str, Any]:
     spec = ctx.spec
     first, second = (m.build() for m in spec.mechanisms)
-    d, d_prime = _pair(spec, first)
+    pair = _pair(spec, first)
     level = ctx.level(3)
-    (p1, q1), (p2, q2), parts = _two_parts(ctx, first, second, (d, d_prime), level)
+    parts = [ctx.part(first, pair, "M1", level), ctx.part(second, pair, "M2", level)]
     broken = _sum_class_broken(spec)
     if spec.adaptive:
-        reference = np.zeros_like(np.asarray(d, dtype=float))
-        p2 = adaptive_sample(p1, p2, ctx.sample(second, reference, "M2|reference|d"))
-        q2 = adaptive_sample(q1, q2, ctx.sample(second, reference, "M2|reference|d_prime"))
         broken = "adaptive: M2 sees M1's output (it queries the data only when M1's first coordinate is >= 0); " \
                  "Thm 4 is non-adaptive" + (f"; {broken}" if broken else "")
-    composed = ctx.measure(np.hstack([p1, p2]), np.hstack([q1, q2]), "(M1, M2)", level)
+    composed = ctx.composed(Sequential(first, second, adaptive=spec.adaptive), pair, "(M1, M2)", level)
     return _finish(ctx, level, parts, [composed], theorem_bound("sequential", [m.upper() for m in parts]), broken)
 
 
@@ -328,15 +305,15 @@ def _parallel(ctx: _Context) -> dict[str, Any]:
     spec = ctx.spec
     first, second = (m.build() for m in spec.mechanisms)
     pair1, pair2 = _pair(spec, first), _pair(spec, second)
+    if len(pair1[0]) != len(pair1[1]):
+        raise ValueError(f"parallel composition splits a dataset after D1's rows: d and d' of M1's pair must have "
+                         f"as many rows. Found {len(pair1[0])} and {len(pair1[1])}.")
     level = ctx.level(4)
-    # r: a second, independent draw on d, for the block that does not change
-    p1, q1, r1 = (ctx.sample(first, pair1[i], f"M1|{name}") for i, name in ((0, "d"), (1, "d_prime"), (0, "d|again")))
-    p2, q2, r2 = (ctx.sample(second, pair2[i], f"M2|{name}") for i, name in ((0, "d"), (1, "d_prime"), (0, "d|again")))
-    parts = [ctx.measure(p1, q1, "M1", level, laws=known_laws(first, *pair1)),
-             ctx.measure(p2, q2, "M2", level, laws=known_laws(second, *pair2))]
+    parts = [ctx.part(first, pair1, "M1", level), ctx.part(second, pair2, "M2", level)]
     # A record changes in D1 or in D2, never both: two composed pairs, each held to max(eps1, eps2).
-    composed = [ctx.measure(np.hstack([p1, p2]), np.hstack([q1, r2]), "(M1, M2): change in D1", level),
-                ctx.measure(np.hstack([p1, p2]), np.hstack([r1, q2]), "(M1, M2): change in D2", level)]
+    composed_mechanism = Parallel(first, second, split=len(pair1[0]))
+    composed = [ctx.composed(composed_mechanism, pair, f"(M1, M2): change in {block}", level)
+                for pair, block in zip(Parallel.pairs(pair1, pair2), ("D1", "D2"))]
     return _finish(ctx, level, parts, composed, theorem_bound("parallel", [m.upper() for m in parts]),
                    _sum_class_broken(spec))
 
@@ -344,11 +321,10 @@ def _parallel(ctx: _Context) -> dict[str, Any]:
 def _post_processing(ctx: _Context) -> dict[str, Any]:
     spec = ctx.spec
     mechanism = spec.mechanisms[0].build()
-    d, d_prime = _pair(spec, mechanism)
+    pair = _pair(spec, mechanism)
     level = ctx.level(2)
-    p, q = ctx.sample(mechanism, d, "M|d"), ctx.sample(mechanism, d_prime, "M|d_prime")
-    parts = [ctx.measure(p, q, "M", level, laws=known_laws(mechanism, d, d_prime))]
-    composed = ctx.measure(apply_map(p, spec.map), apply_map(q, spec.map), "g(M)", level)
+    parts = [ctx.part(mechanism, pair, "M", level)]
+    composed = ctx.composed(PostProcessed(mechanism, spec.map), pair, "g(M)", level)
     broken = None
     if isinstance(spec.map, str):
         broken = (f"map {spec.map!r} is nonlinear: i o g is not in {spec.function_class!r} "
@@ -361,11 +337,10 @@ def _post_processing(ctx: _Context) -> dict[str, Any]:
 def _convexity(ctx: _Context) -> dict[str, Any]:
     spec = ctx.spec
     first, second = (m.build() for m in spec.mechanisms)
-    d, d_prime = _pair(spec, first)
+    pair = _pair(spec, first)
     level = ctx.level(3)
-    (p1, q1), (p2, q2), parts = _two_parts(ctx, first, second, (d, d_prime), level)
-    mixed = ctx.measure(mixture(p1, p2, spec.weight, ctx.rng("coin|d")),
-                        mixture(q1, q2, spec.weight, ctx.rng("coin|d_prime")), f"mixture (lambda = {spec.weight:g})", level)
+    parts = [ctx.part(first, pair, "M1", level), ctx.part(second, pair, "M2", level)]
+    mixed = ctx.composed(Mixture(first, second, spec.weight), pair, f"mixture (lambda = {spec.weight:g})", level)
     return _finish(ctx, level, parts, [mixed], theorem_bound("convexity", [m.upper() for m in parts]), None)
 
 
@@ -376,10 +351,10 @@ def _pinsker(ctx: _Context) -> dict[str, Any]:
     mechanism = spec.mechanisms[0].build()
     pair = _pair(spec, mechanism)
     level = ctx.level(2)
-    p, q = ctx.sample(mechanism, pair[0], "M|d"), ctx.sample(mechanism, pair[1], "M|d_prime")
+    p, q = ctx.draw(mechanism, pair, "M")
     parts = []
     if "kl" in parse_function_class(spec.function_class).divergences:
-        parts.append(ctx.measure(p, q, "KL^H", level, divergence="kl", laws=known_laws(mechanism, *pair)))
+        parts.append(ctx.measure(p, q, "KL^H", level, divergence="kl", exact=ctx.exact(mechanism, pair, "kl")))
     ipm = ctx.measure(p, q, "IPM^H", level, divergence="ipm")
     broken = None
     if _kind(spec.function_class) not in PINSKER_CLASSES:
@@ -395,20 +370,35 @@ def _generalization(ctx: _Context) -> dict[str, Any]:
     m, trials = spec.n_records, spec.n_samples
     level = ctx.level(2)
     worst = (-np.ones((m, 1)), np.vstack([[1.0], -np.ones((m - 1, 1))]))  # one record from -1 to +1
-    p, q = ctx.sample(mechanism, worst[0], "M|d"), ctx.sample(mechanism, worst[1], "M|d_prime")
+    p, q = ctx.draw(mechanism, worst, "M")
     # eps: the unrestricted KL of the worst pair bounds KL^H for every H, so H contains the queries' evaluations.
     epsilon = exact_value(known_laws(mechanism, *worst), "all", "kl")
-    part = dataclasses.replace(ctx.measure(p, q, "M on the worst pair (exact: KL over all functions)", level), exact=epsilon)
-    rng = ctx.rng("data")
-    records = np.where(rng.random((trials, 2, m)) < 0.5, -1.0, 1.0)
-    releases = np.array([ctx.sample(mechanism, records[i, 0][:, None], f"release|{i}", 1)[0, 0] for i in range(trials)])
-    gaps = generalization_gaps(np.clip(releases / m, -1.0, 1.0), records[:, 0].mean(axis=1), records[:, 1].mean(axis=1))
+    part = ctx.measure(p, q, "M on the worst pair (exact: KL over all functions)", level, exact=epsilon)
+    # Trials on both sides of one sampled "pair": every output is a trial of its own, on fresh data.
+    on_d, on_d_prime = ctx.draw(_GeneralizationTrial(mechanism, m), worst, "trials", -(-trials // 2))
+    releases, sample_means, fresh_means = np.vstack([on_d, on_d_prime])[:trials].T
+    gaps = generalization_gaps(np.clip(releases / m, -1.0, 1.0), sample_means, fresh_means)
     gap = _mean_bounds(gaps, level, "generalization gap")
     row = _finish(ctx, level, [part], [gap], theorem_bound("generalization", [math.nan if epsilon is None else epsilon]),
                   None, two_sided=True)
     if epsilon is None:
         row["note"] = "the mechanism's output laws are unknown: no exact eps (unrestricted KL) for the bound"
     return row
+
+
+class _GeneralizationTrial:
+    """One trial of Thm 6's experiment per output: S and a fresh S' of m fair-coin records in {-1, +1}, the release
+    y = M(S); the output is (y, mean(S), mean(S')).  The dataset it is given is not used: each trial draws its own."""
+
+    def __init__(self, mechanism: Any, m: int) -> None:
+        self.mechanism, self.m = mechanism, m
+        self.name = f"{getattr(mechanism, 'name', 'mechanism')} on fresh samples of {m} records"
+
+    def sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        records = np.where(rng.random((n, 2, self.m)) < 0.5, -1.0, 1.0)
+        releases = [np.asarray(self.mechanism.sample(records[i, 0][:, None], 1, rng), dtype=float).ravel()[0]
+                    for i in range(n)]
+        return np.column_stack([releases, records[:, 0].mean(axis=1), records[:, 1].mean(axis=1)])
 
 
 def _mean_bounds(values: np.ndarray, level: float, role: str) -> Measurement:

@@ -13,7 +13,8 @@ stdout (the human summary line then goes to stderr).
 
 ``capaudit run CONFIG`` writes its report to ``--out`` (default
 ``reports/<config name>``); ``capaudit demo`` writes two reports under
-``--out`` (default ``reports/demo``): ``correct/`` (a noisy histogram with
+``--out`` (default a new temporary directory, printed first, so that the
+demo never rewrites files of a checkout): ``correct/`` (a noisy histogram with
 Lap(1/epsilon) noise, which passes) and ``buggy/`` (noise scale epsilon
 instead of 1/epsilon, which is caught).  Like ``run``, ``demo`` exits 1 when it finds
 a violation, which it does by design: the buggy mechanism's claim is refuted.
@@ -23,9 +24,13 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import functools
 import json
+import os
+import shutil
 import sys
+import tempfile
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -81,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="print one line of JSON on stdout (verdict, exit code, counts, strongest row per claim)")
 
     demo = sub.add_parser("demo", help="audit a correct and a buggy Laplace histogram (no config needed)")
-    demo.add_argument("--out", default="reports/demo", help="output directory (default: reports/demo)")
+    demo.add_argument("--out", help="output directory (default: a new temporary directory, printed)")
 
     mechanisms = sub.add_parser("mechanisms", help="list built-in mechanisms and library adapters")
     mechanisms.add_argument("--long", action="store_true", help="also kind, parameters and availability")
@@ -120,8 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _mechanisms(args.long)
         from audit.summary import summary_table
 
-        print(summary_table(args.dirs))
-        return EXIT_PASS
+        problems: list[str] = []
+        print(summary_table(args.dirs, problems))
+        for problem in problems:  # named, after the table of the files that could be read
+            print(f"capaudit summary: error: {problem}", file=sys.stderr)
+        return EXIT_ERROR if problems else EXIT_PASS
     except KeyboardInterrupt as interrupt:
         saved = getattr(interrupt, "saved", None)
         kept = f"finished tasks saved in {saved.parent}, continue with --resume" if saved else "nothing saved"
@@ -132,22 +140,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"capaudit {args.command}: error: {_message(error)}", file=sys.stderr)
         if getattr(args, "json_summary", False):  # CI reads the line even when there is no verdict
-            print(json.dumps({"verdict": None, "exit_code": EXIT_ERROR, "error": _message(error)}))
+            print(json.dumps({"verdict": "error", "exit_code": EXIT_ERROR, "error": _message(error)}))
         return EXIT_ERROR
 
 
 def _message(error: BaseException) -> str:
-    """The error in one line: the message of capaudit's own errors (they name the field and fix), else its type too."""
+    """The error in one bounded line: the message of capaudit's own errors (they name the field and fix), else its
+    type too; user input echoed in it is cut (:func:`audit.report.bounded`)."""
     text = " ".join(str(error).split())
     try:
         from audit.api import AuditError
         from audit.mechanisms import MechanismError
+        from audit.report import LINE_LIMIT, bounded
         from audit.sampling import one_line
     except Exception:  # a broken install: still one line
-        return f"{type(error).__name__}: {text}"[:1000]
+        return f"{type(error).__name__}: {text}"[:400]
     if isinstance(error, (ValueError, AuditError, MechanismError)):
-        return text
-    return one_line(error, limit=1000)
+        return bounded(text)
+    return one_line(error, limit=LINE_LIMIT)
 
 
 def _version() -> str:
@@ -167,15 +177,17 @@ def _run(args: argparse.Namespace) -> int:
     try:
         if config.is_dir():
             raise ValueError(f"config {args.config!r} is a directory; give a TOML file, e.g. examples/laplace.toml.")
-        result = run_audit(
-            args.config, n_jobs=args.n_jobs, seed=args.seed, out_dir=out, resume=args.resume, backend=args.backend,
-            progress=not args.quiet,
-        )
+        # stdout carries only the JSON line: what the mechanism prints goes to stderr
+        with _stdout_to_stderr() if args.json_summary else contextlib.nullcontext():
+            result = run_audit(
+                args.config, n_jobs=args.n_jobs, seed=args.seed, out_dir=out, resume=args.resume,
+                backend=args.backend, progress=not args.quiet,
+            )
     except (AuditError, KeyboardInterrupt):  # the finished rows are saved already
         raise
     except BaseException as error:  # before any task: no rows, but no earlier report left to be misread
         if out.is_dir() or (args.out and not out.exists()):
-            write_failure(out, _message(error))
+            write_failure(out, _message(error))  # not in a directory of other files or another run's
         raise
     code = result.exit_code
     if args.strict and code == EXIT_PASS and result.verdict == "inconclusive":
@@ -186,6 +198,25 @@ def _run(args: argparse.Namespace) -> int:
 
         print(json_summary(result.table, result.verdict, code, out / "report.md"))
     return code
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """Send stdout to stderr meanwhile: ``print`` in this process and file descriptor 1 in forked children."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no file descriptor 1
+        saved = None
+    if saved is not None:
+        os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
 
 
 def demo_configs() -> dict[str, dict]:
@@ -199,13 +230,17 @@ def demo_configs() -> dict[str, dict]:
     their neighbouring histograms: the first passes, the second fails both
     (its values are 1.135 and log 3 = 1.099).
     """
-    from audit.bounds import laplace_kl, laplace_linear_renyi_bound
+    from audit.theory.bounds import laplace_kl, laplace_linear_renyi_bound
 
     epsilon = 0.5
+    kl, renyi = float(laplace_kl(epsilon)), float(laplace_linear_renyi_bound(epsilon, 2.0))
     claims = [
-        {"divergence": "kl", "function_class": "all", "epsilon": float(laplace_kl(epsilon))},
-        {"divergence": "renyi", "alpha": [2.0], "function_class": "linear",
-         "epsilon": float(laplace_linear_renyi_bound(epsilon, 2.0))},
+        {"divergence": "kl", "function_class": "all", "epsilon": kl,
+         "reason": f"the KL divergence of a {epsilon}-DP Laplace count, epsilon - 1 + exp(-epsilon) = {kl:.4f} "
+                   "at epsilon = 0.5 (docs/theory.md section 6): noisy_hist_1's exact value, a tight claim"},
+        {"divergence": "renyi", "alpha": [2.0], "function_class": "linear", "epsilon": renyi,
+         "reason": f"CBDP Table 1's bound for linear adversaries at Renyi order 2, log(1 + 2 epsilon^2) = "
+                   f"log 1.5 = {renyi:.4f} at epsilon = 0.5"},
     ]
     attacks = {"classes": ["linear", "poly2"], "n_samples": 20_000, "confidence": 0.95}
     return {
@@ -218,9 +253,11 @@ def demo_configs() -> dict[str, dict]:
 def _demo(args: argparse.Namespace) -> int:
     from audit.api import run_audit
 
+    root = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="capaudit-demo-"))
+    print(f"demo: writing the two reports under {root}")
     results = {}
     for name, config in demo_configs().items():
-        out = Path(args.out) / name
+        out = root / name
         results[name] = run_audit(config, out_dir=out, progress=not args.quiet)
         _summary(f"demo {name} ({config['mechanism']['name']})", results[name], out)
     expected = results["correct"].verdict == "pass" and results["buggy"].verdict == "violation"
@@ -231,7 +268,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _summary(title: str, result, out: Path, stream=None) -> None:
     rows = result.rows
-    counts = collections.Counter(row.verdict for row in rows if row.verdict)
+    counts = collections.Counter("failed" if row.error else row.verdict for row in rows if row.verdict or row.error)
     checks = collections.Counter(check["verdict"] for check in getattr(result, "checks", ()))
     tally = ", ".join([f"{count} {verdict}" for verdict, count in sorted(counts.items())]
                       + [f"{count} checks {verdict}" for verdict, count in sorted(checks.items())])
@@ -241,12 +278,13 @@ def _summary(title: str, result, out: Path, stream=None) -> None:
     if failing:  # a published bound that fails does not change the verdict: say so where it is read
         print(f"PUBLISHED BOUND FAILS: {len(failing)} of {len(result.theory)} closed-form bounds compared "
               "(report.md, Theory)", file=stream or sys.stdout)
-    # Failed tasks make the exit code 2: their messages belong on stderr, not only in the report.
-    for message in dict.fromkeys(row.error for row in rows if row.error):
+    # Failed tasks make the exit code 2: their messages belong on stderr, one line per failure.
+    messages = [row.error for row in rows if row.error]
+    messages += [check["error"] for check in getattr(result, "checks", ()) if check["error"]]
+    from audit.summary import failure_lines
+
+    for message in failure_lines(messages):
         print(f"capaudit: error: {message}", file=sys.stderr)
-    for check in getattr(result, "checks", ()):  # a check that could not run also exits 2
-        if check["error"]:
-            print(f"capaudit: error: {check['error']}", file=sys.stderr)
 
 
 def _mechanisms(long: bool) -> int:
@@ -261,7 +299,12 @@ def _mechanisms(long: bool) -> int:
              info.true_privacy, info.availability)
             for info in list_mechanisms()
         ]
-        print(tabulate(rows, headers=["name", "kind", "description", "parameters", "true privacy", "status"]))
+        # name and kind stay whole; the four text columns share what is left of the terminal's width
+        fixed = sum(max(len(row[i]) for row in rows) for i in (0, 1)) + 2 * 5 + 1
+        left = max(48, shutil.get_terminal_size((120, 24)).columns - fixed)
+        widths = [None, None, *(max(10, int(left * share)) for share in (0.32, 0.28, 0.22, 0.18))]
+        print(tabulate(rows, headers=["name", "kind", "description", "parameters", "true privacy", "status"],
+                       maxcolwidths=widths))
     else:
         infos = list_mechanisms()
         rows = [(info.name + ("" if info.available else " *"), info.description, info.true_privacy) for info in infos]
@@ -272,4 +315,7 @@ def _mechanisms(long: bool) -> int:
 
 
 if __name__ == "__main__":
+    from audit.import_path import drop_current_directory
+
+    drop_current_directory()  # python -m put it first: built-ins never import local files (audit.import_path)
     sys.exit(main())

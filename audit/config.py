@@ -25,16 +25,21 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from audit.families import FAMILIES, PROFILES, Family
+from audit.mechanisms.compose import MAPS
 from audit.neighbours import (
     DEFAULT_COUNT, MAX_RECORD, RELATIONS, SPEC_FIELDS, STRATEGIES, check_neighbours, check_spec,
 )
 from audit.on_average import DIVERGENCES as ON_AVERAGE_DIVERGENCES
 from audit.on_average import MIN_PAIRS
 from audit.validation import as_numbers, is_number
+
+if TYPE_CHECKING:
+    from attacks.staged import StageSizes
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -63,6 +68,8 @@ at 1.05 linear down to -0.4 and poly2 from -12 to -6; linear from -70 to -12 at 
 Kernel estimates are erratic at every order near 1; that is the interval's problem, not the order's."""
 MAX_ALPHA = 1000.0
 """Largest Renyi order: beyond it the order is the max-divergence in all but name (use dp)."""
+MAX_REASON = 2000
+"""Longest ``[[claims]] reason`` (text shown in report.md)."""
 MAX_CLASS_UNITS = 10_000
 """Largest ``n_components`` (kernel) or ``width`` (mlp) in ``class_params``."""
 
@@ -71,8 +78,9 @@ _FIELDS = {
     "mechanism": ("name", "callable", "params"),
     "pairs": ("d", "d_prime", "relation"),
     "neighbours": SPEC_FIELDS,
-    "claims": ("divergence", "alpha", "function_class", "epsilon", "delta", "on_average"),
-    "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params", "coupled", "engine", "stages",
+    "claims": ("divergence", "alpha", "function_class", "epsilon", "delta", "on_average", "epsilons", "deltas", "profile",
+               "reason"),
+    "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params", "coupled", "policy", "engine", "stages",
                 "max_outputs", "tolerance"),
     "run": ("seed", "n_jobs", "backend", "sample_timeout", "max_seconds"),
 }
@@ -109,7 +117,9 @@ class Claim:
     ``alpha`` is a tuple of Renyi orders for ``renyi`` and ``(None,)`` otherwise;
     ``delta`` is used by ``dp`` only.  ``on_average``: the claim bounds the
     mean over ``[neighbours] strategy = "on-average"`` pairs instead of every
-    pair (:mod:`audit.on_average`; kl and renyi only).
+    pair (:mod:`audit.on_average`; kl and renyi only).  A curve claim (``gdp``,
+    ``zcdp``, ``profile``) is never a ``Claim``: :func:`load_config` expands
+    it into its members, dp and renyi claims (:mod:`audit.families`).
     """
 
     divergence: str
@@ -126,14 +136,16 @@ class AttackSpec:
 
     ``coupled``: draw each pair's outputs on d and d' from the same random
     numbers (common random numbers) and use the paired intervals
-    (:mod:`audit.runner`, :mod:`attacks.paired_ratio`).
+    (:mod:`audit.sampling`, :mod:`attacks.paired_ratio`).
 
-    ``engine``: ``"rows"`` (one held-out attack per pair, direction and class,
-    Holm over the rows) or ``"staged"`` (:mod:`audit.staged_audit`: one
-    statistic per claim from the staged search of :mod:`attacks.staged`, whose
-    ``stages`` shares split ``n_samples``); unset, :func:`default_engine`.
+    ``policy``: which candidates (pair x direction x class) get a confirmed
+    row (:mod:`audit.engine`): ``"best"`` (one statistic per claim from the
+    staged search of :mod:`attacks.staged`, whose ``stages`` shares split
+    ``n_samples``) or ``"every"`` (every candidate, ``train_fraction`` of
+    ``n_samples`` training it, the rest confirming it); unset,
+    :func:`default_policy`.
 
-    ``sequential``: the staged engine without ``n_samples`` in the config
+    ``sequential``: the ``best`` policy without ``n_samples`` in the config
     (:mod:`attacks.sequential`): rounds of growing budgets until each claim
     is decided (a violation, or an excess of ``tolerance`` over the claim
     detectable with probability 0.8) or ``max_outputs`` outputs (all of a
@@ -147,20 +159,26 @@ class AttackSpec:
     train_fraction: float = 0.5
     class_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     coupled: bool = False
-    engine: str = "staged"
+    policy: str = "best"
     stages: Mapping[str, float] | None = None
     sequential: bool = False
     max_outputs: int = 4_000_000
     tolerance: float = 0.1
 
     @property
-    def held_out(self) -> int:
-        """Outputs per dataset that score the final statistic: the confirm stage's (staged) or a row's held-out split."""
-        if self.engine == "staged":
-            from attacks.staged import StageSizes
+    def stage_sizes(self) -> StageSizes:
+        """Outputs per dataset of each stage: ``stages`` of ``n_samples`` (best), or its train / held-out split
+        (every: no screen, no check)."""
+        from attacks.staged import StageSizes
 
-            return StageSizes.from_budget(self.n_samples, self.stages).confirm
-        return held_out(self.n_samples, self.train_fraction)
+        if self.stages is None:
+            return StageSizes.from_split(self.n_samples, self.train_fraction)
+        return StageSizes.from_budget(self.n_samples, self.stages)
+
+    @property
+    def held_out(self) -> int:
+        """Outputs per dataset that score the final statistic: the confirm stage's."""
+        return self.stage_sizes.confirm
 
 
 @dataclass(frozen=True)
@@ -288,7 +306,10 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
             "pairs: missing required field for a user mechanism (it has no default neighbours); "
             "add [[pairs]] entries with d and d_prime, or a [neighbours] table."
         )
-    claims = tuple(_claim(entry, f"claims[{i}]") for i, entry in enumerate(_array_of_tables(raw, "claims")))
+    # a curve claim (gdp, zcdp, profile) is audited as its members, ordinary dp / renyi claims (audit.families)
+    members = [(f"claims[{i}]", claim) for i, entry in enumerate(_array_of_tables(raw, "claims"))
+               for claim in _claims_of(entry, f"claims[{i}]")]
+    claims = tuple(claim for _, claim in members)
     _check_on_average(claims, neighbours)
     attacks = _attacks(_table(raw, "attacks", "attacks"), on_average=any(claim.on_average for claim in claims))
     checks = _checks(raw, mechanism, attacks)
@@ -297,8 +318,8 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
             "claims: missing required field; add at least one [[claims]] entry (divergence, function_class, epsilon) "
             "or a [[checks]] entry (property = \"sequential\", ...)."
         )
-    for i, claim in enumerate(claims):
-        _check_refutable(claim, attacks, f"claims[{i}]")
+    for path, claim in members:
+        _check_refutable(claim, attacks, path)
     config = AuditConfig(
         mechanism=mechanism,
         pairs=pairs,
@@ -475,11 +496,82 @@ def _neighbours(table: dict) -> dict:
     return table
 
 
-def _claim(table: dict, path: str) -> Claim:
+def _claims_of(table: dict, path: str) -> list[Claim]:
+    """A ``[[claims]]`` entry's claims: itself, or a curve claim's members (:mod:`audit.families`)."""
     _check_fields(table, "claims", path)
-    divergence = _choice(
-        _required(table, "divergence", path, f"one of {', '.join(DIVERGENCES)}"), DIVERGENCES, f"{path}.divergence"
-    )
+    accepted = DIVERGENCES + FAMILIES
+    divergence = _choice(_required(table, "divergence", path, f"one of {', '.join(accepted)}"), accepted,
+                         f"{path}.divergence")
+    if divergence not in FAMILIES:
+        for key in ("epsilons", "deltas", "profile"):
+            if key in table:
+                raise ConfigError(f'{path}.{key}: only divergence = "gdp" or "profile" takes {key}. '
+                                  f"Found {table[key]!r}.")
+        return [_claim(table, path)]
+    family = Family.from_table(_family_table(table, divergence, path))
+    return [Claim(divergence=m.divergence, function_class=family.function_class, epsilon=m.epsilon,
+                  alpha=(m.alpha,), delta=m.delta) for m in family.members()]
+
+
+_FAMILY_FIELDS = {
+    "gdp": ("epsilon", "epsilons"),
+    "zcdp": ("epsilon", "alpha"),
+    "profile": ("epsilon", "epsilons", "deltas", "profile"),
+}
+"""Fields each curve claim takes besides divergence and function_class."""
+
+
+def _family_table(table: dict, divergence: str, path: str) -> dict:
+    """A curve claim's fields checked: the table as given (gdp: mu, zcdp: rho and orders, profile: a law or a table)."""
+    for key in table:
+        if key not in ("divergence", "function_class") + _FAMILY_FIELDS[divergence]:
+            takers = [name for name, fields in _FAMILY_FIELDS.items() if key in fields]
+            hint = f"it applies to {' / '.join(takers)} claims" if takers else "curve claims have no delta or on_average"
+            raise ConfigError(f"{path}.{key}: a {divergence} claim takes no {key}; {hint}. Found {table[key]!r}.")
+    _class_name(_required(table, "function_class", path, 'e.g. function_class = "all"'), f"{path}.function_class")
+    words = {"gdp": "mu, e.g. epsilon = 1.0", "zcdp": "rho, e.g. epsilon = 0.5",
+             "profile": 'the law\'s parameter, e.g. profile = "gaussian" with epsilon = 1.0 (its mu)'}
+    table_form = divergence == "profile" and "profile" not in table
+    if table_form:
+        if "epsilon" in table or "deltas" not in table or "epsilons" not in table:
+            raise ConfigError(
+                f'{path}: a profile claim gives either profile = "gaussian" or "laplace" with epsilon (the law\'s '
+                "parameter), or a table epsilons = [...] with deltas = [...] (no epsilon). "
+                f"Found fields {', '.join(sorted(table))}."
+            )
+    else:
+        value = float(_number(_required(table, "epsilon", path, words[divergence]), f"{path}.epsilon"))
+        if value <= 0:
+            raise ConfigError(f"{path}.epsilon: must be > 0 ({words[divergence].split(',')[0]}). Found {value!r}.")
+    if "profile" in table:
+        _choice(table["profile"], tuple(PROFILES), f"{path}.profile")
+        if "deltas" in table:
+            raise ConfigError(f"{path}.deltas: a named profile computes its deltas; remove deltas or profile.")
+    if "alpha" in table:
+        orders = table["alpha"] if isinstance(table["alpha"], list) else [table["alpha"]]
+        if not orders:
+            raise ConfigError(f"{path}.alpha: the list is empty; give orders > 1, e.g. alpha = [1.5, 2, 4].")
+        for i, order in enumerate(orders):
+            _alpha(order, f"{path}.alpha[{i}]")
+    for key, low, high in (("epsilons", 0.0, math.inf), ("deltas", 0.0, 1.0)):
+        if key not in table:
+            continue
+        values = table[key]
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{path}.{key}: must be a non-empty list of numbers, e.g. [0.5, 1.0, 2.0]. "
+                              f"Found {values!r}.")
+        for i, value in enumerate(values):
+            value = float(_number(value, f"{path}.{key}[{i}]"))
+            if not low <= value < high:
+                raise ConfigError(f"{path}.{key}[{i}]: must be in [{low:g}, {high:g}). Found {value!r}.")
+    if table_form and len(table["epsilons"]) != len(table["deltas"]):
+        raise ConfigError(f"{path}.deltas: one delta per epsilon; found {len(table['deltas'])} deltas for "
+                          f"{len(table['epsilons'])} epsilons.")
+    return table
+
+
+def _claim(table: dict, path: str) -> Claim:
+    divergence = table["divergence"]
     function_class = _class_name(
         _required(table, "function_class", path, "e.g. function_class = \"linear\" (or \"all\")"),
         f"{path}.function_class",
@@ -506,6 +598,10 @@ def _claim(table: dict, path: str) -> Claim:
         delta = float(_number(table["delta"], f"{path}.delta"))
         if not 0.0 <= delta < 1.0:
             raise ConfigError(f"{path}.delta: must be in [0, 1). Found {delta!r}.")
+    reason = table.get("reason", "")
+    if not isinstance(reason, str) or len(reason) > MAX_REASON:  # only the report reads it, off the raw config
+        raise ConfigError(f"{path}.reason: one sentence of text, at most {MAX_REASON} characters. "
+                          f"Found {str(reason)[:80]!r}{'...' if len(str(reason)) > 80 else ''}.")
     on_average = table.get("on_average", False)
     if not isinstance(on_average, bool):
         raise ConfigError(f"{path}.on_average: must be true or false. Found {on_average!r}.")
@@ -608,8 +704,8 @@ def _attacks(table: dict, on_average: bool = False) -> AttackSpec:
     coupled = table.get("coupled", defaults.coupled)
     if not isinstance(coupled, bool):
         raise ConfigError(f"attacks.coupled: must be true or false (a TOML boolean, unquoted). Found {coupled!r}.")
-    engine, stages = _engine(table, int(n_samples), on_average, confidence)
-    sequential, max_outputs, tolerance = _sequential(table, engine, stages, defaults)
+    policy, stages = _policy(table, int(n_samples), on_average, confidence)
+    sequential, max_outputs, tolerance = _sequential(table, policy, stages, defaults)
     return AttackSpec(
         classes=classes,
         n_samples=int(n_samples),
@@ -617,7 +713,7 @@ def _attacks(table: dict, on_average: bool = False) -> AttackSpec:
         train_fraction=train_fraction,
         class_params={name: dict(params) for name, params in class_params.items()},
         coupled=coupled,
-        engine=engine,
+        policy=policy,
         stages=stages,
         sequential=sequential,
         max_outputs=max_outputs,
@@ -625,17 +721,17 @@ def _attacks(table: dict, on_average: bool = False) -> AttackSpec:
     )
 
 
-def _sequential(table: dict, engine: str, stages: Mapping[str, float] | None,
+def _sequential(table: dict, policy: str, stages: Mapping[str, float] | None,
                 defaults: AttackSpec) -> tuple[bool, int, float]:
-    """Whether the audit is sequential (the staged engine, no ``n_samples``), its ``max_outputs`` and ``tolerance``."""
+    """Whether the audit is sequential (policy ``best``, no ``n_samples``), its ``max_outputs`` and ``tolerance``."""
     from attacks.sequential import FIRST_BUDGET
     from attacks.staged import StageSizes
 
-    sequential = engine == "staged" and "n_samples" not in table
+    sequential = policy == "best" and "n_samples" not in table
     for name in ("max_outputs", "tolerance"):
         if name in table and not sequential:
             raise ConfigError(
-                f"attacks.{name}: only an audit that stops by itself has one (the staged engine without n_samples); "
+                f"attacks.{name}: only an audit that stops by itself has one (policy 'best' without n_samples); "
                 f"remove {name} or n_samples. Found {table[name]!r}."
             )
     max_outputs = _number(table.get("max_outputs", defaults.max_outputs), "attacks.max_outputs", integer=True)
@@ -653,44 +749,50 @@ def _sequential(table: dict, engine: str, stages: Mapping[str, float] | None,
     return sequential, int(max_outputs), tolerance
 
 
-ENGINES = ("rows", "staged")
+POLICIES = ("best", "every")
 MIN_STAGED_BUDGET = 200
 """The smallest ``n_samples`` the default stage shares split into stages of at least 20 outputs."""
 
 
-def default_engine(n_samples: int, on_average: bool, train_fraction: bool) -> str:
-    """The engine of a config that names none (docs/config.md, ``[attacks] engine``).
+def default_policy(n_samples: int, on_average: bool, train_fraction: bool) -> str:
+    """The policy of a config that names none (docs/config.md, ``[attacks] policy``).
 
-    ``"staged"``, unless the config asks for what only the ``"rows"`` engine
-    does: an on-average claim (every pair's estimate), a ``train_fraction``
-    (one train / held-out split per row), or a budget below
+    ``"best"``, unless the config asks for what only ``"every"`` does: an
+    on-average claim (every pair's estimate), a ``train_fraction`` (one
+    train / held-out split per row), or a budget below
     :data:`MIN_STAGED_BUDGET` (too small for four stages).
     """
-    return "rows" if on_average or train_fraction or n_samples < MIN_STAGED_BUDGET else "staged"
+    return "every" if on_average or train_fraction or n_samples < MIN_STAGED_BUDGET else "best"
 
 
-def _engine(table: dict, n_samples: int, on_average: bool, confidence: float) -> tuple[str, dict[str, float] | None]:
-    """``attacks.engine`` (unset: :func:`default_engine`) and, for the staged engine, ``attacks.stages``
-    (shares of n_samples per stage, the confirm stage at least :func:`min_held_out` outputs)."""
+def _policy(table: dict, n_samples: int, on_average: bool, confidence: float) -> tuple[str, dict[str, float] | None]:
+    """``attacks.policy`` (unset: :func:`default_policy`) and, for ``"best"``, ``attacks.stages`` (shares of
+    n_samples per stage, the confirm stage at least :func:`min_held_out` outputs)."""
     from attacks.staged import DEFAULT_SHARES, StageSizes
 
-    engine = table.get("engine", default_engine(n_samples, on_average, "train_fraction" in table))
-    if engine not in ENGINES:
-        raise ConfigError(f"attacks.engine: must be one of {', '.join(map(repr, ENGINES))}. Found {engine!r}.")
-    if "stages" in table and engine != "staged":
-        raise ConfigError('attacks.stages: only the staged engine has stages; set attacks.engine = "staged" or remove it.')
-    if engine == "rows":
-        return engine, None
+    if "engine" in table:
+        raise ConfigError(
+            'attacks.engine: replaced by attacks.policy ("best" for engine = "staged", "every" for engine = "rows"); '
+            f"rename the field. Found engine = {table['engine']!r}."
+        )
+    policy = table.get("policy", default_policy(n_samples, on_average, "train_fraction" in table))
+    if policy not in POLICIES:
+        raise ConfigError(f"attacks.policy: must be one of {', '.join(map(repr, POLICIES))}. Found {policy!r}.")
+    if "stages" in table and policy != "best":
+        raise ConfigError('attacks.stages: only policy = "best" has a screen and a check; set attacks.policy = '
+                          '"best" or remove it.')
+    if policy == "every":
+        return policy, None
     if on_average:
         raise ConfigError(
-            'attacks.engine: the staged engine confirms one statistic of the most distinguishable pair, a worst-case '
-            'statistic; an on-average claim needs every pair\'s estimate. Use engine = "rows" for on-average claims. '
-            'Found "staged".'
+            'attacks.policy: "best" confirms one statistic of the most distinguishable pair, a worst-case '
+            'statistic; an on-average claim needs every pair\'s estimate. Use policy = "every" for on-average claims. '
+            'Found "best".'
         )
     if "train_fraction" in table:
         raise ConfigError(
-            "attacks.train_fraction: the staged engine has no train / held-out split per row (attacks.stages splits "
-            'n_samples, its confirm stage is the held-out sample); remove train_fraction or set engine = "rows". '
+            'attacks.train_fraction: policy = "best" has no train / held-out split per row (attacks.stages splits '
+            'n_samples, its confirm stage is the held-out sample); remove train_fraction or set policy = "every". '
             f"Found {table['train_fraction']!r}."
         )
     stages = table.get("stages", DEFAULT_SHARES)
@@ -711,7 +813,7 @@ def _engine(table: dict, n_samples: int, on_average: bool, confidence: float) ->
             f"outputs per dataset; an audit at confidence {confidence!r} needs at least {min_held_out(confidence)}. "
             "Raise the confirm share or n_samples."
         )
-    return engine, shares
+    return policy, shares
 
 
 def held_out(n_samples: int, train_fraction: float) -> int:
@@ -879,10 +981,6 @@ CHECK_DIVERGENCES = {
 """The divergences each theorem covers (Thms 3, 4: KL and Renyi; Thm 1: f-divergences and Renyi; Thm 2: f-divergences)."""
 CHECK_MECHANISMS = {"sequential": 2, "parallel": 2, "convexity": 2}
 """Mechanisms a property combines (the others take one)."""
-MAPS = ("square", "append-square")
-"""Named nonlinear post-processing maps: y -> y**2 and y -> (y, y**2) (elementwise); a matrix is a linear map."""
-
-
 @dataclass(frozen=True, eq=False)
 class CheckSpec:
     """One ``[[checks]]`` entry: a CBDP property to measure (docs/config.md, "[[checks]]").

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import pathlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import matplotlib
@@ -58,6 +58,37 @@ def divergence_title(divergence: str, alpha: Any = None) -> str:
     """The divergence in words, e.g. ``"Rényi divergence of order 4"``."""
     words = _DIVERGENCE_WORDS.get(divergence, str(divergence))
     return f"{words} of order {format_number(alpha)}" if divergence == "renyi" else words
+
+
+_CLASS_WORDS = {
+    "linear": "linear functions",
+    "kernel": "random-feature kernel functions",
+    "mlp": "one-hidden-layer ReLU networks",
+    "threshold": "1-D thresholds",
+    "atoms": "sets of exact output values",
+    "floatbits": "IEEE-754 bit features",
+    "all": "all functions",
+}
+
+
+def class_words(function_class: Any) -> str:
+    """An attack or claim class in words with its name, e.g. ``"polynomials of degree 2 (poly2)"``."""
+    name = str(function_class)
+    for prefix, words in (("poly", "polynomials of degree"), ("tree", "trees of depth")):
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            return f"{words} {name[len(prefix):]} ({name})"
+    return f"{_CLASS_WORDS[name]} ({name})" if name in _CLASS_WORDS else name
+
+
+def direction_words(direction: Any) -> str:
+    """``"P|Q"`` (the divergence of M(d) from M(d')) as ``"M(d) against M(d')"``, ``"Q|P"`` the other way."""
+    return {"P|Q": "M(d) against M(d')", "Q|P": "M(d') against M(d)"}.get(str(direction), str(direction))
+
+
+def row_label(pair: Any, direction: Any, function_class: Any) -> str:
+    """A results row as a reviewer reads it: pair, direction and attack class in words (never a task id)."""
+    where = "the mean over pairs" if pair == "average" else f"pair {pair}"
+    return f"{where}, {direction_words(direction)}, {class_words(function_class)}"
 
 
 def mechanism_label(config: Mapping[str, Any]) -> str:
@@ -104,10 +135,13 @@ def write_figures(table: pd.DataFrame, figure_dir: pathlib.Path, *, mechanism: s
     Returns
     -------
     list of Path
-        The written files, sorted by divergence and alpha.
+        The written files, sorted by divergence and alpha; none for a group
+        whose rows all lack an estimate (failed tasks): no empty figures.
     """
     paths = []
     for (divergence, alpha), rows in table.groupby(["divergence", "alpha"], dropna=False, sort=True):
+        if pd.to_numeric(rows["estimate"], errors="coerce").isna().all():
+            continue
         path = figure_dir / f"{figure_name(divergence, alpha)}.png"
         fig = plot_group(rows, f"{divergence_title(divergence, alpha)} — {mechanism}")
         fig.savefig(path, dpi=110)
@@ -140,7 +174,7 @@ def plot_group(rows: pd.DataFrame, title: str) -> matplotlib.figure.Figure:
             drawn.add("claim")
         ax.set_title(f"claim: class {claim.claim_class}, at most {format_number(claim.claim)}", fontsize=9)
         ax.set_xlim(-0.6, len(classes) - 0.4)
-        ax.set_xlabel("attack class")
+        ax.set_xlabel("function class (attack)")
     axes[0][0].set_ylim(bottom, ceiling + 0.08 * (ceiling - bottom))
     axes[0][0].set_ylabel("held-out estimate")
     fig.suptitle(f"{title}\n{interval_level_text(rows)}", fontsize=10)
@@ -229,7 +263,7 @@ def write_evidence_figures(strongest: pd.DataFrame, figure_dir: pathlib.Path, *,
     Parameters
     ----------
     strongest : pandas.DataFrame
-        One row per claim (:func:`audit.summary.strongest_per_claim`) with a
+        One row per claim (the Claims table's strongest rows, :mod:`audit.report`) with a
         ``held_out_scores`` column (:func:`attacks.estimate.score_histogram`'s
         dict, or None where the row has no scores, e.g. a failed task).
     figure_dir : Path
@@ -346,3 +380,53 @@ def _row_title(row: Mapping[str, Any]) -> str:
 
 def _has_scores(value: Any) -> bool:
     return isinstance(value, Mapping) and len(value.get("edges", ())) >= 2
+
+
+def write_tradeoff_figure(panels: Sequence[Any], figure_dir: pathlib.Path, *, mechanism: str) -> list[pathlib.Path]:
+    """``tradeoff.png``: a panel per curve claim (:func:`audit.tradeoff_report.tradeoff_panels`); none without one."""
+    if not panels:
+        return []
+    fig = plot_tradeoff(panels, f"Trade-off curves per attack class — {mechanism}")
+    fig.savefig(figure_dir / "tradeoff.png", dpi=110)
+    plt.close(fig)
+    return [figure_dir / "tradeoff.png"]
+
+
+def plot_tradeoff(panels: Sequence[Any], title: str) -> matplotlib.figure.Figure:
+    """Per curve claim: the claimed trade-off function, the exact and the linear class's curves where the output
+    laws are known, and per attack class its empirical curve (thin) and upper confidence band (thick).
+
+    Type-II error b against type-I error a (Dong, Roth and Su 2022): a curve lower
+    down is a more powerful test; a class's band below the claimed curve
+    shows its tests beating the claim.
+    """
+    from audit.tradeoff_report import LEVELS
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 0.6, 5.0), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        if panel.exact is not None:
+            ax.plot(LEVELS, panel.exact, color="tab:gray", linewidth=2.5, alpha=0.6, label="exact T(P, Q)")
+        if panel.linear is not None:
+            ax.plot(LEVELS, panel.linear, color="tab:gray", linestyle=":", linewidth=1.4,
+                    label="exact, linear class (restricted)")
+        implied = " (its Renyi bounds on tests)" if panel.family.divergence == "zcdp" else ""
+        ax.plot(LEVELS, panel.family.tradeoff(LEVELS), color=CLAIM_COLOUR, linestyle="--", linewidth=1.6,
+                label=f"claimed curve{implied}")
+        for evidence, colour in zip(panel.classes, plt.rcParams["axes.prop_cycle"].by_key()["color"][1:]):
+            curve = evidence.curve
+            ax.plot(curve.type_one, curve.type_two, color=colour, linewidth=0.9, alpha=0.8,
+                    label=f"{evidence.function_class}: empirical ({evidence.pair} {evidence.direction})")
+            crossed = " — below the claim" if evidence.crossing else ""
+            ax.plot(LEVELS, curve.band(LEVELS), color=colour, linewidth=2.0,
+                    label=f"{evidence.function_class}: {curve.confidence:g} band{crossed}")
+        ax.plot([0, 1], [1, 0], color="lightgray", linewidth=0.8, label="no privacy loss (b = 1 - a)")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_aspect("equal")
+        ax.set_xlabel("type-I error a")
+        ax.set_ylabel("type-II error b")
+        ax.set_title(panel.family.label, fontsize=9)
+        ax.legend(fontsize=6.5, loc="upper right")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig

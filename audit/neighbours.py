@@ -7,8 +7,9 @@ Sources of pairs (docs/theory.md section 1; docs/design.md, "Contract: config"):
 * generators over a record domain (``[neighbours] strategy = ...``):
   ``random`` (random datasets and a random neighbour), ``extremes`` (datasets
   at the corners of the domain, a neighbour at another corner) and
-  ``search`` (screen many random and extreme candidates with a cheap attack
-  on few samples and keep the most distinguishable);
+  ``search`` (screen many random and extreme candidates, and the edge-case
+  probes of :func:`probe_pairs`, with a cheap attack on few samples and keep
+  the most distinguishable);
 * ``on-average``: Z ~ D^n and z ~ D from a data distribution D
   (:mod:`audit.data_distributions`), Z' = Z with its first record replaced by
   z (docs/theory.md section 8): iid pairs for on-average claims.
@@ -23,7 +24,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,7 @@ RELATIONS = ("replace-one", "add-remove")
 STRATEGIES = ("random", "extremes", "search", "on-average")
 SPEC_FIELDS = (
     "strategy", "count", "relation", "domain", "candidates", "screen_samples", "function_class", "divergence",
-    "distribution", "size",
+    "distribution", "size", "probes",
 )
 ON_AVERAGE_FIELDS = ("strategy", "count", "relation", "distribution", "size")
 """The fields ``strategy = "on-average"`` takes (no domain: the records come from the distribution)."""
@@ -56,6 +57,17 @@ MAX_SCREEN_SAMPLES = 1_000_000
 """Most outputs per dataset of a screening attack."""
 MAX_PAIR_VALUES = 100_000_000
 """Most record values (800 MB) the datasets of on-average pairs may hold together."""
+PROBES = ("out_of_domain", "special_values", "small_sizes", "duplicates", "new_category")
+"""The families of edge-case datasets ``search`` screens besides the domain's (:func:`probe_pairs`)."""
+SPECIAL_VALUES = (
+    ("NaN", np.nan), ("+inf", np.inf), ("-inf", -np.inf), ("-0.0", -0.0),
+    ("the largest finite float", np.finfo(float).max), ("minus the largest finite float", -np.finfo(float).max),
+    ("2^53", 2.0**53), ("2^53 + 2", 2.0**53 + 2), ("1e39, beyond float32", 1e39), ("-1e39, beyond float32", -1e39),
+)
+"""Record values that break float arithmetic: NaN passes ``np.clip``, inf and huge values overflow sums,
+integers beyond 2^53 and values beyond float32's range lose or change their value when cast."""
+FAILURE_CALLS = 5
+"""Calls per dataset that count the failures of a candidate that fails on one dataset only."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,46 @@ class NeighbourPair:
     d: np.ndarray
     d_prime: np.ndarray
     distance: int = 1
+    origin: str = ""
+    """How the pair was made (``search``: ``"extreme: ..."``, ``"random"``, ``"probe <family>: ..."``); "" otherwise."""
+
+
+@dataclass(frozen=True)
+class Screened:
+    """One candidate of the dataset search and what its screening found.
+
+    Attributes
+    ----------
+    label : str
+        What the candidate is (e.g. ``"probe special_values: NaN record"``).
+    score : float
+        The screening attack's larger held-out estimate; NaN when it was not sampled on both datasets.
+    note : str
+        Why it was dropped (the mechanism refuses a probe, or fails on both
+        datasets) or, for an in-domain candidate on one of whose datasets the
+        mechanism fails, the finding and its counts; "" when screened.
+    pair : str
+        The name of the audited pair it became (``"p0"`` is the best screened), "" when not kept.
+    """
+
+    label: str
+    score: float
+    note: str = ""
+    pair: str = ""
+
+
+class PairList(list):
+    """The audited pairs (a list of :class:`NeighbourPair`) and, for ``search``, the screening log.
+
+    Attributes
+    ----------
+    screening : list of Screened
+        Every candidate ``search`` screened, in order; empty for other sources.
+    """
+
+    def __init__(self, pairs: Sequence[NeighbourPair] = (), screening: Sequence[Screened] = ()):
+        super().__init__(pairs)
+        self.screening = list(screening)
 
 
 def as_records(dataset: Any, name: str = "dataset") -> np.ndarray:
@@ -90,20 +142,36 @@ def as_records(dataset: Any, name: str = "dataset") -> np.ndarray:
     return records
 
 
+def _records(dataset: Any, name: str) -> np.ndarray:
+    """A dataset as float records (m, k), any values and sizes (the probes' NaN, inf and empty datasets)."""
+    records = np.asarray(dataset, dtype=float)
+    records = records[:, None] if records.ndim == 1 else records
+    if records.ndim != 2:
+        raise ValueError(f"{name} must be an array of records of shape (m, k) or (m,). Found {dataset!r}.")
+    return records
+
+
+def _row_keys(records: np.ndarray) -> list[tuple[str, ...]]:
+    """Each record's values bit for bit (``float.hex``): NaN equals NaN, -0.0 differs from 0.0."""
+    return [tuple(float(value).hex() for value in row) for row in records]
+
+
 def record_distance(d: Any, d_prime: Any) -> int:
     """The number of records in which d and d' differ.
 
     Same number of records: the positions whose rows differ (datasets are
     ordered, as the mechanism reads them). Different numbers: the fewest
     records to add, remove or replace to turn one multiset of rows into the
-    other, max(|D \\ D'|, |D' \\ D|).
+    other, max(|D \\ D'|, |D' \\ D|).  Values are compared bit for bit, so
+    the probes' NaN and -0.0 records count as records like any other.
     """
-    a, b = as_records(d, "d"), as_records(d_prime, "d_prime")
-    if a.shape[1] != b.shape[1]:
+    a, b = _records(d, "d"), _records(d_prime, "d_prime")
+    if a.shape[1] != b.shape[1] and len(a) and len(b):
         raise ValueError(f"d and d_prime must have records of the same width. Found shapes {a.shape} and {b.shape}.")
+    keys_a, keys_b = _row_keys(a), _row_keys(b)
     if len(a) == len(b):
-        return int(np.count_nonzero(np.any(a != b, axis=1)))
-    rows_a, rows_b = Counter(map(tuple, a)), Counter(map(tuple, b))
+        return sum(x != y for x, y in zip(keys_a, keys_b))
+    rows_a, rows_b = Counter(keys_a), Counter(keys_b)
     return max(sum((rows_a - rows_b).values()), sum((rows_b - rows_a).values()))
 
 
@@ -117,7 +185,7 @@ def check_neighbours(d: Any, d_prime: Any, relation: str) -> int:
     if relation not in RELATIONS:
         raise ValueError(f"relation must be one of {', '.join(RELATIONS)}. Found {relation!r}.")
     distance = record_distance(d, d_prime)
-    sizes = (len(as_records(d)), len(as_records(d_prime)))
+    sizes = (len(_records(d, "d")), len(_records(d_prime, "d_prime")))
     if relation == "replace-one" and (sizes[0] != sizes[1] or distance != 1):
         raise ValueError(
             f"d and d_prime are not replace-one neighbours: they must have the same number of records "
@@ -172,6 +240,20 @@ def check_spec(spec: Mapping[str, Any]) -> None:
         )
     if spec.get("domain") is not None:
         _domain(spec["domain"], None)
+    _probes(spec)
+
+
+def _probes(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The probe families of a ``search`` table (default: all of :data:`PROBES`), or a ValueError naming the field."""
+    value = _option(spec, "probes", list(PROBES))
+    if spec["strategy"] != "search" and "probes" in spec:
+        raise ValueError(f"neighbours.probes is for strategy = \"search\" only. Found strategy {spec['strategy']!r}.")
+    if not isinstance(value, (list, tuple)) or not all(isinstance(name, str) and name in PROBES for name in value):
+        raise ValueError(
+            f"neighbours.probes must be a list of probe families from {', '.join(PROBES)} ([] turns them off). "
+            f"Found {value!r}."
+        )
+    return tuple(dict.fromkeys(value))
 
 
 def _check_on_average(spec: Mapping[str, Any], relation: str) -> None:
@@ -230,7 +312,8 @@ def make_pairs(
         default the box spanned by the mechanism's default pairs; for
         ``search`` also ``candidates`` (default 10 count),
         ``screen_samples`` (default 2000), ``function_class`` (default
-        ``linear``), ``divergence`` (default ``kl``); ``on-average`` takes
+        ``linear``), ``divergence`` (default ``kl``), ``probes`` (default
+        every family of :data:`PROBES`: :func:`probe_pairs`); ``on-average`` takes
         ``distribution`` (:mod:`audit.data_distributions`) and ``size``
         instead of ``domain``: :func:`on_average_pairs`); or explicit pairs, each
         ``(d, d_prime)`` or ``{"d": ..., "d_prime": ...}``; or None for the
@@ -243,8 +326,10 @@ def make_pairs(
 
     Returns
     -------
-    list of NeighbourPair
-        Named ``p0``, ``p1``, ... in order.
+    PairList
+        The NeighbourPair objects, named ``p0``, ``p1``, ... in order, and
+        for ``search`` the screening log (``screening``: every candidate, its
+        score, and why a probe was dropped).
 
     Raises
     ------
@@ -252,6 +337,8 @@ def make_pairs(
         On an unknown strategy, relation or field, a malformed domain, pairs
         that are not neighbours, or no pairs at all.
     """
+    origins: list[str] = []
+    screening: list[Screened] = []
     if spec is None:
         pairs = list(getattr(mechanism, "default_pairs", lambda: [])())
         if not pairs:
@@ -259,7 +346,7 @@ def make_pairs(
                 f"mechanism {mechanism.name!r} has no default neighbouring pairs: give [[pairs]] or [neighbours]."
             )
     elif isinstance(spec, Mapping):
-        pairs = _generate(spec, mechanism, np.random.default_rng(rng))
+        pairs, origins, screening = _generate(spec, mechanism, np.random.default_rng(rng))
     else:
         pairs = [_explicit(entry, i) for i, entry in enumerate(spec)]
         if not pairs:
@@ -270,10 +357,14 @@ def make_pairs(
                     check_neighbours(d, d_prime, relation)
                 except ValueError as error:
                     raise ValueError(f"pairs[{i}]: {error}") from None
-    return [
-        NeighbourPair(f"p{i}", np.asarray(d), np.asarray(d_prime), record_distance(d, d_prime))
-        for i, (d, d_prime) in enumerate(pairs)
-    ]
+    origins = origins or [""] * len(pairs)
+    return PairList(
+        [
+            NeighbourPair(f"p{i}", np.asarray(d), np.asarray(d_prime), record_distance(d, d_prime), origin)
+            for i, ((d, d_prime), origin) in enumerate(zip(pairs, origins))
+        ],
+        screening,
+    )
 
 
 def _explicit(entry: Any, index: int) -> tuple[np.ndarray, np.ndarray]:
@@ -337,25 +428,48 @@ def _option(spec: Mapping[str, Any], key: str, default: Any) -> Any:
     return spec[key] if key in spec else default
 
 
-def _generate(spec: Mapping[str, Any], mechanism: Mechanism, rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
+def _generate(
+    spec: Mapping[str, Any], mechanism: Mechanism, rng: np.random.Generator
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[str], list[Screened]]:
+    """The pairs of a [neighbours] table, their origins ([] unless searched) and the search's screening log."""
     check_spec(spec)
     relation = _option(spec, "relation", "replace-one")
     count = _option(spec, "count", DEFAULT_COUNT)
     if spec["strategy"] == "on-average":
-        return on_average_pairs(make_sampler(spec["distribution"]), spec["size"], count, rng)
+        return on_average_pairs(make_sampler(spec["distribution"]), spec["size"], count, rng), [], []
     domain = _domain(spec.get("domain"), mechanism)
     if spec["strategy"] == "random":
-        return random_pairs(domain, relation, count, rng)
+        return random_pairs(domain, relation, count, rng), [], []
     if spec["strategy"] == "extremes":
-        return extreme_pairs(domain, relation)[:count]
+        return extreme_pairs(domain, relation)[:count], [], []
     candidates = _option(spec, "candidates", 10 * count)
-    pool = extreme_pairs(domain, relation) + random_pairs(domain, relation, candidates, rng)
-    return search_pairs(
-        pool, mechanism, count, rng,
+    extremes = extreme_pairs(domain, relation)
+    probes = probe_pairs(domain, relation, _probes(spec), rng)
+    pool = extremes + [(d, d_prime) for _, d, d_prime in probes] + random_pairs(domain, relation, candidates, rng)
+    labels = (
+        [f"extreme {_corner_move(d, d_prime)}" for d, d_prime in extremes]
+        + [f"probe {label}" for label, _, _ in probes]
+        + ["random"] * candidates
+    )
+    screening = screen_candidates(
+        pool, labels, mechanism, rng,
         n=_option(spec, "screen_samples", 2000),
         function_class=_option(spec, "function_class", "linear"),
         divergence=_option(spec, "divergence", "kl"),
     )
+    order = _best(screening, count)
+    names = {index: f"p{rank}" for rank, index in enumerate(order)}
+    screening = [replace(entry, pair=names.get(i, "")) for i, entry in enumerate(screening)]
+    return [pool[i] for i in order], [labels[i] for i in order], screening
+
+
+def _corner_move(d: np.ndarray, d_prime: np.ndarray) -> str:
+    """"record moved from [low] to [high]": the record of an extreme pair that changes."""
+    return f"(every record {_compact(d[0])}, one moved to {_compact(d_prime[-1])})"
+
+
+def _compact(record: np.ndarray) -> str:
+    return "[" + ", ".join(f"{value:.6g}" for value in record) + "]"
 
 
 def _neighbour(d: np.ndarray, record: np.ndarray, relation: str, index: int) -> np.ndarray:
@@ -419,6 +533,186 @@ def extreme_pairs(domain: Domain, relation: str) -> list[tuple[np.ndarray, np.nd
     return pairs
 
 
+def probe_pairs(
+    domain: Domain, relation: str, families: Sequence[str] = PROBES, rng: np.random.Generator | None = None
+) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """Edge-case pairs beyond the domain's random and corner datasets: ``(label, d, d_prime)`` each.
+
+    The inputs that break real implementations (docs/config.md, ``probes``):
+
+    * ``out_of_domain``: one record beyond the domain, by its width and by a
+      million times it (the domain states what the mechanism must clip or
+      refuse; a mechanism that claims DP for any input is tested beyond it);
+    * ``special_values``: one record of :data:`SPECIAL_VALUES` (NaN, +-inf,
+      -0.0, the largest finite float, 2^53, beyond float32's range);
+    * ``small_sizes``: datasets of the smallest sizes the relation allows
+      (0 and 1, 1 and 2 records under ``add-remove``; 1 and 2 under
+      ``replace-one``), at the domain's corners;
+    * ``duplicates``: random records and one of them duplicated;
+    * ``new_category``: for integer domains (categories), every category but
+      one in d and that category in d' only.
+
+    Each changed record is the dataset's last (``replace-one``) or an added
+    one (``add-remove``), the others at the domain's low corner unless said.
+    """
+    rng = np.random.default_rng(rng)
+    base = np.tile(domain.low, (domain.size, 1))
+    probes: list[tuple[str, np.ndarray, np.ndarray]] = []
+
+    def one_record(label: str, record: np.ndarray, d: np.ndarray = base) -> None:
+        probes.append((label, d, _neighbour(d, record, relation, len(d) - 1)))
+
+    span = np.where(domain.high > domain.low, domain.high - domain.low, 1.0)
+    if "out_of_domain" in families:
+        for label, record in (
+            ("a record above the domain by its width", domain.high + span),
+            ("a record below the domain by its width", domain.low - span),
+            ("a record 1e6 widths above the domain", domain.high + 1e6 * span),
+            ("a record 1e6 widths below the domain", domain.low - 1e6 * span),
+        ):
+            one_record(f"out_of_domain: {label}", record)
+    if "special_values" in families:
+        for label, value in SPECIAL_VALUES:
+            one_record(f"special_values: a record of {label}", np.full(domain.low.size, value))
+    if "small_sizes" in families:
+        empty, low, high = np.empty((0, domain.low.size)), domain.low[None, :], domain.high[None, :]
+        if relation == "add-remove":
+            probes += [
+                ("small_sizes: 0 and 1 records (the low corner added)", empty, low),
+                ("small_sizes: 0 and 1 records (the high corner added)", empty, high),
+                ("small_sizes: 1 and 2 records (low corner, high corner added)", low, np.vstack([low, high])),
+            ]
+        else:
+            probes += [
+                ("small_sizes: 1 record, low corner to high corner", low, high),
+                ("small_sizes: 2 records, one moved from the low to the high corner",
+                 np.vstack([low, low]), np.vstack([low, high])),
+            ]
+    if "duplicates" in families:
+        records = domain.random_records(rng, max(domain.size, 2))
+        one_record("duplicates: random records, one of them duplicated", records[0], records)
+    categories = np.arange(domain.low[0], domain.high[0] + 1)
+    integer = np.all(domain.low == np.round(domain.low)) and np.all(domain.high == np.round(domain.high))
+    if "new_category" in families and integer and 1 < len(categories) <= MAX_DOMAIN_SIZE:
+        for new in (categories[-1], categories[0]):
+            present = np.resize(categories[categories != new], max(domain.size, 2))
+            d = np.tile(domain.low, (len(present), 1))
+            d[:, 0] = present
+            record = domain.low.copy()
+            record[0] = new
+            one_record(f"new_category: category {new:g} in d' only", record, d)
+    return probes
+
+
+def screen_candidates(
+    candidates: Sequence[tuple[np.ndarray, np.ndarray]],
+    labels: Sequence[str],
+    mechanism: Mechanism,
+    rng: np.random.Generator,
+    *,
+    n: int = 2000,
+    function_class: str = "linear",
+    divergence: str = "kl",
+) -> list[Screened]:
+    """Screen each candidate pair with a cheap attack; record what the mechanism refused.
+
+    Each candidate is sampled ``n`` times per dataset (in this process, which
+    also fixes the layout of structural outputs: :mod:`audit.structure`) and
+    scored by the larger held-out estimate of
+    :func:`attacks.estimate_divergence` over both directions (divergences are
+    directional).  A candidate the mechanism raises on is not scored (NaN):
+    a probe (label ``"probe ..."``) on one of whose datasets it raises is
+    dropped with a note (the mechanism refuses the input: no error, no
+    violation); an in-domain candidate on one of whose datasets only it
+    raises is a finding, its failures counted over :data:`FAILURE_CALLS`
+    calls per dataset; failures on both datasets are noted.  Seeds are drawn
+    from ``rng`` in order, so a seed fixes the result.
+
+    Raises
+    ------
+    MechanismError
+        When no candidate could be scored (the first failure's message).
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 10:
+        raise ValueError(f"neighbours.screen_samples must be an integer >= 10. Found {n!r}.")
+    if divergence not in ("kl", "ipm"):
+        raise ValueError(f"neighbours.divergence (of the screening attack) must be 'kl' or 'ipm'. Found {divergence!r}.")
+    from attacks.estimate import estimate_divergence
+
+    screening, first_failure = [], None
+    for (d, d_prime), label in zip(candidates, labels):
+        seed = int(rng.integers(2**32))
+        outputs = _sample_both(mechanism, (d, d_prime), n, seed)
+        if isinstance(outputs, str):
+            first_failure = first_failure or outputs
+            screening.append(Screened(label, np.nan, _failure_note(mechanism, (d, d_prime), label, outputs, seed)))
+            continue
+        p, q = outputs
+        try:
+            score = max(
+                estimate_divergence(x, y, function_class, divergence, random_state=seed).estimate
+                for x, y in ((p, q), (q, p))
+            )
+        except (ValueError, ArithmeticError, np.linalg.LinAlgError) as error:  # outputs the cheap attack cannot fit
+            screening.append(Screened(label, np.nan, f"dropped: the screening attack failed ({error})"))
+            continue
+        screening.append(Screened(label, float(score)))
+    if screening and all(entry.note for entry in screening):
+        from audit.mechanisms import MechanismError
+
+        first = first_failure.split("|", 1)[1] if first_failure else screening[0].note
+        raise MechanismError(f"the mechanism failed on every candidate pair of the search: {first}")
+    return screening
+
+
+def _sample_both(mechanism: Mechanism, datasets: Sequence[np.ndarray], n: int, seed: int) -> tuple[np.ndarray, ...] | str:
+    """n outputs on each dataset from one seeded generator, or which dataset failed and how.
+
+    The first structural output widens the layout (:mod:`audit.structure`):
+    outputs drawn before it are drawn again in the new layout.
+    """
+    for _ in range(2):
+        sample_rng, outputs = np.random.default_rng(seed), []
+        for name, dataset in zip(("d", "d'"), datasets):
+            try:
+                outputs.append(mechanism.sample(dataset, n, sample_rng))
+            except Exception as error:
+                return f"{name}|{' '.join(str(error).split())}"
+        if len({output.shape[1] for output in outputs}) == 1:
+            return tuple(outputs)
+    return f"d|the output width changed between the datasets after the layout was fixed: {[o.shape for o in outputs]}"
+
+
+def _failure_note(mechanism: Mechanism, pair: tuple[np.ndarray, np.ndarray], label: str, failure: str, seed: int) -> str:
+    """Why a candidate was not scored: a refused probe, a one-sided failure (a finding, with counts), or both failing."""
+    failures = [0, 0]
+    sample_rng = np.random.default_rng(seed)
+    for _ in range(FAILURE_CALLS):
+        for side, dataset in enumerate(pair):
+            try:
+                mechanism.sample(dataset, 1, sample_rng)
+            except Exception:
+                failures[side] += 1
+    message = failure.split("|", 1)[1]
+    if all(failures):
+        return f"dropped: the mechanism fails on both datasets ({message})"
+    side = "d" if failures[0] else "d'"
+    if label.startswith("probe"):
+        return f"dropped: the mechanism refuses the probe's {side} ({message})"
+    return (
+        f"finding: the mechanism fails on {side} only, so the failure itself distinguishes the datasets "
+        f"({failures[0]} of {FAILURE_CALLS} calls failed on d, {failures[1]} of {FAILURE_CALLS} on d'; {message})"
+    )
+
+
+def _best(screening: Sequence[Screened], count: int) -> list[int]:
+    """Indices of the ``count`` highest scores of the candidates sampled on both datasets (NaN last; ties keep the
+    earlier candidate)."""
+    scores = np.nan_to_num(np.array([entry.score for entry in screening], dtype=float), nan=-np.inf)
+    scored = [i for i in np.argsort(-scores, kind="stable") if not screening[i].note]
+    return [int(i) for i in scored[:count]]
+
+
 def search_pairs(
     candidates: list[tuple[np.ndarray, np.ndarray]],
     mechanism: Mechanism,
@@ -429,31 +723,11 @@ def search_pairs(
     function_class: str = "linear",
     divergence: str = "kl",
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Keep the ``count`` candidates that a cheap attack distinguishes best.
+    """Keep the ``count`` candidates that a cheap attack distinguishes best (:func:`screen_candidates`).
 
-    Each candidate is screened with :func:`attacks.estimate_divergence` on
-    ``n`` samples per dataset, in both directions (divergences are
-    directional), and scored by the larger held-out estimate.  Candidates
-    are screened in order with seeds drawn from ``rng``, so a seed fixes the
-    result; ties keep the earlier candidate.
+    Candidates the mechanism fails on are never kept; ties keep the earlier candidate.
     """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 10:
-        raise ValueError(f"neighbours.screen_samples must be an integer >= 10. Found {n!r}.")
-    if divergence not in ("kl", "ipm"):
-        raise ValueError(f"neighbours.divergence (of the screening attack) must be 'kl' or 'ipm'. Found {divergence!r}.")
-    from attacks.estimate import estimate_divergence
-
-    scores = []
-    for d, d_prime in candidates:
-        seed = int(rng.integers(2**32))
-        sample_rng = np.random.default_rng(seed)
-        p, q = mechanism.sample(d, n, sample_rng), mechanism.sample(d_prime, n, sample_rng)
-        scores.append(
-            max(
-                estimate_divergence(x, y, function_class, divergence, random_state=seed).estimate
-                for x, y in ((p, q), (q, p))
-            )
-        )
-    scores = np.nan_to_num(np.asarray(scores, dtype=float), nan=-np.inf)
-    order = np.argsort(-scores, kind="stable")  # ties keep candidate order
-    return [candidates[i] for i in order[:count]]
+    screening = screen_candidates(
+        candidates, [""] * len(candidates), mechanism, rng, n=n, function_class=function_class, divergence=divergence
+    )
+    return [candidates[i] for i in _best(screening, count)]

@@ -2,8 +2,10 @@
 
 The attacks of a pair are joblib jobs; :func:`finished` yields their results
 as they finish so that each reaches ``tasks.jsonl`` and the progress bar at
-once.  Sampling does not go through joblib: it runs in forked children
-(:mod:`audit.sampling`), so the mechanism is never pickled.
+once.  Sampling does not go through joblib (:mod:`audit.sampling`): with
+loky and threading it runs in children forked from this process, so the
+mechanism is never pickled; with dask and ray each chunk is a job of the
+cluster :func:`cluster` connects to.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 
 import joblib
 from tqdm import tqdm
+
+from audit.import_path import safe_worker_path
 
 
 def progress_bar(total: int, initial: int, enabled: bool) -> tqdm:
@@ -30,8 +34,12 @@ def progress_bar(total: int, initial: int, enabled: bool) -> tqdm:
 
 @contextmanager
 def backend(name: str, n_jobs: int) -> Iterator[None]:
-    """joblib's backend ``name``; dask and ray need their packages (checked by the config)."""
-    with cluster(name, joblib.effective_n_jobs(n_jobs)), joblib.parallel_config(backend=name):
+    """joblib's backend ``name``; dask and ray need their packages (checked by the config).
+
+    Workers started meanwhile do not put their current directory on
+    ``sys.path`` (:func:`audit.import_path.safe_worker_path`).
+    """
+    with safe_worker_path(), cluster(name, joblib.effective_n_jobs(n_jobs)), joblib.parallel_config(backend=name):
         yield
 
 

@@ -4,7 +4,8 @@ A task is one attack: (pair, direction, attack class, divergence, alpha, delta),
 named by a stable id such as ``p0|P|Q|poly3|renyi|4|0``.  Directions: ``P|Q``
 estimates Gamma(M(d) || M(d')), ``Q|P`` the reverse (docs/theory.md section 1).
 A class is attacked only on the divergences it can estimate
-(:attr:`attacks.classes.FunctionClass.divergences`).
+(:attr:`attacks.classes.FunctionClass.divergences`); :mod:`audit.engine`
+decides which tasks run (its policy).
 
 Reproducibility: every random draw of the audit (each chunk of samples, each
 attack) is seeded by :func:`task_seed` from the audit's seed and a name, so
@@ -53,36 +54,18 @@ class Task:
         return f"{self.pair}|{self.direction}|{self.function_class}|{self.divergence}|{alpha}|{self.delta:g}"
 
 
-def plan_tasks(config: AuditConfig, pair_names: Sequence[str]) -> list[Task]:
-    """Every task: pairs x directions x attack classes x the claims' (divergence, alpha, delta).
-
-    Two claims on the same divergence and alpha share their tasks (an estimate
-    does not depend on the claimed value or class).
-    """
-    from attacks.classes import parse_function_class
-
-    targets = list(dict.fromkeys((c.divergence, a, c.delta) for c in config.claims for a in c.alpha))
-    return [
-        Task(pair, direction, name, divergence, alpha, delta)
-        for pair in pair_names
-        for direction in DIRECTIONS
-        for name in config.attacks.classes
-        for divergence, alpha, delta in targets
-        if divergence in parse_function_class(name).divergences
-    ]
-
-
 def task_seed(seed: int, name: str) -> np.random.SeedSequence:
     """The seed of a named task or sample: ``SeedSequence([seed, sha256(name)])``, independent of scheduling."""
     digest = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little")
     return np.random.SeedSequence([seed, digest])
 
 
-def plan_hash(config: AuditConfig, tasks: Sequence[Task]) -> str:
-    """What a resumed run must share with the interrupted one: config (minus n_jobs, backend) and tasks."""
+def plan_hash(config: AuditConfig, units: Sequence[Any]) -> str:
+    """What a resumed run must share with the interrupted one: config (minus n_jobs, backend) and the ids of its
+    units of work (:class:`audit.engine.Unit`)."""
     raw = {key: value for key, value in config.raw.items() if key != "run"}
     raw["seed"] = config.run.seed
-    text = json.dumps([raw, [task.id for task in tasks]], sort_keys=True, default=str)
+    text = json.dumps([raw, [unit.id for unit in units]], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

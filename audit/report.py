@@ -6,7 +6,7 @@ nothing about privacy itself, it only lays the evidence out so that the
 verdict comes first and every refuting row can be traced to its numbers.
 The table is written as it is (results.json, results.csv) and drawn by the
 figures; the claims and report.md read its rows typed
-(:class:`audit.schema.Row`), and the Method notes take the engine and the
+(:class:`audit.schema.Row`), and the Method notes take the policy and the
 outputs per dataset off the rows rather than off the config as written
 (where a default leaves them out).
 
@@ -34,30 +34,36 @@ import collections
 import json
 import math
 import pathlib
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from audit.figures import mechanism_label, write_evidence_figures, write_figures
+from audit.figures import mechanism_label, row_label, write_evidence_figures, write_figures, write_tradeoff_figure
 from audit.html_report import write_html_report
-from audit.summary import strongest_per_claim
-from audit.theory_check import failures
+from audit.provenance import NOT_REPRODUCIBLE
+from audit.theory.check import failures
 
 from audit.schema import NUMERIC_COLUMNS, ROW_COLUMNS, STAGE_SIZE_COLUMNS, VERDICT_COLUMNS, Row, column_order  # noqa: E402
-from audit.verdicts import POWER, summarize_claims  # noqa: E402
+from audit.verdicts import POWER  # noqa: E402
+from audit.families import claim_summaries  # noqa: E402
+from audit.tradeoff_report import LEVELS as TRADEOFF_LEVELS, Panel, tradeoff_panels  # noqa: E402
 from audit.config import AttackSpec  # noqa: E402
 
 SCHEMA_VERSION = "1.0"
 """Version of results.json's layout: the minor part grows with added fields, the major with changed ones."""
 
-VERDICTS = ("pass", "violation", "inconclusive")
+VERDICTS = ("pass", "violation", "inconclusive", "error")
 ROW_VERDICTS = ("violation", "unbounded", "inconclusive", "pass", "info")
 _HEADLINES = {
     "violation": "at least one claim is refuted by held-out evidence at the audit's confidence.",
-    "inconclusive": "no claim is refuted, but some rows could not decide, failed or left a claim untested (see below).",
+    "inconclusive": "no claim is refuted, but some rows could not decide (see below).",
     "pass": "no claim is refuted by any attack.",
+    "error": "the audit could not test every claim (a task failed, a claim went untested or a check could not "
+    "run: see Failed tasks and Claims), so it draws no overall verdict; a violation among the rows that ran "
+    "is still evidence against its claim.",
 }
 
 
@@ -74,6 +80,7 @@ def write_audit_report(
     audited: Mapping[str, Any] | None = None,
     theory: Sequence[Mapping[str, Any]] = (),
     checks: Sequence[Mapping[str, Any]] = (),
+    search: Sequence[Mapping[str, Any]] = (),
 ) -> pathlib.Path:
     """Write results.json, results.csv, report.md, report.html and figures/*.png for an audit.
 
@@ -86,8 +93,8 @@ def write_audit_report(
         One row per results row with the columns of docs/design.md's schema
         (:data:`ROW_COLUMNS`); extra columns (``task``, ``error``, ...) are
         kept in results.json and results.csv.
-    verdict : {"pass", "violation", "inconclusive"}
-        The overall verdict.
+    verdict : {"pass", "violation", "inconclusive", "error"}
+        The overall verdict (``"error"``: the exit code is 2).
     seed : int or None
         The audit's seed.
     seconds : float
@@ -104,11 +111,14 @@ def write_audit_report(
         What was audited (:func:`audit.provenance.describe_audit`): the
         report's opening block after the verdict.
     theory : sequence of mapping, optional
-        Published bounds against the rows (:func:`audit.theory_check.check_bounds`):
+        Published bounds against the rows (:func:`audit.theory.check.check_bounds`):
         results.json ``theory`` and report.md's Theory section.
     checks : sequence of mapping, optional
         The ``[[checks]]`` rows (:func:`audit.checks.run_checks`): results.json's
         ``checks`` and report.md's "Property checks".
+    search : sequence of mapping, optional
+        The dataset search's screening log (:func:`audit.provenance.screening_records`):
+        results.json's ``search`` and report.md's "Dataset search".
 
     Returns
     -------
@@ -130,25 +140,97 @@ def write_audit_report(
     table = table[column_order(table.columns)].reset_index(drop=True)
     records = table.to_dict(orient="records")
     rows = [Row.from_record(record) for record in records]
+    claims = claim_summaries(rows, config)
+    strongest = [_strongest_row(rows, claim) for claim in claims]
+    confidence = float((config.get("attacks") or {}).get("confidence", 0.95))
+    for claim, row in zip(claims, strongest):
+        claim["strongest_row"] = None if row is None else row_label(row.pair, row.direction, row.function_class)
+        tight = _tight_note(claim, row, confidence)
+        claim["note"] = "; ".join(part for part in (claim["note"], tight) if part)
+    versions = dict(versions)
+    if ((audited or {}).get("mechanism") or {}).get("reproducible") is False:  # the probe overrules the declaration
+        versions["mechanism_seedable"] = False
     meta = {
         "schema_version": SCHEMA_VERSION, "verdict": verdict, "seed": seed, "seconds": seconds,
-        "versions": dict(versions), "config": dict(config), "audited": dict(audited or {}), "pairs": list(pairs),
-        "claims": summarize_claims(rows), "outputs_drawn": _outputs_drawn(rows, config),
-        "theory": [dict(entry) for entry in theory],
+        "versions": versions, "config": dict(config), "audited": dict(audited or {}), "pairs": list(pairs),
+        "claims": claims, "outputs_drawn": _outputs_drawn(rows), "theory": [dict(entry) for entry in theory],
         **({"checks": [dict(check) for check in checks]} if checks else {}),  # only configs with [[checks]]
+        **({"search": [dict(entry) for entry in search]} if search else {}),  # only strategy = "search"
     }
     document = {**meta, "rows": [_json_row(row) for row in records]}
     # default=str: TOML dates and the like in the config are written as text.
-    text = json.dumps(_json_value(document), indent=2, allow_nan=False, default=str)
+    text = json.dumps(json_value(document), indent=2, allow_nan=False, default=str)
     (out_dir / "results.json").write_text(text + "\n")
     table.drop(columns=["held_out_scores"], errors="ignore").to_csv(out_dir / "results.csv", index=False)
     figures = write_figures(table, out_dir / "figures", mechanism=mechanism_label(config))
-    if "held_out_scores" in table.columns and len(table):  # a config of checks only has no rows
-        figures += write_evidence_figures(strongest_per_claim(table), out_dir / "figures", mechanism=mechanism_label(config))
+    shown = [rows.index(row) for row in strongest if row is not None]  # the rows the Claims table names
+    if "held_out_scores" in table.columns and shown:  # a config of checks only has no rows
+        figures += write_evidence_figures(table.loc[shown], out_dir / "figures", mechanism=mechanism_label(config))
+    panels = tradeoff_panels(table, config, pairs, meta["claims"])  # gdp / zcdp / profile claims only
+    figures += write_tradeoff_figure(panels, out_dir / "figures", mechanism=mechanism_label(config))
     report = out_dir / "report.md"
-    report.write_text(_markdown(_by_importance(rows), meta, [path.relative_to(out_dir) for path in figures]))
+    report.write_text(_markdown(_by_importance(rows), meta, [path.relative_to(out_dir) for path in figures],
+                                tradeoff=_tradeoff_section(panels, confidence)))
     write_html_report(report)
     return report
+
+
+def _strongest_row(rows: Sequence[Row], claim: Mapping[str, Any]) -> Row | None:
+    """The row a claim summary names (its ``strongest_task`` under the claim's keys), None when untested."""
+    keys = ("divergence", "claim_class", "claim", "on_average")
+    tasks = [row for row in rows if row.task == claim["strongest_task"]]
+    for row in tasks:
+        if _same_number(row.alpha, claim["alpha"]) and all(getattr(row, k) == claim[k] for k in keys):
+            return row
+    return tasks[0] if tasks else None  # a curve claim's line names its strongest member's row
+
+
+def _tight_note(claim: Mapping[str, Any], row: Row | None, confidence: float | None) -> str:
+    """What a reader of a claim its strongest row cannot separate from equality should know, or "".
+
+    The row's interval holds the claimed value: a mechanism exactly at its
+    claim reads pass or inconclusive by the draw of its estimate.  A claim
+    ``detectable_excess`` above the value expected reads pass at least as
+    often as the audit's confidence: its estimate falls below the claim
+    unless it errs by z(1 - a) + z(0.8) standard errors (the standard error
+    as observed; :func:`audit.verdicts.detectable_excess`).
+    """
+    if row is None or claim["verdict"] not in ("pass", "inconclusive"):
+        return ""
+    if not (math.isfinite(row.ci_low) and math.isfinite(row.ci_high) and row.ci_low <= row.claim <= row.ci_high):
+        return ""
+    text = (f"consistent with equality: the strongest row's interval [{_number(row.ci_low)}, {_number(row.ci_high)}] "
+            f"holds the claimed {_number(row.claim)}, so a mechanism exactly at its claim reads inconclusive in a "
+            "good share of audits")
+    excess = claim["detectable_excess"]
+    if isinstance(excess, float) and math.isfinite(excess):
+        often = f"{confidence:g}" if confidence is not None else "the audit's confidence"
+        text += (f"; a claim at least {_number(excess)} (the detectable excess) above the value you expect reads "
+                 f"pass in {often} or more of audits of this size")
+    return text
+
+
+def _reasons(config: Mapping[str, Any]) -> list[str]:
+    """Why each claimed value (``[[claims]] reason``), one line per claim that gives one."""
+    claims = config.get("claims") or []
+    claims = [claims] if isinstance(claims, Mapping) else claims
+    lines = [f"- {_claim_label(c.get('divergence'), c.get('function_class'), c.get('epsilon'), _orders(c))}: "
+             f"{plain_text(bounded(c['reason']))}" for c in claims if isinstance(c, Mapping) and c.get("reason")]
+    return ["Why these values:", "", *lines, ""] if lines else []
+
+
+def _orders(claim: Mapping[str, Any]) -> Any:
+    """A raw claim's Renyi order(s) as :func:`_claim_label` shows them: one number, or the list as text."""
+    alpha = claim.get("alpha")
+    if isinstance(alpha, (list, tuple)):
+        return alpha[0] if len(alpha) == 1 else ", ".join(_number(value) for value in alpha)
+    return alpha
+
+
+def _same_number(a: Any, b: Any) -> bool:
+    """Equal, or both missing (NaN / None)."""
+    missing = [x is None or (isinstance(x, float) and math.isnan(x)) for x in (a, b)]
+    return all(missing) or (not any(missing) and a == b)
 
 
 def load_results(path: str | pathlib.Path) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -188,15 +270,15 @@ def _by_importance(rows: Sequence[Row]) -> list[Row]:
 
 
 def _json_row(row: dict[str, Any]) -> dict[str, Any]:
-    return {key: _json_value(value) for key, value in row.items()}
+    return {key: json_value(value) for key, value in row.items()}
 
 
-def _json_value(value: Any) -> Any:
+def json_value(value: Any) -> Any:
     """NaN and None -> null, +-inf -> "inf"/"-inf", numpy scalars -> Python scalars."""
     if isinstance(value, Mapping):
-        return {str(key): _json_value(item) for key, item in value.items()}
+        return {str(key): json_value(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_value(item) for item in value]
+        return [json_value(item) for item in value]
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float):
@@ -212,8 +294,9 @@ def _json_value(value: Any) -> Any:
 # --- report.md -------------------------------------------------------------
 
 
-def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.Path]) -> str:
-    """report.md of the typed ``rows`` (in the order shown) and the audit's metadata."""
+def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.Path],
+              tradeoff: Sequence[str] = ()) -> str:
+    """report.md of the typed ``rows`` (in the order shown), the audit's metadata and the trade-off section's lines."""
     verdict = meta["verdict"]
     attacks = meta["config"].get("attacks", {})
     confidence = attacks.get("confidence")
@@ -229,12 +312,17 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         *_theory_headline(meta.get("theory", [])),
         *_checks_summary(meta.get("checks", [])),
         f"Seed {meta['seed']}, {meta['seconds']:.1f} s. Versions: "
-        + ", ".join(f"{name} {version}" for name, version in meta["versions"].items())
+        + ", ".join(f"{name} {version}" for name, version in meta["versions"].items()
+                    if version is not None and name != "mechanism_seedable")  # seedability: What was audited
         + ".",
         "",
     ]
     lines += _audited_block(meta["audited"], meta["pairs"], meta["config"])
-    if meta["versions"].get("mechanism_seedable") is False:
+    lines += _search_section(meta.get("search", []))
+    if (meta["audited"].get("mechanism") or {}).get("reproducible") is False:
+        lines += [f"**Not reproducible:** {NOT_REPRODUCIBLE}; the verdict's error rate still holds, but "
+                  "a violation cannot be replayed from the seed.", ""]
+    elif meta["versions"].get("mechanism_seedable") is False:
         lines += [
             "**Not reproducible bit for bit:** the mechanism's library draws its own randomness and "
             "cannot be seeded, so another run with the same seed gives other numbers (the verdict "
@@ -242,7 +330,8 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
             "",
         ]
     if meta["claims"]:
-        lines += ["## Claims", "", _claims_table(meta["claims"]), ""]
+        lines += ["## Claims", "", _claims_table(meta["claims"]), "", *_reasons(meta["config"])]
+    lines += list(tradeoff)
     lines += _on_average_section(rows, confidence)
     lines += _checks_block(meta.get("checks", []))
     lines += _staged_section(rows) + _stop_lines(rows, attacks.get("tolerance", AttackSpec.tolerance))
@@ -251,7 +340,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         ("unbounded", "Unbounded rows"),
         ("inconclusive", "Inconclusive rows"),
     ):
-        judged = [row for row in rows if row.verdict == row_verdict]
+        judged = [row for row in rows if row.verdict == row_verdict and not row.error]  # failed: their own table
         if judged:
             lines += [f"## {title} ({len(judged)})", "", _summary_table(judged), ""]
     failed = [row for row in rows if row.error]
@@ -267,10 +356,10 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
     if figures:
         lines += ["## Figures", ""]
         lines += [f"![{path.stem}]({path.as_posix()})\n" for path in figures]
-    # what the rows carry (the engine, outputs per dataset) is read off them, not off the config as written
-    engine = next((row.engine for row in rows if row.engine is not None), "rows")
+    # what the rows carry (a screen stage, outputs per dataset) is read off them, not off the config as written
+    screened = any(row.n_screen for row in rows)
     n_samples = next((row.n_samples for row in rows if not math.isnan(row.n_samples)), attacks.get("n_samples"))
-    lines += ["## Method", "", *_method_notes(confidence, n_samples, attacks.get("coupled", False), engine), ""]
+    lines += ["## Method", "", *_method_notes(confidence, n_samples, attacks.get("coupled", False), screened), ""]
     return "\n".join(lines)
 
 
@@ -295,7 +384,7 @@ def _theory_section(theory: Sequence[Mapping[str, Any]]) -> list[str]:
         {
             "pair": [e["pair"] for e in theory],
             "direction": [e["direction"] for e in theory],
-            "attack class": [e["function_class"] for e in theory],
+            "function class": [e["function_class"] for e in theory],
             "divergence": [_divergence_label(e["divergence"], e["alpha"]) for e in theory],
             "published bound": [_number(e["bound"]) for e in theory],
             "exact": [_number(e["exact"]) for e in theory],
@@ -322,17 +411,17 @@ def _theory_section(theory: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _staged_section(rows: Sequence[Row]) -> list[str]:
     """"Staged search": per claim, the outputs per dataset each stage used and the candidate that won."""
-    searched = [row for row in rows if row.n_confirm is not None and not row.error]
+    searched = [row for row in rows if row.n_screen and not row.error]  # policy best's rows: a screen chose them
     if not searched:
         return []
     frame = pd.DataFrame({
         "claim": [_claim_label(r.divergence, r.claim_class, r.claim, r.alpha) for r in searched],
-        "winner (pair, direction, class)": [f"{r.pair}, {r.direction}, {r.function_class}" for r in searched],
+        "winner": [row_label(r.pair, r.direction, r.function_class) for r in searched],
         **{name: [str(getattr(r, name)) for r in searched] for name in STAGE_SIZE_COLUMNS},
     })
     return [
         "## Staged search", "",
-        "`attacks.engine = \"staged\"`: `n_samples` is one pair's budget over four stages. Outputs per dataset: "
+        "`attacks.policy = \"best\"`: `n_samples` is one pair's budget over four stages. Outputs per dataset: "
         "`n_screen` on every pair (all candidates: pairs x directions x classes), `n_train` and `n_check` on the "
         "finalists' pairs, `n_confirm` on the winner's pair only, a fresh sample that no choice saw; the claim's "
         "one statistic (pooled over `sets_pooled` nested sets when more than 1) is its confirm bound, and Holm "
@@ -366,15 +455,71 @@ def _thousands(value: int) -> str:
     return f"{int(value):,}".replace(",", " ")
 
 
-def _outputs_drawn(rows: Sequence[Row], config: Mapping[str, Any]) -> int:
-    """All outputs the audit drew: each staged search's (counted once over its rows), else every pair's n_samples
-    on both datasets (the rows engine)."""
-    searches = {(row.task.split("|")[1], _json_value(row.alpha)): row.outputs_drawn
-                for row in rows if row.outputs_drawn is not None}
-    if searches:
-        return int(sum(searches.values()))
-    n_samples = config.get("attacks", {}).get("n_samples", AttackSpec.n_samples)
-    return 2 * int(n_samples) * len({row.pair for row in rows if not row.on_average})
+def _outputs_drawn(rows: Sequence[Row]) -> int:
+    """All outputs the audit drew: each unit's (a search of policy best, ``staged|claim<k>|...`` at one order; a
+    pair of policy every), counted once over its rows."""
+    units = {(row.task.split("|")[1], json_value(row.alpha)) if row.task.startswith("staged|") else row.pair:
+             row.outputs_drawn for row in rows if row.outputs_drawn is not None}
+    return int(sum(units.values()))
+
+
+def _tradeoff_section(panels: Sequence[Panel], confidence: float) -> list[str]:
+    """report.md lines: per curve claim, its members and each class's band against the claimed curve."""
+    if not panels:
+        return []
+    lines = [
+        "## Trade-off curves", "",
+        "A gdp, zcdp or profile claim is audited as its members, ordinary dp and Renyi claims at a grid "
+        "(docs/theory.md section 9); a refuted member refutes it. Per attack class, the held-out scores of "
+        "its strongest member row give an empirical trade-off curve (type-II error b at type-I error a of the "
+        f"tests {{score <= t}}) and an upper confidence band on the class's trade-off curve (DKW, simultaneous "
+        f"over all a at confidence {confidence:g}), drawn in figures/tradeoff.png beside the claimed curve. A band "
+        "below the claimed curve shows the class's tests beating it; the band is evidence beside the verdict "
+        "(the row was chosen by its p-value), the verdict is the members'.", "",
+    ]
+    for panel in panels:
+        lines += [f"### {panel.family.label}", "", _to_markdown(pd.DataFrame({
+            "member": [m["member"] for m in panel.members],
+            "verdict": [f"**{m['verdict']}**" if m["verdict"] == "violation" else m["verdict"] for m in panel.members],
+            "strongest row": [m["strongest_task"] or "-" for m in panel.members],
+            "adjusted p": [m["p_adjusted"] for m in panel.members],
+        })), ""]
+        if panel.classes:
+            lines += [_to_markdown(pd.DataFrame({
+                "attack class": [c.function_class for c in panel.classes],
+                "row": [c.task for c in panel.classes],
+                "held-out n (P, Q)": [f"{c.curve.n_p}, {c.curve.n_q}" for c in panel.classes],
+                "band margins (a, b)": [f"{c.curve.margin_p:.3g}, {c.curve.margin_q:.3g}" for c in panel.classes],
+                "band below the claimed curve": [_crossing_text(c.crossing) for c in panel.classes],
+            })), ""]
+        lines += _exact_text(panel)
+    return lines
+
+
+def _exact_text(panel: Panel) -> list[str]:
+    """What the exact curves say of the claim at the drawn pair: T(P, Q) decides a claim over "all", the linear
+    class's restricted curve one over "linear" or "threshold" (1-D thresholds); T(P, Q) >= f proves any class's
+    claim (T_H >= T)."""
+    if panel.exact is None:
+        return []
+    claimed = panel.family.tradeoff(TRADEOFF_LEVELS)
+    thresholds = panel.family.function_class in ("linear", "threshold")  # on a 1-D output: the same tests
+    reference = panel.linear if thresholds else panel.exact
+    name = "restricted curve of the linear class" if thresholds else "curve T(P, Q)"
+    gap = float(np.max(claimed - reference))
+    if gap > 1e-9 and (thresholds or panel.family.function_class == "all"):
+        text = f"below the claimed curve by up to {gap:.3g}: the claim is false at this pair."
+    elif float(np.max(claimed - panel.exact)) <= 1e-9:
+        text = "at or above the claimed curve everywhere: the claim holds at this pair."
+    else:
+        name, text = "curve T(P, Q)", f"below the claimed curve by up to {gap:.3g}; the class's own curve is not known."
+    return [f"Exact {name} of the mechanism's output laws (pair {panel.classes[0].pair}): {text}", ""]
+
+
+def _crossing_text(crossing: tuple[float, float] | None) -> str:
+    if crossing is None:
+        return "no"
+    return f"**yes**, from a = {crossing[0]:.3g}, by up to {crossing[1]:.3g}"
 
 
 def _audited_block(audited: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> list[str]:
@@ -387,10 +532,10 @@ def _audited_block(audited: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]
         items.append(f"- **Neighbouring pairs** ({_pair_source(config)}; saved with every digit in results.json `pairs`):")
         items += [f"  - {_pair_line(pair, i)}" for i, pair in enumerate(pairs)]
     if audited.get("config_sha256"):
-        where = f"`{audited['config_path']}`" if audited.get("config_path") else "a Python mapping"
+        where = _code(audited["config_path"]) if audited.get("config_path") else "a Python mapping"
         items.append(f"- **Config:** {where}, sha256 `{audited['config_sha256']}`")
     if audited.get("command"):
-        items.append(f"- **Command:** `{audited['command']}`")
+        items.append(f"- **Command:** {_code(bounded(audited['command']))}")
     if audited.get("date"):
         items.append(f"- **Date:** {audited['date']}")
     machine = audited.get("machine")
@@ -402,15 +547,23 @@ def _audited_block(audited: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]
 
 
 def _mechanism_line(mechanism: Mapping[str, Any]) -> str:
-    params = ", ".join(f"{key}={value!r}" for key, value in mechanism.get("params", {}).items())
+    params = ", ".join(_code(bounded(f"{key}={value!r}")) for key, value in mechanism.get("params", {}).items())
     name = str(mechanism.get("name"))
     if mechanism.get("library"):
-        library = f"{mechanism['library']} {mechanism.get('library_version') or '(version unknown)'}"
+        library = plain_text(f"{mechanism['library']} {mechanism.get('library_version') or '(version unknown)'}")
     else:
         library = "user code" if ":" in name else "capaudit built-in"
-    seedable = "seedable (reproducible bit for bit)" if mechanism.get("seedable", True) else "not seedable"
-    true_privacy = f"; true privacy: {mechanism['true_privacy']}" if mechanism.get("true_privacy") else ""
-    return f"`{name}` ({params or 'no parameters'}); library: {library}, {seedable}{true_privacy}"
+    reproducible = mechanism.get("reproducible")
+    if reproducible is False:
+        seedable = "**not reproducible** (the mechanism ignores rng)"
+    elif not mechanism.get("seedable", True):
+        seedable = "not seedable"
+    elif reproducible:
+        seedable = "seedable (two draws with the same seed agreed bit for bit)"
+    else:
+        seedable = "seedable as declared (not probed)"
+    true_privacy = f"; true privacy: {plain_text(bounded(mechanism['true_privacy']))}" if mechanism.get("true_privacy") else ""
+    return f"{_code(bounded(name))} ({params or 'no parameters'}); library: {library}, {seedable}{true_privacy}"
 
 
 def _pair_source(config: Mapping[str, Any]) -> str:
@@ -431,10 +584,39 @@ def _pair_line(pair: Mapping[str, Any], index: int) -> str:
     d, d_prime = np.asarray(pair["d"], dtype=float), np.asarray(pair["d_prime"], dtype=float)
     relation = pair.get("relation") or _difference(d, d_prime)
     if d.size + d_prime.size <= _INLINE_VALUES:
-        data = f"d = `{_compact(pair['d'])}`, d' = `{_compact(pair['d_prime'])}`"
+        data = f"d = {_code(_compact(pair['d']))}, d' = {_code(_compact(pair['d_prime']))}"
     else:
         data = f"d: {_shape(d)}, d': {_shape(d_prime)}, in results.json `pairs[{index}]`"
-    return f"`{pair['name']}`: {data} ({relation})"
+    origin = f"; {pair['origin']}" if pair.get("origin") else ""
+    return f"{_code(pair['name'])}: {data} ({relation}{origin})"
+
+
+def _search_section(search: Sequence[Mapping[str, Any]]) -> list[str]:
+    """"Dataset search": the probes and corner pairs screened, the pairs kept, and what the mechanism refused."""
+    if not search:
+        return []
+    shown = [entry for entry in search if entry["label"] != "random" or entry["pair"] or entry["note"]]
+    random = [entry for entry in search if entry["label"] == "random"]
+    table = pd.DataFrame({
+        "candidate": [entry["label"] for entry in shown],
+        "screening score": [_number(entry["score"]) for entry in shown],
+        "audited as": [entry["pair"] or "-" for entry in shown],
+        "note": [entry["note"] or "-" for entry in shown],
+    })
+    best_random = max((entry["score"] for entry in random if entry["score"] is not None), default=math.nan)
+    return [
+        "## Dataset search",
+        "",
+        f"`strategy = \"search\"` screened {len(search)} candidate pairs: the domain's corner pairs, the edge-case "
+        f"probes (`[neighbours] probes`) and {len(random)} random pairs (best screening score "
+        f"{_number(best_random)}; those not kept are not listed). The highest screening scores are the audited "
+        "pairs, `p0` first; the claims table names the pair of the strongest evidence. A probe the mechanism "
+        "refuses (it raises) is dropped, never an error or a violation; a mechanism that fails on one dataset "
+        "of an in-domain pair only is a finding: the failure itself distinguishes the datasets.",
+        "",
+        _to_markdown(table),
+        "",
+    ]
 
 
 def _difference(d: np.ndarray, d_prime: np.ndarray) -> str:
@@ -449,7 +631,7 @@ def _compact(values: Any) -> str:
     """Nested lists of numbers, each to 6 significant digits (results.json keeps every digit)."""
     if isinstance(values, (list, tuple)):
         return "[" + ", ".join(_compact(value) for value in values) + "]"
-    return f"{values:.6g}"
+    return "nan" if values is None else str(values) if isinstance(values, str) else f"{values:.6g}"
 
 
 def _shape(records: np.ndarray) -> str:
@@ -468,7 +650,7 @@ def _on_average_section(rows: Sequence[Row], confidence: float | None) -> list[s
         {
             "claim": [f"on average: {_claim_label(r.divergence, r.claim_class, r.claim, r.alpha)}" for r in averaged],
             "direction": [r.direction for r in averaged],
-            "attack class": [r.function_class for r in averaged],
+            "function class": [r.function_class for r in averaged],
             "mean over pairs [CI]": [_with_interval(r) for r in averaged],
             "pairs": [f"{r.pairs_averaged}" for r in averaged],
             "worst case: max estimate": [_number(r.worst_case) for r in averaged],
@@ -498,18 +680,18 @@ def _on_average_section(rows: Sequence[Row], confidence: float | None) -> list[s
 
 
 def _counts(rows: Sequence[Row]) -> str:
-    counts = collections.Counter(row.verdict for row in rows)
-    parts = [f"{counts[verdict]} {verdict}" for verdict in ROW_VERDICTS if verdict in counts]
+    counts = collections.Counter("failed" if row.error else row.verdict for row in rows)
+    parts = [f"{counts[verdict]} {verdict}" for verdict in (*ROW_VERDICTS, "failed") if verdict in counts]
     return f"{len(rows)} row{'s' if len(rows) != 1 else ''}: " + ", ".join(parts) + "."
 
 
 def _claims_table(claims: list[dict[str, Any]]) -> str:
     shown = pd.DataFrame(
         {
-            "claim": [("on average: " if c.get("on_average") else "")
+            "claim": [c.get("label") or ("on average: " if c.get("on_average") else "")
                       + _claim_label(c["divergence"], c["claim_class"], c["claim"], c["alpha"]) for c in claims],
             "verdict": [f"**{c['verdict']}**" if c["verdict"] != "pass" else "pass" for c in claims],
-            "strongest row": [c["strongest_task"] or "-" for c in claims],  # _to_markdown escapes its "|"
+            "strongest row": [c.get("strongest_row") or "-" for c in claims],
             "adjusted p": [_number(c["p_adjusted"]) for c in claims],
             f"detectable excess ({POWER:.0%} power)": [_number(c["detectable_excess"]) for c in claims],
             "note": [c["note"] for c in claims],
@@ -524,7 +706,7 @@ def _summary_table(rows: Sequence[Row]) -> str:
         {
             "pair": [r.pair for r in rows],
             "direction": [r.direction for r in rows],
-            "attack class": [r.function_class for r in rows],
+            "function class": [r.function_class for r in rows],
             "divergence": [_divergence_label(r.divergence, r.alpha) for r in rows],
             "estimate [CI]": [_with_interval(r) for r in rows],
             "claim": [f"{_number(r.claim)} ({r.claim_class})" for r in rows],
@@ -535,8 +717,15 @@ def _summary_table(rows: Sequence[Row]) -> str:
 
 
 def _failed_table(rows: Sequence[Row]) -> str:
-    shown = pd.DataFrame({column: [getattr(r, column) for r in rows]
-                          for column in ("pair", "direction", "function_class", "divergence", "alpha", "error")})
+    shown = pd.DataFrame(
+        {
+            "pair": [r.pair for r in rows],
+            "direction": [r.direction for r in rows],
+            "function class": [r.function_class for r in rows],
+            "divergence": [_divergence_label(r.divergence, r.alpha) for r in rows],
+            "error": [bounded(r.error) for r in rows],
+        }
+    )
     return _to_markdown(shown)
 
 
@@ -545,14 +734,15 @@ def _claim_table(rows: Sequence[Row]) -> str:
         {
             "pair": [r.pair for r in rows],
             "direction": [r.direction for r in rows],
-            "attack class": [r.function_class for r in rows],
+            "function class": [r.function_class for r in rows],
             "alpha": [_number(r.alpha) for r in rows],
             "estimate [CI]": [_with_interval(r) for r in rows],
             "theory bound": [_number(r.theory_bound) for r in rows],
             "exact": [_number(r.exact) for r in rows],
             "n": [f"{int(r.n_samples)}" if math.isfinite(r.n_samples) else "-" for r in rows],
             "adjusted p": [_number(r.p_adjusted) for r in rows],
-            "verdict": [f"**{r.verdict}**" if r.verdict in ("violation", "unbounded") else r.verdict for r in rows],
+            "verdict": ["failed" if r.error else f"**{r.verdict}**" if r.verdict in ("violation", "unbounded")
+                        else r.verdict for r in rows],
         }
     )
     return _to_markdown(shown)
@@ -591,22 +781,60 @@ def _to_markdown(frame: pd.DataFrame) -> str:
 
 
 def _cell(value: Any) -> str:
-    """One table cell's text (numbers as :func:`_number`): an unescaped ``|`` ends a GFM cell, a newline its row."""
-    return " ".join(_number(value).replace("|", "\\|").splitlines())
+    """One table cell's text (numbers as :func:`_number`): an unescaped ``|`` ends a GFM cell, a newline its row.
+
+    Cut to :data:`LINE_LIMIT` characters, and a ``<`` or ``&`` that would
+    open a tag or an entity is escaped (:func:`plain_text`), so that text from
+    a config or a mechanism's error never lands in report.md as raw HTML.
+    """
+    return plain_text(bounded(_number(value))).replace("|", "\\|")
+
+
+_HTML = re.compile(r"<(?=[A-Za-z/!?])|&(?=#?[A-Za-z0-9]+;)")
+"""What markdown would read as HTML: a ``<`` that opens a tag, comment or declaration, an ``&`` that opens an entity."""
+
+
+def plain_text(text: str) -> str:
+    """``text`` with every ``<`` that opens a tag and ``&`` that opens an entity escaped: shown as written, never
+    read as HTML (``<=`` stays as it is)."""
+    return _HTML.sub(lambda match: "&lt;" if match.group() == "<" else "&amp;", text)
+
+
+def _code(text: Any) -> str:
+    """``text`` as one GitHub-flavoured inline code span on one line (a fence longer than any run of backticks in it)."""
+    text = " ".join(str(text).split())
+    longest = max([0, *(len(part) for part in re.findall("`+", text))])
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+LINE_LIMIT = 400
+"""The most characters of one message from user code on a line of report.md, a table cell or stderr
+(results.json keeps all of it)."""
+
+
+def bounded(text: Any, limit: int = LINE_LIMIT) -> Any:
+    """Text on one line, cut to ``limit`` characters with an ellipsis (anything but a string as it is)."""
+    if not isinstance(text, str):
+        return text
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool = False,
-                  engine: str = "rows") -> list[str]:
+                  screened: bool = False) -> list[str]:
     level = f"{confidence:g}" if confidence is not None else "the configured confidence"
     per_dataset = f"{n_samples} outputs" if n_samples is not None else "the configured number of outputs"
     sampling = [
-        f"- Samples (staged engine): {per_dataset} per dataset are one pair's budget over four stages (Staged "
+        f"- Samples (policy best): {per_dataset} per dataset are one pair's budget over four stages (Staged "
         "search). Every candidate (pair, direction, class) is screened on a small sample, the finalists are "
         "trained and checked on fresh samples, and the one statistic chosen per claim is evaluated on a confirm "
         "sample that no choice saw; its interval is the held-out interval below, on the confirm sample.",
-    ] if engine == "staged" else [
-        f"- Samples: {per_dataset} of the mechanism on each dataset of each neighbouring pair; "
-        "both directions (P, Q) and (Q, P) are attacked.",
+    ] if screened else [
+        f"- Samples (policy every): {per_dataset} of the mechanism on each dataset of each neighbouring pair; "
+        "both directions (P, Q) and (Q, P) are attacked. Every candidate (pair, direction, class) is trained on "
+        "its train share and its own statistic is evaluated on a fresh held-out share.",
     ]
     coupling = [
         "- Coupled sampling (`attacks.coupled = true`): the outputs on the two datasets of a pair were drawn "
@@ -652,7 +880,7 @@ def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool
         "- Renyi and alpha-divergences use CBDP's convention f(t) = (|t|^alpha - 1)/(alpha^2 - alpha) on all "
         "of R (the |t| convention); with f = +inf on t < 0 restricted values would come out larger.",
         "- `theory bound` is the paper's closed-form upper bound when one applies (a claim itself, not a "
-        "fact); `exact` is the exact restricted divergence when the output law is known (audit.exact).",
+        "fact); `exact` is the exact restricted divergence when the output law is known (audit.theory.exact).",
     ]
 
 

@@ -21,26 +21,35 @@ OpenDP and PyDP adapters draw from the operating system) leave both states
 untouched: their pairs are independent, for which the paired intervals are
 still valid.
 
-Isolation: on Linux the chunks are drawn in forked child processes
-(:class:`ChunkSampler`), up to one per worker at once, each child drawing a
-batch of one pair's chunks (a pair's chunks split evenly over the workers, so
-that forks stay few) and each chunk within ``[run] sample_timeout`` seconds, so a mechanism that raises, calls
+Isolation: on Linux every chunk is drawn in a forked child process within
+``[run] sample_timeout`` seconds, so a mechanism that raises, calls
 ``sys.exit``, kills its process or hangs costs its pair's rows (error rows
-naming the cause), not the audit.  The children are forked, so the mechanism
-is never pickled and a user module imported by the config is already there.
+naming the cause), not the audit.  Where the children run follows ``[run]
+backend`` (:class:`ChunkSampler`): with ``loky`` and ``threading`` they are
+forked from this process, up to one per worker at once, each drawing a batch
+of one pair's chunks (a pair's chunks split evenly over the workers, so that
+forks stay few), and the mechanism is never pickled; with ``dask`` and
+``ray`` each chunk is a job of the cluster whose worker forks the child
+(:func:`_cluster_job`), so the mechanism runs on the cluster's machines; it
+is pickled by cloudpickle, the user's own modules by value, so that no
+worker needs the config's folder or the current directory on its path.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import multiprocessing
 import multiprocessing.connection
 import os
+import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -72,8 +81,10 @@ class Chunk:
     """Rows ``start`` to ``start + size`` of a pair's samples, chunk number ``index``.
 
     ``mode``: ``"independent"`` (d and d' from their own seeds), ``"coupled"``
-    (both from clones of one generator) or ``"d_prime"`` (d' alone from its
-    independent seed: the redraw of a pair whose coupling was refused).
+    (both from clones of one generator), ``"d"`` or ``"d_prime"`` (one side
+    alone from its independent seed: the samplers draw an independent chunk's
+    sides as two jobs, and ``"d_prime"`` is also the redraw of a pair whose
+    coupling was refused).
     """
 
     index: int
@@ -98,7 +109,8 @@ def plan_chunks(n: int, coupled: bool) -> list[Chunk]:
 
 
 def draw_chunk(mechanism: Any, pair: NeighbourPair, chunk: Chunk, seed: int) -> PairSamples | str:
-    """One chunk of the pair's outputs (``d`` empty for a ``d_prime`` redraw), or the mechanism's error message.
+    """One chunk of the pair's outputs (the other side empty for a ``d`` or ``d_prime`` chunk), or the mechanism's
+    error message.
 
     A coupled chunk whose generators end in different states has its d' drawn
     again from the independent seed and ``coupled=False`` (module docstring).
@@ -111,6 +123,8 @@ def draw_chunk(mechanism: Any, pair: NeighbourPair, chunk: Chunk, seed: int) -> 
 
     coupled = chunk.mode == "coupled"
     try:
+        if chunk.mode == "d":
+            return PairSamples(independent(pair.d, "d"), np.empty((0, 0)), False)
         if chunk.mode == "d_prime":
             return PairSamples(np.empty((0, 0)), independent(pair.d_prime, "d_prime"), False)
         if coupled:
@@ -141,17 +155,16 @@ def draw_pair(mechanism: Any, pair: NeighbourPair, n: int, seed: int, coupled: b
 
 
 def draw_pair_isolated(mechanism: Any, pair: NeighbourPair, n: int, seed: int, coupled: bool, *, workers: int = 1,
-                       timeout: float = 600.0, on_chunk: Callable[[int], Any] = lambda k: None) -> PairSamples | str:
-    """:func:`draw_pair`'s numbers, drawn in forked children within ``timeout`` seconds a chunk (:class:`ChunkSampler`).
+                       timeout: float = 600.0, on_chunk: Callable[[int], Any] = lambda k: None,
+                       backend: str = "loky") -> PairSamples | str:
+    """:func:`draw_pair`'s numbers, drawn isolated within ``timeout`` seconds a chunk (:class:`ChunkSampler`).
 
     A mechanism that raises, exits, kills its process or hangs gives the
     pair's error message, as in the rows engine; the staged engine samples
-    through it.  ``on_chunk``: as :class:`ChunkSampler`'s.
+    through it.  ``on_chunk``, ``backend``: as :class:`ChunkSampler`'s.
     """
-    def draw(one: NeighbourPair, chunk: Chunk) -> PairSamples | str:
-        return draw_chunk(mechanism, one, chunk, seed)
-
-    sampler = ChunkSampler(draw, [pair], n, coupled, workers, timeout, on_chunk=on_chunk)
+    draw = functools.partial(draw_chunk, mechanism, seed=seed)
+    sampler = ChunkSampler(draw, [pair], n, coupled, workers, timeout, on_chunk=on_chunk, backend=backend)
     try:
         [(_, samples)] = list(sampler)
     finally:
@@ -160,15 +173,25 @@ def draw_pair_isolated(mechanism: Any, pair: NeighbourPair, n: int, seed: int, c
 
 
 class _PairDraw:
-    """The chunks of one pair: those to draw, those drawn, and the samples they make (or the pair's error)."""
+    """The chunks of one pair: those to draw, those drawn, and the samples they make (or the pair's error).
+
+    An independent chunk is drawn as two jobs, one per side, so that even a
+    pair of one chunk keeps two workers busy; a coupled chunk is one job.
+    """
 
     def __init__(self, pair: NeighbourPair, n: int, coupled: bool):
         self.pair = pair
-        self.todo = collections.deque(plan_chunks(n, coupled))
+        plan = plan_chunks(n, coupled)
+        self.todo = collections.deque(
+            plan if coupled else [Chunk(chunk.index, chunk.size, side) for chunk in plan for side in ("d", "d_prime")])
         self.drawn: dict[int, PairSamples] = {}
-        self.redrawn: dict[int, np.ndarray] = {}
+        """Coupled chunks by index."""
+        self.sides: dict[str, dict[int, np.ndarray]] = {"d": {}, "d_prime": {}}
+        """One side's chunks by index: an independent chunk's halves, or the d' redraws of a refused coupling."""
+        self.coupled = coupled
         self.running = 0
-        self.planned = self.chunks = len(self.todo)
+        self.chunks = len(self.todo)
+        self.planned = len(plan)
         """Chunks of the plan (not redraws) still to finish; all of them once the pair failed."""
         self.error: str | None = None
 
@@ -191,28 +214,36 @@ class _PairDraw:
             self.error, self.planned = self.error or result, 0
             self.todo.clear()
             return
-        if chunk.mode == "d_prime":
-            self.redrawn[chunk.index] = result.d_prime
-        else:
+        if chunk.mode == "coupled":
             self.drawn[chunk.index], self.planned = result, self.planned - 1
-        if not self.todo and self.running == 0 and not self.redrawn:
+        else:
+            self.sides[chunk.mode][chunk.index] = result.d if chunk.mode == "d" else result.d_prime
+            if not self.coupled and all(chunk.index in side for side in self.sides.values()):
+                self.planned -= 1
+        if self.coupled and not self.todo and self.running == 0 and not self.sides["d_prime"]:
             refused = [k for k, part in self.drawn.items() if not part.coupled]
             paired = [k for k, part in self.drawn.items() if part.coupled]
-            if refused and paired and chunk.mode == "coupled":
+            if refused and paired:
                 self.todo.extend(Chunk(k, self.drawn[k].d.shape[0], "d_prime") for k in sorted(paired))
 
     def result(self) -> PairSamples | str:
         """The chunks concatenated in their order, or the first error; a width that changes between chunks is one."""
         if self.error is not None:
             return self.error
-        parts = [self.drawn[k] for k in sorted(self.drawn)]
-        d_prime = [self.redrawn.get(k, part.d_prime) for k, part in zip(sorted(self.drawn), parts)]
-        widths = sorted({part.d.shape[1] for part in parts} | {array.shape[1] for array in d_prime})
+        if self.coupled:
+            indices = sorted(self.drawn)
+            d = [self.drawn[k].d for k in indices]
+            d_prime = [self.sides["d_prime"].get(k, self.drawn[k].d_prime) for k in indices]
+            coupled = all(part.coupled for part in self.drawn.values())
+        else:
+            indices = sorted(self.sides["d"])
+            d, d_prime = [self.sides["d"][k] for k in indices], [self.sides["d_prime"][k] for k in indices]
+            coupled = False
+        widths = sorted({array.shape[1] for array in d + d_prime})
         if len(widths) > 1:
             return (f"sampling pair {self.pair.name}: the mechanism's output width changed between chunks of "
-                    f"{CHUNK_SIZE} outputs (widths {widths})")
-        coupled = all(part.coupled for part in parts)
-        return PairSamples(np.concatenate([part.d for part in parts]), np.concatenate(d_prime), coupled)
+                    f"{CHUNK_SIZE} outputs or between d and d' (widths {widths})")
+        return PairSamples(np.concatenate(d), np.concatenate(d_prime), coupled)
 
 
 def one_line(error: BaseException, limit: int = 400) -> str:
@@ -225,18 +256,26 @@ def one_line(error: BaseException, limit: int = 400) -> str:
 
 
 class ChunkSampler:
-    """Draw the pairs' chunks in forked children, up to ``workers`` at once; iterate over the sampled pairs.
+    """Draw the pairs' chunks, up to ``workers`` at once, isolated and timed; iterate over the sampled pairs.
 
-    Each child draws a batch of ceil(chunks per pair / workers) chunks of one
-    pair and sends them one by one.  Iterating yields ``(pair, PairSamples or error message)`` as pairs are
+    A chunk is drawn as one job (coupled) or two (independent: one per
+    dataset, :class:`_PairDraw`).  With ``backend`` ``"loky"`` or
+    ``"threading"`` the jobs run in children forked from this process, each
+    child drawing a batch of ceil(jobs of the pair / workers) jobs of one pair
+    and sending them one by one.  With ``"dask"`` or ``"ray"`` every job is a
+    task of the cluster this process is connected to
+    (:func:`audit.parallel.cluster`): the task forks a child of its worker
+    that draws it (:func:`_cluster_job`), so the mechanism runs on the
+    cluster's machines with the same isolation.
+    Iterating yields ``(pair, PairSamples or error message)`` as pairs are
     complete (their order may vary; their samples do not).  A chunk that runs
     longer than ``timeout`` seconds is killed and its pair gets a message
     naming ``run.sample_timeout``; one whose child dies without answering
     (``os._exit``, a crash, the out-of-memory killer) gets one with its exit
-    code; the pair's other chunks are then stopped.  At most ``workers + 1``
-    pairs are sampled and not yet handed out, so memory stays bounded.
-    :meth:`advance` lets the caller draw on while it attacks the pairs
-    already handed out.
+    code, as does one whose cluster worker died; the pair's other chunks are
+    then stopped.  At most ``workers + 1`` pairs are sampled and not yet
+    handed out, so memory stays bounded.  :meth:`advance` lets the caller draw
+    on while it attacks the pairs already handed out.
 
     Parameters
     ----------
@@ -247,23 +286,28 @@ class ChunkSampler:
         Outputs per dataset.
     coupled : bool
     workers : int
-        Children at once.
+        Jobs at once.
     timeout : float
         Seconds a chunk may take (``run.sample_timeout``).
     on_chunk : callable, optional
         ``on_chunk(k)``: k more chunks of the plan are finished (a progress bar; a
         failed pair's chunks count as finished, the redraws of refused couplings not at all).
+    backend : str
+        ``run.backend``.  ``"dask"`` and ``"ray"`` need their cluster to be
+        running (inside :func:`audit.parallel.backend`).
     """
 
     def __init__(self, draw: Callable[[NeighbourPair, Chunk], PairSamples | str], pairs: Sequence[NeighbourPair],
-                 n: int, coupled: bool, workers: int, timeout: float, on_chunk: Callable[[int], Any] = lambda k: None):
+                 n: int, coupled: bool, workers: int, timeout: float, on_chunk: Callable[[int], Any] = lambda k: None,
+                 *, backend: str = "loky"):
         self.draw, self.n, self.coupled, self.timeout, self.on_chunk = draw, n, coupled, timeout, on_chunk
         self.workers = max(workers, 1)
         self.waiting = collections.deque(pairs)
         self.active: dict[str, _PairDraw] = {}
-        self.running: dict[Any, tuple[_PairDraw, list[Chunk], tuple[Any, Any], float]] = {}
-        """Pipe -> (pair, the child's chunks not yet received, child, when its current chunk started)."""
+        self.running: dict[Any, tuple[_PairDraw, list[Chunk], float]] = {}
+        """Job -> (pair, the job's chunks not yet received, when its current chunk started)."""
         self.sampled: collections.deque = collections.deque()
+        self.pool = _ClusterPool(backend, draw, timeout) if backend in CLUSTER_BACKENDS else _ForkPool(draw, timeout)
 
     def __iter__(self) -> Iterator[tuple[NeighbourPair, PairSamples | str]]:
         while self.waiting or self.active or self.sampled:
@@ -274,7 +318,7 @@ class ChunkSampler:
 
     def advance(self, block: bool = False) -> None:
         """Start chunks on free workers and collect the finished ones; ``block``: wait for at least one."""
-        if not _FORK:
+        if not _FORK and isinstance(self.pool, _ForkPool):  # Windows, macOS: in this process, without a timeout
             if block and (draws := self._next()) is not None:
                 chunk = draws.next_chunk()
                 self._finish_chunk(draws, chunk, self.draw(draws.pair, chunk))
@@ -282,34 +326,22 @@ class ChunkSampler:
         self._fill()
         if not self.running:
             return
-        deadline = min(started + self.timeout for *_, started in self.running.values())
-        wait = max(0.0, deadline - time.monotonic()) if block else 0.0  # block: until a chunk ends or a deadline
-        ready = multiprocessing.connection.wait(list(self.running), timeout=wait)
-        for receiver, (draws, batch, child, started) in list(self.running.items()):
-            if receiver in ready:
-                result = _receive(child, draws.pair)
-            elif time.monotonic() >= started + self.timeout:
-                result = (
-                    f"sampling pair {draws.pair.name} took longer than run.sample_timeout = {self.timeout:g} s "
-                    f"(for a chunk of {batch[0].size} outputs per dataset) and was stopped; raise "
-                    "run.sample_timeout if the mechanism is merely slow"
-                )
-            else:
+        for job, result in self.pool.collect(self.running, block):
+            if job not in self.running:  # stopped meanwhile with its pair's other chunks
                 continue
-            if receiver not in self.running:  # stopped meanwhile with its pair's other chunks
-                continue
+            draws, batch, _ = self.running[job]
             chunk = batch.pop(0)
             if batch and not isinstance(result, str):  # the child goes on with its next chunk
-                self.running[receiver] = (draws, batch, child, time.monotonic())
+                self.running[job] = (draws, batch, time.monotonic())
             else:
-                self._stop(receiver)
+                self._stop(job)
             self._finish_chunk(draws, chunk, result)
         self._fill()
 
     def close(self) -> None:
-        """Stop every running child."""
-        for receiver in list(self.running):
-            self._stop(receiver)
+        """Stop every running child and job."""
+        for job in list(self.running):
+            self._stop(job)
 
     def _next(self) -> _PairDraw | None:
         """The pair whose next chunk goes next: the first active pair with chunks to draw, else a new pair."""
@@ -323,11 +355,10 @@ class ChunkSampler:
         return None
 
     def _fill(self) -> None:
-        """Fork a child per free worker, each for a batch of a pair's chunks: a pair is spread over the workers."""
+        """Start a job per free worker, each for a batch of a pair's chunks: a pair is spread over the workers."""
         while len(self.running) < self.workers and (draws := self._next()) is not None:
-            batch = draws.next_batch(-(-draws.chunks // self.workers))
-            child = _spawn(self.draw, draws.pair, batch)
-            self.running[child[0]] = (draws, batch, child, time.monotonic())
+            batch = draws.next_batch(self.pool.batch_size(draws.chunks, self.workers))
+            self.running[self.pool.start(draws.pair, batch)] = (draws, batch, time.monotonic())
 
     def _finish_chunk(self, draws: _PairDraw, chunk: Chunk, result: PairSamples | str) -> None:
         planned = draws.planned
@@ -335,42 +366,260 @@ class ChunkSampler:
         self.on_chunk(planned - draws.planned)
         if not draws.done:
             return
-        for receiver, (other, *_) in list(self.running.items()):  # a failed pair's other chunks
+        for job, (other, *_) in list(self.running.items()):  # a failed pair's other chunks
             if other is draws:
-                self._stop(receiver)
+                self._stop(job)
         del self.active[draws.pair.name]
         self.sampled.append((draws.pair, draws.result()))
 
-    def _stop(self, receiver: Any) -> None:
-        _, _, (_, process), _ = self.running.pop(receiver)
-        if process.is_alive():
-            process.kill()
+    def _stop(self, job: Any) -> None:
+        del self.running[job]
+        self.pool.stop(job)
+
+
+CLUSTER_BACKENDS = ("dask", "ray")
+"""Backends whose chunks are jobs of a cluster (:class:`_ClusterPool`); the others fork children of this process."""
+_WAIT = 1.0
+"""Longest wait (seconds) for a cluster job before the sampler looks again: Ctrl-C stays prompt."""
+
+
+def timeout_message(pair: NeighbourPair, timeout: float, size: int) -> str:
+    """The error of a pair whose chunk of ``size`` outputs per dataset ran past ``run.sample_timeout``."""
+    return (
+        f"sampling pair {pair.name} took longer than run.sample_timeout = {timeout:g} s "
+        f"(for a chunk of {size} outputs per dataset) and was stopped; raise "
+        "run.sample_timeout if the mechanism is merely slow"
+    )
+
+
+class _ForkPool:
+    """Batches of jobs drawn in children forked from this process (loky and threading backends)."""
+
+    def __init__(self, draw: Callable, timeout: float):
+        self.draw, self.timeout = draw, timeout
+        self.children: dict[Any, Any] = {}
+        """Pipe -> its child process."""
+
+    @staticmethod
+    def batch_size(chunks: int, workers: int) -> int:
+        return -(-chunks // workers)  # few forks: a pair's chunks split evenly over the workers
+
+    def start(self, pair: NeighbourPair, batch: list[Chunk]) -> Any:
+        receiver, self.children[receiver] = _spawn(self.draw, pair, batch)
+        return receiver
+
+    def collect(self, running: dict, block: bool) -> Iterator[tuple[Any, PairSamples | str]]:
+        """(pipe, result) of each chunk that ended or ran past the timeout; ``block``: until one does."""
+        deadline = min(started + self.timeout for *_, started in running.values())
+        wait = max(0.0, deadline - time.monotonic()) if block else 0.0  # block: until a chunk ends or a deadline
+        ready = multiprocessing.connection.wait(list(running), timeout=wait)
+        for receiver, (draws, batch, started) in list(running.items()):
+            if receiver in ready:
+                yield receiver, _receive((receiver, self.children[receiver]), draws.pair)
+            elif time.monotonic() >= started + self.timeout:
+                yield receiver, timeout_message(draws.pair, self.timeout, batch[0].size)
+
+    def stop(self, receiver: Any) -> None:
+        process = self.children.pop(receiver)
+        process.kill()
         process.join()
         receiver.close()
 
 
-def _spawn(draw: Callable, pair: NeighbourPair, batch: list[Chunk]) -> tuple[Any, Any]:
+class _ClusterPool:
+    """Each job a task of the dask or ray cluster this process is connected to (:func:`_cluster_job`).
+
+    The draw callable (the mechanism with it) is pickled once with
+    cloudpickle, the user's own modules by value (:func:`_user_modules`), so
+    that the workers need neither the config's folder nor the current
+    directory on their path.
+    """
+
+    def __init__(self, backend: str, draw: Callable, timeout: float):
+        self.backend, self.timeout = backend, timeout
+        self.payload = _pickle_draw(draw)
+        if backend == "dask":
+            from distributed import get_client
+
+            self.client = get_client()
+        else:
+            import ray
+
+            self.ray, self.remote = ray, ray.remote(max_retries=0)(_cluster_job)
+
+    @staticmethod
+    def batch_size(chunks: int, workers: int) -> int:
+        return 1
+
+    def start(self, pair: NeighbourPair, batch: list[Chunk]) -> Any:
+        [chunk] = batch
+        if self.backend == "dask":
+            return self.client.submit(_cluster_job, self.payload, pair, chunk, self.timeout, pure=False, retries=0)
+        return self.remote.remote(self.payload, pair, chunk, self.timeout)
+
+    def collect(self, running: dict, block: bool) -> Iterator[tuple[Any, PairSamples | str]]:
+        """(job, result) of each finished job; ``block``: wait up to :data:`_WAIT` seconds for one."""
+        jobs = list(running)
+        if self.backend == "dask":
+            from distributed import wait
+
+            try:
+                done = wait(jobs, timeout=_WAIT if block else 0, return_when="FIRST_COMPLETED").done
+            except TimeoutError:
+                return
+        else:
+            done, _ = self.ray.wait(jobs, num_returns=1, timeout=_WAIT if block else 0)
+        for job in jobs:
+            if job in done:
+                yield job, self._result(job, running[job][0].pair)
+
+    def _result(self, job: Any, pair: NeighbourPair) -> PairSamples | str:
+        try:
+            return job.result() if self.backend == "dask" else self.ray.get(job)
+        except Exception as error:  # the worker died (its process killed, the out-of-memory killer) or left
+            cause = getattr(error, "cause", None) or error  # ray wraps what the job raised, with a coloured traceback
+            return f"sampling pair {pair.name}: the {self.backend} job ended without a result ({one_line(cause)})"
+
+    def stop(self, job: Any) -> None:
+        """Drop a job's result.  A running ray task is interrupted (and kills its child); a running dask task
+        ends at its own timeout (:func:`_cluster_job`), as dask cannot interrupt it."""
+        if self.backend == "dask":
+            job.cancel()
+        else:
+            self.ray.cancel(job)  # not force=True: killing the worker would leave its child running
+
+
+def _pickle_draw(draw: Callable) -> bytes:
+    """``draw`` pickled by cloudpickle, the user's modules by value (:class:`_ClusterPool`)."""
+    import cloudpickle
+
+    modules = _user_modules()
+    for module in modules:
+        cloudpickle.register_pickle_by_value(module)
+    try:
+        return cloudpickle.dumps(draw)
+    finally:
+        for module in modules:
+            cloudpickle.unregister_pickle_by_value(module)
+
+
+def _user_modules() -> list[Any]:
+    """The loaded modules that are the user's files (a config's callable, what it imports, a script's), not
+    capaudit's nor an installed package's: cluster workers may not have their folders on ``sys.path`` (ray's
+    never do), and the folders must not be put there (a config's folder, the current directory)."""
+    installed = _installed_paths()
+    return [
+        module for name, module in list(sys.modules.items())
+        if name.partition(".")[0] not in ("__main__", "audit", "attacks")  # __main__ goes by value anyway
+        and isinstance(getattr(module, "__file__", None), str)
+        and not module.__file__.startswith(installed)
+    ]
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_paths() -> tuple[str, ...]:
+    """Where installed packages and the standard library live, as given and with links resolved."""
+    import sysconfig
+
+    paths = {sysconfig.get_paths()[key] for key in ("purelib", "platlib", "stdlib", "platstdlib")}
+    return tuple(sorted(paths | {os.path.realpath(path) for path in paths}))
+
+
+def _cluster_job(payload: bytes, pair: NeighbourPair, chunk: Chunk, timeout: float) -> PairSamples | str:
+    """A chunk drawn on a cluster worker: in a child forked from the worker, within ``timeout`` seconds.
+
+    The child is killed at the timeout, so a hung mechanism holds its worker
+    no longer than this; where processes cannot be forked the chunk is
+    drawn in the worker itself, without a timeout.
+    """
+    import pickle
+
+    draw = pickle.loads(payload)
+    if not _FORK:
+        return _draw_one(draw, pair, chunk)
+    receiver, process = _spawn(draw, pair, [chunk])
+    try:
+        if receiver.poll(timeout):
+            return _receive((receiver, process), pair)
+        return timeout_message(pair, timeout, chunk.size)
+    finally:
+        process.kill()
+        process.join()
+        receiver.close()
+
+
+def _draw_one(draw: Callable, pair: NeighbourPair, chunk: Chunk) -> PairSamples | str:
+    """``draw(pair, chunk)``, or the message of whatever it raised."""
+    try:
+        return draw(pair, chunk)
+    except BaseException as error:  # noqa: BLE001 - whatever the audited code does is its pair's error
+        return f"sampling pair {pair.name} failed: {one_line(error)}"
+
+
+def _spawn(draw: Callable, pair: NeighbourPair, batch: list[Chunk]) -> tuple[Any, _Forked]:
     """Fork a child that sends ``draw(pair, chunk)`` for each chunk of the batch in turn, and exits.
 
-    It stops after the first error message (or the message of what ``draw`` raised).
+    It stops after the first error message (or the message of what ``draw``
+    raised).  ``os.fork`` rather than a ``multiprocessing.Process``: a dask
+    worker is a daemonic process, which ``multiprocessing`` forbids children.
     """
-    context = multiprocessing.get_context("fork")
-    receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(sender, draw, pair, batch))
-    with warnings.catch_warnings():  # forking a process with threads: the child only runs the mechanism
-        warnings.simplefilter("ignore", DeprecationWarning)
-        process.start()
-    sender.close()
-    return receiver, process
+    parent = os.getpid()
+    with _FORK_LOCK:  # no other thread's child inherits this sender: a dead child's pipe reads EOF at once
+        receiver, sender = multiprocessing.Pipe(duplex=False)
+        with warnings.catch_warnings():  # forking a process with threads: the child only runs the mechanism
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:
+            receiver.close()
+            _die_with(parent)
+            _child(sender, draw, pair, batch)
+        sender.close()
+    return receiver, _Forked(pid)
+
+
+_FORK_LOCK = threading.Lock()
+"""Held from a child's pipe to its fork: samplers may run in several threads (the staged search draws its pairs together)."""
+
+
+def _die_with(parent: int) -> None:
+    """Linux: end this child when its parent ends (the audit killed with kill -9, a cluster worker gone), so that a
+    hung mechanism does not outlive the audit (``prctl(PR_SET_PDEATHSIG, SIGKILL)``)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no prctl: the child may outlive a killed parent
+        return
+    if os.getppid() != parent:  # the parent ended before the request
+        os._exit(1)
+
+
+class _Forked:
+    """A forked child: kill it, wait for it, read its exit code (negative: the signal that ended it)."""
+
+    def __init__(self, pid: int):
+        self.pid, self.exitcode = pid, None
+
+    def is_alive(self) -> bool:
+        if self.exitcode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.exitcode = os.waitstatus_to_exitcode(status)
+        return self.exitcode is None
+
+    def kill(self) -> None:
+        if self.is_alive():
+            os.kill(self.pid, signal.SIGKILL)
+
+    def join(self) -> None:
+        if self.exitcode is None:
+            self.exitcode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
 
 
 def _child(sender: Any, draw: Callable, pair: NeighbourPair, batch: list[Chunk]) -> None:
     try:
         for chunk in batch:
-            try:
-                result = draw(pair, chunk)
-            except BaseException as error:  # noqa: BLE001 - whatever the audited code does is its pair's error
-                result = f"sampling pair {pair.name} failed: {one_line(error)}"
+            result = _draw_one(draw, pair, chunk)
             sender.send(result)
             if isinstance(result, str):
                 break

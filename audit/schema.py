@@ -73,13 +73,15 @@ class Row:
         The row belongs to an on-average claim (:mod:`audit.on_average`).
     pairs_averaged, worst_case, worst_case_low : int, float, float or None
         An on-average aggregate row's fields; None on other rows.
-    engine, n_screen, n_train, n_check, n_confirm, candidates, finalists, sets_pooled : str, int or None
-        A staged row's engine (``"staged"``), stage sizes and counts; None on other rows.
+    policy, n_screen, n_train, n_check, n_confirm, candidates, finalists, sets_pooled : str, int or None
+        The policy that confirmed the row (``"best"`` or ``"every"``, :mod:`audit.engine`), its stage sizes
+        and counts; None on other rows (on-average aggregates).
     outputs_drawn, rounds, stop : int, int, str or None
-        A staged row's search: all the outputs it drew (both datasets, every pair, stage and round), its rounds,
-        and why it stopped (:data:`attacks.sequential.STOPS`); None on other rows.
+        The row's unit (a search, or a pair of policy ``every``): all the outputs it drew (both datasets,
+        every pair, stage and round), its rounds, and why it stopped (:data:`attacks.sequential.STOPS`);
+        None on other rows.
     unbounded : bool
-        The runner saw a deterministic release (internal: never written).
+        A deterministic release with no finite bound (internal: never written).
     """
 
     pair: str = _column("row")
@@ -107,7 +109,7 @@ class Row:
     pairs_averaged: int | None = _column("on_average", None)
     worst_case: float | None = _column("on_average", None)
     worst_case_low: float | None = _column("on_average", None)
-    engine: str | None = _column("staged", None)
+    policy: str | None = _column("staged", None)
     n_screen: int | None = _column("staged", None)
     n_train: int | None = _column("staged", None)
     n_check: int | None = _column("staged", None)
@@ -175,9 +177,9 @@ ON_AVERAGE_COLUMNS = _columns("on_average")
 TABLE_COLUMNS = ROW_COLUMNS + VERDICT_COLUMNS + TASK_COLUMNS + ON_AVERAGE_COLUMNS
 """The columns of ``AuditResult.table`` and of the rows ``run_audit`` writes."""
 STAGED_COLUMNS = _columns("staged")
-"""Result fields of a staged row (``[attacks] engine = "staged"``), after :data:`TABLE_COLUMNS`."""
+"""Result fields of an engine row (:mod:`audit.engine`, either policy), after :data:`TABLE_COLUMNS`."""
 STAGE_SIZE_COLUMNS = STAGED_COLUMNS[1:]
-"""The staged engine's stage sizes and counts (report.md's "Staged search")."""
+"""A row's stage sizes and counts (report.md's "Staged search" for policy ``best``)."""
 WRITTEN_COLUMNS = TABLE_COLUMNS + STAGED_COLUMNS
 """Every column :meth:`Row.to_record` can write (all fields but the internal ones)."""
 NUMERIC_COLUMNS = tuple(name for name in ROW_COLUMNS if FIELD_TYPES[name] in ("float", "int | float"))

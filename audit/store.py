@@ -10,7 +10,7 @@ line carries a ``checksum`` of its content (:func:`line_checksum`) and a line
 that does not match is refused: this guards against accidents (an edited or
 corrupted file), not against an attacker, who can recompute the checksum or
 simply rerun the tool.  A torn last line (an interrupted write) is cut off
-before new lines are appended.  The staged engine (:mod:`audit.staged_audit`)
+before new lines are appended.  The engine (:mod:`audit.engine`)
 writes its searches' records in the same lines; its pooled confirm statistic's
 record (:meth:`attacks.staged.PooledEstimate.to_record`) says ``kind = "pooled"``.
 """
@@ -69,7 +69,7 @@ def read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, Div
             raise ValueError(f"{path} line {number} is not valid JSON although later lines are; {fix}.") from None
         if not isinstance(record, dict) or record.get("plan") != plan:
             raise ValueError(
-                f"{path} line {number} was written by a different config, seed, engine or plan; {fix}."
+                f"{path} line {number} was written by a different config, seed, policy or plan; {fix}."
             )
         if record.pop("checksum", None) != line_checksum(record):
             raise ValueError(

@@ -23,11 +23,14 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from audit.figures import format_number, mechanism_label
+from audit.figures import format_number, mechanism_label, row_label
+from audit.report import bounded, json_value, load_results, plain_text
 from audit.schema import Row
 
 CLAIM_KEYS = ("divergence", "alpha", "claim_class", "claim")
 """The columns that together name a claim."""
+SAME_CAUSE = 80
+"""Error messages whose last this many characters agree report one failure (:func:`failure_lines`)."""
 
 
 def strongest_per_claim(table: pd.DataFrame) -> pd.DataFrame:
@@ -57,14 +60,15 @@ def strongest_per_claim(table: pd.DataFrame) -> pd.DataFrame:
 def evidence_text(row: Row) -> str:
     """One claim's strongest evidence in words.
 
-    E.g. ``"kl (all) <= 0.12: estimate 0.71, lower bound 0.25, linear p0 P|Q, violation"``.
+    E.g. ``"kl (all) <= 0.12: estimate 0.71, lower bound 0.25, pair p0, M(d) against M(d'), linear functions
+    (linear), violation"``.
     """
     divergence = row.divergence + (f" alpha={format_number(row.alpha)}" if row.divergence == "renyi" else "")
     return (
         f"{'on average ' if row.on_average else ''}"
         f"{divergence} ({row.claim_class}) <= {format_number(row.claim)}: "
         f"estimate {format_number(row.estimate)}, lower bound {format_number(row.ci_low)}, "
-        f"{row.function_class} {row.pair} {row.direction}, {row.verdict}"
+        f"{row_label(row.pair, row.direction, row.function_class)}, {row.verdict}"
     )
 
 
@@ -86,8 +90,6 @@ def json_summary(table: pd.DataFrame, verdict: str, exit_code: int, report: str 
         "strongest": [{claim keys, pair, direction, function_class, estimate,
         ci_low, verdict}, ...], "report": path or null}`` without newlines.
     """
-    from audit.report import _json_value  # audit.report imports this module
-
     columns = [*CLAIM_KEYS, "pair", "direction", "function_class", "estimate", "ci_low", "verdict"]
     strongest = strongest_per_claim(table)[columns].to_dict(orient="records") if len(table) else []
     document = {
@@ -95,52 +97,106 @@ def json_summary(table: pd.DataFrame, verdict: str, exit_code: int, report: str 
         "exit_code": exit_code,
         "rows": len(table),
         "counts": {str(key): int(value) for key, value in table["verdict"].value_counts().items()},
-        "strongest": [{key: _json_value(value) for key, value in row.items()} for row in strongest],
+        "strongest": [{key: json_value(value) for key, value in row.items()} for row in strongest],
         "report": None if report is None else str(report),
     }
     return json.dumps(document, allow_nan=False, separators=(",", ":"))
 
 
-def summary_table(paths: Sequence[str | pathlib.Path]) -> str:
+def summary_table(paths: Sequence[str | pathlib.Path], problems: list[str] | None = None) -> str:
     """A markdown table of many audits: one line per results.json.
 
     Parameters
     ----------
     paths : sequence of path
-        Audit directories (holding results.json) or results.json files.
+        Audit directories (searched recursively for results.json) or
+        results.json files.
+    problems : list, optional
+        Receives one message per results.json that could not be read (it
+        still gets its line, verdict ``unreadable``), so that one bad file
+        does not hide the others.
 
     Returns
     -------
     str
         Columns: audit (its directory), mechanism, verdict, strongest evidence
         per claim (``<br>``-separated), rows, date (results.json's ``date`` if
-        it has one, else the file's modification time, UTC).
+        it has one, else the file's modification time, UTC).  Every cell is
+        text with ``|``, line breaks and HTML escaped.
 
     Raises
     ------
     ValueError
         If a path holds no results.json (the message names it).
     """
-    from audit.report import load_results
-
     lines = []
-    for path in map(pathlib.Path, paths):
-        file = path / "results.json" if path.is_dir() else path
-        if not file.is_file():
-            raise ValueError(f"{path}: no results.json there; give audit output directories (capaudit run --out).")
-        table, meta = load_results(file)
-        evidence = "<br>".join(evidence_lines(table))
+    for file in results_files(paths):
+        try:
+            table, meta = load_results(file)
+            line = {
+                "mechanism": mechanism_label(meta.get("config") or {}),
+                "verdict": str(meta["verdict"]),
+                "evidence": evidence_lines(table),
+                "rows": str(len(table)),
+                "date": str((meta.get("audited") or {}).get("date") or meta.get("date") or _modified(file)),
+            }
+        except Exception as error:  # noqa: BLE001 - any unreadable file: name it and go on
+            message = f"{file}: unreadable results.json ({type(error).__name__}: {error})"
+            if problems is not None:
+                problems.append(bounded(message))
+            line = {"mechanism": "-", "verdict": "unreadable", "evidence": [], "rows": "-", "date": _modified(file)}
+        verdict = _cell(line["verdict"])
         lines.append({
-            "audit": file.parent.as_posix(),
-            "mechanism": mechanism_label(meta.get("config", {})),
-            "verdict": f"**{meta['verdict']}**" if meta["verdict"] == "violation" else meta["verdict"],
-            "strongest evidence per claim": evidence.replace("|", "\\|") or "-",
-            "rows": len(table),
-            "date": meta.get("date") or _modified(file),
+            "audit": _cell(file.parent.as_posix()),
+            "mechanism": _cell(line["mechanism"]),
+            "verdict": f"**{verdict}**" if line["verdict"] in ("violation", "error", "unreadable") else verdict,
+            "strongest evidence per claim": "<br>".join(map(_cell, line["evidence"])) or "-",
+            "rows": line["rows"],
+            "date": _cell(line["date"]),
         })
     return pd.DataFrame(lines).to_markdown(index=False, disable_numparse=True)
+
+
+def results_files(paths: Sequence[str | pathlib.Path]) -> list[pathlib.Path]:
+    """The results.json files named by ``paths``: files as given, directories searched recursively (sorted).
+
+    Raises
+    ------
+    ValueError
+        If a path is neither a results.json file nor a directory holding one.
+    """
+    files = []
+    for path in map(pathlib.Path, paths):
+        found = [path] if path.is_file() else sorted(path.rglob("results.json")) if path.is_dir() else []
+        if not found:
+            raise ValueError(f"{path}: no results.json there; give audit output directories (capaudit run --out).")
+        files += [file for file in found if file not in files]
+    return files
+
+
+def _cell(text: str) -> str:
+    """Text from a results file as one GFM cell: bounded, one line, ``|`` escaped, no raw HTML (:func:`plain_text`)."""
+    return plain_text(bounded(text)).replace("|", "\\|")
 
 
 def _modified(file: pathlib.Path) -> str:
     stamp = datetime.datetime.fromtimestamp(file.stat().st_mtime, tz=datetime.timezone.utc)
     return stamp.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def failure_lines(messages: Sequence[str]) -> list[str]:
+    """One line per failure: messages that end alike (one cause reported by several rows) are said once.
+
+    A failed pair gives an error row per task or claim, and a search that
+    lost its candidates reports the same cause again under its own prefix;
+    two messages whose last :data:`SAME_CAUSE` characters agree are one
+    failure, shown by its shortest message, cut to
+    :data:`audit.report.LINE_LIMIT` characters.
+    """
+    causes: dict[str, str] = {}
+    for message in messages:
+        text = " ".join(str(message).split())
+        cause = text[-SAME_CAUSE:]
+        if cause not in causes or len(text) < len(causes[cause]):
+            causes[cause] = text
+    return [bounded(text) for text in causes.values()]

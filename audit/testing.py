@@ -7,8 +7,9 @@
 
 The helper runs :func:`audit.run_audit` on a config built from its arguments
 and turns the verdict into what a test framework understands: a violation
-raises :class:`AssertionError` whose message is the evidence (the violating
-rows with their lower confidence bounds, and the strongest row per claim);
+raises :class:`AssertionError` whose message is the evidence in a few lines
+(per refuted claim: the claim, its strongest row's estimate and lower
+confidence bound, the verdict; and where the report is);
 a pass returns the :class:`~audit.api.AuditResult`.
 
 An *inconclusive* audit (an estimate above the claim that its confidence
@@ -34,12 +35,9 @@ from typing import Any
 import numpy as np
 
 from audit.api import AuditResult, run_audit
-from audit.summary import evidence_lines
+from audit.summary import CLAIM_KEYS, evidence_lines, failure_lines
 
 INCONCLUSIVE_ACTIONS = ("warn", "pass", "fail")
-_EVIDENCE_COLUMNS = [
-    "pair", "direction", "function_class", "divergence", "alpha", "estimate", "ci_low", "claim", "claim_class", "note",
-]
 
 
 def assert_claim_holds(
@@ -95,7 +93,8 @@ def assert_claim_holds(
     ------
     AssertionError
         On a violation (or an inconclusive verdict with ``inconclusive="fail"``):
-        the message lists the deciding rows and the strongest evidence per claim.
+        the message gives, per claim decided against, the claim, its strongest
+        row's estimate and lower bound, and where the report is.
     RuntimeError
         When a task failed (the mechanism raised or returned bad output).
     ValueError
@@ -117,7 +116,7 @@ def assert_claim_holds(
     result = run_audit(config, out_dir=out_dir, progress=False)
     errors = result.table["error"].dropna().unique()
     if len(errors):
-        raise RuntimeError(f"the audit of {mechanism!r} could not finish: " + "; ".join(map(str, errors)))
+        raise RuntimeError(f"the audit of {mechanism!r} could not finish: " + "; ".join(failure_lines(errors)))
     deciding = {"violation": ("violation", "unbounded"), "inconclusive": ("inconclusive",)}.get(result.verdict)
     if deciding is None:
         return result
@@ -130,15 +129,15 @@ def assert_claim_holds(
 
 
 def _evidence(result: AuditResult, verdicts: Sequence[str], mechanism: Any, out_dir: Any) -> str:
-    """The failure message: verdict, the deciding rows as a table, the strongest row per claim."""
+    """The failure message, a few lines: verdict, each undecided or refuted claim's strongest evidence, the report."""
     table = result.table
     rows = table[table["verdict"].isin(verdicts)]
-    lines = [
-        f"capaudit: {result.verdict.upper()} for mechanism {mechanism!r} ({len(rows)} of {len(table)} rows):",
-        rows[_EVIDENCE_COLUMNS].to_markdown(index=False, floatfmt=".4g"),
-        "Strongest evidence per claim:",
-        *(f"- {line}" for line in evidence_lines(table)),
-    ]
-    if out_dir is not None:
-        lines.append(f"Report: {os.fspath(out_dir)}/report.md")
-    return "\n".join(lines)
+    deciding = rows[list(CLAIM_KEYS)].drop_duplicates()  # the claims those rows test
+    claims = table.merge(deciding, on=list(CLAIM_KEYS)) if len(deciding) else table
+    where = (f"report: {os.fspath(out_dir)}/report.md" if out_dir is not None
+             else "pass out_dir=... to write the report with every row")
+    return "\n".join([
+        f"capaudit: {result.verdict.upper()} for mechanism {mechanism!r} ({len(rows)} of {len(table)} rows {verdicts[0]})",
+        *(f"  {line}" for line in evidence_lines(claims)),
+        f"  {where}",
+    ])

@@ -4,9 +4,9 @@ For the Laplace mechanism (epsilon = 1 / scale) or the Gaussian mechanism
 (noise sigma), sensitivity 1, with P the output law at 0 and Q the output law
 at 1, this module tabulates over a grid of Renyi orders alpha
 
-* the exact (H, Renyi) values of each polynomial class H (``audit.exact``),
+* the exact (H, Renyi) values of each polynomial class H (``audit.theory.exact``),
 * CBDP Table 1's closed-form *upper bound* on (lin, Renyi) (CBDP Cor. 2 /
-  Thm 5, ``audit.bounds``),
+  Thm 5, ``audit.theory.bounds``),
 * Renyi DP, the unrestricted value (CBDP appendix Thms 11, 12),
 
 then the KL rows (exact (H, KL), the closed form of (lin, KL) of CBDP appendix
@@ -49,9 +49,11 @@ from scipy import optimize, stats  # noqa: E402
 
 from attacks.classes import parse_function_class  # noqa: E402
 from attacks.divergences import check_alpha  # noqa: E402
-from audit import bounds  # noqa: E402
-from audit.exact import restricted_divergence  # noqa: E402
-from audit.theory_check import BOUND_RTOL  # noqa: E402  (audit.exact's accuracy: below it, no violation)
+from audit.html_report import write_html_report  # noqa: E402
+from audit.theory import bounds  # noqa: E402
+from audit.theory import table as bound_table  # noqa: E402
+from audit.theory.check import BOUND_RTOL  # noqa: E402  (audit.theory.exact's accuracy: below it, no violation)
+from audit.theory.exact import restricted_divergence  # noqa: E402
 from audit.validation import check_positive  # noqa: E402
 
 MECHANISMS = ("laplace", "gaussian")
@@ -70,17 +72,6 @@ TABLE_COLUMNS = (
 )
 _SCALE_NAMES = {"laplace": "epsilon", "gaussian": "sigma"}
 _FIGURE_NUMBERS = {"laplace": 1, "gaussian": 2}
-# Per mechanism, in the scale parameter: Renyi DP, the Table 1 (lin, Renyi) bound, (lin, KL), KL.
-_CLOSED_FORMS = {
-    "laplace": (bounds.laplace_renyi, bounds.laplace_linear_renyi_bound, bounds.laplace_linear_kl, bounds.laplace_kl),
-    "gaussian": (
-        bounds.gaussian_renyi,
-        bounds.gaussian_linear_renyi_bound,
-        bounds.gaussian_linear_kl,
-        bounds.gaussian_kl,
-    ),
-}
-_THEOREMS = {"laplace": ("Thm 9", "Thm 11"), "gaussian": ("Thm 10", "Thm 12")}
 TABLE1_NOT_STATED = "CBDP Table 1, not stated (alpha <= 2)"
 """Source of a Table 1 (lin, Renyi) value at alpha <= 2: shown as published, never applied (Corollary 2: alpha > 2)."""
 
@@ -104,14 +95,21 @@ def output_laws(mechanism: str, scale: float) -> tuple[stats.rv_continuous, stat
     return stats.norm(loc=0.0, scale=scale), stats.norm(loc=1.0, scale=scale)
 
 
+def closed_form_law(mechanism: str, scale: float) -> bound_table.LaplaceShift | bound_table.GaussianShift:
+    """The same pair as :func:`output_laws`, as the law record of the bound table (:mod:`audit.theory.table`)."""
+    if mechanism == "laplace":
+        return bound_table.LaplaceShift(1.0 / scale, (1.0,))
+    return bound_table.GaussianShift(scale, (1.0,))
+
+
 def renyi_dp(mechanism: str, scale: float, alpha: float) -> float:
     """Renyi DP of the mechanism (CBDP appendix Thm 11 Laplace, Thm 12 Gaussian)."""
-    return float(_CLOSED_FORMS[mechanism][0](scale, alpha))
+    return bound_table.theory_bound(closed_form_law(mechanism, scale), "all", "renyi", alpha)
 
 
 def linear_renyi_bound(mechanism: str, scale: float, alpha: float) -> float:
-    """CBDP Table 1's upper bound on (lin, Renyi) (Cor. 2 Laplace, Thm 5 Gaussian)."""
-    return float(_CLOSED_FORMS[mechanism][1](scale, alpha))
+    """CBDP Table 1's upper bound on (lin, Renyi) as published, stated or not (Cor. 2 Laplace, Thm 5 Gaussian)."""
+    return published_linear_renyi(closed_form_law(mechanism, scale), alpha)
 
 
 def theory_table(
@@ -138,7 +136,7 @@ def theory_table(
         Long format, one row per value, columns :data:`TABLE_COLUMNS`:
         ``divergence`` ("renyi", "kl", "ipm"), ``alpha`` (NaN unless Renyi),
         ``function_class`` (the class the value is about; "all" = unrestricted),
-        ``kind`` ("exact": computed by ``audit.exact``; "closed form": a
+        ``kind`` ("exact": computed by ``audit.theory.exact``; "closed form": a
         published exact value; "upper bound": a published upper bound),
         ``source``, ``value``, ``bound_violated`` (a published value below the
         exact value of a class it covers, beyond :data:`BOUND_RTOL`) and
@@ -153,21 +151,17 @@ def theory_table(
     alphas = _check_alphas(alphas)
     classes = _check_classes(classes)
     p, q = output_laws(mechanism, scale)
-    thm = _THEOREMS[mechanism]
-    _, _, linear_kl, kl = _CLOSED_FORMS[mechanism]
+    law = closed_form_law(mechanism, scale)
     rows = []
     for alpha in alphas:
         for name in classes:
             rows.append(_exact_row(p, q, name, "renyi", alpha))
-        source = "CBDP Table 1" if bounds.linear_renyi_bound_stated(alpha) else TABLE1_NOT_STATED
-        rows.append(_row("renyi", alpha, "linear", "upper bound", source, linear_renyi_bound(mechanism, scale, alpha)))
-        rows.append(
-            _row("renyi", alpha, "all", "closed form", f"Renyi DP, CBDP {thm[1]}", renyi_dp(mechanism, scale, alpha))
-        )
+        rows.append(_published_row(law, "linear", "renyi", alpha))
+        rows.append(_published_row(law, "all", "renyi", alpha))
     for name in classes:
         rows.append(_exact_row(p, q, name, "kl", None))
-    rows.append(_row("kl", None, "linear", "closed form", f"CBDP {thm[0]}", linear_kl(scale)))
-    rows.append(_row("kl", None, "all", "closed form", "KL of the output laws", kl(scale)))
+    rows.append(_published_row(law, "linear", "kl", None))
+    rows.append(_published_row(law, "all", "kl", None))
     rows.append(_exact_row(p, q, "all", "kl", None))
     rows.append(_exact_row(p, q, "threshold", "ipm", None))
     rows.append(_exact_row(p, q, "all", "ipm", None))
@@ -214,7 +208,7 @@ def bound_crossings(mechanism: str, scale: float, low: float, high: float) -> li
 def display_table(table: pd.DataFrame) -> pd.DataFrame:
     """The long table pivoted for reading: one line per divergence (and alpha).
 
-    Columns are ``<class> exact`` for values of ``audit.exact`` and
+    Columns are ``<class> exact`` for values of ``audit.theory.exact`` and
     ``<class> <kind>`` for published values; ``published bound violated``
     lists the violations of that line.
     """
@@ -248,7 +242,7 @@ def _column_rank(value: str) -> tuple:
 def write_theory_report(
     table: pd.DataFrame, out_dir: str | pathlib.Path, mechanism: str, scale: float
 ) -> pathlib.Path:
-    """Write ``out_dir/report.md`` and ``out_dir/figures/*.png``; return the report's path.
+    """Write ``out_dir/report.md``, report.html and ``out_dir/figures/*.png``; return the report's path.
 
     Parameters
     ----------
@@ -270,6 +264,7 @@ def write_theory_report(
     ]
     report = out_dir / "report.md"
     report.write_text(_markdown(table, mechanism, scale, [path.relative_to(out_dir) for path in figures]))
+    write_html_report(report)
     return report
 
 
@@ -361,7 +356,14 @@ def _row(divergence, alpha, function_class, kind, source, value) -> dict:
 
 def _exact_row(p, q, function_class: str, divergence: str, alpha: float | None) -> dict:
     value = restricted_divergence(p, q, function_class=function_class, divergence=divergence, alpha=alpha)
-    return _row(divergence, alpha, function_class, "exact", "audit.exact", value)
+    return _row(divergence, alpha, function_class, "exact", "audit.theory.exact", value)
+
+
+def _published_row(law, function_class: str, divergence: str, alpha: float | None) -> dict:
+    """The bound table's value of (class, divergence) for ``law`` as published; "all" is the :data:`ANY` key."""
+    entry = bound_table.published(law, bound_table.ANY if function_class == "all" else function_class, divergence)
+    source = entry.source if entry.stated(law, alpha) else TABLE1_NOT_STATED
+    return _row(divergence, alpha, function_class, entry.kind, source, entry.value(law, alpha))
 
 
 def _violations(table: pd.DataFrame) -> pd.DataFrame:
@@ -490,7 +492,7 @@ def _markdown(table: pd.DataFrame, mechanism: str, scale: float, figures: list[p
         "",
         _to_markdown(display_table(table)),
         "",
-        "Columns: `<class> exact` = computed by `audit.exact`; `linear upper bound` = CBDP Table 1's "
+        "Columns: `<class> exact` = computed by `audit.theory.exact`; `linear upper bound` = CBDP Table 1's "
         "closed-form upper bound on (lin, Renyi), stated for alpha > 2 only (Corollary 2; shown but not "
         "checked at alpha <= 2); `linear closed form` = (lin, KL) of CBDP appendix "
         f"{'Thm 9' if mechanism == 'laplace' else 'Thm 10'}; `all closed form` = the unrestricted value "
@@ -504,13 +506,13 @@ def _markdown(table: pd.DataFrame, mechanism: str, scale: float, figures: list[p
     lines += [
         "## How the values were computed",
         "",
-        "- Exact restricted values: `audit.exact.restricted_divergence(P, Q, class, divergence, alpha)`, "
+        "- Exact restricted values: `audit.theory.exact.restricted_divergence(P, Q, class, divergence, alpha)`, "
         "a convex optimisation over the class's coefficients with the expectations under P and Q computed "
         "by numerical quadrature (docs/theory.md section 4): for Renyi, "
         "-log min over {g in H, E_P g = 1} of E_Q |g|^beta; for KL, Donsker-Varadhan over the class.",
         "- Renyi and alpha-divergences use CBDP's |t| convention, f(t) = (|t|^alpha - 1)/(alpha^2 - alpha) "
         "on all of R (docs/theory.md section 2); with f = +inf on t < 0 restricted values would come out larger.",
-        "- Published closed forms (`audit.bounds`) are taken as published and treated as claims: a value for "
+        "- Published closed forms (`audit.theory.bounds`) are taken as published and treated as claims: a value for "
         "class C is compared with the exact value of every class contained in C, and flagged where it is "
         f"lower by more than a relative {BOUND_RTOL:g} (the numerical accuracy of the exact values).",
         "- (poly3, KL) equals (poly2, KL) under Laplace and Gaussian tails: exp of a cubic has no finite "
@@ -722,13 +724,10 @@ def linear_reduction(mechanism) -> tuple[Any, Any, str] | None:
     return None
 
 
-def published_linear_renyi(mechanism, alpha: float) -> float:
-    """The (lin, Renyi) upper bound as published (Table 1 d-dim / Corollary 2 / Theorem 5), stated or not."""
-    if mechanism.name == "matrix":
-        return bounds.matrix_linear_renyi_bound(mechanism.epsilon, alpha, mechanism.A.shape[0])
-    if mechanism.name == "gaussian":
-        return bounds.gaussian_linear_renyi_bound(mechanism.sigma, alpha, mechanism.v)
-    return bounds.laplace_linear_renyi_bound(1.0 / mechanism.scale, alpha, mechanism.v)
+def published_linear_renyi(law, alpha: float) -> float:
+    """The (lin, Renyi) upper bound of a law of the bound table as published (Table 1 d-dim / Corollary 2 /
+    Theorem 5), stated or not."""
+    return float(bound_table.published(law, "linear", "renyi").value(law, alpha))
 
 
 def dimensional_table(
@@ -751,7 +750,7 @@ def dimensional_table(
         problem does not separate (:func:`linear_reduction`).
     confidence : float
         Family-wise level of the attacks' lower bounds (Bonferroni over the
-        orders, ``audit.theory_check.bonferroni_level``).
+        orders, ``audit.theory.check.bonferroni_level``).
 
     Returns
     -------
@@ -765,7 +764,7 @@ def dimensional_table(
         How the linear values were obtained (exact reduction, or attacks at n).
     """
     from attacks.estimate import estimate_divergence
-    from audit.theory_check import FAILS_EXACT, HOLDS, bonferroni_level, exact_exceeds
+    from audit.theory.check import FAILS_EXACT, HOLDS, bonferroni_level, exact_exceeds
 
     if mechanism.name not in DIMENSIONAL_MECHANISMS:
         raise ValueError(f"mechanism must be one of {DIMENSIONAL_MECHANISMS}. Found {mechanism.name!r}.")
@@ -788,18 +787,16 @@ def dimensional_table(
         source = reduction[2]
     rows = []
     for alpha in alphas:
-        bound = published_linear_renyi(mechanism, alpha)
+        bound = published_linear_renyi(mechanism.theory_law, alpha)
         if reduction is None:
             estimate = estimate_divergence(*samples, "linear", "renyi", alpha=alpha, random_state=seed)
             value, low, exact = float(estimate.estimate), float(estimate.lower_bound(level)), None
         else:
             value = exact = float(restricted_divergence(reduction[0], reduction[1], "linear", "renyi", alpha))
             low = math.nan
-        if noise == "gaussian":
-            renyi, lower = bounds.gaussian_renyi(scale, alpha, moved), math.nan
-        else:
-            renyi = bounds.laplace_renyi(1.0 / scale, alpha, moved)
-            lower = bounds.laplace_renyi_lower_bound(1.0 / scale, alpha, moved)
+        release = (bound_table.GaussianShift if noise == "gaussian" else bound_table.LaplaceShift)(scale, tuple(moved.tolist()))
+        renyi = bound_table.theory_bound(release, "all", "renyi", alpha)
+        lower = math.nan if noise == "gaussian" else bounds.laplace_renyi_lower_bound(1.0 / scale, alpha, moved)
         if not bounds.linear_renyi_bound_stated(alpha):
             status = NOT_STATED
         elif exact_exceeds(exact, bound):
@@ -818,7 +815,7 @@ def dimensional_table(
 def write_dimensional_report(
     table: pd.DataFrame, source: str, out_dir: str | pathlib.Path, mechanism, command: str
 ) -> pathlib.Path:
-    """Write ``out_dir/report.md`` and a figure for a :func:`dimensional_table`; return the report's path."""
+    """Write ``out_dir/report.md``, report.html and a figure for a :func:`dimensional_table`; return report.md's path."""
     out_dir = pathlib.Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
     figure = _plot_dimensional(table, mechanism, out_dir / "figures" / f"{mechanism.name}_linear_renyi_d.png")
@@ -867,6 +864,7 @@ def write_dimensional_report(
     ]
     report = out_dir / "report.md"
     report.write_text("\n".join(lines))
+    write_html_report(report)
     return report
 
 

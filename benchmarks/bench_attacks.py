@@ -2,12 +2,13 @@
 
     python benchmarks/bench_attacks.py
 
-Prints a markdown table: per law, class and divergence, the held-out
-estimate, its relative error to the exact value computed by ``audit.exact`` (for
+Writes a markdown table to benchmarks/results/bench_attacks.md: per law, class and divergence, the held-out
+estimate, its relative error to the exact value computed by ``audit.theory.exact`` (for
 kernel, mlp and tree3 the exact value is the unrestricted one, an upper
 bound, so their "error" is a shortfall) and the fit + score time.
 """
 
+import argparse
 import time
 
 import numpy as np
@@ -15,7 +16,8 @@ from scipy import stats
 from tabulate import tabulate
 
 from attacks import estimate_divergence
-from audit.exact import restricted_divergence
+from audit.theory.exact import restricted_divergence
+from results_file import add_out_option, write
 
 N = 100_000
 LAWS = {
@@ -28,6 +30,9 @@ DIVERGENCES = [("kl", None), ("renyi", 2), ("renyi", 4), ("ipm", None)]
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_out_option(parser, "bench_attacks")
+    args = parser.parse_args()
     rows = []
     for law, (p, q) in LAWS.items():
         rng = np.random.default_rng(0)
@@ -48,7 +53,10 @@ def main() -> None:
                     f"{exact:.4f}" + ("" if restricted else " (unrestricted)"),
                     f"{(result.estimate - exact) / exact:+.1%}", f"{seconds:.2f}",
                 ])
-    print(tabulate(rows, headers=["law", "class", "divergence", "estimate", "SE", "exact", "rel. error", "seconds"], tablefmt="github"))
+    text = tabulate(rows, headers=["law", "class", "divergence", "estimate", "SE", "exact", "rel. error", "seconds"],
+                    tablefmt="github")
+    print(text)
+    write(args.out, f"n = {N} per law, seeds 0, one process.\n\n{text}")
 
 
 if __name__ == "__main__":

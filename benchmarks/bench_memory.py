@@ -6,7 +6,7 @@ sampled every 20 ms with psutil, and for a single process also
 ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` (the kernel's own high-water
 mark, which sampling cannot miss).  Run by hand::
 
-    python benchmarks/bench_memory.py            # the table of the README's memory paragraph
+    python benchmarks/bench_memory.py            # benchmarks/results/bench_memory.md, quoted in docs/benchmarks.md
     python benchmarks/bench_memory.py --quick    # two small configs
 """
 
@@ -42,7 +42,7 @@ def config(n_samples: int, classes: list[str], n_jobs: int = 1, pairs: int = 1, 
         "mechanism": {"name": "laplace", "params": {"epsilon": 1.0, "sensitivity": [1.0] * dim if dim > 1 else 1.0}},
         "pairs": pair_list,
         "claims": [{"divergence": "kl", "function_class": "all", "epsilon": 100.0}],
-        "attacks": {"classes": classes, "n_samples": n_samples, "engine": "rows"},  # the plan estimate_memory guards
+        "attacks": {"classes": classes, "n_samples": n_samples, "policy": "every"},  # the plan estimate_memory guards
         "run": {"seed": 0, "n_jobs": n_jobs},
     }
 
@@ -100,13 +100,18 @@ def _is_worker(process: psutil.Process) -> bool:
 
 
 def main() -> None:
+    from results_file import add_out_option, write  # beside this script; tests/test_memory.py loads it by path
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two small configs")
+    add_out_option(parser, "bench_memory")
     args = parser.parse_args()
     from tabulate import tabulate
 
     rows = [measure(audit) for audit in (QUICK if args.quick else CONFIGS)]
-    print(tabulate(rows, headers="keys", tablefmt="github"))
+    text = tabulate(rows, headers="keys", tablefmt="github")
+    print(text)
+    write(args.out, text)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ P = N(0, 1), Q = N(1, 1), n samples of each, ``estimate_divergence`` with
 its default half / half split (the engine ``capaudit run`` uses), seeds
 0 .. seeds - 1 for both the samples and the fit.  Exact unrestricted values:
 Renyi of order alpha = alpha / 2, KL = 1 / 2.  Prints one markdown row per
-(class, divergence): the mean and standard deviation over seeds of the
+(class, divergence) into benchmarks/results/bench_mlp.md: the mean and standard deviation over seeds of the
 held-out estimate as a share of the exact value, of its 95% lower bound,
 and the CPU seconds of one estimate (fit and score; CPU rather than wall
 time, which depends on what else the machine runs).
@@ -19,6 +19,7 @@ import numpy as np
 from tabulate import tabulate
 
 from attacks import estimate_divergence
+from results_file import add_out_option, write
 
 CASES = [("renyi", 2.0, 1.0), ("renyi", 4.0, 2.0), ("kl", None, 0.5)]
 
@@ -28,6 +29,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--classes", default="mlp,kernel,linear")
+    add_out_option(parser, "bench_mlp")
     args = parser.parse_args()
     results = {}
     for seed in range(args.seeds):
@@ -51,9 +53,11 @@ def main() -> None:
                      f"{share.mean():.1%} ± {share.std(ddof=1) if share.size > 1 else 0.0:.1%}",
                      f"{bound.mean():.1%} ± {bound.std(ddof=1) if bound.size > 1 else 0.0:.1%}",
                      f"{seconds.mean():.1f}"])
-    print(f"\nn = {args.n} per law, seeds 0..{args.seeds - 1} (mean ± sd over seeds)\n")
-    print(tabulate(rows, headers=["class", "divergence", "exact", "estimate / exact", "95% lower bound / exact",
-                                  "CPU s"], tablefmt="github"))
+    text = (f"n = {args.n} per law, seeds 0..{args.seeds - 1} (mean ± sd over seeds)\n\n"
+            + tabulate(rows, headers=["class", "divergence", "exact", "estimate / exact", "95% lower bound / exact",
+                                      "CPU s"], tablefmt="github"))
+    print(text)
+    write(args.out, text)
 
 
 if __name__ == "__main__":

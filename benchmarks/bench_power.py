@@ -4,7 +4,7 @@
 
 Every audit is an ordinary :func:`audit.run_audit` of the claim ``dp`` / ``all``
 <= 0.1 on a mechanism built at epsilon = 0.1 (:func:`bench_suite.config`: its
-default pairs, its attack classes, the staged engine with coupled sampling),
+default pairs, its attack classes, policy best with coupled sampling),
 with the product's defaults otherwise: confidence 0.95 and the default stage
 shares (docs/config.md).
 
@@ -41,7 +41,7 @@ from audit import run_audit  # noqa: E402
 BUGGY = ("noisy_hist_2", "report_noisy_max_3", "report_noisy_max_4", "svt_3", "svt_4", "svt_5", "svt_6",
          "leaky_laplace")
 CORRECT = ("noisy_hist_1", "report_noisy_max_1", "report_noisy_max_2", "svt_1", "svt_2")
-DEFAULT_BUDGET = 100_000  # [attacks] n_samples a user gets in the README's examples
+DEFAULT_BUDGET = 100_000  # the benchmark's reference budget (one pair's outputs per dataset; the config's default is 10 000)
 BUDGETS = (10_000, 30_000, 100_000, 300_000, 1_000_000)
 CAUGHT_SHARE = 0.9
 

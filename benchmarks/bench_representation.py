@@ -34,6 +34,7 @@ from tabulate import tabulate
 
 from audit import run_audit
 from audit.mechanisms import list_mechanisms
+from results_file import add_out_option, write
 
 REPRESENTATION = ("atoms", "floatbits")
 DEFAULT_CLASSES = ["linear", "poly2", "poly3", "tree3", "atoms"]
@@ -94,8 +95,8 @@ def audit_once(experiment: Experiment, seed: int, n: int | None) -> dict:
     config = {
         "mechanism": {"name": experiment.mechanism, "params": experiment.params},
         "claims": experiment.claims,
-        # the rows engine: every class's held-out counts on every pair, read back from tasks.jsonl
-        "attacks": {"classes": experiment.classes, "n_samples": n or experiment.n, "engine": "rows"},
+        # policy every: every class's held-out counts on every pair, read back from tasks.jsonl
+        "attacks": {"classes": experiment.classes, "n_samples": n or experiment.n, "policy": "every"},
         "run": {"seed": seed, "n_jobs": 1},
         **experiment.pairs,
     }
@@ -149,6 +150,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--n", type=int, default=None, help="samples per input (default: the experiment's)")
+    add_out_option(parser, "bench_representation")
     args = parser.parse_args()
     available = {info.name for info in list_mechanisms() if info.available}
     names = args.experiments or list(EXPERIMENTS)
@@ -166,7 +168,9 @@ def main() -> None:
         print(f"{name}: {time.perf_counter() - start:.0f} s;", " | ".join(map(str, rows[-1])), flush=True)
     headers = ["experiment", "mechanism", "version", "n per input", "audits", "violation", "repr. row violation",
                "CP bound (Bonferroni) min .. max", "CP 90% (best)", "best row (k_p, n_p, k_q, n_q)", "s per audit"]
-    print(tabulate(rows, headers=headers, tablefmt="github"))
+    text = tabulate(rows, headers=headers, tablefmt="github")
+    print(text)
+    write(args.out, text)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@
 For every mechanism of DP-Sniper's benchmark (Bichsel et al. 2021; claimed
 epsilon = 0.1) and the leaky Laplace, it builds the config of an ordinary
 audit -- the claim ``dp`` / ``all`` <= 0.1, the mechanism's ``default_pairs``
-(StatDP's neighbouring inputs), the staged engine (``[attacks] engine =
-"staged"``, docs/config.md) with coupled sampling (``--independent``: the
+(StatDP's neighbouring inputs), the staged search (``[attacks] policy =
+"best"``, docs/config.md) with coupled sampling (``--independent``: the
 black-box setting of DP-Sniper) at confidence 0.9 (DP-Sniper's 90 %) -- runs
 it with :func:`audit.run_audit` and tabulates the winning row's lower
 confidence bound (``ci_low``: with one claim, Holm's level is the confidence)
@@ -96,8 +96,8 @@ def budget(pairs: int, stages: dict[str, float] = STAGES, fraction: float = TARG
 def config(name: str, n_samples: int, coupled: bool, seed: int, stages: dict[str, float] | None = None,
            confidence: float | None = CONFIDENCE) -> dict:
     """The audit of one mechanism at DP-Sniper's settings: the claim dp / all <= 0.1 on its default pairs,
-    its :data:`CLASSES`, the staged engine; ``stages`` or ``confidence`` None leaves the product's default."""
-    attacks = {"classes": CLASSES[name], "n_samples": n_samples, "coupled": coupled, "engine": "staged",
+    its :data:`CLASSES`, policy best; ``stages`` or ``confidence`` None leaves the product's default."""
+    attacks = {"classes": CLASSES[name], "n_samples": n_samples, "coupled": coupled, "policy": "best",
                "stages": stages, "confidence": confidence}
     return {
         "mechanism": {"name": name, "params": {"epsilon": CLAIMED_EPSILON}},

@@ -1,6 +1,6 @@
 """Validity benchmark: how often does a correct mechanism with a TRUE claim read "violation"? (run by hand)
 
-    python benchmarks/bench_validity.py [--quick] [--seeds N] [--cells TEXT ...] [--engine rows|staged]
+    python benchmarks/bench_validity.py [--quick] [--seeds N] [--cells TEXT ...] [--policy best|every]
         [--n-jobs N] [--power] [--out FILE]
 
 Every cell is one correct mechanism, one sample size, one attack class and
@@ -8,9 +8,9 @@ one divergence, audited N times (seeds 0..N-1) THROUGH :func:`audit.run_audit`
 with one claim set exactly at its true value:
 
 * ``kl``, ``renyi`` (alpha 2 and 10), ``ipm``: the exact restricted divergence
-  of the claimed class (:func:`audit.exact.restricted_divergence` on the
+  of the claimed class (:func:`audit.theory.exact.restricted_divergence` on the
   mechanism's output laws, the larger of the two directions).  The claimed
-  class is the attack's own class where audit.exact has it (``linear``,
+  class is the attack's own class where audit.theory.exact has it (``linear``,
   ``poly2``, ``threshold`` for ipm), else ``all`` (kernel, mlp, trees).  For
   the 2-D Gaussian the likelihood ratio depends on v.x only, and for
   polynomial classes and ``all`` the value is that of the 1-D laws of v.x,
@@ -61,16 +61,17 @@ from scipy import optimize, stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audit import bounds, run_audit  # noqa: E402
-from audit.exact import restricted_divergence  # noqa: E402
+from audit import run_audit  # noqa: E402
 from audit.mechanisms import make_mechanism  # noqa: E402
+from audit.theory import bounds  # noqa: E402
+from audit.theory.exact import restricted_divergence  # noqa: E402
 
 CONFIDENCE = 0.95
 FALSE_RATE = 1.0 - CONFIDENCE
 SCALES = (0.1, 1.0, 4.0, 8.0, 20.0)  # epsilon of Laplace, 1/sigma of Gaussian
 SAMPLE_SIZES = (1000, 20_000, 100_000)
 GAUSSIAN_DELTA = 1e-3
-# (divergence, alpha, attack classes); the claimed class is the attack's own where audit.exact has it.
+# (divergence, alpha, attack classes); the claimed class is the attack's own where audit.theory.exact has it.
 TARGETS = (
     ("kl", None, ("linear", "poly2", "kernel", "mlp", "tree3")),
     ("renyi", 2.0, ("linear", "poly2", "kernel", "mlp", "tree3")),
@@ -107,7 +108,7 @@ class Cell:
     claim: float
     delta: float = 0.0
     buggy: bool = False
-    engine: str | None = None
+    policy: str | None = None
 
     @property
     def name(self) -> str:
@@ -124,7 +125,7 @@ class Cell:
             "mechanism": {"name": self.mechanism, "params": dict(self.params)},
             "claims": [claim],
             "attacks": {"classes": [self.attack_class], "n_samples": self.n_samples, "confidence": CONFIDENCE,
-                        **({} if self.engine is None else {"engine": self.engine})},
+                        **({} if self.policy is None else {"policy": self.policy})},
             "run": {"seed": seed, "n_jobs": 1},
         }
 
@@ -149,7 +150,7 @@ def gaussian_dp_epsilon(sigma: float, delta: float = GAUSSIAN_DELTA) -> float:
     return float(optimize.brentq(lambda e: gaussian_dp_delta(e, sigma) - delta, 0.0, upper, xtol=1e-12))
 
 
-# Unrestricted values of docs/theory.md section 6 (audit.bounds); restricted_divergence's numerical "all" crashed the
+# Unrestricted values of docs/theory.md section 6 (audit.theory.bounds); restricted_divergence's numerical "all" crashed the
 # interpreter (segmentation fault) on Laplace eps = 8, renyi alpha = 2.
 CLOSED_FORMS = {
     ("laplace", "kl"): lambda m, alpha: bounds.laplace_kl(m.params["epsilon"], m.params["sensitivity"]),
@@ -288,8 +289,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cells", nargs="+", default=[], metavar="TEXT", help="keep cells whose name contains one")
     parser.add_argument("--n-jobs", type=int, default=1, help="audits run in parallel (each on one core)")
     parser.add_argument("--power", action="store_true", help="also the known-buggy suite's catch rates")
-    parser.add_argument("--engine", choices=("rows", "staged"), help="[attacks] engine of every audit (default: the config's default, "
-                        "audit.config.default_engine)")
+    parser.add_argument("--policy", choices=("best", "every"), help="[attacks] policy of every audit (default: the "
+                        "config's default, audit.config.default_policy)")
     parser.add_argument("--list", action="store_true", help="print the selected cells and stop")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "bench_validity.md")
     args = parser.parse_args(argv)
@@ -299,7 +300,7 @@ def main(argv: list[str] | None = None) -> None:
             not args.cells or any(text in cell.name for text in args.cells))
 
     cells = validity_cells(keep) + [cell for cell in (suite_cells() if args.power else []) if keep(cell)]
-    cells = [replace(cell, engine=args.engine) for cell in cells]
+    cells = [replace(cell, policy=args.policy) for cell in cells]
     if args.list:
         print("\n".join(cell.name for cell in cells), f"\n{len(cells)} cells", sep="")
         return

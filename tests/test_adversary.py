@@ -178,7 +178,7 @@ def test_estimate_rejects_mismatched_dimensions():
 def test_cross_val_score_stratifies_p_then_q_stacked_samples():
     """cv=3 on P-then-Q stacked data: every fold holds both laws, so every score is finite.
 
-    Laplace(0, 1) against Laplace(1, 1): the (linear, KL) value is 0.2260 (audit.exact); each fold's
+    Laplace(0, 1) against Laplace(1, 1): the (linear, KL) value is 0.2260 (audit.theory.exact); each fold's
     held-out estimate on 2 000 samples has a standard error of about 0.03, so 6 of them is a loose bound.
     """
     from sklearn.model_selection import cross_val_score

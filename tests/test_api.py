@@ -5,8 +5,9 @@ import json
 import pandas as pd
 import pytest
 
-from audit import AuditResult, bounds, run_audit
+from audit import AuditResult, run_audit
 from audit.schema import Row
+from audit.theory import bounds
 
 CONFIG = {
     "mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
@@ -33,8 +34,8 @@ def test_result_fields(result):
     assert result.verdict in ("pass", "inconclusive", "violation")
     assert result.exit_code == {"pass": 0, "inconclusive": 0, "violation": 1}[result.verdict]
     assert list(result.table.columns[: len(DESIGN_COLUMNS)]) == DESIGN_COLUMNS
-    # the default (staged) engine: one row per claim and Renyi order (renyi 2, renyi 4, dp)
-    assert len(result.table) == 3 and set(result.table["engine"]) == {"staged"}
+    # the default policy (best): one row per claim and Renyi order (renyi 2, renyi 4, dp)
+    assert len(result.table) == 3 and set(result.table["policy"]) == {"best"}
     assert result.seed == 1 and result.versions["numpy"]
 
 

@@ -1,25 +1,51 @@
-"""The dask and ray backends: the same rows as loky for the same seed, local clusters started and stopped.
+"""The dask and ray backends: the same rows as loky for the same seed, the mechanism run on the cluster's
+workers, local clusters started and stopped.
 
 Each backend's tests skip, naming the package, where it is not installed
 (``pip install -e ".[dask]"`` / ``".[ray]"``).  The small audit of
 ``tests/test_runner.py`` runs on two workers: 1 pair x 2 directions x 2 classes.
+The mechanism records where it ran in the file named by ``$CAPAUDIT_TEST_PIDS``
+(its process and that process's parent), set before any worker starts.
 """
 
+import os
 import sys
+import time
 
 import pandas as pd
 import pytest
 
 from audit import run_audit
 from audit.config import ConfigError, load_config
-from test_runner import _config
+from audit.provenance import PROBE_OUTPUTS
+from audit.structure import PILOT_OUTPUTS
+from test_faults import hangs, kills_its_process  # noqa: F401 - the configs below name them as test_backends:<name>
+from test_runner import _config, laplace_sum
 
 CLAIMS = [{"divergence": "renyi", "alpha": [2], "function_class": "poly2", "epsilon": 0.5}]
 
 
-def _audit(backend):
-    return run_audit(_config(claims=CLAIMS, classes=("linear", "poly2")), n_jobs=2, backend=backend,
-                     progress=False).table
+def laplace_noting_pid(dataset, n, rng):
+    """test_runner's Laplace sum, noting ``pid parent-pid n`` of the process that draws it."""
+    with open(os.environ["CAPAUDIT_TEST_PIDS"], "a") as pids:
+        pids.write(f"{os.getpid()} {os.getppid()} {n}\n")
+    return laplace_sum(dataset, n, rng)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def pid_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("pids") / "pids.txt"
+    os.environ["CAPAUDIT_TEST_PIDS"] = str(path)  # before the clusters' workers start: they inherit it
+    yield path
+    del os.environ["CAPAUDIT_TEST_PIDS"]
+
+
+def _audit(backend, function="laplace_noting_pid", policy="every", **run):
+    config = _config(claims=CLAIMS, classes=("linear", "poly2"), policy=policy,
+                     n_samples=400 if policy == "every" else 800)
+    config["mechanism"]["callable"] = f"test_backends:{function}"
+    config["run"].update(run)
+    return run_audit(config, n_jobs=2, backend=backend, progress=False).table
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +60,50 @@ def test_dask_gives_the_rows_of_loky_and_stops_its_cluster(loky_table):
         distributed.get_client()  # the runner's local cluster and client are gone
 
 
-def test_dask_uses_the_callers_cluster_and_leaves_it_running(loky_table):
+@pytest.fixture(scope="module")
+def dask_client():
+    """A caller's local cluster: two worker processes of one thread."""
     distributed = pytest.importorskip("distributed", reason="the dask backend needs capaudit[dask]")
-    with distributed.Client(n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
-        pd.testing.assert_frame_equal(_audit("dask"), loky_table)
-        assert distributed.get_client() is client and client.status == "running"
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            yield client
+
+
+def test_dask_samples_on_the_callers_workers_and_leaves_them_running(loky_table, dask_client, pid_file):
+    import distributed
+
+    pid_file.write_text("")
+    pd.testing.assert_frame_equal(_audit("dask"), loky_table)
+    assert distributed.get_client() is dask_client and dask_client.status == "running"
+    _assert_chunks_drawn_by(pid_file, set(dask_client.run(os.getpid).values()))
+
+
+def _assert_chunks_drawn_by(pid_file, workers):
+    """Every chunk (the memory check's two outputs too) is drawn in a child forked by a worker; the audit's
+    process forks only the two small pilots (the structure pilot, audit.structure, and the reproducibility
+    probe, audit.provenance) and never draws itself."""
+    drawn_by = [tuple(map(int, line.split())) for line in pid_file.read_text().splitlines()]
+    local = {n for _, parent, n in drawn_by if parent not in workers}
+    assert drawn_by and os.getpid() not in workers and all(pid != os.getpid() for pid, _, _ in drawn_by)
+    assert {parent for _, parent, _ in drawn_by if parent not in workers} <= {os.getpid()}
+    assert local <= {PILOT_OUTPUTS, PROBE_OUTPUTS} and any(parent in workers for _, parent, _ in drawn_by)
+
+
+def test_the_best_policy_samples_on_dask_workers_with_the_numbers_of_loky(dask_client, pid_file):
+    loky = _audit("loky", policy="best")
+    pid_file.write_text("")
+    pd.testing.assert_frame_equal(_audit("dask", policy="best"), loky)
+    _assert_chunks_drawn_by(pid_file, set(dask_client.run(os.getpid).values()))
+
+
+@pytest.mark.parametrize(("function", "expected"), [("kills_its_process", "exit code 3"),
+                                                     ("hangs", "run.sample_timeout = 1 s")])
+def test_a_mechanism_that_dies_or_hangs_on_a_dask_worker_costs_its_pair(dask_client, function, expected):
+    start = time.perf_counter()
+    table = _audit("dask", function, sample_timeout=1)
+    assert table["error"].notna().all() and table["error"].str.contains(expected).all()
+    assert time.perf_counter() - start < 60
+    assert set(dask_client.run(os.getpid)) == set(dask_client.scheduler_info()["workers"])  # both workers live on
 
 
 def test_ray_gives_the_rows_of_loky_and_stops_its_instance(loky_table):

@@ -1,7 +1,7 @@
 """The DP-Sniper benchmark (benchmarks/bench_suite.py), a thin driver over ``run_audit``, and what its numbers rest on.
 
-The benchmark is run by hand (README); these tests run its quick budget through the driver, pin its
-samples-per-input accounting against DP-Sniper's, and the staged engine's graded sets and pools
+The benchmark is run by hand (docs/benchmarks.md); these tests run its quick budget through the driver, pin its
+samples-per-input accounting against DP-Sniper's, and policy best's graded sets and pools
 (attacks/staged.py) that its report-noisy-max bounds come from.
 """
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit import bounds
+from audit.theory import bounds
 
 _SPEC = importlib.util.spec_from_file_location(
     "bench_validity", Path(__file__).parents[1] / "benchmarks" / "bench_validity.py"

@@ -1,11 +1,11 @@
-"""Closed forms of audit.bounds against docs/theory.md section 6 and independent evaluations."""
+"""Closed forms of audit.theory.bounds against docs/theory.md section 6 and independent evaluations."""
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 from scipy import integrate, stats
 
-from audit import bounds
+from audit.theory import bounds
 
 # docs/theory.md's reference table is given to 4 significant digits.
 REFERENCE_RTOL = 1e-3

@@ -9,6 +9,7 @@ The slow test counts false contradictions over seeds.
 
 import json
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,20 +17,18 @@ import pytest
 from scipy import stats
 
 from audit import run_audit
+from audit.cli import main
 from audit.checks import (
     CHECK_VERDICTS,
-    adaptive_sample,
-    apply_map,
     check_level,
     check_verdict,
     combine,
     generalization_gaps,
-    mixture,
     run_checks,
-    theorem_bound,
 )
 from audit.config import PROPERTIES, ConfigError, load_config
 from audit.mechanisms.builtin import LaplaceMechanism
+from audit.theory.composition import theorem_bound
 
 LAPLACE = {"name": "laplace", "params": {"epsilon": 1.0}}
 GAUSSIAN = {"name": "gaussian", "params": {"sigma": 1.0}}
@@ -78,21 +77,6 @@ def test_levels_split_the_error_rate_over_checks_and_bounds():
     assert check_level(0.9, 1, 1) == pytest.approx(0.9)
 
 
-def test_maps_mixtures_and_adaptive_choices():
-    y = np.array([[1.0, 2.0], [-1.0, 3.0]])
-    np.testing.assert_allclose(apply_map(y, [[1.0, 1.0]]), [[3.0], [2.0]])
-    np.testing.assert_allclose(apply_map(y, "square"), y**2)
-    with pytest.raises(ValueError, match="2 column"):
-        apply_map(y, [[1.0]])
-    n, weight = 20_000, 0.3
-    mixed = mixture(np.ones((n, 1)), np.zeros((n, 1)), weight, np.random.default_rng(0))
-    assert abs(mixed.mean() - weight) < 5 * math.sqrt(weight * (1 - weight) / n)
-    with pytest.raises(ValueError, match="same range"):
-        mixture(np.ones((3, 1)), np.ones((3, 2)), 0.5, np.random.default_rng(0))
-    chosen = adaptive_sample(np.array([[0.5], [-0.5]]), np.array([[1.0], [1.0]]), np.array([[9.0], [9.0]]))
-    np.testing.assert_array_equal(chosen, [[1.0], [9.0]])
-
-
 def test_generalization_gap_is_the_query_difference():
     t, s, fresh = np.array([0.5]), np.array([0.2]), np.array([-0.2])
     # q_t(x) = (1 + t x) / 2: mean over S minus mean over S' = t (mean S - mean S') / 2
@@ -105,9 +89,9 @@ def test_combine_verdicts_and_exit_codes():
     assert combine(None, None, [contradicted]) == ("violation", 1)
     assert combine("pass", 0, [{"verdict": "hypothesis broken"}]) == ("pass", 0)
     assert combine("pass", 0, [{"verdict": "inconclusive"}]) == ("inconclusive", 0)
-    assert combine("pass", 0, [{"verdict": "error"}]) == ("inconclusive", 2)
+    assert combine("pass", 0, [{"verdict": "error"}]) == ("error", 2)
     assert combine("violation", 1, [holds]) == ("violation", 1)
-    assert combine("pass", 2, [contradicted]) == ("violation", 2)
+    assert combine("pass", 2, [contradicted]) == ("error", 2)  # exit 2 always reads "error"
 
 
 # --------------------------------------------------------------------------- the theorems hold where they apply
@@ -210,10 +194,33 @@ def test_a_config_needs_claims_or_checks():
         load_config({"mechanism": LAPLACE})
 
 
+def sleeps_forever(dataset, n, rng):
+    time.sleep(10**6)
+
+
+def test_a_hanging_check_mechanism_exits_2_within_the_sample_timeout(tmp_path, capsys):
+    """The checks sample in forked children like every audit: a hang costs its check, not the audit."""
+    config = tmp_path / "hang.toml"
+    config.write_text(
+        '[mechanism]\ncallable = "test_checks:sleeps_forever"\n\n[[pairs]]\nd = [[0.0]]\nd_prime = [[1.0]]\n\n'
+        '[[checks]]\nproperty = "post-processing"\nmap = [[2.0]]\nd = [[0.0]]\nd_prime = [[1.0]]\n\n'
+        "[attacks]\nn_samples = 200\n\n[run]\nsample_timeout = 2\n"
+    )
+    start = time.perf_counter()
+    code = main(["run", str(config), "--out", str(tmp_path / "out"), "--quiet"])
+    seconds = time.perf_counter() - start
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert seconds < 30, seconds  # one sample_timeout (2 s) plus start-up, not forever
+    assert len(err) == 1 and "checks[0]" in err[0] and "sample_timeout" in err[0], err
+    document = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [check["verdict"] for check in document["checks"]] == ["error"]
+
+
 def test_a_failing_check_is_an_error_row_not_a_verdict():
     (row,) = _run({"property": "post-processing", "map": [[1.0, 1.0]]})
     assert row["verdict"] == "error" and "column" in row["error"]
-    assert combine(None, None, [row]) == ("inconclusive", 2)
+    assert combine(None, None, [row]) == ("error", 2)
 
 
 def test_checks_only_audit_writes_results_and_report(tmp_path):
@@ -230,6 +237,25 @@ def test_checks_only_audit_writes_results_and_report(tmp_path):
     assert entry["verdict"]["enum"] == list(CHECK_VERDICTS) and entry["property"]["enum"] == list(PROPERTIES)
     report = (tmp_path / "report.md").read_text()
     assert "## Property checks" in report and "No claims" in report
+
+
+def test_a_part_on_its_default_pair_takes_the_bound_tables_exact_value():
+    """(lin, KL) of a 2-D Gaussian shift is ||v||^2 / (2 sigma^2) = 1 exactly (CBDP appendix Thm 10): the part's eps
+    is that value, not the upper confidence bound of a lower-bound estimator; on another pair it is unknown."""
+    gaussian_2d = {"name": "gaussian", "params": {"sigma": 1.0, "sensitivity": [1.0, 1.0]}}
+    check = {"property": "post-processing", "map": [[1.0, 1.0], [1.0, -1.0]], "mechanisms": [gaussian_2d]}
+    other_pair = {**check, "d": [[0.0, 0.0], [0.0, 0.0]], "d_prime": [[0.0, 0.0], [0.5, 0.0]]}
+    default, other = _run(check, other_pair)
+    assert default["measurements"][0]["exact"] == pytest.approx(1.0) and default["bound"] == pytest.approx(1.0)
+    assert other["measurements"][0]["exact"] is None
+    assert other["bound"] == pytest.approx(other["measurements"][0]["high"])
+
+
+def test_checks_draw_the_same_numbers_for_any_n_jobs():
+    check = {"property": "sequential", "mechanisms": [LAPLACE, GAUSSIAN]}
+    config = _config(check)
+    one, two = (run_checks(load_config({**config, "run": {"seed": 0, "n_jobs": jobs}})) for jobs in (1, 2))
+    assert one == two
 
 
 def test_same_seed_same_numbers():

@@ -20,7 +20,7 @@ epsilon = {claim}
 [attacks]
 classes = ["linear"]
 n_samples = 400
-engine = "rows"
+policy = "every"
 
 [run]
 n_jobs = 1
@@ -99,7 +99,7 @@ def test_summary_tabulates_many_audits(inconclusive, tmp_path, capsys):
     assert len(table) == 4  # header, rule, two audits
     assert "strongest evidence per claim" in table[0]
     assert "laplace (epsilon=1.0)" in table[2] and "**violation**" in table[2] and "inconclusive" in table[3]
-    assert "dp (all) <= 0.1: estimate" in table[2] and ("P\\|Q" in table[2] or "Q\\|P" in table[2])
+    assert "dp (all) <= 0.1: estimate" in table[2] and "against M(d" in table[2]
     assert main(["summary", str(tmp_path / "nowhere")]) == 2
     assert "no results.json" in capsys.readouterr().err
 
@@ -107,4 +107,4 @@ def test_summary_tabulates_many_audits(inconclusive, tmp_path, capsys):
 def test_json_summary_on_an_error_is_still_one_line(tmp_path, capsys):
     assert main(["run", str(tmp_path / "missing.toml"), "--json-summary"]) == 2
     summary = json.loads(capsys.readouterr().out)
-    assert summary["verdict"] is None and summary["exit_code"] == 2 and "does not exist" in summary["error"]
+    assert summary["verdict"] == "error" and summary["exit_code"] == 2 and "does not exist" in summary["error"]

@@ -370,8 +370,9 @@ def test_the_smallest_accepted_split_keeps_true_claims_mostly_unrefuted():
     (train_fraction 0.5) gave 3 of 40, so the excess is the kl interval's, not the split's."""
     from scipy.stats import binom
 
-    from audit import bounds, run_audit
+    from audit import run_audit
     from audit.config import held_out, min_held_out
+    from audit.theory import bounds
 
     assert held_out(1000, 0.97) == min_held_out(0.95)
     seeds = 40

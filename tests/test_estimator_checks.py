@@ -3,14 +3,10 @@
 An Adversary's y is not a target to predict but the label of the law a sample
 came from: 0 for P, 1 for Q. Fitting on any other labels is meaningless (which
 law would label 2 or a continuous y be?), so fit raises ValueError. The
-checks listed in ``_TARGET_NOT_P_OR_Q`` build y with labels outside {0, 1}
-(regression-style or multi-class targets, e.g. labels [1, 2] or [0, 1, 2]) and
-therefore fail on that ValueError before they test anything else; they are
-expected to fail. The Adversary declares itself a classifier so that
-cross-validation stratifies its folds by law; the generic checks then draw
-binary labels {0, 1}, and only the classifier-specific checks of
-``_CLASSIFIER_ONLY_FOR_FOLDS`` (predict, other labels) are expected to fail.
-Every other check applies and must pass.
+checks in ``EXPECTED_FAILURES`` build y with labels outside {0, 1} or call
+predict, which an Adversary does not have (it declares itself a classifier only
+so that cross-validation stratifies its folds by law); each is expected to
+fail, with its reason. Every other check applies and must pass.
 """
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -24,32 +20,30 @@ CONFIGURATIONS = [
     Adversary("atoms", "dp", random_state=0),
 ]
 
-_TARGET_NOT_P_OR_Q = (
-    "check_estimators_dtypes",
-    "check_fit2d_1feature",
-)
-
-
-# An Adversary declares itself a classifier only so that cross_val_score and GridSearchCV stratify
-# their folds by law; it has no predict, and these classifier checks fit on labels such as [1, 2] or
-# strings, or call predict.
-_CLASSIFIER_ONLY_FOR_FOLDS = (
-    "check_classifier_data_not_an_array",
-    "check_classifier_not_supporting_multiclass",
-    "check_classifiers_classes",
-    "check_classifiers_one_label",
-    "check_classifiers_regression_target",
-    "check_classifiers_train",
-    "check_classifiers_train(readonly_memmap=True)",
-    "check_classifiers_train(readonly_memmap=True,X_dtype=float32)",
-    "check_supervised_y_2d",
-)
+# The 11 checks expected to fail, each with its one-line reason (pytest prints it beside each of the
+# 44 xfails: 11 checks x 4 configurations); the reasons were read off `pytest --runxfail`.
+_LABELS = "an Adversary's y is 0 (a sample of P) or 1 (of Q)"
+_FOLDS = "an Adversary has neither: it is a classifier only so that cross-validation stratifies its folds by law"
+EXPECTED_FAILURES = {
+    "check_estimators_dtypes": f"fits on labels [1, 2]; {_LABELS}",
+    "check_classifier_data_not_an_array": f"fits on labels [1, 2]; {_LABELS}",
+    "check_classifiers_classes": f"fits on string labels 'one', 'two'; {_LABELS}",
+    "check_fit2d_1feature": f"expects a one-feature error, but fit first refuses labels X[:, 0].astype(int); {_LABELS}",
+    "check_classifier_not_supporting_multiclass":
+        f"expects scikit-learn's 'Only binary classification is supported.'; the refusal says {_LABELS}",
+    "check_classifiers_regression_target":
+        f"expects 'Unknown label type' for a continuous y; the refusal says {_LABELS}",
+    "check_classifiers_one_label": "fits on one label; an audit needs samples of both P and Q, and the refusal says so",
+    "check_classifiers_train": f"expects classes_ and predict; {_FOLDS}",
+    "check_classifiers_train(readonly_memmap=True)": f"expects classes_ and predict; {_FOLDS}",
+    "check_classifiers_train(readonly_memmap=True,X_dtype=float32)":
+        f"expects classes_ and predict; {_FOLDS}",
+    "check_supervised_y_2d": f"calls predict; {_FOLDS.replace('neither', 'no predict')}",
+}
 
 
 def _expected_failed_checks(estimator):
-    reason = "fits on labels outside {0 (P), 1 (Q)}, which an Adversary rejects by design"
-    folds = "a classifier only for stratified folds: no predict, labels other than 0 (P) and 1 (Q) rejected"
-    return {check: reason for check in _TARGET_NOT_P_OR_Q} | {check: folds for check in _CLASSIFIER_ONLY_FOR_FOLDS}
+    return EXPECTED_FAILURES
 
 
 @parametrize_with_checks(CONFIGURATIONS, expected_failed_checks=_expected_failed_checks)

@@ -1,12 +1,12 @@
-"""Exact restricted divergences (audit.exact) against docs/theory.md, closed forms and independent quadrature."""
+"""Exact restricted divergences (audit.theory.exact) against docs/theory.md, closed forms and independent quadrature."""
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 from scipy import integrate, optimize, special, stats
 
-from audit import bounds
-from audit.exact import _rule, restricted_divergence
+from audit.theory import bounds
+from audit.theory.exact import _rule, restricted_divergence
 from theory_reference import EXACT, LAWS, REFERENCE_RTOL, TABLE1_BOUND_ALPHA4
 
 # Agreement between two accurate numerical routes (optimisation + quadrature).
@@ -220,6 +220,27 @@ def test_gaussian_polynomial_classes_exceed_the_linear_table_bound():
 )
 def test_unbounded_values_are_inf(p, q, function_class, divergence, alpha):
     assert restricted_divergence(p, q, function_class, divergence, alpha) == np.inf
+
+
+POINT_AT_0, POINT_AT_1 = (stats.rv_discrete(values=([x], [1.0]))() for x in (0.0, 1.0))
+
+
+@pytest.mark.parametrize("function_class", ["linear", "poly2", "poly3", "all"])
+@pytest.mark.parametrize(("divergence", "alpha"), [("kl", None), ("renyi", 2.0)])
+def test_point_masses_are_unbounded_for_every_class(function_class, divergence, alpha):
+    """CBDP Lemma 2: a non-private release (a point mass per dataset) is unbounded for every class containing lin.
+
+    h(x) = -t x has E_P h = 0 and log E_Q exp h = -t: DV = t, for every t.
+    """
+    assert restricted_divergence(POINT_AT_0, POINT_AT_1, function_class, divergence, alpha) == np.inf
+
+
+def test_an_atom_outside_q_inside_its_range_is_finite_for_linear_kl():
+    """P = delta_1, Q uniform on {0, 2}: log E_Q exp(a x) >= a = E_P (a x) (Jensen), so (lin, KL) = 0;
+    with three atoms poly2 holds every function, and the atom outside Q's support makes it inf."""
+    p, q = POINT_AT_1, stats.rv_discrete(values=([0.0, 2.0], [0.5, 0.5]))()
+    assert restricted_divergence(p, q, "linear", "kl") == pytest.approx(0.0, abs=1e-9)
+    assert restricted_divergence(p, q, "poly2", "kl") == np.inf
 
 
 def test_other_laws():

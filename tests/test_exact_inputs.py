@@ -1,12 +1,12 @@
-"""audit.exact refuses laws its float64 quadrature cannot resolve: a ValueError (the exact value is unknown), never
+"""audit.theory.exact refuses laws its float64 quadrature cannot resolve: a ValueError (the exact value is unknown), never
 an IndexError, a wrong value or a crash of the process."""
 
 import pytest
 from numpy.testing import assert_allclose
 from scipy import stats
 
-from audit import bounds
-from audit.exact import restricted_divergence
+from audit.theory import bounds
+from audit.theory.exact import restricted_divergence
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ directory on sys.path).
 import json
 import multiprocessing.connection
 import os
+import re
 import subprocess
 import sys
 import time
@@ -20,7 +21,7 @@ import pytest
 
 import audit.api
 import audit.report
-import audit.runner
+import attacks.staged
 import audit.sampling
 import audit.store
 from audit import run_audit
@@ -80,20 +81,44 @@ def laplace(dataset, n, rng):
     return _healthy(dataset, n, rng)
 
 
+def raises(dataset, n, rng):
+    if np.sum(dataset) > 0:
+        raise ValueError("<b>boom</b> " + "x" * 320_000)  # user text: HTML and a 320 kB line
+    return _healthy(dataset, n, rng)
+
+
+def returns_scalar(dataset, n, rng):
+    return 1.0 if np.sum(dataset) > 0 else _healthy(dataset, n, rng)
+
+
+def returns_fewer(dataset, n, rng):
+    return _healthy(dataset, n, rng)[: n - 1] if np.sum(dataset) > 0 else _healthy(dataset, n, rng)
+
+
+def prints(dataset, n, rng):
+    print("a line from the mechanism")
+    return _healthy(dataset, n, rng)
+
+
 def dies_in_a_worker(*args):
-    """Stands for ``runner._run_task``: kills the loky worker that runs it."""
+    """Stands for ``attacks.staged._summary`` (a statistic's counts, in a worker): kills the loky worker."""
     os._exit(7)
 
 
 PAIRS = [{"d": [[0.0]], "d_prime": [[1.0]]}, {"d": [[0.0]], "d_prime": [[0.0]]}]
 
 
-def _config(function="laplace", **run):
+POLICIES = ("best", "every")
+ROWS = {"best": 1, "every": 4}
+"""Rows of :func:`_config`: best, one per claim; every, pairs x directions x classes."""
+
+
+def _config(function="laplace", policy="every", **run):
     return {
         "mechanism": {"callable": f"test_faults:{function}"},
         "pairs": PAIRS,
         "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 0.5}],
-        "attacks": {"classes": ["linear"], "n_samples": 200, "engine": "rows"},  # its tasks file, workers and resume
+        "attacks": {"classes": ["linear"], "n_samples": 200, "policy": policy},
         "run": {"seed": 1, "n_jobs": 1, **run},
     }
 
@@ -139,55 +164,62 @@ def _assert_clean_error(code, err, expected):
         ("too_deep", "RecursionError"),
     ],
 )
-def test_a_failing_mechanism_costs_its_pair_not_the_audit(tmp_path, capsys, function, expected):
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_failing_mechanism_costs_its_pair_not_the_audit(tmp_path, capsys, function, expected, policy):
     start = time.perf_counter()
-    code, err, results = _run(tmp_path, capsys, _config(function, sample_timeout=1))
+    code, err, results = _run(tmp_path, capsys, _config(function, policy, sample_timeout=1))
     _assert_clean_error(code, err, expected)
-    rows = {row["pair"]: row for row in results["rows"]}
-    assert expected in rows["p0"]["error"] and rows["p1"]["error"] is None  # the healthy pair finished
+    assert all(expected in row["error"] for row in results["rows"] if row["pair"] == "p0")
+    healthy = [row for row in results["rows"] if row["pair"] == "p1"]
+    assert healthy and all(row["error"] is None for row in healthy)  # the healthy pair finished
     assert (tmp_path / "out" / "report.md").exists() and (tmp_path / "out" / "results.csv").exists()
     assert time.perf_counter() - start < 60  # a hung pair costs one timeout, not the audit
 
 
-def test_outputs_near_overflow_are_a_clean_outcome(tmp_path, capsys):
-    code, err, results = _run(tmp_path, capsys, _config("huge"))
+@pytest.mark.parametrize("policy", POLICIES)
+def test_outputs_near_overflow_are_a_clean_outcome(tmp_path, capsys, policy):
+    code, err, results = _run(tmp_path, capsys, _config("huge", policy))
     assert code in (0, 2) and "Traceback" not in err  # error rows or an honest audit, never a violation
-    assert results is not None and len(results["rows"]) == 4
+    assert results is not None and len(results["rows"]) == ROWS[policy]
 
 
 def fails_in_the_pool(*args):
-    """Stands for ``runner._run_task``: a failure of the pool itself, not of one attack."""
+    """Stands for ``attacks.staged._summary``: a failure of the pool itself, not of one attack's fit."""
     raise RuntimeError("the pool broke")
 
 
-def test_a_failing_pool_gives_error_rows(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(audit.runner, "_run_task", fails_in_the_pool)
-    code, err, results = _run(tmp_path, capsys, _config(n_jobs=2, backend="threading"))
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_failing_pool_gives_error_rows(tmp_path, capsys, monkeypatch, policy):
+    monkeypatch.setattr(attacks.staged, "_summary", fails_in_the_pool)
+    code, err, results = _run(tmp_path, capsys, _config(policy=policy, n_jobs=2, backend="threading"))
     _assert_clean_error(code, err, "the attack workers failed: RuntimeError: the pool broke")
-    assert len(results["rows"]) == 4 and all("the pool broke" in row["error"] for row in results["rows"])
+    assert len(results["rows"]) == ROWS[policy] and all("the pool broke" in row["error"] for row in results["rows"])
 
 
 @pytest.mark.slow
-def test_a_dead_loky_worker_gives_error_rows(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_dead_loky_worker_gives_error_rows(tmp_path, capsys, monkeypatch, policy):
     """A worker process killed mid-task (TerminatedWorkerError); slow: loky starts fresh workers."""
-    monkeypatch.setattr(audit.runner, "_run_task", dies_in_a_worker)
-    code, err, results = _run(tmp_path, capsys, _config(n_jobs=2, backend="loky"))
+    monkeypatch.setattr(attacks.staged, "_summary", dies_in_a_worker)
+    code, err, results = _run(tmp_path, capsys, _config(policy=policy, n_jobs=2, backend="loky"))
     _assert_clean_error(code, err, "the attack workers failed: TerminatedWorkerError")
-    assert len(results["rows"]) == 4 and all("attack workers failed" in row["error"] for row in results["rows"])
+    assert len(results["rows"]) == ROWS[policy]
+    assert all("attack workers failed" in row["error"] for row in results["rows"])
 
 
 @pytest.mark.parametrize("stage", ["assign_verdicts", "write_audit_report"])
-def test_a_crash_after_the_tasks_keeps_the_rows(tmp_path, capsys, monkeypatch, stage):
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_crash_after_the_tasks_keeps_the_rows(tmp_path, capsys, monkeypatch, stage, policy):
     def crash(*args, **kwargs):
         raise ZeroDivisionError("float division by zero")
 
     monkeypatch.setattr(audit.api if stage == "assign_verdicts" else audit.report, stage, crash)
-    code, err, results = _run(tmp_path, capsys, _config())
+    code, err, results = _run(tmp_path, capsys, _config(policy=policy))
     _assert_clean_error(code, err, "ZeroDivisionError: float division by zero")
     assert results["verdict"] == "error" and "ZeroDivisionError" in results["error"]
-    assert len(results["rows"]) == 4 and all(row["verdict"] is None for row in results["rows"])
+    assert len(results["rows"]) == ROWS[policy] and all(row["verdict"] is None for row in results["rows"])
     assert "**ERROR**" in (tmp_path / "out" / "report.md").read_text()
-    assert len((tmp_path / "out" / TASKS_FILE).read_text().splitlines()) == 4
+    assert len((tmp_path / "out" / TASKS_FILE).read_text().splitlines()) == ROWS[policy]
 
 
 def test_debug_shows_the_traceback(tmp_path, capsys, monkeypatch):
@@ -220,11 +252,11 @@ def test_ctrl_c_exits_130_after_saving(tmp_path, capsys, monkeypatch):
     assert sum(row["resumed"] for row in results["rows"]) == 2
 
 
-def test_staged_ctrl_c_exits_130_after_saving_the_finished_searches(tmp_path, capsys, monkeypatch):
-    """The staged engine writes a search's records as it finishes: Ctrl-C in the second search keeps the first."""
-    config = _config()
+def test_best_ctrl_c_exits_130_after_saving_the_finished_searches(tmp_path, capsys, monkeypatch):
+    """Policy best writes a search's records as it finishes: Ctrl-C in the second search keeps the first."""
+    config = _config(policy="best")
     config["claims"].append({"divergence": "ipm", "function_class": "linear", "epsilon": 2.0})
-    config["attacks"].update(engine="staged", n_samples=400)
+    config["attacks"].update(n_samples=400)
     results = _interrupted_run(tmp_path, capsys, monkeypatch, config, 1)
     assert results["verdict"] == "error" and [row["divergence"] for row in results["rows"]] == ["kl"]
     code, err, results = _run(tmp_path, capsys, config, "--resume")
@@ -316,6 +348,23 @@ def test_adapters_never_import_from_the_config_folder_or_the_current_directory(t
     assert not (tmp_path / "opendp.imported").exists()
 
 
+@pytest.mark.parametrize("module", ["joblib", "cloudpickle"])
+def test_workers_of_a_builtin_never_import_from_the_current_directory(tmp_path, module):
+    """``python -m`` puts the current directory first on sys.path: neither the audit nor its loky workers keep it."""
+    (tmp_path / f"{module}.py").write_text(f"raise RuntimeError('{module}.py of the current directory imported')\n")
+    (tmp_path / "audit.toml").write_text(
+        '[mechanism]\nname = "laplace"\nparams = { epsilon = 1.0 }\n\n'
+        '[[claims]]\ndivergence = "kl"\nfunction_class = "linear"\nepsilon = 0.5\n\n'
+        '[attacks]\nclasses = ["linear"]\nn_samples = 400\npolicy = "every"\n\n[run]\nn_jobs = 2\nbackend = "loky"\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "audit.cli", "run", "audit.toml", "--out", "out", "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "current directory imported" not in done.stderr
+
+
 def test_a_callable_is_imported_only_once_the_config_is_valid(tmp_path, capsys):
     (tmp_path / "trap_module.py").write_text(TRAP + "def f(dataset, n, rng):\n    return rng.normal(size=n)\n")
     path = tmp_path / "audit.toml"
@@ -344,8 +393,9 @@ def test_run_audit_takes_a_function_object_and_records_its_name():
     assert name == "test_faults:test_run_audit_takes_a_function_object_and_records_its_name.<locals>.<lambda>"
 
 
-def test_rows_do_not_depend_on_jobs_backend_or_fork(monkeypatch):
-    config = _config()
+@pytest.mark.parametrize("policy", POLICIES)
+def test_rows_do_not_depend_on_jobs_backend_or_fork(monkeypatch, policy):
+    config = _config(policy=policy)
     config["pairs"] = [{"d": [[0.0]], "d_prime": [[float(i)]]} for i in range(1, 4)]
     one = run_audit(config, progress=False).table
     two = run_audit(config, n_jobs=2, backend="threading", progress=False).table  # loky: tests/test_runner.py
@@ -464,20 +514,47 @@ def test_many_mutated_configs_end_cleanly(tmp_path, capsys):
     _fuzz(tmp_path, capsys, count=200, seed=1)
 
 
-@pytest.mark.parametrize(
-    ("function", "expected"),
-    [("kills_its_process", "exit code 3"), ("hangs", "run.sample_timeout = 1 s"), ("exits_0", "called sys.exit(0)")],
-)
-def test_the_staged_engine_isolates_a_failing_mechanism(tmp_path, function, expected):
-    """The staged engine samples in forked children too: the failing pair is an error row, the other pair is searched."""
-    config = _config(function, sample_timeout=1)
-    config["attacks"].update(engine="staged", n_samples=400)
-    start = time.perf_counter()
+# --- a failure reads as ERROR everywhere ---------------------------------------
+
+
+@pytest.mark.parametrize("policy", ["every", "best"])
+@pytest.mark.parametrize("function", ["raises", "returns_scalar", "returns_fewer", "exits_0"])  # NaN is evidence (audit.structure)
+def test_a_failure_reads_as_error_everywhere(tmp_path, capsys, function, policy):
+    """Exit 2 is ERROR in report.md, results.json, the JSON line, stdout and summary; one bounded stderr line."""
+    config = _config(function, policy)
+    config["attacks"].update(n_samples=400)
+    out = tmp_path / "out"
+    code = main(["run", str(_toml(tmp_path, config)), "--out", str(out), "--quiet", "--json-summary"])
+    captured = capsys.readouterr()
+    (line,) = captured.out.splitlines()  # the JSON line only
+    assert code == 2 and json.loads(line)["verdict"] == "error"
+    assert json.loads((out / "results.json").read_text())["verdict"] == "error"
+    report = (out / "report.md").read_text()
+    assert "## Verdict: **ERROR**" in report and "INCONCLUSIVE" not in report
+    errors = [text for text in captured.err.splitlines() if text.startswith("capaudit: error:")]
+    assert len(errors) == 1 and "p0" in errors[0]  # one failure (pair p0), said once
+    assert len(errors[0]) <= len("capaudit: error: ") + 400 and "Traceback" not in captured.err
+    assert "audit of" in captured.err and "ERROR" in captured.err  # the human line, on stderr beside --json-summary
+    assert "<b>" not in re.sub(r"`[^`]*`", "", report)  # user text never lands as raw HTML
+    assert main(["summary", str(out)]) == 0 and "**error**" in capsys.readouterr().out
+
+
+def test_no_figure_is_drawn_without_data(tmp_path):
+    config = _config("raises")
+    config["pairs"] = PAIRS[:1]  # the failing pair only: no row has an estimate
     result = run_audit(config, out_dir=tmp_path / "out", progress=False)
-    errors = result.table[result.table["error"].notna()]
-    assert result.exit_code == 2 and result.verdict != "violation"
-    assert len(errors) and all(expected in text and "p0" in text for text in errors["error"])
-    found = result.table[result.table["error"].isna()]
-    assert len(found) == 1 and found["pair"].iloc[0] == "p1"  # the healthy pair is searched and confirmed
-    assert (tmp_path / "out" / "report.md").exists()
-    assert time.perf_counter() - start < 60
+    assert result.verdict == "error" and result.exit_code == 2
+    assert not list((tmp_path / "out" / "figures").glob("*.png"))
+    assert "## Figures" not in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_json_summary_is_one_line_when_the_mechanism_prints(tmp_path):
+    """The mechanism prints in this process and in forked children: all of it goes to stderr."""
+    config = _toml(tmp_path, _config("prints"))
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    done = subprocess.run([sys.executable, "-m", "audit.cli", "run", str(config), "--out", str(tmp_path / "out"),
+                           "--quiet", "--json-summary"], capture_output=True, text=True, env=environment,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    assert json.loads(line)["verdict"] == "pass" and "a line from the mechanism" in done.stderr

@@ -30,7 +30,7 @@ def audit(tmp_path, mechanism, params, epsilon, classes, n, seed=0, delta=0.0):
         "mechanism": {"name": mechanism, "params": params},
         "pairs": PAIR,
         "claims": [{"divergence": "dp", "function_class": "all", "epsilon": epsilon, "delta": delta}],
-        "attacks": {"classes": classes, "n_samples": n, "engine": "rows"},  # a row per class, counts in tasks.jsonl
+        "attacks": {"classes": classes, "n_samples": n, "policy": "every"},  # a row per class, counts in tasks.jsonl
         "run": {"seed": seed, "n_jobs": 1},
     }
     if tmp_path is None:

@@ -4,8 +4,8 @@ A correct mechanism with a true claim must read "violation" in at most
 1 - confidence of audits.  A row is a violation only when its lower bound
 exceeds the claim and it carries no caveat, so each check here counts the
 *misses*: lower_bound(0.975) above the true value with no caveat.  The true
-value is the class's exact restricted divergence (``audit.exact``) for the
-polynomial classes and the unrestricted one (``audit.bounds``) for the others;
+value is the class's exact restricted divergence (``audit.theory.exact``) for the
+polynomial classes and the unrestricted one (``audit.theory.bounds``) for the others;
 both are at least the estimand, the population objective of the fitted
 witness.  For linear witnesses of Laplace and Gaussian laws the estimand
 itself is known in closed form, and coverage is checked against it.
@@ -21,8 +21,8 @@ from scipy import integrate, stats
 
 from attacks import estimate_divergence
 from attacks.divergences import conjugate_exponent, tail_index
-from audit import bounds
-from audit.exact import restricted_divergence
+from audit.theory import bounds
+from audit.theory.exact import restricted_divergence
 
 LEVEL = 0.975
 NOMINAL_MISS = 1 - LEVEL

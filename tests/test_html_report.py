@@ -71,7 +71,7 @@ def _close(shown, value):
 
 
 def _matches(cells, row):
-    checks = {"pair": row["pair"] == cells["pair"], "attack class": row["function_class"] == cells["attack class"]}
+    checks = {"pair": row["pair"] == cells["pair"], "function class": row["function_class"] == cells["function class"]}
     if "direction" in cells:
         checks["direction"] = cells["direction"].replace("\\", "") == row["direction"]
     if "estimate [CI]" in cells:
@@ -90,7 +90,7 @@ def test_html_is_self_contained_and_every_table_number_matches_results_json(audi
     for row in rows:
         for key in ("estimate", "ci_low", "ci_high", "theory_bound", "exact"):
             row[key] = {"inf": math.inf, "-inf": -math.inf}.get(row[key], row[key])
-    results_tables = [table for table in page.tables if {"pair", "attack class"} <= set(table[0])]
+    results_tables = [table for table in page.tables if {"pair", "function class"} <= set(table[0])]
     assert len(results_tables) >= 3  # violations + one table per claim
     shown = 0
     for header, *body in results_tables:
@@ -107,7 +107,7 @@ def test_a_changed_number_is_caught(audit_dir):
     """The matching above can fail: a cell whose estimate is off in the 3rd digit matches no row."""
     table, _ = load_results(audit_dir)
     row = table.iloc[0].to_dict()
-    cells = {"pair": row["pair"], "direction": row["direction"], "attack class": row["function_class"],
+    cells = {"pair": row["pair"], "direction": row["direction"], "function class": row["function_class"],
              "estimate [CI]": f"{row['estimate'] * 1.01:.4g} [{row['ci_low']:.4g}, {row['ci_high']:.4g}]"}
     assert not _matches(cells, row)
     cells["estimate [CI]"] = f"{row['estimate']:.4g} [{row['ci_low']:.4g}, {row['ci_high']:.4g}]"

@@ -220,7 +220,7 @@ def test_on_average_claims_need_generated_pairs():
     assert not load_config(_config({"on_average": False})).claims[0].on_average
 
 
-# ---------------------------------------------------------------- audits (the engine users run)
+# ---------------------------------------------------------------- audits (policy every: each pair's estimate)
 # Gaussian sum query + N(0, sigma^2), records iid N(0, s^2): the pair's outputs differ by the replaced record,
 # Delta = z - Z_1 ~ N(0, 2 s^2), KL = Delta^2 / (2 sigma^2) (the linear class attains it: the log-ratio is
 # linear), so the on-average KL is E[Delta^2] / (2 sigma^2) = s^2 / sigma^2 (and alpha s^2 / sigma^2 for Renyi).
@@ -270,7 +270,7 @@ def test_a_true_tight_on_average_claim_is_not_flagged(seed):
     assert _flagged([seed], divergence="kl", n_samples=200, count=8, std=0.5, classes=["linear"]) == 0
 
 
-VALIDITY_SETTINGS = [  # README, "Worst-case or on-average?": 0 of 30 seeds flagged in each
+VALIDITY_SETTINGS = [  # docs/validity.md, "What the slow tests count": 0 of 30 seeds flagged in each
     dict(divergence="kl", n_samples=100, count=10, std=1.0, classes=["linear", "poly2", "tree3"], claim_class="all"),
     dict(divergence="kl", n_samples=1000, count=10, std=0.3, classes=["linear", "poly2", "tree3"], claim_class="all"),
     dict(divergence="kl", n_samples=300, count=20, std=0.5, classes=["linear"]),
@@ -319,9 +319,10 @@ def test_a_user_distribution_is_found_beside_the_config(tmp_path, monkeypatch):
     assert (result.table["pair"] == PAIR).sum() == 2
 
 
-def test_on_average_claims_refuse_the_staged_engine():
-    """The staged engine confirms the most distinguishable pair only: a worst-case statistic, not an average."""
+def test_on_average_claims_refuse_the_best_policy():
+    """Policy best confirms the most distinguishable pair only: a worst-case statistic, not an average."""
     config = _config()
-    config["attacks"]["engine"] = "staged"
-    with pytest.raises(ConfigError, match=r'attacks.engine: .* Use engine = "rows" for on-average claims. Found "staged"'):
+    assert load_config(config).attacks.policy == "every"
+    config["attacks"]["policy"] = "best"
+    with pytest.raises(ConfigError, match=r'attacks.policy: .* Use policy = "every" for on-average claims. Found "best"'):
         load_config(config)

@@ -198,11 +198,11 @@ def test_an_audit_writes_its_claims_and_adjusted_p_values(tmp_path):
     assert [c["verdict"] for c in result.claims] == ["pass", "violation"]
 
 
-def test_method_notes_read_the_engine_and_sample_size_off_the_rows(tmp_path, table):
-    """A config that leaves engine and n_samples to their defaults: the report reads them off the rows."""
-    staged = table.assign(engine="staged", n_screen=5000, n_train=20000, n_check=20000, n_confirm=55000,
+def test_method_notes_read_the_policy_and_sample_size_off_the_rows(tmp_path, table):
+    """A config that leaves policy and n_samples to their defaults: the report reads them off the rows."""
+    staged = table.assign(policy="best", n_screen=5000, n_train=20000, n_check=20000, n_confirm=55000,
                           candidates=12, finalists=3, sets_pooled=1, n_samples=100000)
     report = write_audit_report(tmp_path, table=staged, verdict="violation", seed=3, seconds=1.5, versions={},
                                 config={"mechanism": {"name": "laplace"}, "attacks": {}})
     method = report.read_text().split("## Method")[1]
-    assert "Samples (staged engine): 100000 outputs per dataset" in method
+    assert "Samples (policy best): 100000 outputs per dataset" in method

@@ -93,7 +93,7 @@ def _claim_cells(row: dict) -> tuple:
         row["pair"], row["direction"], row["function_class"], _number(row["alpha"]),
         f"{_number(row['estimate'])} [{_number(row['ci_low'])}, {_number(row['ci_high'])}]",
         _number(row["theory_bound"]), _number(row["exact"]), f"{row['n_samples']}",
-        _number(row.get("p_adjusted")), row["verdict"],
+        _number(row.get("p_adjusted")), "failed" if row["error"] else row["verdict"],  # a failed row says so
     )
 
 
@@ -107,12 +107,12 @@ def _check_tables_match_results(out_dir) -> None:
     claim_tables = [(header, body) for header, body in tables if header[-1] == "verdict"]
     claims = {(row["divergence"], row["claim_class"], row["claim"]) for row in document["rows"]}
     assert len(claim_tables) == len(claims)
-    assert all(header == ["pair", "direction", "attack class", "alpha", "estimate [CI]", "theory bound", "exact",
+    assert all(header == ["pair", "direction", "function class", "alpha", "estimate [CI]", "theory bound", "exact",
                           "n", "adjusted p", "verdict"] for header, _ in claim_tables)
     shown = Counter(tuple(cells) for _, body in claim_tables for cells in body)
     assert shown == Counter(_claim_cells(row) for row in document["rows"])
     [(header, body)] = [(header, body) for header, body in tables if header[:3] == ["claim", "verdict", "strongest row"]]
-    assert [cells[2] for cells in body] == [claim["strongest_task"] or "-" for claim in document["claims"]]
+    assert [cells[2] for cells in body] == [claim["strongest_row"] or "-" for claim in document["claims"]]
 
 
 def test_tables_parse_back_to_the_results_rows(tmp_path):
@@ -125,12 +125,12 @@ def test_summary_and_error_tables_keep_pipes_and_newlines_in_one_cell(tmp_path):
     tables = {}  # header -> the rows of every table with that header (violations, inconclusive, ...)
     for header, body in _tables((tmp_path / "report.md").read_text()):
         tables.setdefault(tuple(header), []).extend(body)
-    summary = tables[("pair", "direction", "attack class", "divergence", "estimate [CI]", "claim", "note")]
+    summary = tables[("pair", "direction", "function class", "divergence", "estimate [CI]", "claim", "note")]
     assert ["p0", "Q|P", "poly2", "renyi, alpha=4", "0.61 [0.58, 0.64]", "0.5 (poly2)",
             "lower bound 0.58 > 0.5 | Holm step 1"] in summary
     assert ["p1", "Q|P", "mlp", "kl", "0.3 [0.25, 0.35]", "0.28 (all)", "80000 samples would decide"] in summary
-    errors = tables[("pair", "direction", "function_class", "divergence", "alpha", "error")]
-    assert errors == [["p1", "P|Q", "poly2", "kl", "-", "ValueError: shape (3,) | (4,) second line"]]
+    errors = tables[("pair", "direction", "function class", "divergence", "error")]  # the other tables' words
+    assert errors == [["p1", "P|Q", "poly2", "kl", "ValueError: shape (3,) | (4,) second line"]]
 
 
 def test_audited_block_names_a_library_mechanism_and_large_pairs(tmp_path, monkeypatch):
@@ -150,7 +150,8 @@ def test_audited_block_names_a_library_mechanism_and_large_pairs(tmp_path, monke
                        config=CONFIG, pairs=pairs, audited=audited)
     report = (tmp_path / "report.md").read_text()
     block = report.split("## What was audited", 1)[1].split("\n## ", 1)[0]
-    assert "`opendp.laplace` (epsilon=1.0, n_jobs=1); library: opendp 0.12.1, not seedable; true privacy: 1-DP (pure)" in block
+    assert ("`opendp.laplace` (`epsilon=1.0`, `n_jobs=1`); library: opendp 0.12.1, not seedable; "
+            "true privacy: 1-DP (pure)") in block  # user text in code spans: never read as markdown or HTML
     assert "the mechanism's worst-case default pairs" in block
     assert "`p0`: d = `[[0], [0]]`, d' = `[[0], [1]]` (replace-one)" in block
     assert "`p1`: d: 30 records of 2 values, d': 30 records of 2 values, in results.json `pairs[1]` (replace-one)" in block
@@ -188,7 +189,7 @@ def test_audit_saves_generated_pairs_and_opens_with_what_was_audited(tmp_path, m
         '[mechanism]\nname = "laplace"\nparams = { epsilon = 1.0 }\n'
         '[neighbours]\nstrategy = "random"\ncount = 2\ndomain = { low = [0.0], high = [1.0], size = 3 }\n'
         '[[claims]]\ndivergence = "kl"\nfunction_class = "linear"\nepsilon = 0.5\n'
-        '[attacks]\nclasses = ["linear"]\nn_samples = 500\nengine = "rows"\n[run]\nseed = 7\nn_jobs = 1\n'
+        '[attacks]\nclasses = ["linear"]\nn_samples = 500\npolicy = "every"\n[run]\nseed = 7\nn_jobs = 1\n'
     )
     run_audit(config, progress=False, out_dir=tmp_path / "out")
     document = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -205,7 +206,8 @@ def test_audit_saves_generated_pairs_and_opens_with_what_was_audited(tmp_path, m
     assert {row["pair"] for row in document["rows"]} == {pair.name for pair in expected}
     report = (tmp_path / "out" / "report.md").read_text()
     assert report.index("## Verdict") < report.index("## What was audited") < report.index("## Results per claim")
-    assert "`laplace` (epsilon=1.0, sensitivity=1.0); library: capaudit built-in, seedable" in report
+    assert ("`laplace` (`epsilon=1.0`, `sensitivity=1.0`); library: capaudit built-in, seedable (two draws with "
+            "the same seed agreed bit for bit)") in report
     assert "generated by `[neighbours]` strategy 'random', relation replace-one" in report
     assert f"`{config}`, sha256 `{hashlib.sha256(config.read_bytes()).hexdigest()}`" in report
     assert "**Command:** `capaudit run audit.toml`" in report

@@ -1,4 +1,5 @@
-"""The rows engine's runner (every config here sets engine = "rows"): task plan, seeds independent of n_jobs, tasks.jsonl and resume, estimate records, mechanism errors, unbounded rows.
+"""The engine's contract under both policies (audit/engine.py): rows independent of n_jobs and backend, tasks.jsonl
+and resume (after kill -9 too), estimate records, mechanism errors, deterministic releases; policy "every"'s rows.
 
 The mechanisms below are plain functions following the user-mechanism
 protocol ``f(dataset, n, rng) -> (n, d)``; configs name them as
@@ -7,17 +8,23 @@ protocol ``f(dataset, n, rng) -> (n, d)``; configs name them as
 
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from audit import bounds, run_audit
+from audit import run_audit
 from audit.config import load_config
 from attacks.estimate import estimate_divergence
 from attacks.estimate import DivergenceEstimate
-from audit.plan import PROCESS_BASELINE, estimate_memory, plan_tasks
+from audit.plan import PROCESS_BASELINE, estimate_memory
 from audit.store import TASKS_FILE, line_checksum
+from audit.theory import bounds
 
 PAIRS = [{"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}]
 
@@ -47,66 +54,127 @@ def wider_on_d_prime(dataset, n, rng):
     return rng.normal(size=(n, 1 if np.sum(dataset) == 0 else 2))
 
 
-def _config(function="laplace_sum", claims=None, classes=("linear",), n_samples=400, **params):
+POLICIES = ("best", "every")
+SECOND_PAIR = {"d": [[0.0], [0.0]], "d_prime": [[1.0], [1.0]]}
+
+
+def _config(function="laplace_sum", claims=None, classes=("linear",), n_samples=400, policy="every", **params):
     return {
         "mechanism": {"callable": f"test_runner:{function}", "params": params},
         "pairs": PAIRS,
         "claims": claims or [{"divergence": "kl", "function_class": "linear", "epsilon": 0.5}],
-        "attacks": {"engine": "rows", "classes": list(classes), "n_samples": n_samples},
+        "attacks": {"policy": policy, "classes": list(classes), "n_samples": n_samples},
         "run": {"seed": 5, "n_jobs": 1},
     }
 
 
-def test_plan_crosses_pairs_directions_classes_and_claim_divergences():
+def test_every_policy_crosses_pairs_directions_classes_and_claims():
+    """One row per pair x direction x class that estimates the divergence x claim on it; two claims on one
+    divergence and order share their statistics (an estimate does not depend on the claimed value or class)."""
     claims = [
         {"divergence": "kl", "function_class": "linear", "epsilon": 0.5},
-        {"divergence": "renyi", "alpha": [2, 4], "function_class": "poly2", "epsilon": 0.5},
-        {"divergence": "renyi", "alpha": [2], "function_class": "all", "epsilon": 0.9},  # shares renyi 2's tasks
+        {"divergence": "renyi", "alpha": [2, 4], "function_class": "all", "epsilon": 0.5},
+        {"divergence": "renyi", "alpha": [2], "function_class": "linear", "epsilon": 0.9},  # shares renyi 2's
         {"divergence": "dp", "function_class": "all", "epsilon": 1.0},
     ]
-    config = load_config(_config(claims=claims, classes=("threshold", "linear")))
-    tasks = plan_tasks(config, ["p0", "p1"])
-    # linear: kl, renyi 2, renyi 4, dp; threshold: dp only (it estimates ipm and dp)
-    assert len(tasks) == 2 * 2 * (4 + 1)
-    assert len({task.id for task in tasks}) == len(tasks)
-    assert "p1|Q|P|linear|renyi|4|0" in {task.id for task in tasks}
+    config = _config(claims=claims, classes=("threshold", "linear"))
+    config["pairs"] = [*PAIRS, SECOND_PAIR]
+    table = run_audit(config, progress=False).table
+    # per pair and direction: linear on kl, renyi 2 (two claims), renyi 4, dp; threshold on dp only
+    assert len(table) == 2 * 2 * (5 + 1) and table["error"].isna().all()
+    assert set(table["policy"]) == {"every"} and table["n_confirm"].eq(200).all()
+    statistics = table.drop_duplicates("task")
+    assert len(statistics) == 2 * 2 * (4 + 1) and "p1|Q|P|linear|renyi|4|0" in set(statistics["task"])
 
 
-@pytest.fixture(scope="module")
-def one_job_table():
-    return run_audit(_parallel_config(), n_jobs=1, progress=False).table
+def _parallel_config(policy):
+    claims = [{"divergence": "renyi", "alpha": [2], "function_class": "poly2", "epsilon": 0.5},
+              {"divergence": "dp", "function_class": "all", "epsilon": 1.0}]
+    return _config(claims=claims, classes=("linear", "poly2", "threshold"), policy=policy)
 
 
-def _parallel_config():
-    claims = [{"divergence": "renyi", "alpha": [2], "function_class": "poly2", "epsilon": 0.5}]
-    return _config(claims=claims, classes=("linear", "poly2"))
+@pytest.fixture(scope="module", params=POLICIES)
+def one_job(request):
+    return request.param, run_audit(_parallel_config(request.param), n_jobs=1, progress=False).table
 
 
 @pytest.mark.parametrize("backend", ["loky", "threading"])
-def test_same_rows_with_one_and_two_jobs(one_job_table, backend):
-    two = run_audit(_parallel_config(), n_jobs=2, backend=backend, progress=False).table
-    pd.testing.assert_frame_equal(one_job_table, two)
-    assert len(two) == 2 * 2
+def test_same_rows_with_one_and_two_jobs(one_job, backend):
+    policy, table = one_job
+    two = run_audit(_parallel_config(policy), n_jobs=2, backend=backend, progress=False).table
+    pd.testing.assert_frame_equal(table.drop(columns="seconds", errors="ignore"),
+                                  two.drop(columns="seconds", errors="ignore"))
+    assert len(two) == {"best": 2, "every": 2 * (2 + 3)}[policy]
 
 
-def test_resume_redoes_nothing_finished(tmp_path):
-    claims = [{"divergence": "kl", "function_class": "poly2", "epsilon": 0.5}]
-    config = _config(claims=claims, classes=("linear", "poly2"))
+def _two_unit_config(policy):
+    """Two units of work under either policy: two claims (best) or two pairs (every)."""
+    claims = [{"divergence": "kl", "function_class": "poly2", "epsilon": 0.5},
+              {"divergence": "dp", "function_class": "all", "epsilon": 1.0}]
+    config = _config(claims=claims, classes=("linear", "threshold"), policy=policy)
+    config["pairs"] = [*PAIRS, SECOND_PAIR]
+    return config
+
+
+def _first_unit_lines(lines: list[str]) -> list[str]:
+    first = json.loads(lines[0])
+    return lines[:first["search_records"]]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_resume_redoes_nothing_finished(tmp_path, policy):
+    config = _two_unit_config(policy)
     full = run_audit(config, out_dir=tmp_path / "full", progress=False)
     out = tmp_path / "interrupted"
     run_audit(config, out_dir=out, progress=False)
     lines = (out / TASKS_FILE).read_text().splitlines()
-    assert len(lines) == 4
-    # an interrupted run: two finished tasks and half a line being written
-    (out / TASKS_FILE).write_text("\n".join(lines[:2]) + "\n" + lines[2][: len(lines[2]) // 2] + "\n")
+    kept_lines = _first_unit_lines(lines)
+    assert 0 < len(kept_lines) < len(lines)
+    # an interrupted run: the first unit finished, the second cut half-way through a line
+    (out / TASKS_FILE).write_text("\n".join(kept_lines) + "\n" + lines[len(kept_lines)][:40] + "\n")
     resumed = run_audit(config, out_dir=out, resume=True, progress=False)
     after = [line for line in (out / TASKS_FILE).read_text().splitlines() if line.endswith("}")]
-    assert after[:2] == lines[:2]  # kept verbatim: their seconds would differ had they been redone
-    assert len(after) == 4
+    assert after[:len(kept_lines)] == kept_lines  # kept verbatim: their seconds would differ had they been redone
+    assert len(after) == len(lines)
     assert {json.loads(line)["task"] for line in after} == {json.loads(line)["task"] for line in lines}
-    kept = {json.loads(line)["task"] for line in lines[:2]}
+    kept = {json.loads(line)["task"] for line in kept_lines}
     assert (resumed.table["resumed"] == resumed.table["task"].isin(kept)).all()  # the rows read back are marked
-    pd.testing.assert_frame_equal(resumed.table.drop(columns="resumed"), full.table.drop(columns="resumed"))
+    pd.testing.assert_frame_equal(resumed.table.drop(columns=["resumed", "seconds"], errors="ignore"),
+                                  full.table.drop(columns=["resumed", "seconds"], errors="ignore"))
+
+
+def killed_after_the_first_unit(dataset, n, rng, watch="", marker=""):
+    """Lap(1) plus the sum; kills the audit (its parent: samples are drawn in forked children) with SIGKILL on
+    the first draw after a unit's records reached ``watch``, once (``marker``)."""
+    if os.path.exists(watch) and os.path.getsize(watch) > 0 and not os.path.exists(marker):
+        Path(marker).touch()
+        os.kill(os.getppid(), signal.SIGKILL)
+    return np.sum(dataset) + rng.laplace(0.0, 1.0, size=n)
+
+
+def _rows(out: Path) -> list[str]:
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    return [json.dumps({key: value for key, value in row.items() if key != "resumed"}, sort_keys=True)
+            for row in rows]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_resume_after_kill_9_gives_the_rows_of_an_uninterrupted_run(tmp_path, policy):
+    cut, marker = tmp_path / "cut", tmp_path / "killed"
+    config = _two_unit_config(policy)
+    config["mechanism"] = {"callable": "test_runner:killed_after_the_first_unit",
+                           "params": {"watch": str(cut / TASKS_FILE), "marker": str(marker)}}
+    script = f"from audit.api import run_audit; run_audit({config!r}, out_dir={str(cut)!r}, progress=False)"
+    tests = str(Path(__file__).parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([tests, *sys.path]))
+    killed = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL and marker.exists(), killed.stderr.decode()[-2000:]
+    written = (cut / TASKS_FILE).read_text().splitlines()
+    assert written and len(written) == json.loads(written[0])["search_records"]  # the first unit, whole
+    resumed = run_audit(config, out_dir=cut, resume=True, progress=False)
+    assert resumed.table["resumed"].any() and not resumed.table["resumed"].all()
+    run_audit(config, out_dir=tmp_path / "full", progress=False)  # the marker exists: never killed
+    assert _rows(cut) == _rows(tmp_path / "full")
 
 
 def _json_plain(value):
@@ -194,11 +262,13 @@ def test_resume_refuses_another_config(tmp_path):
         run_audit(_config(epsilon=2.0), out_dir=tmp_path, resume=True, progress=False)
 
 
-def test_deterministic_release_gets_finite_bounds_not_infinity():
+@pytest.mark.parametrize("policy", POLICIES)
+def test_deterministic_release_gets_finite_bounds_not_infinity(policy):
     """A finite sample never proves infinity: dp rows bound epsilon by the counts, kl / renyi rows cannot."""
     claims = [{"divergence": "renyi", "alpha": [2], "function_class": "poly2", "epsilon": 100.0},
               {"divergence": "dp", "function_class": "all", "epsilon": 3.0}]
-    result = run_audit(_config("exact_sum", claims=claims, classes=("linear", "threshold")), progress=False)
+    result = run_audit(_config("exact_sum", claims=claims, classes=("linear", "threshold"), policy=policy),
+                       progress=False)
     table = result.table
     assert np.isfinite(table["estimate"]).all() and "unbounded" not in set(table["verdict"])
     assert table["note"].str.contains("consistent with a deterministic release").all()
@@ -210,7 +280,8 @@ def test_deterministic_release_gets_finite_bounds_not_infinity():
     assert "violation" in set(dp["verdict"]) and result.exit_code == 1
 
 
-def test_randomized_response_at_high_epsilon_is_not_a_false_violation():
+@pytest.mark.parametrize("policy", POLICIES)
+def test_randomized_response_at_high_epsilon_is_not_a_false_violation(policy):
     """At epsilon = 8 a 1 000-sample run repeats one output on each dataset about half the time."""
     violations = 0
     for seed in range(10):
@@ -219,7 +290,7 @@ def test_randomized_response_at_high_epsilon_is_not_a_false_violation():
             "pairs": [{"d": [[0.0]], "d_prime": [[1.0]]}],
             "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 8.0},
                        {"divergence": "kl", "function_class": "all", "epsilon": 8.0 * np.tanh(4.0)}],
-            "attacks": {"engine": "rows", "classes": ["linear", "threshold"], "n_samples": 1000},
+            "attacks": {"policy": policy, "classes": ["linear", "threshold"], "n_samples": 1000},
             "run": {"seed": seed, "n_jobs": 1},
         }
         violations += run_audit(config, progress=False).verdict == "violation"
@@ -228,26 +299,40 @@ def test_randomized_response_at_high_epsilon_is_not_a_false_violation():
 
 @pytest.mark.parametrize(
     ("function", "message"),
-    [("nan_on_d_prime", "NaN"), ("raises_on_d_prime", "boom on d_prime"), ("wider_on_d_prime", "width")],
+    [("raises_on_d_prime", "boom on d_prime")],
 )
-def test_mechanism_errors_become_error_rows(function, message):
-    config = _config(function)
+@pytest.mark.parametrize("policy", POLICIES)
+def test_mechanism_errors_become_error_rows(function, message, policy):
+    config = _config(function, policy=policy)
     config["pairs"] = [*PAIRS, {"d": [[0.0], [0.0]], "d_prime": [[0.0], [0.0]]}]  # p1: d_prime sums to 0
     result = run_audit(config, progress=False)
+    table = result.table
+    assert table.loc[table["pair"] == "p0", "error"].str.contains(message).all()
+    assert table.loc[table["pair"] == "p1", "error"].isna().all()  # the healthy pair still finished
+    assert table["pair"].eq("p1").any()
+    assert result.exit_code == 2 and result.verdict == "error"  # exit 2 reads as an error
+
+
+@pytest.mark.parametrize("function", ["nan_on_d_prime", "wider_on_d_prime"])
+def test_structural_outputs_are_evidence_not_errors(function):
+    """NaN on d' only, or a wider output on d': an observable event (audit.structure), refuted at once."""
+    config = _config(function)
+    config["pairs"] = [*PAIRS, {"d": [[0.0], [0.0]], "d_prime": [[0.0], [0.0]]}]
+    result = run_audit(config, progress=False)
     table = result.table.set_index("pair")
-    assert table.loc["p0", "error"].str.contains(message).all()
-    assert table.loc["p1", "error"].isna().all()  # the healthy pair still finished
-    assert result.exit_code == 2 and result.verdict == "inconclusive"
+    assert table["error"].isna().all()
+    assert (table.loc["p0", "verdict"] == "violation").any() and result.exit_code == 1
 
 
 def test_exact_and_theory_columns_for_a_builtin():
     config = {
         "mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
         "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 1.0}],
-        "attacks": {"engine": "rows", "classes": ["linear"], "n_samples": 400},
+        "attacks": {"policy": "every", "classes": ["linear"], "n_samples": 400},
     }
     table = run_audit(config, progress=False).table
     np.testing.assert_allclose(table["exact"], bounds.laplace_linear_kl(1.0), rtol=1e-3)  # symmetric law
+    assert table["theory_bound"].notna().all()
 
 
 def test_plan_that_does_not_fit_in_memory_is_refused():
@@ -281,7 +366,7 @@ def test_neighbours_table_generates_named_pairs():
         "mechanism": {"name": "laplace"},
         "neighbours": {"strategy": "random", "count": 2},
         "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 1.0}],
-        "attacks": {"engine": "rows", "classes": ["linear"], "n_samples": 400},
+        "attacks": {"policy": "every", "classes": ["linear"], "n_samples": 400},
     }
     table = run_audit(config, progress=False).table
     assert sorted(set(table["pair"])) == ["p0", "p1"] and len(table) == 4

@@ -5,12 +5,21 @@ and audits whose rows do not depend on n_jobs, the backend or fork when a pair s
 the forked children inherit the lowered value.  Mechanisms are named ``test_sampling:<function>`` in configs.
 """
 
+import functools
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
+import audit
 import audit.sampling
 from audit import run_audit
+from audit.config import user_import_path
 from audit.mechanisms import make_mechanism
 from audit.neighbours import NeighbourPair
 from audit.plan import task_seed
@@ -96,7 +105,7 @@ def _config(function="laplace_sum", coupled=False):
         "mechanism": {"callable": f"test_sampling:{function}"},
         "pairs": [{"d": [[0.0]], "d_prime": [[float(i)]]} for i in (1, 2)],
         "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0}],
-        "attacks": {"engine": "rows", "classes": ["threshold"], "n_samples": N, "coupled": coupled},
+        "attacks": {"policy": "every", "classes": ["threshold"], "n_samples": N, "coupled": coupled},
         "run": {"seed": 3, "n_jobs": 1},
     }
 
@@ -114,3 +123,26 @@ def test_rows_do_not_depend_on_jobs_backend_or_fork_across_chunks(monkeypatch):
 def test_an_audit_refused_coupling_in_one_chunk_says_so():
     table = run_audit(_config("extra_draw_in_short_chunks", coupled=True), progress=False).table
     assert table["note"].str.startswith(COUPLING_REFUSED).all() and table["error"].isna().all()
+
+
+def test_a_callable_from_the_configs_folder_reaches_a_cluster_worker_by_value(tmp_path):
+    """A cluster job unpickles the mechanism in a process that has neither the config's folder nor the current
+    directory on its path (ray's workers, a remote machine): the user's module travels by value."""
+    folder = tmp_path / "config_folder"
+    folder.mkdir()
+    (folder / "far_mechanism.py").write_text(
+        "import numpy as np\n\ndef noisy_sum(dataset, n, rng):\n    return np.sum(dataset) + rng.laplace(size=n)\n")
+    with user_import_path(folder):
+        mechanism = make_mechanism(callable="far_mechanism:noisy_sum", params={})
+    chunk = plan_chunks(N, False)[0]
+    job = pickle.dumps((audit.sampling._pickle_draw(functools.partial(draw_chunk, mechanism, seed=4)), PAIR, chunk))
+    worker = ("import pickle, sys\nfrom audit.sampling import _cluster_job\n"
+              "sys.stdout.buffer.write(pickle.dumps(_cluster_job(*pickle.loads(sys.stdin.buffer.read()), 60.0)))\n")
+    done = subprocess.run([sys.executable, "-c", worker], input=job, capture_output=True, cwd=tmp_path, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(audit.__file__).parents[1])})
+    assert done.returncode == 0, done.stderr.decode()
+    drawn = pickle.loads(done.stdout)
+    expected = draw_chunk(mechanism, PAIR, chunk, 4)
+    np.testing.assert_array_equal(drawn.d, expected.d)
+    np.testing.assert_array_equal(drawn.d_prime, expected.d_prime)
+    assert "far_mechanism" in sys.modules and str(folder) not in sys.path

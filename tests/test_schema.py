@@ -27,12 +27,12 @@ WRITTEN = (
     "p_adjusted", "detectable_excess", "task", "error", "resumed",
     "on_average", "pairs_averaged", "worst_case", "worst_case_low",
 )
-STAGED = ("engine", "n_screen", "n_train", "n_check", "n_confirm", "candidates", "finalists", "sets_pooled",
+STAGED = ("policy", "n_screen", "n_train", "n_check", "n_confirm", "candidates", "finalists", "sets_pooled",
           "outputs_drawn", "rounds", "stop")
 
 
 def _record(**extra):
-    """A record as ``audit.api.claim_rows`` builds it (before verdicts)."""
+    """A record as ``audit.engine.claim_rows`` builds it (before verdicts)."""
     return {
         "pair": "p0", "direction": "P|Q", "function_class": "linear", "divergence": "renyi", "alpha": 2.0,
         "estimate": 0.31, "ci_low": math.nan, "ci_high": math.nan, "n_samples": 20000, "claim": 0.5,
@@ -47,13 +47,13 @@ def test_the_column_lists_are_the_fields_of_the_row_in_their_old_order():
     assert ROW_COLUMNS + VERDICT_COLUMNS + TASK_COLUMNS + ON_AVERAGE_COLUMNS == TABLE_COLUMNS
     assert NUMERIC_COLUMNS == ("alpha", "estimate", "ci_low", "ci_high", "n_samples", "claim", "theory_bound", "exact")
     fields = [field.name for field in dataclasses.fields(Row)]
-    assert fields == [*WRITTEN, *STAGED, "unbounded"]  # unbounded: the runner's flag, never written
+    assert fields == [*WRITTEN, *STAGED, "unbounded"]  # unbounded: an internal flag, never written
 
 
 @pytest.mark.parametrize("extra", [
     {},
     {"pairs_averaged": 12, "worst_case": 0.9, "worst_case_low": 0.2, "on_average": True, "pair": "average"},
-    dict(zip(STAGED, ("staged", 5000, 20000, 20000, 55000, 12, 3, 4))),
+    dict(zip(STAGED, ("best", 5000, 20000, 20000, 55000, 12, 3, 4))),
 ], ids=["worst case", "on-average aggregate", "staged"])
 def test_to_record_inverts_from_record_key_for_key(extra):
     """The record the engines build comes back with the same keys, order, values and types (so the same JSON)."""
@@ -72,7 +72,7 @@ def test_from_record_reads_older_tables_and_missing_cells_as_defaults():
     row = Row.from_record(old)
     assert row.n_samples == 1000 and type(row.n_samples) is int and row.refutes_claim is True and row.note == ""
     assert math.isnan(row.p_adjusted) and row.task is None and row.error is None and row.on_average is False
-    assert row.engine is None and row.pairs_averaged is None
+    assert row.policy is None and row.pairs_averaged is None
     assert list(row.to_record()) == list(TABLE_COLUMNS[:-3])  # no aggregate fields: not an on-average row
 
 

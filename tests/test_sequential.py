@@ -35,7 +35,7 @@ from attacks.sequential import (
 )
 from attacks.staged import StageSizes, Target, count_estimate, later_outputs
 from audit import run_audit
-from audit.bounds import laplace_linear_kl, laplace_renyi
+from audit.theory.bounds import laplace_linear_kl, laplace_renyi
 from audit.store import evidence_from_record
 from test_staged import laplace_sampler
 
@@ -156,12 +156,12 @@ def test_a_config_without_n_samples_is_sequential_and_one_with_it_is_fixed():
     assert sequential.attacks.tolerance == 0.1 and sequential.run.max_seconds == 120.0
     assert "floatbits" in sequential.attacks.classes and "atoms" in sequential.attacks.classes
     assert not load_config({**BASE, "attacks": {"n_samples": 20_000}}).attacks.sequential
-    assert not load_config({**BASE, "attacks": {"engine": "rows"}}).attacks.sequential
+    assert not load_config({**BASE, "attacks": {"policy": "every"}}).attacks.sequential
 
 
 @pytest.mark.parametrize("attacks, run, message", [
     ({"n_samples": 20_000, "max_outputs": 10**6}, {}, "attacks.max_outputs: only an audit that stops by itself"),
-    ({"engine": "rows", "tolerance": 0.2}, {}, "attacks.tolerance: only an audit that stops by itself"),
+    ({"policy": "every", "tolerance": 0.2}, {}, "attacks.tolerance: only an audit that stops by itself"),
     ({"max_outputs": 10}, {}, "attacks.max_outputs: must be from 1000"),
     ({"tolerance": 0.0}, {}, "attacks.tolerance: must be a positive number"),
     ({}, {"max_seconds": -1}, "run.max_seconds: must be a positive number"),

@@ -1,4 +1,4 @@
-"""The staged engine: attacks/staged.py (search over a sampling callable) and audit/staged_audit.py (run_audit).
+"""The staged search: attacks/staged.py (search over a sampling callable) and audit/engine.py's policies (run_audit).
 
 Coverage: the confirm bound is a held-out bound of a statistic fixed before
 the confirm sample, so at level 0.95 it exceeds the truth in at most 5 % of
@@ -28,14 +28,14 @@ from attacks.staged import (
     staged_search,
 )
 import attacks.staged as staged
-import audit.staged_audit
+import audit.engine
 from audit.api import AuditInterrupted, run_audit
 from attacks.divergences import tail_count
-from audit.bounds import laplace_kl, laplace_renyi
 from audit.config import ConfigError, load_config
 from audit.mechanisms import make_mechanism
 from audit.neighbours import make_pairs
-from audit.staged_audit import pair_sampler
+from audit.engine import pair_sampler
+from audit.theory.bounds import laplace_kl, laplace_renyi
 
 LEVEL = 0.95
 SCHEMAS = Path(__file__).resolve().parents[1] / "docs" / "schema"
@@ -141,6 +141,27 @@ def test_choices_never_see_the_confirm_sample():
     assert logs[0][: len(logs[0]) - len(confirm)] == logs[1][: len(logs[1]) - len(confirm)]
 
 
+def test_the_screen_ranks_with_a_cheap_fit_and_the_finalists_get_the_full_one(monkeypatch):
+    """Screen fits see at most SCREEN_FIT rows per law (200 here), train fits the whole train sample; the
+    screen still ranks the distinguishable pair first (shift 2 against 0.2) and the confirm bound stays valid."""
+    import attacks.staged
+
+    rows = []
+    fit = attacks.staged.fit_attack
+
+    def counted(candidate, p, q, *args):
+        rows.append(len(p))
+        return fit(candidate, p, q, *args)
+
+    monkeypatch.setattr(attacks.staged, "SCREEN_FIT", 200)
+    monkeypatch.setattr(attacks.staged, "fit_attack", counted)
+    sizes = StageSizes.from_budget(20_000)
+    result = staged_search(laplace_sampler(1.0, (2.0, 0.2)), 2, Target("kl", ("linear",)), sizes, seed=0)
+    screened = 2 * 2  # pairs x directions
+    assert rows[:screened] == [200] * screened and set(rows[screened:]) == {sizes.train}
+    assert result.winner.pair == 0 and result.evidence.lower_bound(LEVEL) <= laplace_kl(1.0, 2.0)
+
+
 def test_a_failing_pair_costs_its_candidates_not_the_search():
     healthy = laplace_sampler(1.0, (1.0, 1.0))
 
@@ -161,24 +182,62 @@ def test_pooled_estimate_p_value_matches_its_bound_and_is_one_without_evidence()
 
 
 def laplace_unless_two(dataset, n, rng):
-    """The sum plus Lap(1); raises on a dataset summing to 2 (the staged engine's failing pair)."""
+    """The sum plus Lap(1); raises on a dataset summing to 2 (the failing pair)."""
     if np.sum(dataset) == 2:
         raise ArithmeticError("boom on the sum 2")
     return np.sum(dataset) + rng.laplace(0.0, 1.0, size=n)
 
 
-def test_a_mechanism_failing_on_a_pair_gives_an_error_row_and_exit_code_2():
+@pytest.mark.parametrize("policy", ["best", "every"])
+def test_a_mechanism_failing_on_a_pair_gives_an_error_row_and_exit_code_2(policy):
     config = {
         "mechanism": {"callable": "test_staged:laplace_unless_two"},
         "pairs": [{"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}, {"d": [[0.0], [0.0]], "d_prime": [[1.0], [1.0]]}],
         "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 5.0}],
-        "attacks": {"classes": ["threshold"], "n_samples": 2_000, "engine": "staged"},
+        "attacks": {"classes": ["threshold"], "n_samples": 2_000, "policy": policy},
     }
     result = run_audit(config, progress=False)
     assert result.exit_code == 2
     errors = result.table[result.table["error"].notna()]
-    assert len(errors) == 1 and errors["pair"].iloc[0] == "p1" and "boom on the sum 2" in errors["error"].iloc[0]
-    assert result.table.loc[result.table["error"].isna(), "pair"].tolist() == ["p0"]
+    assert set(errors["pair"]) == {"p1"} and errors["error"].str.contains("boom on the sum 2").all()
+    assert set(result.table.loc[result.table["error"].isna(), "pair"]) == {"p0"}
+
+
+def laplace_failing_on_many_outputs(dataset, n, rng):
+    """The sum plus Lap(1); raises when asked for 1 000 outputs or more at once on a dataset summing to 2."""
+    if np.sum(dataset) == 2 and n >= 1_000:
+        raise MemoryError(f"{n} outputs at once")
+    return np.sum(dataset) + rng.laplace(0.0, 1.0, size=n)
+
+
+@pytest.mark.parametrize("policy, attacks", [
+    ("best", {"n_samples": 4_000}),  # screen 800, train 800, check 400: fine; confirm 2 000 on the winner p1: fails
+    ("every", {"n_samples": 2_200, "train_fraction": 0.45}),  # train 990: fine; confirm 1 210: fails on p1
+])
+def test_a_mechanism_failing_only_in_the_confirm_stage_gives_error_rows(tmp_path, policy, attacks):
+    """The confirm stage's failure costs its pair's rows (and, for "best", its claim's statistic), never the
+    audit: exit code 2, the other rows kept, the report written."""
+    config = {
+        "mechanism": {"callable": "test_staged:laplace_failing_on_many_outputs"},
+        "pairs": [{"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}, {"d": [[0.0], [0.0]], "d_prime": [[1.0], [1.0]]}],
+        "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 5.0},
+                   {"divergence": "kl", "function_class": "linear", "epsilon": 5.0}],
+        "attacks": {"classes": ["linear", "threshold"], "policy": policy, **attacks},
+    }
+    result = run_audit(config, out_dir=tmp_path, progress=False)
+    table = result.table
+    assert result.exit_code == 2 and (tmp_path / "report.md").exists()
+    errors = table[table["error"].notna()]
+    assert errors["error"].str.contains("1000 outputs at once|1210 outputs at once|2000 outputs at once").any()
+    assert set(errors["pair"]) <= {"p1", "-"} and (errors["pair"] == "p1").any()
+    if policy == "best":  # both claims' searches chose p1; each says why it has no statistic
+        assert errors["error"].str.contains("staged search found no statistic: sampling pair 1 failed in the "
+                                            "confirm stage").sum() == 2
+    else:
+        kept = table[table["error"].isna()]
+        assert set(kept["pair"]) == {"p0"} and len(kept) == 2 * 3  # p0: dp linear, threshold; kl linear
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["verdict"] == result.verdict and len(saved["rows"]) == len(table)
 
 
 def staged_config(epsilon_claim: float, seed: int, n_samples: int = 6_000, **attacks) -> dict:
@@ -186,7 +245,7 @@ def staged_config(epsilon_claim: float, seed: int, n_samples: int = 6_000, **att
         "mechanism": {"name": "laplace", "params": {"epsilon": 1.0, "sensitivity": 1.0}},
         "claims": [{"divergence": "dp", "function_class": "all", "epsilon": epsilon_claim},
                    {"divergence": "kl", "function_class": "linear", "epsilon": float(laplace_kl(1.0))}],
-        "attacks": {"n_samples": n_samples, "classes": ["linear", "threshold"], "engine": "staged",
+        "attacks": {"n_samples": n_samples, "classes": ["linear", "threshold"], "policy": "best",
                     "coupled": True, **attacks},
         "run": {"seed": seed},
     }
@@ -204,7 +263,7 @@ def test_a_correct_mechanism_with_true_tight_claims_is_rarely_flagged(tmp_path):
         verdicts.append(result.verdict)
     assert verdicts.count("violation") <= binom.ppf(0.99, 3, 1 - LEVEL)  # = 1
     report = (tmp_path / "report.md").read_text()
-    assert "## Staged search" in report and "- Samples (staged engine):" in report  # the Method says what n_samples means
+    assert "## Staged search" in report and "- Samples (policy best):" in report  # the Method says what n_samples means
     jsonschema = pytest.importorskip("jsonschema")
     document = json.loads((tmp_path / "results.json").read_text())
     for name, part in (("results", document), ("config", document["config"])):
@@ -240,14 +299,14 @@ def test_resume_after_an_interrupted_search_gives_the_rows_of_an_uninterrupted_r
             raise KeyboardInterrupt
         return staged_search(*args, **kwargs)
 
-    monkeypatch.setattr(audit.staged_audit, "staged_search", interrupted_second)
+    monkeypatch.setattr(audit.engine, "staged_search", interrupted_second)
     with pytest.raises(AuditInterrupted):
         run_audit(config, out_dir=tmp_path / "cut", progress=False)
     saved = json.loads((tmp_path / "cut" / "results.json").read_text())
     assert saved["verdict"] == "error" and [row["divergence"] for row in saved["rows"]] == ["dp"]
     monkeypatch.undo()
     searches.clear()
-    monkeypatch.setattr(audit.staged_audit, "staged_search",
+    monkeypatch.setattr(audit.engine, "staged_search",
                         lambda *args, **kwargs: searches.append(args[2].divergence) or staged_search(*args, **kwargs))
     resumed = run_audit(config, out_dir=tmp_path / "cut", resume=True, progress=False)
     assert searches == ["kl"] and resumed.table["resumed"].tolist() == [True, False]
@@ -260,16 +319,16 @@ def test_pooled_estimate_record_round_trips_through_json():
     assert back == pooled and back.p_value(0.9) == pooled.p_value(0.9)
 
 
-def test_resume_refuses_another_engines_or_seeds_tasks_file(tmp_path):
+def test_resume_refuses_another_policys_or_seeds_tasks_file(tmp_path):
     def config(seed, **attacks):
         small = staged_config(1.0, seed, n_samples=1_000, classes=["threshold"], **attacks)
         return dict(small, claims=small["claims"][:1])
 
-    run_audit(config(0, engine="rows"), out_dir=tmp_path, progress=False)
-    with pytest.raises(ValueError, match="line 1 was written by a different config, seed, engine or plan"):
+    run_audit(config(0, policy="every"), out_dir=tmp_path, progress=False)
+    with pytest.raises(ValueError, match="line 1 was written by a different config, seed, policy or plan"):
         run_audit(config(0), out_dir=tmp_path, resume=True, progress=False)
     run_audit(config(0), out_dir=tmp_path, progress=False)
-    with pytest.raises(ValueError, match="different config, seed, engine or plan"):
+    with pytest.raises(ValueError, match="different config, seed, policy or plan"):
         run_audit(config(1), out_dir=tmp_path, resume=True, progress=False)
 
 
@@ -279,30 +338,33 @@ def test_staged_audit_flags_a_false_claim():
 
 
 @pytest.mark.parametrize("attacks, message", [
-    ({"engine": "fast"}, "attacks.engine"),
-    ({"engine": "staged", "stages": {"screen": 0.5, "train": 0.5, "check": 0.1, "confirm": 0.1}}, "summing to 1"),
-    ({"engine": "staged", "stages": {"screen": "a"}}, "attacks.stages"),
-    ({"engine": "rows", "stages": DEFAULT_SHARES}, "only the staged engine"),
-    ({"engine": "staged", "train_fraction": 0.5}, "no train / held-out split"),
-    ({"engine": "staged", "n_samples": 1_000, "stages": {"screen": 0.5, "train": 0.3, "check": 0.18, "confirm": 0.02}},
+    ({"policy": "fast"}, "attacks.policy"),
+    ({"engine": "rows"}, r'attacks.engine: replaced by attacks.policy \("best" for engine = "staged", "every" for '
+                         r'engine = "rows"\); rename the field. Found engine = \'rows\'.$'),
+    ({"engine": "staged"}, "attacks.engine: replaced by attacks.policy"),
+    ({"policy": "best", "stages": {"screen": 0.5, "train": 0.5, "check": 0.1, "confirm": 0.1}}, "summing to 1"),
+    ({"policy": "best", "stages": {"screen": "a"}}, "attacks.stages"),
+    ({"policy": "every", "stages": DEFAULT_SHARES}, 'only policy = "best" has'),
+    ({"policy": "best", "train_fraction": 0.5}, "no train / held-out split"),
+    ({"policy": "best", "n_samples": 1_000, "stages": {"screen": 0.5, "train": 0.3, "check": 0.18, "confirm": 0.02}},
      "leaves 20 confirm outputs per dataset; an audit at confidence 0.95 needs at least 30"),
 ])
-def test_config_refuses_bad_engine_and_stages(attacks, message):
+def test_config_refuses_bad_policy_old_engine_and_stages(attacks, message):
     config = staged_config(1.0, 0)
     config["attacks"] = {"n_samples": 20_000, "classes": ["linear"], **attacks}
     with pytest.raises(ConfigError, match=message):
         load_config(config)
 
 
-@pytest.mark.parametrize("attacks, engine", [
-    ({}, "staged"),
-    ({"n_samples": 199}, "rows"),
-    ({"train_fraction": 0.7}, "rows"),
+@pytest.mark.parametrize("attacks, policy", [
+    ({}, "best"),
+    ({"n_samples": 199}, "every"),
+    ({"train_fraction": 0.7}, "every"),
 ])
-def test_the_default_engine_is_staged_unless_the_config_needs_rows(attacks, engine):
+def test_the_default_policy_is_best_unless_the_config_needs_every(attacks, policy):
     config = staged_config(1.0, 0)
     config["attacks"] = {"n_samples": 20_000, "classes": ["linear"], **attacks}
-    assert load_config(config).attacks.engine == engine
+    assert load_config(config).attacks.policy == policy
 
 
 @pytest.mark.slow
@@ -432,9 +494,7 @@ def test_kl_confirm_memory_does_not_grow_with_the_sample():
 def test_stages_that_do_not_fit_in_memory_are_refused(monkeypatch):
     """The train stage holds min(4, pairs) pairs at n_train outputs per dataset; with 1 MiB available the
     plan is refused before any search, naming the budget to lower."""
-    import audit.runner
-
-    monkeypatch.setattr(audit.runner, "available_memory", lambda: 2**20)
+    monkeypatch.setattr(audit.engine, "available_memory", lambda: 2**20)
     with pytest.raises(ValueError, match=r"would need about .* GiB.*1 pairs x 2 datasets x 1200 samples.*"
                                          r"lower attacks.n_samples"):
         run_audit(staged_config(1.0, 0), progress=False)
@@ -460,6 +520,6 @@ def test_a_pair_whose_probe_failed_is_not_sampled_again():
     pairs = make_pairs(None, mechanism, np.random.default_rng(0))
     drawn = []
     sample = pair_sampler(None, pairs, 0, False, on_outputs=drawn.append, failed={pairs[0].name: "probe: hung"})
-    with pytest.raises(audit.staged_audit.SamplingError, match="probe: hung"):
+    with pytest.raises(audit.engine.SamplingError, match="probe: hung"):
         sample(0, 500, "screen", 0)
     assert drawn == [500]

@@ -1,4 +1,4 @@
-"""audit.theory_check: published bounds against exact values and lower confidence bounds, in `capaudit run`."""
+"""audit.theory.check: published bounds against exact values and lower confidence bounds, in `capaudit run`."""
 
 import json
 import math
@@ -6,9 +6,9 @@ import math
 import pytest
 from scipy.stats import norm
 
-from audit import bounds
 from audit.api import run_audit
-from audit.theory_check import (
+from audit.theory import bounds
+from audit.theory.check import (
     FAILS_EXACT,
     HOLDS,
     NOT_TESTED,
@@ -47,7 +47,7 @@ def test_bonferroni_level_splits_the_error_over_the_rows_compared():
 def test_exact_value_fails_a_bound_only_beyond_the_relative_tolerance():
     assert exact_exceeds(0.0335, 0.00424)
     assert not exact_exceeds(0.6247, 0.9395)
-    assert not exact_exceeds(1.00005, 1.0)  # within audit.exact's accuracy
+    assert not exact_exceeds(1.00005, 1.0)  # within audit.theory.exact's accuracy
     assert not exact_exceeds(None, 1.0)
     assert not exact_exceeds(NAN, 1.0)
 
@@ -105,7 +105,7 @@ def _audit(tmp_path, mechanism, params, function_class, n, alpha=4.0, seed=0):
 def _assert_flagged(result, report, document, bound):
     """Every row's lower confidence bound exceeds the published bound; the report says so beside a PASS."""
     assert result.verdict == "pass"  # the claim (10) holds: the failure is the paper's, not the config's
-    assert len(result.theory) == 1  # the staged engine's one row per claim
+    assert len(result.theory) == 1  # policy best: one row per claim
     for entry in result.theory:
         assert entry["bound"] == pytest.approx(bound, abs=5e-6)
         assert entry["lower_bound"] > entry["bound"] and entry["fails"]

@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit import bounds, theory_report
+from audit import theory_report
 from audit.cli import main
+from audit.theory import bounds
 from audit.theory_report import bound_crossings, bound_violations, theory_table, write_theory_report
 from theory_reference import EXACT, REFERENCE_RTOL, TABLE1_BOUND_ALPHA4
 
@@ -111,6 +112,8 @@ def test_report_and_figures_are_written(tmp_path, case):
         assert (tmp_path / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"(figures/{name})" in text
     assert "|t|" in text and "quadrature" in text and "Table 1" in text
+    html = (tmp_path / "report.html").read_text()  # like an audit's: one file with its figures embedded
+    assert html.count("data:image/png;base64,") == 2 and "<table>" in html
 
 
 def test_command_prints_the_table_without_out(capsys):
@@ -208,4 +211,5 @@ def test_dimensional_command_writes_a_report(tmp_path, capsys):
     text = (tmp_path / "report.md").read_text()
     assert "## Published bound violated (1)" in text and "--A '1 0; 0 1'" in text
     assert (tmp_path / "figures" / "matrix_linear_renyi_d.png").stat().st_size > 0
+    assert "data:image/png;base64," in (tmp_path / "report.html").read_text()
     assert main(["theory", "--mechanism", "matrix", "--epsilon", "0.1", "--A", "1 x"]) == 2

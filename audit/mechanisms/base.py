@@ -4,8 +4,8 @@ A mechanism maps a dataset (a numpy array) to n independent random outputs
 of shape (n, d) (docs/design.md, "Contract: config"; docs/architecture.md,
 "Mechanisms").  User code only has to satisfy :class:`Mechanism`; built-ins
 and library adapters derive from :class:`BaseMechanism`, which adds what the
-audit uses to compare attacks with theory (output laws, closed-form bounds,
-worst-case neighbouring pairs).
+audit uses to compare attacks with theory (output laws, the closed-form
+law of :mod:`audit.theory.table`, worst-case neighbouring pairs).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from audit.structure import StructureEncoder
 
 def install_hint(extra: str) -> str:
     """How to install capaudit's optional dependency group ``extra``.
@@ -55,6 +56,23 @@ class Mechanism(Protocol):
         ...
 
 
+def output_array(array: np.ndarray, n: int) -> np.ndarray:
+    """A mechanism's outputs as floats of shape (n, d) ((n,) read as d = 1), or MechanismError naming the problem."""
+    if array.dtype.kind not in "biuf":
+        raise MechanismError(
+            f"mechanism outputs must be real numbers (bool, int or float). Found dtype {array.dtype}."
+        )
+    array = array.astype(float, copy=False)
+    if array.ndim == 1:
+        array = array[:, None]
+    if array.ndim != 2 or array.shape[0] != n:
+        raise MechanismError(
+            f"mechanism outputs must have shape ({n}, d) or ({n},) for the {n} samples asked for. "
+            f"Found shape {array.shape}."
+        )
+    return array
+
+
 def check_output(out: Any, n: int, expected_dim: int | None = None) -> np.ndarray:
     """Validate a mechanism's outputs and return them as a float array of shape (n, d).
 
@@ -77,19 +95,7 @@ def check_output(out: Any, n: int, expected_dim: int | None = None) -> np.ndarra
         On non-numeric values, NaN or inf, a number of rows other than n, more
         than two dimensions, or a width other than ``expected_dim``.
     """
-    array = np.asarray(out)
-    if array.dtype.kind not in "biuf":
-        raise MechanismError(
-            f"mechanism outputs must be real numbers (bool, int or float). Found dtype {array.dtype}."
-        )
-    array = array.astype(float, copy=False)
-    if array.ndim == 1:
-        array = array[:, None]
-    if array.ndim != 2 or array.shape[0] != n:
-        raise MechanismError(
-            f"mechanism outputs must have shape ({n}, d) or ({n},) for the {n} samples asked for. "
-            f"Found shape {np.shape(out)}."
-        )
+    array = output_array(np.asarray(out), n)
     if expected_dim is not None and array.shape[1] != expected_dim:
         raise MechanismError(
             f"mechanism output width changed: earlier outputs had d = {expected_dim}. "
@@ -171,10 +177,21 @@ class BaseMechanism:
         return f"{self.true_epsilon:g}-DP (pure)"
 
     def sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-        """n independent outputs on ``dataset``, shape (n, d), checked by :func:`check_output`."""
+        """n independent outputs on ``dataset``, shape (n, d), encoded by :class:`audit.structure.StructureEncoder`.
+
+        Outputs that are NaN, infinite or of a changing width are evidence,
+        encoded in a fixed finite layout (:mod:`audit.structure`).
+        """
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n must be a positive integer. Found {n!r}.")
-        return check_output(self._sample(np.asarray(dataset, dtype=float), int(n), rng), int(n))
+        return self.structure.encode(self._sample(np.asarray(dataset, dtype=float), int(n), rng), int(n))
+
+    @property
+    def structure(self) -> StructureEncoder:
+        """The layout of this mechanism's outputs (:mod:`audit.structure`), made on first use."""
+        if "_structure" not in vars(self):  # subclasses need not call BaseMechanism.__init__
+            self._structure = StructureEncoder()
+        return self._structure
 
     def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError
@@ -183,13 +200,16 @@ class BaseMechanism:
         """Frozen 1-D ``scipy.stats`` laws of the outputs on d and d', or None when not 1-D or unknown."""
         return None
 
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        """The closed-form value or upper bound for this (class, divergence), or None.
+    @property
+    def theory_law(self) -> Any:
+        """The closed-form family of the default pair's output laws (:mod:`audit.theory.table`), or None.
 
-        By default only ``dp`` is known: ``true_epsilon`` (a pure-DP epsilon
-        bounds the DP lower bound of every attack class).
+        By default only a pure-DP epsilon is known: ``true_epsilon`` bounds
+        the DP divergence of every attack class.
         """
-        return self.true_epsilon if divergence == "dp" else None
+        from audit.theory.table import PureDP
+
+        return None if self.true_epsilon is None else PureDP(self.true_epsilon)
 
     def default_pairs(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """Neighbouring inputs (d, d') that exercise the mechanism's worst case."""
@@ -277,13 +297,16 @@ class CallableMechanism:
     """A user function ``f(dataset, n, rng) -> (n, d)`` wrapped as a mechanism.
 
     Exceptions of the user function and malformed outputs become
-    :class:`MechanismError` naming the callable; the output width is fixed by
-    the first call.  Nothing is known about its privacy.
+    :class:`MechanismError` naming the callable; the outputs' layout is fixed
+    by the first call and outputs that are NaN, infinite or of a changing
+    width are encoded as evidence (:class:`audit.structure.StructureEncoder`).
+    Nothing is known about its privacy.
     """
 
     description = "user mechanism"
     privacy_claim = true_privacy = "unknown (user code)"
     true_epsilon = None
+    theory_law = None
     library_version = None
     seedable = True
 
@@ -291,7 +314,7 @@ class CallableMechanism:
         self.name = name
         self.function = function
         self.params = dict(params or {})
-        self._dim: int | None = None
+        self.structure = StructureEncoder()
 
     def sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         try:
@@ -299,16 +322,11 @@ class CallableMechanism:
         except Exception as error:
             raise MechanismError(f"mechanism {self.name!r} raised {type(error).__name__}: {error}") from error
         try:
-            array = check_output(out, n, self._dim)
+            return self.structure.encode(out, n)
         except MechanismError as error:
             raise MechanismError(f"mechanism {self.name!r}: {error}") from None
-        self._dim = array.shape[1]
-        return array
 
     def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> None:
-        return None
-
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> None:
         return None
 
     def default_pairs(self) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -31,6 +31,7 @@ from audit.mechanisms.builtin import (
     statdp_pairs,
 )
 from audit.mechanisms.base import BaseMechanism
+from audit.theory.table import FloatLaplace, LeakedValue
 from audit.validation import check_positive
 
 
@@ -307,8 +308,10 @@ class LeakyLaplace(LaplaceMechanism):
     def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> None:
         return None  # a mixture with an atom: no scipy.stats law
 
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        return float("inf") if divergence in ("kl", "renyi", "dp") else None
+    @property
+    def theory_law(self) -> LeakedValue:
+        """The exact sum, with probability p, is an atom on D that D' lacks."""
+        return LeakedValue(self.p)
 
 
 class TextbookLaplace(LaplaceMechanism):
@@ -343,19 +346,12 @@ class TextbookLaplace(LaplaceMechanism):
         super().__init__(epsilon=epsilon, sensitivity=sensitivity)
         self.true_epsilon = float("inf")
 
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        """The real-valued Laplace's closed forms for the value-based classes.
-
-        For ``atoms`` and ``floatbits`` the restricted ``dp`` divergence is
-        infinite (a single float with its lowest set bit below 2^-53 is such
-        a set: positive mass under D = 0, none under D' = 1); their IPM has
-        no closed form (None).
-        """
-        from attacks.classes import parse_function_class
-
-        if parse_function_class(function_class).kind in ("atoms", "floatbits"):
-            return float("inf") if divergence == "dp" else None
-        return super().theory_bound(function_class, divergence, alpha)
+    @property
+    def theory_law(self) -> FloatLaplace:
+        """The real-valued Laplace's closed forms for the value-based classes; for ``atoms`` and
+        ``floatbits`` the restricted ``dp`` divergence is infinite (a single float with its lowest set
+        bit below 2^-53 has positive mass under D = 0 and none under D' = 1)."""
+        return FloatLaplace(self.scale, tuple(self.v.tolist()))
 
 
 MECHANISMS = (

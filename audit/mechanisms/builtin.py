@@ -23,6 +23,7 @@ import numpy as np
 from scipy import stats
 
 from audit.mechanisms.base import BaseMechanism
+from audit.theory.table import GaussianShift, LaplaceShift, MatrixLaplace, PointMasses
 from audit.validation import as_numbers, check_positive, is_number
 
 Pair = tuple[np.ndarray, np.ndarray]
@@ -106,13 +107,6 @@ def statdp_pairs(num_queries: int, componentwise: bool) -> list[Pair]:
     return pairs
 
 
-def function_class_name(function_class: str) -> str:
-    """Canonical class name (``poly1`` -> ``linear``) via attacks.classes."""
-    from attacks.classes import parse_function_class
-
-    return parse_function_class(function_class).name
-
-
 # ---------------------------------------------------------------- query mechanisms
 
 
@@ -155,8 +149,8 @@ class LaplaceMechanism(AdditiveNoiseMechanism):
     calibration, so the mechanism is **epsilon-DP** (pure) over datasets whose
     sums differ by at most |v_i| in each coordinate, tightly for the default
     pair f(D') - f(D) = v.  In docs/theory.md section 6's notation (scale 1/eps_b,
-    shift v) this is eps_b = epsilon / ||v||_1; ``theory_bound`` passes
-    (eps_b, v) to ``audit.bounds``.  These are the privacy of the real-valued
+    shift v) this is eps_b = epsilon / ||v||_1; its ``theory_law`` is
+    ``audit.theory.table.LaplaceShift(b, v)``.  These are the privacy of the real-valued
     mechanism, which the value-based attack classes see; sampled in float64
     it is the buggy ``textbook_laplace``, which the ``floatbits`` class
     refutes (``snapping_laplace`` is the float-safe counterpart).
@@ -185,33 +179,10 @@ class LaplaceMechanism(AdditiveNoiseMechanism):
     def _law(self, location: float) -> Any:
         return stats.laplace(loc=location, scale=self.scale)
 
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        """Closed forms of docs/theory.md section 6 for the default pair (shift v, scale b).
-
-        ``linear`` gets CBDP's (lin, KL) exact value (appendix Thm 9, 1-D) and
-        the Table 1 / Corollary 2 (lin, Renyi) bound in d dimensions where it
-        is stated (alpha > 2, ``bounds.linear_renyi_bound_stated``); every
-        other class, and linear at alpha <= 2, gets the unrestricted value
-        (appendix Thm 11; KL, and 2 TV for the IPM in 1-D), an upper bound for
-        any class.  ``dp``: epsilon.
-        """
-        from audit import bounds
-
-        cls = function_class_name(function_class)
-        eps_b = 1.0 / self.scale
-        if divergence == "dp":
-            return self.epsilon
-        if divergence == "kl":
-            if cls == "linear" and self.v.size == 1:
-                return bounds.laplace_linear_kl(eps_b * self.v[0])
-            return bounds.laplace_kl(eps_b, self.v)
-        if divergence == "renyi":
-            if cls == "linear" and bounds.linear_renyi_bound_stated(alpha):
-                return bounds.laplace_linear_renyi_bound(eps_b, alpha, self.v)
-            return bounds.laplace_renyi(eps_b, alpha, self.v)
-        if divergence == "ipm" and self.v.size == 1:
-            return 2.0 * -np.expm1(-eps_b * self.v[0] / 2.0)  # 2 TV of Laplace shifted by v
-        return None
+    @property
+    def theory_law(self) -> LaplaceShift:
+        """Lap(0, b) against Lap(v, b) per coordinate: the default pair (docs/theory.md section 6)."""
+        return LaplaceShift(self.scale, tuple(self.v.tolist()))
 
 
 class GaussianMechanism(AdditiveNoiseMechanism):
@@ -251,28 +222,10 @@ class GaussianMechanism(AdditiveNoiseMechanism):
     def _law(self, location: float) -> Any:
         return stats.norm(loc=location, scale=self.sigma)
 
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        """Closed forms of docs/theory.md section 6 for the default pair (shift v).
-
-        (lin, KL) = KL = ||v||^2 / (2 sigma^2) (appendix Thm 10); (lin, Renyi):
-        the Table 1 / Corollary 2 d-dim bound where stated (alpha > 2); other
-        classes and linear at alpha <= 2: the unrestricted Renyi value (Thm 12);
-        IPM in 1-D: 2 TV = 2 (2 Phi(v / (2 sigma)) - 1).
-        """
-        from audit import bounds
-
-        cls = function_class_name(function_class)
-        if divergence == "kl":
-            if cls == "linear":
-                return bounds.gaussian_linear_kl(self.sigma, self.v)
-            return bounds.gaussian_kl(self.sigma, self.v)
-        if divergence == "renyi":
-            if cls == "linear" and bounds.linear_renyi_bound_stated(alpha):
-                return bounds.gaussian_linear_renyi_bound(self.sigma, alpha, self.v)
-            return bounds.gaussian_renyi(self.sigma, alpha, self.v)
-        if divergence == "ipm" and self.v.size == 1:
-            return 2.0 * (2.0 * stats.norm.cdf(self.v[0] / (2.0 * self.sigma)) - 1.0)
-        return None
+    @property
+    def theory_law(self) -> GaussianShift:
+        """N(0, sigma^2) against N(v, sigma^2) per coordinate: the default pair (docs/theory.md section 6)."""
+        return GaussianShift(self.sigma, tuple(self.v.tolist()))
 
 
 class SnappingLaplace(BaseMechanism):
@@ -375,13 +328,7 @@ class NonPrivateMechanism(BaseMechanism):
     def default_pairs(self) -> list[Pair]:
         return [(np.zeros((2, 1)), np.array([[0.0], [1.0]]))]
 
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        from audit import bounds
-
-        function_class_name(function_class)
-        if divergence == "ipm":
-            return 2.0
-        return bounds.non_private_release()
+    theory_law = PointMasses()
 
 
 class MatrixMechanism(BaseMechanism):
@@ -434,25 +381,10 @@ class MatrixMechanism(BaseMechanism):
         x_prime[int(np.argmax(self.column_norms))] = 1.0
         return [(x, x_prime)]
 
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        """(lin, Renyi): CBDP Thm 5 bound with s = rows of A where stated (alpha > 2,
-        Corollary 2).  Other classes and divergences, and linear at alpha <= 2:
-        the unrestricted value for the noisy A x (an upper bound by
-        post-processing), maximised over the column that changes."""
-        from audit import bounds
-
-        cls = function_class_name(function_class)
-        if divergence == "dp":
-            return self.epsilon
-        eps_b = self.epsilon / self.l1_sensitivity
-        if divergence == "renyi" and cls == "linear" and bounds.linear_renyi_bound_stated(alpha):
-            return bounds.matrix_linear_renyi_bound(self.epsilon, alpha, self.A.shape[0])
-        columns = [np.abs(column[column != 0]) for column in self.A.T if np.any(column)]
-        if divergence == "renyi":
-            return max(bounds.laplace_renyi(eps_b, alpha, column) for column in columns)
-        if divergence == "kl":
-            return max(bounds.laplace_kl(eps_b, column) for column in columns)
-        return None
+    @property
+    def theory_law(self) -> MatrixLaplace:
+        """CBDP Thm 5's matrix mechanism at this A and epsilon (W is post-processing)."""
+        return MatrixLaplace(self.epsilon, tuple(map(tuple, self.A.tolist())))
 
 
 # ---------------------------------------------------------------- query-answer mechanisms
@@ -500,7 +432,7 @@ class RandomizedResponse(BaseMechanism):
         """The exact laws on {0, ..., k-1}, as ``scipy.stats.rv_discrete(values=...)``.
 
         The input value has probability e^eps / (e^eps + k - 1), each other
-        value 1 / (e^eps + k - 1); ``audit.exact`` sums over these atoms.
+        value 1 / (e^eps + k - 1); ``audit.theory.exact`` sums over these atoms.
         """
         return self._law(d), self._law(d_prime)
 

@@ -10,7 +10,7 @@ the on-average generalization gap of OAKL Thm 4.  ``pair_kl(d, d_prime)`` is
 the exact KL between the outputs on two datasets.
 
 Records are clipped to the data domain before use, so the worst-case
-statements (``true_epsilon``, ``theory_bound``) hold for any input.
+statements (``true_epsilon``, ``theory_law``) hold for any input.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from typing import Any
 import numpy as np
 from scipy import special, stats
 
-from audit import bounds, gibbs_theory
 from audit.mechanisms.base import BaseMechanism
-from audit.mechanisms.builtin import function_class_name, positive_int
+from audit.mechanisms.builtin import positive_int
+from audit.theory import bounds
+from audit.theory import gibbs as gibbs_theory
+from audit.theory.table import GaussianShift, LaplaceShift
 from audit.validation import check_positive, is_number
 
 Pair = tuple[np.ndarray, np.ndarray]
@@ -43,7 +45,7 @@ class TruncatedNormalData(BaseMechanism):
         return special.ndtri(rng.uniform(low, high, size=(m, 1)))
 
     def data_variance(self) -> float:
-        """Var of one record under D (:func:`audit.gibbs_theory.truncated_normal_variance`)."""
+        """Var of one record under D (:func:`audit.theory.gibbs.truncated_normal_variance`)."""
         return gibbs_theory.truncated_normal_variance(self.truncation)
 
     def clipped(self, dataset: np.ndarray) -> np.ndarray:
@@ -80,7 +82,7 @@ class GaussianPosteriorMean(TruncatedNormalData):
     Model z | h ~ N(h, s^2), prior h ~ N(mu0, tau^2); the release is one draw
     from the posterior with the likelihood raised to gamma,
     N(posterior mean, 1/lambda) with lambda = 1/tau^2 + gamma n / s^2
-    (:func:`audit.gibbs_theory.gaussian_mean_posterior`).  A Gibbs mechanism
+    (:func:`audit.theory.gibbs.gaussian_mean_posterior`).  A Gibbs mechanism
     with l(z, h) = (z - h)^2 / (2 s^2) and r(h) = -log N(h; mu0, tau^2): OAKL
     Thm 4 equates its on-average KL privacy with gamma times its on-average
     generalization gap.  Records are clipped to [-c, c]; D is N(0, 1)
@@ -153,24 +155,26 @@ class GaussianPosteriorMean(TruncatedNormalData):
         return float(gibbs_theory.normal_kl(m_p, s_p**2, m_q, s_q**2))
 
     def on_average_kl(self, replaced: int = 1) -> float:
-        """Closed form :func:`audit.gibbs_theory.gaussian_mean_on_average_kl` under D."""
+        """Closed form :func:`audit.theory.gibbs.gaussian_mean_on_average_kl` under D."""
         return gibbs_theory.gaussian_mean_on_average_kl(
             self.records, self.data_variance(), replaced=replaced, **self._theory_args()
         )
 
     def worst_case_kl(self) -> float:
-        """Closed form :func:`audit.gibbs_theory.gaussian_mean_worst_case_kl` over [-c, c]."""
+        """Closed form :func:`audit.theory.gibbs.gaussian_mean_worst_case_kl` over [-c, c]."""
         return gibbs_theory.gaussian_mean_worst_case_kl(self.records, 2 * self.truncation, **self._theory_args())
 
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        """Worst-case KL (exact for every class from linear up: a Gaussian mean shift, CBDP appendix Thm 10);
-        Renyi alpha times it; ``dp``: inf."""
-        function_class_name(function_class)
-        if divergence == "kl":
-            return self.worst_case_kl()
-        if divergence == "renyi":
-            return alpha * self.worst_case_kl()
-        return super().theory_bound(function_class, divergence, alpha)
+    @property
+    def theory_law(self) -> GaussianShift:
+        """The posteriors of two datasets whose sums differ by 2c: one variance, the largest mean shift.
+
+        Its KL is :meth:`worst_case_kl` (exact for every class from linear up:
+        a Gaussian mean shift, CBDP appendix Thm 10).
+        """
+        means, variance = gibbs_theory.gaussian_mean_posterior(
+            np.array([0.0, 2 * self.truncation]), self.records, prior_mean=self.prior_mean, **self._theory_args()
+        )
+        return GaussianShift(float(np.sqrt(variance)), (float(means[1] - means[0]),))
 
 
 class LaplaceTruncatedMean(TruncatedNormalData):
@@ -178,9 +182,9 @@ class LaplaceTruncatedMean(TruncatedNormalData):
 
     h ~ exp(-gamma |mean(Z) - h|) (OAKL section 6, with records from N(0, 1)
     truncated to [-2, 2]): **(2 c gamma / n)-DP**, tight for the default pair
-    (:func:`audit.gibbs_theory.laplace_mean_worst_case_epsilon`).  Its loss
+    (:func:`audit.theory.gibbs.laplace_mean_worst_case_epsilon`).  Its loss
     |mean(Z) - h| is not a sum over records, so OAKL Thm 4 does not apply;
-    its on-average KL is :func:`audit.gibbs_theory.laplace_mean_on_average_kl`.
+    its on-average KL is :func:`audit.theory.gibbs.laplace_mean_on_average_kl`.
 
     Parameters
     ----------
@@ -219,7 +223,7 @@ class LaplaceTruncatedMean(TruncatedNormalData):
         return bounds.laplace_kl(self.temperature * shift) if shift > 0 else 0.0
 
     def on_average_kl(self, replaced: int = 1, function_class: str = "all") -> float:
-        """Closed form (by quadrature) :func:`audit.gibbs_theory.laplace_mean_on_average_kl`; one record only."""
+        """Closed form (by quadrature) :func:`audit.theory.gibbs.laplace_mean_on_average_kl`; one record only."""
         if replaced != 1:
             raise ValueError(f"the Laplace mean's closed form covers replaced = 1 record. Found {replaced!r}.")
         return gibbs_theory.laplace_mean_on_average_kl(self.records, self.truncation, self.temperature, function_class)
@@ -228,14 +232,10 @@ class LaplaceTruncatedMean(TruncatedNormalData):
         """KL of the default pair: t + exp(-t) - 1 at t = epsilon."""
         return bounds.laplace_kl(self.true_epsilon)
 
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        """``dp``: epsilon; ``kl``: CBDP appendix Thm 9 (``linear``), else the unrestricted KL (Thm 11)."""
-        cls = function_class_name(function_class)
-        if divergence == "kl":
-            return bounds.laplace_linear_kl(self.true_epsilon) if cls == "linear" else self.worst_case_kl()
-        if divergence == "renyi":
-            return bounds.laplace_renyi(self.true_epsilon, alpha)
-        return super().theory_bound(function_class, divergence, alpha)
+    @property
+    def theory_law(self) -> LaplaceShift:
+        """Lap(0, 1/gamma) against Lap(2c/n, 1/gamma): the means of two neighbours differ by at most 2c/n."""
+        return LaplaceShift(1.0 / self.temperature, (2 * self.truncation / self.records,))
 
 
 class LinearRegressionPosterior(BaseMechanism):
@@ -243,7 +243,7 @@ class LinearRegressionPosterior(BaseMechanism):
 
     Records z = (x, y), x clipped to [-1, 1] and y to [-2, 2]; the release is
     h ~ exp(-gamma sum_i (y_i - x_i h)^2) N(h; 0, tau^2), a Gaussian
-    (:func:`audit.gibbs_theory.regression_posterior`).  D: x ~ U[-1, 1],
+    (:func:`audit.theory.gibbs.regression_posterior`).  D: x ~ U[-1, 1],
     y = x + e with e ~ U[-1, 1] (OAKL section 6, true slope 1).  A Gibbs
     mechanism with l(z, h) = (y - x h)^2: OAKL Thm 4 applies.  OAKL's
     64 gamma-DP needs h restricted to [-2, 2]; this unrestricted Gaussian

@@ -35,7 +35,8 @@ from joblib import Parallel, delayed
 from scipy import stats
 
 from audit.mechanisms.base import BaseMechanism, install_hint
-from audit.mechanisms.registry import info_from_class, make_mechanism, register
+from audit.mechanisms.registry import info_from_class, register
+from audit.theory.table import GaussianShift, LaplaceShift
 
 CHUNK_SIZE = 16384
 """Outputs drawn per library call (vector libraries) or per joblib task (per-call libraries)."""
@@ -147,11 +148,6 @@ class LibraryAdapter(BaseMechanism):
         """``law(loc=f(D)), law(loc=f(D'))``: the noise law centred at each dataset's query value."""
         return law(loc=self.query(d)), law(loc=self.query(d_prime))
 
-    def _builtin_bound(
-        self, builtin: str, params: dict, function_class: str, divergence: str, alpha: float | None
-    ) -> float | None:
-        """The built-in mechanism's closed form at the same noise law and sensitivity (no duplicated theory)."""
-        return make_mechanism(builtin, params).theory_bound(function_class, divergence, alpha)
 
 
 class LaplaceNoise(LibraryAdapter):
@@ -172,9 +168,10 @@ class LaplaceNoise(LibraryAdapter):
         """Continuous Laplace laws at the library's scale."""
         return self._laws(d, d_prime, partial(stats.laplace, scale=self.scale))
 
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        params = {"epsilon": self.true_epsilon, "sensitivity": self.params["sensitivity"]}
-        return self._builtin_bound("laplace", params, function_class, divergence, alpha)
+    @property
+    def theory_law(self) -> LaplaceShift:
+        """The built-in ``laplace``'s law at the library's scale and sensitivity."""
+        return LaplaceShift(self.scale, (float(self.params["sensitivity"]),))
 
 
 class GaussianNoise(LibraryAdapter):
@@ -190,16 +187,17 @@ class GaussianNoise(LibraryAdapter):
         """Normal laws at the library's sigma."""
         return self._laws(d, d_prime, partial(stats.norm, scale=self.sigma))
 
-    def theory_bound(self, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
-        params = {"sigma": self.sigma, "sensitivity": self.params["sensitivity"]}
-        return self._builtin_bound("gaussian", params, function_class, divergence, alpha)
+    @property
+    def theory_law(self) -> GaussianShift:
+        """The built-in ``gaussian``'s law at the library's sigma and sensitivity."""
+        return GaussianShift(self.sigma, (float(self.params["sensitivity"]),))
 
 
 class DiscreteLaplaceNoise(LibraryAdapter):
     """Integer adapters whose noise is discrete Laplace, P(k) ∝ exp(-a |k|), ``self.a`` set in ``__init__``.
 
     Pure epsilon-DP with epsilon = a · sensitivity.  The paper's closed forms
-    are for continuous noise, so :meth:`theory_bound` stays None.
+    are for continuous noise, so only epsilon is known (the default ``theory_law``).
     """
 
     integer = True

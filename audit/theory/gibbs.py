@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import integrate, stats
 
-from audit import bounds
+from audit.theory import bounds
 from audit.validation import check_positive
 
 
@@ -109,8 +109,8 @@ def laplace_mean_on_average_kl(n: int, truncation: float, temperature: float, fu
 
     A replaced record shifts the Laplace location by |z_1 - z| / n; in units
     of the scale 1/gamma that is t = gamma |z_1 - z| / n, whose KL is
-    t + exp(-t) - 1 (``audit.bounds.laplace_kl``) and (lin, KL) CBDP appendix
-    Thm 9 (``audit.bounds.laplace_linear_kl``).  The expectation over two
+    t + exp(-t) - 1 (``audit.theory.bounds.laplace_kl``) and (lin, KL) CBDP appendix
+    Thm 9 (``audit.theory.bounds.laplace_linear_kl``).  The expectation over two
     independent records is :func:`truncated_normal_difference_mean`.
     """
     per_pair = {"all": bounds.laplace_kl, "linear": bounds.laplace_linear_kl}

@@ -7,9 +7,9 @@ Table 1 / Corollary 2 / Theorem 5 for (lin, Renyi), an exact closed form
 are claims (the proof of appendix Thm 13 drops a 2^{-d} factor), so every
 row that has one is compared with
 
-* the row's ``exact`` value (``output_laws`` + ``audit.exact``): the bound
+* the row's ``exact`` value (``output_laws`` + ``audit.theory.exact``): the bound
   fails when the exact value exceeds it by more than a relative
-  :data:`BOUND_RTOL` (the numerical accuracy of ``audit.exact``);
+  :data:`BOUND_RTOL` (the numerical accuracy of ``audit.theory.exact``);
 * the row's lower confidence bound on its estimand (a lower bound on the
   restricted divergence of its class, hence on that of every class
   containing it): the bound fails when the lower confidence bound exceeds
@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 BOUND_RTOL = 1e-4
-"""Relative accuracy of ``audit.exact``: an exact value fails a bound only when above it by more than this."""
+"""Relative accuracy of ``audit.theory.exact``: an exact value fails a bound only when above it by more than this."""
 HOLDS = "bound holds"
 FAILS_EXACT = "BOUND FAILS: exact value exceeds it"
 FAILS_PREFIX = "BOUND FAILS"

@@ -564,6 +564,9 @@ def _polynomial_kl(p, q, degree: int) -> float:
     features = basis.features(rule.x)[:, 1:]  # DV is invariant to constants
     mean_p = rule.weights_p @ features
     log_weights_q = rule.log_weights_q
+    bounded_q = _is_discrete(q) and np.all(np.isfinite(q.support()))
+    if bounded_q and not _support_contained(p, q) and _escapes_support(features, mean_p, log_weights_q):
+        return np.inf
     best, start = 0.0, np.zeros(0)
     for j, low, high in strata:
         scale = basis.leading_coefficient(j)
@@ -573,6 +576,23 @@ def _polynomial_kl(p, q, degree: int) -> float:
             return np.inf
         best, start = max(best, value), a
     return float(best)
+
+
+def _escapes_support(features: np.ndarray, mean_p: np.ndarray, log_weights_q: np.ndarray) -> bool:
+    """Whether some h = features @ b is at most c on Q's atoms with E_P h > c: then DV(t h) >= t (E_P h - c) -> inf.
+
+    P then puts mass where h exceeds every value it takes on Q's support
+    (CBDP Lemma 2 for point masses: h(x) = c - x separates 0 from 1).  A
+    linear program over (b, c) with |b_j| <= 1: its optimum max E_P h - c
+    is positive exactly when such an h exists.  Only for a Q with finitely
+    many atoms, where "at most c on Q's atoms" is checked everywhere Q lives.
+    """
+    on_q = features[np.isfinite(log_weights_q)]
+    objective = np.append(-mean_p, 1.0)  # minimise c - E_P h
+    constraints = np.hstack([on_q, -np.ones((on_q.shape[0], 1))])  # h(x) - c <= 0 on Q's atoms
+    box = [(-1.0, 1.0)] * features.shape[1] + [(None, None)]
+    solution = optimize.linprog(objective, A_ub=constraints, b_ub=np.zeros(on_q.shape[0]), bounds=box)
+    return bool(solution.status == 0 and -solution.fun > 1e-9 * max(1.0, float(np.max(np.abs(mean_p)))))
 
 
 def _donsker_varadhan(features, mean_p, log_weights_q, a):

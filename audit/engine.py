@@ -1,0 +1,613 @@
+"""The audit's one orchestrator: the staged search of :mod:`attacks.staged` under a selection policy.
+
+``[attacks] policy`` (docs/config.md) says which candidates (pair x direction
+x attack class) get a confirmed row:
+
+- ``"best"``: one search per claim and Renyi order
+  (:func:`attacks.staged.staged_search`): every candidate contained in the
+  claim's class screened, the finalists trained and checked, ONE statistic
+  confirmed on a fresh sample; one row per claim and order, Holm over those.
+- ``"every"``: every candidate of every pair trained on the train share and
+  its own set or witness confirmed on a fresh held-out share
+  (:func:`attacks.staged.confirm_every`, ``train_fraction`` splitting
+  ``n_samples``): a row per pair, direction, class and claim (the per-class
+  tables, the per-pair estimates on-average claims average), Holm over every
+  refuting row.
+
+Both run as *units* (best: a claim at one order; every: a pair), the one
+unit of work, of ``tasks.jsonl`` and of resume: a finished unit appends all
+its records (:mod:`audit.store`), a resume keeps the units whose records were
+all written and runs the others, with the numbers an uninterrupted run gives
+(every seed names its unit, never its turn).  One memory check before any
+unit, one progress bar in outputs per dataset drawn, one record builder
+(:func:`_record`: exact value, closed-form bound, the coupling and
+deterministic-release notes).
+
+Samples come from :func:`pair_sampler`: each (pair, stage, chunk) drawn in
+forked children within ``[run] sample_timeout`` seconds a chunk
+(:func:`audit.sampling.draw_pair_isolated`) from the seed of
+``"staged|<stage>|<chunk>"``, so numbers depend on the config and seed only,
+never on ``n_jobs`` or the backend.  A mechanism that fails on a pair costs
+that pair's rows (error rows, exit code 2), a search that fails costs its
+claim's row (the confirm stage's failure included), never the audit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import joblib
+import numpy as np
+from tqdm import tqdm
+
+from attacks.classes import parse_function_class
+from attacks.sequential import FIRST_BUDGET, FIXED, Limits, least_outputs, round_budgets, sequential_search
+from attacks.staged import (
+    MAX_FINALISTS,
+    Draw,
+    StagedResult,
+    StageSizes,
+    Target,
+    confirm_every,
+    later_outputs,
+    staged_search,
+)
+from audit import store
+from audit.config import AuditConfig
+from audit.theory.exact import exact_value, known_laws
+from audit.theory.table import theory_bound as law_bound
+from audit.neighbours import NeighbourPair
+from audit.parallel import backend
+from audit.plan import MEMORY_FRACTION, DIRECTIONS, Task, available_memory, estimate_memory, plan_hash, task_seed
+from audit.sampling import (
+    CHUNK_SIZE,
+    COUPLING_REFUSED,
+    ChunkSampler,
+    PairSamples,
+    draw_chunk,
+    draw_pair_isolated,
+    one_line,
+)
+
+DETERMINISTIC_NOTE = (
+    "every output on D equal, every output on D' equal, and different: consistent with a deterministic release, "
+    "but a finite sample bounds the divergence only by its size (dp and ipm rows: exact count bounds; "
+    "kl and renyi rows: no spread to measure, never a violation)"
+)
+"""The note of a pair whose samples look deterministic.  A finite sample never proves infinity (a
+randomized response at epsilon = 8 repeats one output 1 000 times in a row about 70 % of the time),
+so such rows get the attacks' finite bounds like any other (CBDP Lemma 2's infinity is not claimed)."""
+
+
+class SamplingError(RuntimeError):
+    """The mechanism failed on a pair (the sampler's message)."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One unit of work and of resume: a claim at one Renyi order (policy ``best``) or a pair (``every``).
+
+    ``id`` names its seeds and its records in tasks.jsonl; ``targets`` are
+    what it searches (best: the claim's; every: every distinct divergence,
+    order and delta of the claims, with every attack class that estimates
+    it); ``claim_index`` (best) is the claim its rows answer, ``pair`` (every)
+    the index of its pair.
+    """
+
+    id: str
+    targets: tuple[Target, ...]
+    claim_index: int | None = None
+    pair: int | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A row-to-be of a unit: its task, its confirm statistic or error, the stage fields of its target's search."""
+
+    task: Task
+    evidence: Any = None
+    error: str | None = None
+    staged: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPair],
+               out_dir: str | os.PathLike | None = None, *, resume: bool = False, progress: bool = True,
+               finished: dict[str, dict] | None = None) -> tuple[list[dict], dict[str, Any]]:
+    """Run every unit of the config's policy and return the result rows and their evidence.
+
+    Parameters
+    ----------
+    config : AuditConfig
+    mechanism : Mechanism
+        Built from ``config.mechanism``.
+    pairs : sequence of NeighbourPair
+    out_dir : path, optional
+        Where ``tasks.jsonl`` is written; None keeps everything in memory.
+    resume : bool
+        Keep the finished units of ``out_dir/tasks.jsonl`` and run the others.
+    progress : bool
+        Show a progress bar on stderr (outputs per dataset drawn).
+    finished : dict, optional
+        Filled with task id -> record as units finish, so that a caller
+        interrupted by ``KeyboardInterrupt`` still holds them
+        (:func:`engine_rows` makes their rows).
+
+    Returns
+    -------
+    rows : list of dict
+        :func:`claim_rows` of each record with the stage columns
+        (:data:`audit.schema.STAGED_COLUMNS`); error rows for failed pairs and searches.
+    evidence : dict
+        Task id -> the confirm statistic (None for error rows).
+
+    Raises
+    ------
+    ValueError
+        When ``resume`` meets a tasks.jsonl written by another config, seed or
+        policy, or edited since (:func:`audit.store.read_finished`), and when
+        the samples held at once would not fit in memory (:func:`check_memory`).
+    """
+    policy = POLICIES[config.attacks.policy]
+    units = policy.units(config, pairs)
+    sizes = _largest_sizes(config, len(pairs), len(units))
+    plan = plan_hash(config, units)
+    path = None if out_dir is None else Path(out_dir) / store.TASKS_FILE
+    records = {} if finished is None else finished
+    done, evidence = _finished_units(path, plan) if resume and path is not None else ({}, {})
+    if path is not None and not resume:
+        path.write_text("")
+    pending = [unit for unit in units if unit.id not in done]
+    # one backend (and, for dask and ray, one cluster) for the memory check's probe and every unit: the
+    # sampler runs the mechanism on the cluster's workers
+    with backend(config.run.backend, config.run.n_jobs):
+        probed = {}
+        if pending:
+            n_held, pairs_held = policy.held(sizes, config.attacks.n_samples, len(pairs))
+            probed = check_memory(config, pairs, functools.partial(draw_chunk, mechanism, seed=config.run.seed),
+                                  n_samples=n_held, held_pairs=pairs_held)
+        bar = _OutputsBar(policy.planned(sizes, len(pairs)), len(pending), progress)
+        outputs = _Outputs(pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
+                                        workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1),
+                                        timeout=config.run.sample_timeout, on_outputs=bar.update, failed=probed,
+                                        backend=config.run.backend))
+        with bar.bar:
+            for unit in units:
+                if unit.id not in done:
+                    bar.start()
+                    start = time.perf_counter()
+                    outcomes = policy.run(unit, config, pairs, sizes, outputs, bar)
+                    bar.finish()
+                    drawn = 2 * bar.drawn  # both datasets, every pair, stage and round of the unit
+                    outcomes = [dataclasses.replace(outcome, staged={**outcome.staged, "outputs_drawn": drawn})
+                                for outcome in outcomes]
+                    seconds = time.perf_counter() - start
+                    done[unit.id] = [_record(unit, outcome, len(outcomes), mechanism, pairs, config, outputs,
+                                             seconds) for outcome in outcomes]
+                    for record, outcome in zip(done[unit.id], outcomes):
+                        record.update(plan=plan, resumed=False)
+                        evidence[record["task"]] = outcome.evidence if outcome.error is None else None
+                        if path is not None:
+                            store.append(path, record, evidence[record["task"]])
+                records.update((record["task"], record) for record in done[unit.id])
+    rows = engine_rows(config, records.values())
+    return rows, {row["task"]: evidence.get(row["task"]) if row["error"] is None else None for row in rows}
+
+
+def _largest_sizes(config: AuditConfig, n_pairs: int, n_units: int) -> StageSizes:
+    """The stage sizes of the largest unit: ``config.attacks.stage_sizes``, or a sequential search's last round
+    (:func:`attacks.sequential.round_budgets` of its share of ``max_outputs``)."""
+    attacks = config.attacks
+    if not attacks.sequential:
+        return attacks.stage_sizes
+    budgets = round_budgets(FIRST_BUDGET, attacks.max_outputs // n_units, least_outputs(n_pairs, attacks.stages))
+    return StageSizes.from_budget(budgets[-1], attacks.stages)
+
+
+class _Best:
+    """Policy ``best``: one staged search per claim and Renyi order (:func:`attacks.staged.staged_search`), or,
+    without ``n_samples``, searches in rounds until decided (:func:`attacks.sequential.sequential_search`: each
+    unit gets an equal share of ``max_outputs`` and ``[run] max_seconds`` and stops at the level of Holm's first
+    step over the units)."""
+
+    @staticmethod
+    def units(config: AuditConfig, pairs: Sequence[NeighbourPair]) -> list[Unit]:
+        attacks = config.attacks
+        return [
+            Unit(f"staged|claim{index}|{alpha}",
+                 (Target.for_claim(claim.divergence, claim.function_class, attacks.classes, alpha, claim.delta,
+                                   attacks.class_params),), claim_index=index)
+            for index, claim in enumerate(config.claims) for alpha in claim.alpha
+        ]
+
+    @staticmethod
+    def held(sizes: StageSizes, n_samples: int, n_pairs: int) -> tuple[int, int]:
+        """The train stage holds the finalists' pairs at once; the check and confirm stages count chunks."""
+        return max(sizes.screen, sizes.train), min(MAX_FINALISTS, n_pairs)
+
+    @staticmethod
+    def planned(sizes: StageSizes, n_pairs: int) -> int:
+        return n_pairs * sizes.screen + later_outputs(sizes, min(n_pairs, MAX_FINALISTS))
+
+    @staticmethod
+    def run(unit: Unit, config: AuditConfig, pairs: Sequence[NeighbourPair], sizes: StageSizes,
+            sample: Callable, bar: _OutputsBar) -> list[Outcome]:
+        [target] = unit.targets
+        seed = int(task_seed(config.run.seed, unit.id).generate_state(1)[0])
+        try:
+            if config.attacks.sequential:
+                result = _sequential(unit, target, config, pairs, sample, bar, seed)
+            else:
+                result = staged_search(sample, len(pairs), target, sizes, seed=seed, n_jobs=config.run.n_jobs,
+                                       on_screened=lambda later: bar.replan(len(pairs) * sizes.screen + later))
+        except Exception as error:  # e.g. a worker killed (TerminatedWorkerError): the claim's row, not the audit
+            return [Outcome(_task("-", "-", target), error=f"the attack workers failed: {one_line(error)}")]
+        staged = _staged_fields("best", result.sizes, result.screened, len(result.finalists), result.sets_pooled,
+                                result.rounds, result.stop or (FIXED if result.evidence is not None else None))
+        outcomes = [Outcome(_task(pairs[pair].name, "P|Q", target), error=_pair_error(pairs[pair], message),
+                            staged=staged)
+                    for pair, message in result.failures.items()]
+        if result.evidence is None:  # no candidate, or the winner's pair failed in a later stage (confirm included)
+            return [*outcomes, Outcome(_task("-", "-", target), error=f"staged search found no statistic: "
+                                       f"{result.error}", staged=staged)]
+        winner = result.winner
+        task = _task(pairs[winner.pair].name, winner.direction, target, winner.function_class)
+        return [*outcomes, Outcome(task, result.evidence, staged=staged)]
+
+
+def _sequential(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence[NeighbourPair], sample: Callable,
+                bar: _OutputsBar, seed: int) -> StagedResult:
+    """A ``best`` unit's search in rounds (:func:`attacks.sequential.sequential_search`); the progress bar
+    replans each round and shows the current bound beside the claim."""
+    attacks, units = config.attacks, sum(len(claim.alpha) for claim in config.claims)
+    limits = Limits(attacks.max_outputs // units, config.run.max_seconds / units, attacks.tolerance,
+                    (1.0 - attacks.confidence) / units)
+    claim = config.claims[unit.claim_index]
+    rounds = {}  # the running round's stage sizes and the outputs drawn before it
+
+    def on_round(sizes: StageSizes) -> None:
+        rounds.update(sizes=sizes, before=bar.drawn)
+        bar.replan(bar.drawn + len(pairs) * sizes.screen + later_outputs(sizes, min(len(pairs), MAX_FINALISTS)))
+
+    def on_screened(later: int) -> None:
+        bar.replan(rounds["before"] + len(pairs) * rounds["sizes"].screen + later)
+
+    def on_look(evidence) -> None:
+        bar.bar.set_postfix_str(f"claim {unit.claim_index}: bound {evidence.lower_bound(1.0 - limits.level):.4g}",
+                                refresh=True)
+
+    return sequential_search(sample, len(pairs), target, claim.epsilon, limits, shares=attacks.stages, seed=seed,
+                             n_jobs=config.run.n_jobs, on_round=on_round, on_screened=on_screened, on_look=on_look)
+
+
+class _Every:
+    """Policy ``every``: each pair's candidates all trained and confirmed (:func:`attacks.staged.confirm_every`)."""
+
+    @staticmethod
+    def units(config: AuditConfig, pairs: Sequence[NeighbourPair]) -> list[Unit]:
+        attacks = config.attacks
+        keys = dict.fromkeys((claim.divergence, alpha, claim.delta) for claim in config.claims for alpha in claim.alpha)
+        targets = tuple(Target.for_claim(divergence, "all", attacks.classes, alpha, delta, attacks.class_params)
+                        for divergence, alpha, delta in keys)
+        return [Unit(f"every|{pair.name}", targets, pair=index) for index, pair in enumerate(pairs)]
+
+    @staticmethod
+    def held(sizes: StageSizes, n_samples: int, n_pairs: int) -> tuple[int, int]:
+        """One pair at a time, all of its outputs when its targets share them."""
+        return n_samples, 1
+
+    @staticmethod
+    def planned(sizes: StageSizes, n_pairs: int) -> int:
+        return sizes.train + sizes.confirm
+
+    @staticmethod
+    def run(unit: Unit, config: AuditConfig, pairs: Sequence[NeighbourPair], sizes: StageSizes,
+            sample: Callable, bar: _OutputsBar) -> list[Outcome]:
+        pair = pairs[unit.pair]
+        # the targets share the pair's samples: drawn once, held until the pair is done
+        draw = functools.cache(sample) if len(unit.targets) > 1 else sample
+        outcomes, failed = [], None
+        for target in unit.targets:
+            tasks = [_task(pair.name, direction, target, name) for direction in DIRECTIONS for name in target.classes]
+            staged = _staged_fields("every", sizes, len(tasks), len(tasks), int(target.divergence == "dp"))
+            seed = int(task_seed(config.run.seed, f"{unit.id}|{tasks[0].id}").generate_state(1)[0])
+            try:
+                if failed is not None:  # a pair that failed is not sampled again
+                    raise SamplingError(failed)
+                confirmed = confirm_every(draw, unit.pair, target, sizes, seed=seed, n_jobs=config.run.n_jobs)
+            except SamplingError as error:
+                failed = str(error)
+                outcomes += [Outcome(task, error=_pair_error(pair, failed), staged=staged) for task in tasks]
+                continue
+            except Exception as error:  # e.g. a worker killed (TerminatedWorkerError): the pair's rows
+                outcomes += [Outcome(task, error=f"the attack workers failed: {one_line(error)}", staged=staged)
+                             for task in tasks]
+                continue
+            for candidate, found in confirmed:
+                task = _task(pair.name, candidate.direction, target, candidate.function_class)
+                outcomes.append(Outcome(task, error=found, staged=staged) if isinstance(found, str)
+                                else Outcome(task, found, staged=staged))
+        return outcomes
+
+
+POLICIES = {"best": _Best, "every": _Every}
+"""The one place a policy's name is read: ``[attacks] policy`` -> what its units are and how they run."""
+
+
+def _task(pair: str, direction: str, target: Target, function_class: str | None = None) -> Task:
+    """The task of a row of ``target`` (an error row without a candidate: its first class)."""
+    name = target.classes[0] if function_class is None else function_class
+    return Task(pair, direction, name, target.divergence, target.alpha, target.delta)
+
+
+def _pair_error(pair: NeighbourPair, message: str) -> str:
+    return f"mechanism failed on pair {pair.name}: {message}"
+
+
+def _staged_fields(policy: str, sizes: StageSizes, candidates: int, finalists: int, sets_pooled: int,
+                   rounds: int = 1, stop: str | None = FIXED) -> dict:
+    """The :data:`audit.schema.STAGED_COLUMNS` of a unit's rows but ``outputs_drawn`` (:func:`run_engine` adds
+    it when the unit is over): the stage sizes (a sequential search's last round's, whose budget is then the
+    rows' ``n_samples``), its rounds and why it stopped."""
+    fields = dict(policy=policy, n_screen=sizes.screen, n_train=sizes.train, n_check=sizes.check,
+                  n_confirm=sizes.confirm, candidates=candidates, finalists=finalists, sets_pooled=sets_pooled,
+                  rounds=rounds, stop=stop)
+    if rounds > 1 or stop not in (FIXED, None):  # a sequential search
+        fields["n_samples"] = sizes.screen + sizes.train + sizes.check + sizes.confirm
+    return fields
+
+
+def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pairs: Sequence[NeighbourPair],
+            config: AuditConfig, outputs: _Outputs, seconds: float) -> dict:
+    """The one record builder: a task's fields, its id, estimate, error, notes, exact value and closed-form bound,
+    the unit it belongs to (``search``, ``claim_index``, ``search_records``) and its stage fields (``staged``)."""
+    task = outcome.task
+    task_id = task.id if unit.claim_index is None else f"staged|claim{unit.claim_index}|{task.id}"
+    record = task_record(task, task_id=task_id, error=outcome.error)
+    record.update(search=unit.id, claim_index=unit.claim_index, search_records=unit_records,
+                  staged=dict(outcome.staged), seconds=seconds)
+    if outcome.error is not None:
+        return record
+    index = next(i for i, pair in enumerate(pairs) if pair.name == task.pair)
+    notes = [COUPLING_REFUSED] if config.attacks.coupled and not outcome.evidence.coupled else []
+    if outputs.deterministic(index):
+        notes.append(DETERMINISTIC_NOTE)
+    exact, theory_bound = _theory(mechanism, pairs[index], task)
+    record.update(estimate=float(outcome.evidence.estimate), unbounded=bool(getattr(outcome.evidence, "unbounded",
+                  False)), note="; ".join(notes), exact=exact, theory_bound=theory_bound)
+    return record
+
+
+def _theory(mechanism: Any, pair: NeighbourPair, task: Task) -> tuple[float | None, float | None]:
+    """(exact divergence of the task's class in its direction, the mechanism's closed-form bound); None where
+    unknown.  The one place the audit reads theory (:mod:`audit.theory.exact`, :mod:`audit.theory.table`)."""
+    laws = known_laws(mechanism, pair.d, pair.d_prime)
+    exact = None
+    if laws is not None:
+        exact = exact_value(laws if task.direction == "P|Q" else laws[::-1], task.function_class, task.divergence,
+                            task.alpha)
+    try:
+        theory_bound = law_bound(getattr(mechanism, "theory_law", None), task.function_class, task.divergence,
+                                 task.alpha)
+    except (ArithmeticError, ValueError, IndexError):  # e.g. an overflow at epsilon = 1e308: unknown, not fatal
+        theory_bound = None
+    return exact, theory_bound
+
+
+def task_record(task: Task, *, task_id: str | None = None, error: str | None = None) -> dict:
+    """A task's record before its statistic: the task's fields, its id (``task_id``, default ``task.id``), no estimate."""
+    return dict(dataclasses.asdict(task), task=task.id if task_id is None else task_id, estimate=math.nan,
+                unbounded=False, error=error, note="", exact=None, theory_bound=None, seconds=0.0)
+
+
+def engine_rows(config: AuditConfig, records: Iterable[dict]) -> list[dict]:
+    """The result rows of the engine's records: :func:`claim_rows` of each record (a ``best`` record against its
+    own search's claim and order, an ``every`` record against every claim), with its stage columns."""
+    rows = []
+    for record in records:
+        one = config
+        if record.get("claim_index") is not None:
+            claim = config.claims[record["claim_index"]]
+            one = dataclasses.replace(config, claims=(dataclasses.replace(claim, alpha=(record["alpha"],)),))
+        rows += [{**row, **record.get("staged", {})} for row in claim_rows(one, [record])]
+    return rows
+
+
+def claim_rows(config: AuditConfig, records: Sequence[dict] | Any) -> list[dict]:
+    """One results row per (record, claim on the record's divergence, alpha and delta).
+
+    ``refutes_claim`` is True when the attack's class is contained in the
+    claim's class (docs/theory.md section 3); verdicts and intervals are filled
+    later by :func:`audit.verdicts.assign_verdicts`.
+    """
+    rows = []
+    for record in records:
+        attack_class = parse_function_class(record["function_class"])
+        for claim in config.claims:
+            same_target = (claim.divergence, claim.delta) == (record["divergence"], record["delta"])
+            if not same_target or record["alpha"] not in claim.alpha:
+                continue
+            rows.append({
+                "pair": record["pair"],
+                "direction": record["direction"],
+                "function_class": record["function_class"],
+                "divergence": record["divergence"],
+                "alpha": math.nan if record["alpha"] is None else record["alpha"],
+                "estimate": record["estimate"],
+                "ci_low": math.nan,
+                "ci_high": math.nan,
+                "n_samples": config.attacks.n_samples,
+                "claim": claim.epsilon,
+                "claim_class": claim.function_class,
+                # a pair of an on-average claim is judged by the mean over pairs (audit.on_average), not alone
+                "refutes_claim": not claim.on_average
+                and attack_class.is_contained_in(parse_function_class(claim.function_class)),
+                "theory_bound": _number(record["theory_bound"]),
+                "exact": _number(record["exact"]),
+                "verdict": None,
+                "note": record["note"],
+                "p_adjusted": math.nan,
+                "detectable_excess": math.nan,
+                "task": record["task"],
+                "unbounded": bool(record["unbounded"]),
+                "error": record["error"],
+                "resumed": bool(record.get("resumed", False)),
+                "on_average": claim.on_average,
+            })
+    return rows
+
+
+def _number(value: float | None) -> float:
+    """Unknown values are NaN in the table (null in results.json)."""
+    return math.nan if value is None else float(value)
+
+
+def _finished_units(path: Path, plan: str) -> tuple[dict[str, list[dict]], dict[str, Any]]:
+    """The units of ``path`` whose records were all written (unit id -> records), and the records' evidence;
+    a unit cut off between its records is run again."""
+    read, evidence = store.read_finished(path, plan)
+    units: dict[str, list[dict]] = {}
+    for record in read.values():
+        units.setdefault(record["search"], []).append(record)
+    return {key: found for key, found in units.items() if len(found) == found[0]["search_records"]}, evidence
+
+
+def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coupled: bool, *, workers: int = 1,
+                 timeout: float = 600.0, on_outputs: Callable[[int], Any] = lambda n: None,
+                 failed: dict[str, str] | None = None, backend: str = "loky"):
+    """The sampling callable of :mod:`attacks.staged` over ``pairs``; the staged search may call it from several
+    threads at once (``on_outputs`` must allow that).
+
+    ``sample(pair, n, stage, chunk)`` draws n outputs on pair ``pair``'s d and
+    d' with :func:`audit.sampling.draw_pair_isolated` (forked children or, with ``backend`` dask or ray, jobs
+    of its cluster; ``timeout`` seconds a chunk),
+    from the seed of ``"staged|<stage>|<chunk>"``.  ``on_outputs(k)``: k more
+    outputs per dataset are drawn (as each chunk of :data:`audit.sampling.CHUNK_SIZE`
+    comes in; a failed pair's outputs count as drawn).  A pair named in
+    ``failed`` (pair name -> message, e.g. the memory check's probe) is not
+    sampled again: it fails at once with its message.  A failure raises
+    :class:`SamplingError`.
+    """
+    failed = failed or {}
+
+    def sample(pair: int, n: int, stage: str, chunk: int) -> Draw:
+        if pairs[pair].name in failed:
+            on_outputs(n)
+            raise SamplingError(failed[pairs[pair].name])
+        key = int(task_seed(seed, f"staged|{stage}|{chunk}").generate_state(1)[0])
+        counted = 0
+
+        def on_chunk(chunks: int) -> None:
+            nonlocal counted
+            step = min(chunks * CHUNK_SIZE, n - counted)
+            counted += step
+            on_outputs(step)
+
+        try:
+            drawn = draw_pair_isolated(mechanism, pairs[pair], n, key, coupled, workers=workers, timeout=timeout,
+                                       on_chunk=on_chunk, backend=backend)
+        finally:
+            on_outputs(n - counted)
+        if isinstance(drawn, str):
+            raise SamplingError(drawn)
+        return Draw(drawn.d, drawn.d_prime, drawn.coupled)
+
+    return sample
+
+
+class _Outputs:
+    """The sampler, watching each pair's outputs: whether every output so far on d was one value, every output on
+    d' another (a deterministic release, :data:`DETERMINISTIC_NOTE`)."""
+
+    def __init__(self, sample: Callable[[int, int, str, int], Draw]):
+        self.sample = sample
+        self.firsts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.varied: set[int] = set()
+
+    def __call__(self, pair: int, n: int, stage: str, chunk: int) -> Draw:
+        draw = self.sample(pair, n, stage, chunk)
+        first_d, first_d_prime = self.firsts.setdefault(pair, (draw.d[0].copy(), draw.d_prime[0].copy()))
+        if not (np.all(draw.d == first_d) and np.all(draw.d_prime == first_d_prime)):
+            self.varied.add(pair)
+        return draw
+
+    def deterministic(self, pair: int) -> bool:
+        if pair not in self.firsts or pair in self.varied:
+            return False
+        first_d, first_d_prime = self.firsts[pair]
+        return bool(np.any(first_d != first_d_prime))
+
+
+class _OutputsBar:
+    """The progress bar, in outputs per dataset drawn (every stage, every pair).
+
+    Each unit is counted at first for the outputs it may draw (``planned``);
+    the best policy's screen fixes its later stages (:meth:`replan`), and the
+    unit's end sets its share to what it drew (a failed pair draws no more).
+    """
+
+    def __init__(self, planned: int, units: int, enabled: bool):
+        self.planned = planned
+        options = {} if sys.stderr.isatty() else {"mininterval": 30.0}
+        self.bar = tqdm(total=units * planned, desc="audit", unit="outputs", unit_scale=True, file=sys.stderr,
+                        disable=not enabled, **options)
+        self.unit_planned = self.drawn = 0
+        self.lock = threading.Lock()
+
+    def update(self, outputs: int) -> None:
+        with self.lock:  # the staged search draws several pairs at once, in threads
+            self.drawn += outputs
+            self.bar.update(outputs)
+
+    def start(self) -> None:
+        self.unit_planned, self.drawn = self.planned, 0
+
+    def replan(self, planned: int) -> None:
+        """The running unit will draw ``planned`` outputs per dataset in all."""
+        self.bar.total += planned - self.unit_planned
+        self.unit_planned = planned
+        self.bar.refresh()
+
+    def finish(self) -> None:
+        self.replan(self.drawn)
+
+
+def check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: functools.partial, *,
+                 n_samples: int, held_pairs: int) -> dict[str, str]:
+    """Refuse a plan that would not fit in memory; the output width comes from two outputs of the first pair.
+
+    ``n_samples`` outputs per dataset of ``held_pairs`` pairs are held at once
+    (the policy's, ``held``), and each worker fits on 2 ``n_samples`` rows
+    (:func:`audit.plan.estimate_memory`).  The two outputs are drawn like every
+    chunk (:class:`audit.sampling.ChunkSampler`); when that fails, the failure
+    is returned as the first pair's (pair name -> message), so that a hung
+    mechanism costs one timeout, not two, and the check is skipped.
+    """
+    if not pairs:
+        return {}
+    [(pair, samples)] = list(ChunkSampler(draw, pairs[:1], 2, config.attacks.coupled, 1, config.run.sample_timeout,
+                                          backend=config.run.backend))
+    if not isinstance(samples, PairSamples):
+        return {pair.name: samples}
+    dim = samples.d.shape[1]
+    workers = joblib.effective_n_jobs(config.run.n_jobs)
+    need = estimate_memory(n_samples, dim, held_pairs, config.attacks.classes, workers,
+                           class_params=config.attacks.class_params, backend=config.run.backend)
+    have = available_memory()
+    if have is not None and need > MEMORY_FRACTION * have:
+        raise ValueError(
+            f"the audit would need about {need / 2**30:.1f} GiB of memory ({held_pairs} pairs x 2 datasets x "
+            f"{n_samples} samples x d = {dim}, plus {workers} workers' processes and features) but only "
+            f"{have / 2**30:.1f} GiB are available; lower attacks.n_samples or run.n_jobs. "
+            f"Found n_samples = {config.attacks.n_samples}."
+        )
+    return {}

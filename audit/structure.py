@@ -1,0 +1,209 @@
+"""Structural outputs as evidence: a fixed-width, finite encoding of what a mechanism returns.
+
+An output that is NaN or infinite, beyond :data:`MAX_OUTPUT` in magnitude, or
+whose length changes with the dataset (a histogram over the categories
+present) is an observable event, as much as any value: "the output is NaN"
+or "the output has 2 coordinates" are sets whose probabilities under M(D)
+and M(D') the dp and ipm count bounds compare exactly like any other set.
+The attacks need n rows of one finite width, so a mechanism's outputs are
+encoded once, by the wrapper that checks them (:class:`StructureEncoder`,
+used by ``BaseMechanism.sample`` and ``CallableMechanism.sample``):
+
+* regular outputs (finite, within :data:`MAX_OUTPUT`, the width of the first
+  call) are passed on unchanged: the encoding is the identity, and an audit
+  of a mechanism that never shows structure is the audit it was;
+* from the first structural output on, every output is encoded as
+  ``width`` value columns (NaN and inf replaced by 0, magnitudes clipped to
+  :data:`MAX_OUTPUT`, missing coordinates 0, extra ones cut) followed by the
+  :data:`INDICATORS` columns: the output's length and, per row, its numbers
+  of NaN, of +inf (or > :data:`MAX_OUTPUT`) and of -inf (or < -MAX_OUTPUT)
+  coordinates.
+
+The encoding is a fixed function of the output once its layout is fixed,
+so it is post-processing: it never raises a divergence over ``all`` and the
+intervals keep their level.  The layout must be fixed before the audit's
+samples are drawn, from draws of their own: a mechanism's wrapper is copied
+into the forked children that draw the samples, and a child that first sees
+structure widens only its own copy.  :func:`fix_layout` draws a few outputs
+on every dataset of the audit in a forked child and copies the layout it
+ends with into the audit's mechanism; the dataset search
+(:func:`audit.neighbours.search_pairs`) samples its candidates, probes
+included, in the audit's own process, which does the same.  Structure that
+the pilot draws did not show (a rare NaN) makes its chunk's width differ and
+the pair fails with the sampler's "width changed" error instead of mixing
+layouts.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+MAX_OUTPUT = 1e50
+"""Largest magnitude passed on as a value: cubes and their squares stay finite in the attacks' features."""
+INDICATORS = ("length", "nan", "posinf", "neginf")
+"""The structural columns appended to the value columns once a mechanism's outputs show structure."""
+
+
+class StructureEncoder:
+    """The layout of one mechanism's outputs: fixed by its first call, widened once by the first structure.
+
+    Attributes
+    ----------
+    width : int or None
+        Value columns (None before the first call).
+    structural : bool
+        Whether the :data:`INDICATORS` columns are appended (from the first
+        structural output on).
+    """
+
+    def __init__(self) -> None:
+        self.width: int | None = None
+        self.structural = False
+
+    def encode(self, out: Any, n: int) -> np.ndarray:
+        """The outputs of one call as a finite float array of shape (n, width) or (n, width + 4).
+
+        Raises
+        ------
+        MechanismError
+            On non-numeric values or a number of rows other than n.
+        """
+        values, lengths = output_rows(out, n)
+        regular = bool(np.all(np.isfinite(values)) and np.all(np.abs(values) <= MAX_OUTPUT))
+        uniform = bool(np.all(lengths == values.shape[1]))
+        if self.width is None:
+            self.width = values.shape[1]
+        if not self.structural:
+            if regular and uniform and values.shape[1] == self.width:
+                return values
+            self.structural = True
+            self.width = max(self.width, values.shape[1])
+        return encode_structure(values, lengths, self.width)
+
+
+def encode_structure(values: np.ndarray, lengths: np.ndarray, width: int) -> np.ndarray:
+    """``width`` finite value columns and the :data:`INDICATORS` columns of raw outputs (module docstring).
+
+    Parameters
+    ----------
+    values : numpy.ndarray, shape (n, L)
+        Raw outputs, NaN-padded past each row's length.
+    lengths : numpy.ndarray of int, shape (n,)
+        Each row's number of coordinates.
+    width : int
+        Value columns kept.
+    """
+    kept = np.full((len(values), width), np.nan)
+    kept[:, : min(width, values.shape[1])] = values[:, :width]
+    present = np.arange(values.shape[1]) < lengths[:, None]
+    raw = np.where(present, values, 0.0)  # padding is no NaN of the output
+    indicators = np.column_stack([
+        lengths,
+        np.count_nonzero(np.isnan(raw), axis=1),
+        np.count_nonzero(raw > MAX_OUTPUT, axis=1),
+        np.count_nonzero(raw < -MAX_OUTPUT, axis=1),
+    ])
+    encoded = np.clip(np.nan_to_num(kept, nan=0.0, posinf=MAX_OUTPUT, neginf=-MAX_OUTPUT), -MAX_OUTPUT, MAX_OUTPUT)
+    return np.hstack([encoded, indicators.astype(float)])
+
+
+def output_rows(out: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Raw outputs as a float array (n, L), rows NaN-padded to the longest, and each row's length.
+
+    ``out`` is an (n, d) or (n,) array, or a sequence of n rows of possibly
+    different lengths (None entries read as NaN).
+    """
+    from audit.mechanisms.base import MechanismError, output_array
+
+    try:
+        array = np.asarray(out)
+    except ValueError:  # ragged rows
+        array = np.empty(0, dtype=object)
+    if array.dtype != object:
+        array = output_array(array, n)
+        return array, np.full(n, array.shape[1])
+    rows = [_row(row) for row in out] if hasattr(out, "__len__") else []
+    if len(rows) != n:
+        raise MechanismError(f"mechanism outputs must be {n} rows for the {n} samples asked for. Found {len(rows)}.")
+    lengths = np.array([row.size for row in rows])
+    values = np.full((n, max(lengths.max(initial=0), 1)), np.nan)
+    for i, row in enumerate(rows):
+        values[i, : row.size] = row
+    return values, lengths
+
+
+def _row(row: Any) -> np.ndarray:
+    """One output row of a ragged sequence as floats (None -> NaN)."""
+    from audit.mechanisms.base import MechanismError
+
+    items = np.atleast_1d(np.asarray(row, dtype=object)).ravel()
+    try:
+        return np.array([np.nan if item is None else float(item) for item in items], dtype=float)
+    except (TypeError, ValueError):
+        raise MechanismError(f"mechanism outputs must be real numbers. Found the row {row!r}.") from None
+
+
+PILOT_OUTPUTS = 20
+"""Outputs per dataset drawn by :func:`fix_layout` to see the structure of a mechanism's outputs."""
+PILOT_SECONDS = 10.0
+"""Longest :func:`fix_layout` waits for its draws (at most ``run.sample_timeout``)."""
+
+
+def fix_layout(mechanism: Any, datasets: Sequence[np.ndarray], seed: int, timeout: float) -> None:
+    """Fix the layout of ``mechanism``'s outputs before an audit samples it in forked children.
+
+    Draws :data:`PILOT_OUTPUTS` outputs on every dataset in one forked child
+    and copies the layout the child's encoder has after each dataset into the
+    mechanism's encoder, for at most ``min(timeout, PILOT_SECONDS)`` seconds
+    (a hanging or slow mechanism keeps the layout of the datasets drawn in
+    time; failures are ignored here and reported by the sampler), so that
+    every chunk drawn later starts from the same layout (module docstring).
+    The parent polls without blocking, so Ctrl-C reaches it at once.  A
+    mechanism without an encoder (not wrapped by capaudit), or a platform
+    without ``fork``, is left as it is.
+    """
+    encoder = getattr(mechanism, "structure", None)
+    if not isinstance(encoder, StructureEncoder) or "fork" not in multiprocessing.get_all_start_methods():
+        return
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_pilot, args=(mechanism, encoder, datasets, seed, send), daemon=True)
+    child.start()
+    send.close()
+    deadline = time.monotonic() + min(timeout, PILOT_SECONDS)
+    try:
+        while time.monotonic() < deadline:
+            if receive.poll(0):
+                layout = receive.recv()
+                if layout is None:  # every dataset drawn
+                    break
+                encoder.width, encoder.structural = layout
+            elif not child.is_alive():
+                break
+            else:
+                time.sleep(0.01)
+    except (EOFError, OSError):  # the child died: the sampler will say how
+        pass
+    finally:
+        receive.close()
+        if child.is_alive():
+            child.kill()
+        child.join()
+
+
+def _pilot(mechanism: Any, encoder: StructureEncoder, datasets: Sequence[np.ndarray], seed: int, send: Any) -> None:
+    """In the forked child: sample every dataset, sending the encoder's layout after each; None at the end."""
+    rng = np.random.default_rng(seed)
+    for dataset in datasets:
+        try:
+            mechanism.sample(dataset, PILOT_OUTPUTS, rng)
+        except (Exception, SystemExit):
+            continue
+        send.send((encoder.width, encoder.structural))
+    send.send(None)
+    send.close()

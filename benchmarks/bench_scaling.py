@@ -1,0 +1,150 @@
+"""How audits scale with workers, and what an audit costs before its first sample.
+
+Every measurement runs the product in a fresh Python process (``run_audit``
+or ``python -m audit.cli run``) and reads its wall time and its CPU time
+(user + sys of the process and the workers it waited for,
+``resource.getrusage(RUSAGE_CHILDREN)``):
+
+- a sleep-bound mechanism (50 us per output, :func:`sleep_bound`): 1 worker
+  against 4 threads and 4 loky workers, policies best and every; sleeping
+  needs no core, so the speed-up measures the sampler, not the machine;
+- a CPU-bound audit (the built-in Laplace mechanism, three attack classes,
+  policy every) on 1 and 2 loky workers;
+- the fixed cost: ``import audit.api``, ``capaudit --version`` and
+  ``--help``, and a whole 10 000-sample audit of the built-in Laplace
+  mechanism (``capaudit run``, default policy and classes).
+
+Run by hand (about 3 minutes on a quiet 2-core machine)::
+
+    python benchmarks/bench_scaling.py      # writes benchmarks/results/bench_scaling.md
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "bench_scaling.md"
+SLEEP_PER_OUTPUT = 50e-6
+"""Seconds the sleep-bound mechanism sleeps per output."""
+
+
+def sleep_bound(dataset, n, rng):
+    """The sum of the records plus Lap(1), after sleeping 50 us per output (a slow library call, no CPU)."""
+    time.sleep(SLEEP_PER_OUTPUT * n)
+    return np.sum(dataset) + rng.laplace(0.0, 1.0, size=n)
+
+
+CHILD = """
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from audit.api import run_audit
+result = run_audit(json.loads(sys.argv[1]), progress=False)
+assert result.exit_code in (0, 1), result.table["error"].dropna().tolist()
+"""
+
+
+def measure(command: list[str], **options) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process and its reaped descendants) of one command."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, **options)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def audit(config: dict) -> tuple[float, float]:
+    return measure([sys.executable, "-c", CHILD, json.dumps(config), str(Path(__file__).parent)])
+
+
+def sleep_config(policy: str, n_jobs: int, backend: str) -> dict:
+    """Four pairs of the sleep-bound mechanism, one dp claim over thresholds (a cheap attack), 40 000 samples."""
+    return {
+        "mechanism": {"callable": "bench_scaling:sleep_bound"},
+        "pairs": [{"d": [[0.0]], "d_prime": [[float(k)]]} for k in (1, 2, 3, 4)],
+        "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 10.0}],
+        "attacks": {"classes": ["threshold"], "n_samples": 40_000, "policy": policy},
+        "run": {"seed": 0, "n_jobs": n_jobs, "backend": backend},
+    }
+
+
+def cpu_config(n_jobs: int) -> dict:
+    """The built-in Laplace mechanism, its default pair, a KL claim attacked by three costly classes (6 attacks)."""
+    return {
+        "mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
+        "claims": [{"divergence": "kl", "function_class": "all", "epsilon": 0.3679}],
+        "attacks": {"classes": ["poly3", "tree3", "kernel"], "n_samples": 400_000, "policy": "every"},
+        "run": {"seed": 0, "n_jobs": n_jobs, "backend": "loky"},
+    }
+
+
+FIXED_CONFIG = """[mechanism]
+name = "laplace"
+params = { epsilon = 1.0 }
+
+[[claims]]
+divergence = "kl"
+function_class = "linear"
+epsilon = 0.5
+
+[attacks]
+n_samples = 10000
+"""
+
+
+def machine() -> str:
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    return (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"load average (1, 5, 15 min) {load} at the start")
+
+
+def main() -> None:
+    lines = ["# Scaling and fixed cost", "", f"Machine: {machine()}.", "",
+             "Produced by `python benchmarks/bench_scaling.py`: each row one fresh process; CPU = user + sys "
+             "of the process and the workers it reaped.", ""]
+    lines += ["## Sleep-bound mechanism (50 us per output, 4 pairs, n_samples = 40 000)", "",
+              "| policy | workers | wall (s) | CPU (s) | speed-up |", "|---|---|---|---|---|"]
+    for policy in ("best", "every"):
+        one = None
+        for n_jobs, backend in ((1, "loky"), (4, "threading"), (4, "loky")):
+            wall, cpu = audit(sleep_config(policy, n_jobs, backend))
+            one = one or wall
+            lines.append(f"| {policy} | {n_jobs} {backend} | {wall:.1f} | {cpu:.1f} | {one / wall:.2f}x |")
+    lines += ["", "## CPU-bound audit (Laplace, poly3 / tree3 / kernel x 2 directions, n_samples = 400 000, every)",
+              "", "| workers | wall (s) | CPU (s) | speed-up |", "|---|---|---|---|"]
+    one = None
+    for n_jobs in (1, 2):
+        wall, cpu = audit(cpu_config(n_jobs))
+        one = one or wall
+        lines.append(f"| {n_jobs} loky | {wall:.1f} | {cpu:.1f} | {one / wall:.2f}x |")
+    lines += ["", "## Fixed cost", "", "| what | wall (s) | CPU (s) |", "|---|---|---|"]
+    python = [sys.executable]
+    for label, command in (("`import audit.api`", [*python, "-c", "import audit.api"]),
+                           ("`capaudit --version`", [*python, "-m", "audit.cli", "--version"]),
+                           ("`capaudit --help`", [*python, "-m", "audit.cli", "--help"])):
+        wall, cpu = measure(command, stdout=subprocess.DEVNULL)
+        lines.append(f"| {label} | {wall:.2f} | {cpu:.2f} |")
+    with tempfile.TemporaryDirectory() as folder:
+        config = Path(folder) / "laplace_10k.toml"
+        config.write_text(FIXED_CONFIG)
+        wall, cpu = measure([*python, "-m", "audit.cli", "run", str(config), "--quiet", "--out", f"{folder}/out"],
+                            stdout=subprocess.DEVNULL)
+    lines.append(f"| `capaudit run` of a 10 000-sample Laplace audit (one KL claim, default classes and policy) "
+                 f"| {wall:.2f} | {cpu:.2f} |")
+    RESULTS.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""Edge-case probes of the dataset search and structural outputs as evidence (issue 24).
+
+The bug families of tests/probe_mechanisms.py (true epsilon 10 or infinite) must be caught with only a
+domain and ``strategy = "search"``; their correct counterparts never flagged and never exit 2.
+"""
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+from audit.api import run_audit
+from audit.mechanisms import MechanismError, make_mechanism
+from audit.neighbours import PROBES, Domain, check_neighbours, make_pairs, probe_pairs, record_distance
+from audit.structure import INDICATORS, MAX_OUTPUT, StructureEncoder
+
+BUGS = [  # (mechanism, relation, domain high): records in [0, 1], categories 0-4 for the histogram
+    ("unclipped_sum", "replace-one", 1),
+    ("nan_clip", "replace-one", 1),
+    ("present_histogram", "replace-one", 4),
+    ("data_bounds", "replace-one", 1),
+    ("exact_when_small", "add-remove", 1),
+]
+CORRECT = [("clipped_sum", "replace-one", 1), ("refusing_sum", "replace-one", 1), ("clipped_sum", "add-remove", 1)]
+
+
+def _config(name, relation, high, *, light=True, **neighbours):
+    """The issue's audit: a domain of 5 records, strategy search, claim dp over all <= 1.2; light: small budgets."""
+    spec = {"strategy": "search", "relation": relation, "domain": {"low": [0], "high": [high], "size": 5}}
+    config = {
+        "mechanism": {"callable": f"probe_mechanisms:{name}"},
+        "neighbours": {**spec, **({"count": 2, "candidates": 2, "screen_samples": 200} if light else {}), **neighbours},
+        "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.2}],
+        "run": {"n_jobs": 1},
+    }
+    if light:
+        config["attacks"] = {"n_samples": 2000}
+    return config
+
+
+# ---------------------------------------------------------------- the structural encoding
+
+
+def test_regular_outputs_pass_unchanged():
+    encoder = StructureEncoder()
+    out = np.arange(6.0).reshape(3, 2)
+    assert encoder.encode(out, 3) is not None and np.array_equal(encoder.encode(out, 3), out)
+    assert encoder.width == 2 and not encoder.structural
+
+
+def test_structural_outputs_get_value_and_indicator_columns():
+    encoder = StructureEncoder()
+    encoder.encode(np.zeros((2, 2)), 2)
+    # NaN, +inf, a value beyond MAX_OUTPUT, then a narrower output: every event has its own column.
+    np.testing.assert_array_equal(
+        encoder.encode(np.array([[np.nan, np.inf], [1e60, -3.0]]), 2),
+        [[0.0, MAX_OUTPUT, 2, 1, 1, 0], [MAX_OUTPUT, -3.0, 2, 0, 1, 0]],
+    )
+    np.testing.assert_array_equal(encoder.encode(np.array([7.0]), 1), [[7.0, 0.0, 1, 0, 0, 0]])
+    assert encoder.structural and encoder.width == 2 and len(INDICATORS) == 4
+
+
+def test_ragged_rows_and_none_are_read_per_row():
+    encoder = StructureEncoder()
+    np.testing.assert_array_equal(
+        encoder.encode([[1.0], [2.0, None], []], 3),
+        [[1.0, 0.0, 1, 0, 0, 0], [2.0, 0.0, 2, 1, 0, 0], [0.0, 0.0, 0, 0, 0, 0]],
+    )
+
+
+@pytest.mark.parametrize("out,message", [(np.array(["a", "b"]), "real numbers"), (np.zeros(3), r"shape \(2, d\)")])
+def test_malformed_outputs_are_still_errors(out, message):
+    with pytest.raises(MechanismError, match=message):
+        StructureEncoder().encode(out, 2)
+
+
+# ---------------------------------------------------------------- the probes
+
+
+@pytest.mark.parametrize("relation", ["replace-one", "add-remove"])
+def test_every_probe_is_a_neighbour_under_its_relation(relation):
+    domain = Domain(np.array([0.0]), np.array([4.0]), 5)
+    probes = probe_pairs(domain, relation, PROBES, np.random.default_rng(0))
+    families = {label.split(":")[0] for label, _, _ in probes}
+    assert families == set(PROBES)
+    for label, d, d_prime in probes:
+        assert check_neighbours(d, d_prime, relation) == 1, label
+    sizes = {(len(d), len(d_prime)) for label, d, d_prime in probes if label.startswith("small_sizes")}
+    assert sizes == ({(0, 1), (1, 2)} if relation == "add-remove" else {(1, 1), (2, 2)})
+
+
+def test_special_values_are_compared_bit_for_bit():
+    assert record_distance([[0.0], [np.nan]], [[0.0], [np.nan]]) == 0
+    assert record_distance([[0.0]], [[-0.0]]) == 1
+    assert record_distance(np.empty((0, 1)), [[np.nan]]) == 1
+
+
+def test_new_category_only_for_integer_domains():
+    labels = [label for label, _, _ in probe_pairs(Domain(np.array([0.0]), np.array([0.5]), 3), "replace-one")]
+    assert not any(label.startswith("new_category") for label in labels)
+
+
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        ({"strategy": "search", "probes": ["nan"]}, "neighbours.probes must be a list"),
+        ({"strategy": "search", "probes": "special_values"}, "neighbours.probes must be a list"),
+        ({"strategy": "extremes", "probes": []}, "search\" only"),
+    ],
+)
+def test_probes_field_is_checked(spec, message):
+    with pytest.raises(ValueError, match=message):
+        make_pairs({**spec, "domain": {"low": [0], "high": [1]}}, make_mechanism("laplace"), rng=0)
+
+
+def test_probes_can_be_turned_off_and_the_log_says_what_was_screened():
+    mechanism = make_mechanism(callable="probe_mechanisms:refusing_sum")
+    spec = {"strategy": "search", "domain": {"low": [0], "high": [1], "size": 3}, "candidates": 2, "screen_samples": 50}
+    pairs = make_pairs(spec, mechanism, rng=0)
+    refused = [entry for entry in pairs.screening if entry.note]
+    assert refused and all(entry.note.startswith("dropped: the mechanism refuses the probe") for entry in refused)
+    assert all(entry.label.startswith("probe") and np.isnan(entry.score) for entry in refused)
+    assert [entry.pair for entry in pairs.screening if entry.pair] and all(pair.origin for pair in pairs)
+    off = make_pairs({**spec, "probes": ["duplicates"]}, mechanism, rng=0)
+    assert {entry.label.split(":")[0] for entry in off.screening if entry.label.startswith("probe")} == {"probe duplicates"}
+
+
+def test_a_one_sided_failure_in_the_domain_is_a_finding_with_counts():
+    def fails_on_ones(dataset, n, rng):
+        if np.any(np.asarray(dataset) == 1.0):
+            raise ArithmeticError("boom")
+        return rng.laplace(size=n)
+
+    spec = {"strategy": "search", "domain": {"low": [0], "high": [1], "size": 2}, "candidates": 1,
+            "screen_samples": 50, "probes": []}
+    pairs = make_pairs(spec, make_mechanism(callable=fails_on_ones), rng=0)
+    notes = [entry.note for entry in pairs.screening if entry.note]
+    assert any("finding: the mechanism fails on d' only" in note and "0 of 5 calls failed on d, 5 of 5 on d'" in note
+               for note in notes)
+
+
+def test_a_mechanism_that_fails_on_every_candidate_is_a_clear_error():
+    def broken(dataset, n, rng):
+        raise RuntimeError("boom")
+
+    spec = {"strategy": "search", "domain": {"low": [0], "high": [1]}, "candidates": 1, "screen_samples": 20}
+    with pytest.raises(MechanismError, match="failed on every candidate.*boom"):
+        make_pairs(spec, make_mechanism(callable=broken), rng=0)
+
+
+# ---------------------------------------------------------------- audits
+
+
+@pytest.mark.parametrize("name,relation,high", BUGS)
+def test_each_bug_family_is_caught_by_the_search(name, relation, high):
+    result = run_audit(_config(name, relation, high), progress=False)
+    assert result.verdict == "violation" and result.exit_code == 1, result.table[["pair", "estimate", "error"]]
+
+
+@pytest.mark.parametrize("name,relation,high", CORRECT)
+def test_correct_counterparts_are_not_flagged(name, relation, high):
+    result = run_audit(_config(name, relation, high), progress=False)
+    assert result.verdict == "pass" and result.exit_code == 0, result.table[["pair", "estimate", "error"]]
+    assert result.search and all(entry["note"].startswith("dropped") for entry in result.search if entry["note"])
+
+
+def test_a_search_audit_with_probes_writes_valid_results_and_lists_the_probes(tmp_path):
+    """Probe datasets hold NaN, inf and no records: results.json keeps them (null, "inf", []) within its schema."""
+    jsonschema = pytest.importorskip("jsonschema")
+    config = _config("nan_clip", "add-remove", 1)
+    config["attacks"]["classes"] = ["atoms"]  # the report, not the attack, is under test here
+    run_audit(config, progress=False, out_dir=tmp_path)
+    document = json.loads((tmp_path / "results.json").read_text())
+    schema = json.loads((pathlib.Path(__file__).parents[1] / "docs/schema/results.schema.json").read_text())
+    assert list(jsonschema.Draft202012Validator(schema).iter_errors(document)) == []
+    labels = [entry["label"] for entry in document["search"]]
+    assert "probe special_values: a record of NaN" in labels and any(label.startswith("probe small_sizes") for label in labels)
+    report = (tmp_path / "report.md").read_text()
+    assert "## Dataset search" in report and "probe special_values: a record of NaN" in report
+    winner = next(entry for entry in document["search"] if entry["pair"] == "p0")
+    assert winner["label"].startswith("probe") and document["pairs"][0]["origin"] == winner["label"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,relation,high", BUGS + CORRECT)
+def test_full_defaults(name, relation, high):
+    """The issue's setting at every default: 5 records, dp over all <= 1.2, only a domain and strategy search."""
+    result = run_audit(_config(name, relation, high, light=False), progress=False)
+    expected = ("violation", 1) if (name, relation, high) in BUGS else ("pass", 0)
+    assert (result.verdict, result.exit_code) == expected
+
+
+def masked_sum(dataset, n, rng):
+    """Correct, 1-DP on records in [0, 1]: the sum + Lap(1) and a standard normal draw, each NaN with probability
+    0.3 whatever the data; the output's length and its NaN depend on public parameters only."""
+    out = np.column_stack([np.sum(dataset) + rng.laplace(size=n), rng.normal(size=n)])
+    return np.where(rng.random((n, 2)) < 0.3, np.nan, out)
+
+
+@pytest.mark.parametrize(
+    "seeds,most",
+    [
+        (6, 2),  # P(3 or more of 6 | p = 0.05) = 0.002
+        pytest.param(40, 5, marks=pytest.mark.slow),  # P(6 or more of 40 | p = 0.05) = 0.014
+    ],
+)
+def test_structural_evidence_keeps_honest_verdicts_over_seeds(seeds, most):
+    """Claimed at its true epsilon (1), the masked sum reads "violation" in at most 1 - confidence of audits."""
+    config = {
+        "mechanism": {"callable": "test_probes:masked_sum"},
+        "pairs": [{"d": [0.0] * 5, "d_prime": [0.0] * 4 + [1.0]}],
+        "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0}],
+        "attacks": {"n_samples": 2000},
+        "run": {"n_jobs": 1},
+    }
+    results = [run_audit(config, seed=seed, progress=False) for seed in range(seeds)]
+    assert all(result.exit_code in (0, 1) and result.table["error"].isna().all() for result in results)
+    assert sum(result.verdict == "violation" for result in results) <= most
