@@ -449,7 +449,7 @@ def weight_evidence(w_p: np.ndarray, w_q: np.ndarray, divergence: str, alpha: fl
     """What held-out witness values fix of a ``kl`` or ``renyi`` estimate beyond its objective.
 
     :func:`moments_evidence` of their :class:`~attacks.witness_moments.WitnessMoments`;
-    used by :func:`estimate_divergence` and the staged engine's screen stage.
+    used by :func:`estimate_divergence` and the staged search's screen stage.
     """
     return moments_evidence(WitnessMoments.from_values(w_p, w_q, divergence, alpha), coupled)
 
@@ -462,7 +462,7 @@ def moments_evidence(moments: WitnessMoments, coupled: bool) -> dict[str, Any]:
     (``log_unseen_ratio``, ``n_q``: the unseen-mass term of
     :func:`attacks.divergences.variational_bound`); the formulas are those of
     the module docstring, computed from power sums
-    (:mod:`attacks.witness_moments`), so the staged engine's check and confirm
+    (:mod:`attacks.witness_moments`), so the staged search's check and confirm
     stages add up summaries of blocks instead of keeping the values.
     """
     standard_error = moments.standard_error(coupled)

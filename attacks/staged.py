@@ -258,13 +258,22 @@ class PooledEstimate:
 
 @dataclass(frozen=True)
 class Option:
-    """A statistic the check stage may choose: a finalist and, for ``dp``, the weights on its nested sets."""
+    """A statistic the check stage may choose: a finalist and, for ``dp``, the weights on its nested sets;
+    ``counts``: a one-set ``dp`` statistic's check evidence (its counts), None for the others."""
 
     finalist: int
     weights: np.ndarray | None
     estimate: float
     error: float
     family_size: int = 1
+    counts: DivergenceEstimate | None = None
+
+    def promise(self, check: int, confirm: int) -> float:
+        """The confirm bound this statistic is expected to reach: a one-set ``dp`` statistic's projected count
+        bound (:func:`set_promise`), the others' :func:`promise`."""
+        if self.counts is not None:
+            return set_promise(self.counts, confirm, self.family_size)
+        return promise(self.estimate, self.error, check, confirm, self.family_size)
 
 
 @dataclass(frozen=True)
@@ -273,7 +282,9 @@ class StagedResult:
 
     ``evidence`` is the confirm statistic (a :class:`DivergenceEstimate` or a
     :class:`PooledEstimate`), None when no candidate could be sampled and
-    fitted (``error`` says why); ``failures`` maps a pair to its sampler's error.
+    fitted (``error`` says why); ``failures`` maps a pair to its sampler's error.  ``rounds`` and ``stop``:
+    the rounds of a sequential search (:func:`attacks.sequential.sequential_search`) and why it stopped (None
+    for one fixed-design search).
     """
 
     target: Target
@@ -285,6 +296,8 @@ class StagedResult:
     sets_pooled: int = 0
     failures: Mapping[int, str] = field(default_factory=dict)
     error: str | None = None
+    rounds: int = 1
+    stop: str | None = None
 
 
 def staged_search(sample: Sampler, n_pairs: int, target: Target, sizes: StageSizes, *, seed: int = 0,
@@ -341,8 +354,7 @@ def staged_search(sample: Sampler, n_pairs: int, target: Target, sizes: StageSiz
     if not options:
         return StagedResult(target, sizes, None, None, len(scored), tuple(finalists), failures=failures,
                             error="sampling failed for every finalist in the check stage")
-    best = max(options, key=lambda option: promise(option.estimate, option.error, sizes.check, sizes.confirm,
-                                                    option.family_size))
+    best = max(options, key=lambda option: option.promise(sizes.check, sizes.confirm))
     winner, attack = finalists[kept[best.finalist]], attacks[kept[best.finalist]]
     evidence = _confirm(draw, winner, attack, best.weights, target, sizes, chunk, n_jobs)
     if evidence is None:
@@ -430,6 +442,28 @@ def promise(estimate: float, error: float, check: int, confirm: int, family_size
     """
     selection = norm.ppf(1.0 - (1.0 - SELECTION_LEVEL) / family_size)
     return estimate - (selection + norm.ppf(SELECTION_LEVEL) * np.sqrt(check / confirm)) * error
+
+
+def set_promise(evidence: DivergenceEstimate, confirm: int, family_size: int) -> float:
+    """The confirm bound one ``dp`` set is expected to reach from its check counts.
+
+    The count bound projected to ``confirm`` outputs
+    (:func:`attacks.binomial_ratio.projected_lower_bound` or its paired twin:
+    the delta-method spread at the check *and* the confirm size, or the
+    Clopper-Pearson split of the projected counts where they are too few
+    for the score bound, as the confirm bound will be) at the selection
+    level z(1 - 0.05 / family_size).  Unlike :func:`promise` it does not
+    read the smoothed log-ratio's standard error, which a set with no
+    output of Q inflates by its half count: a set holding 3 % of P's check
+    outputs and none of Q's (a float's porous support, Mironov 2012) then
+    promised less than a set with a ratio of 1.1, although its confirm count
+    bound is the larger.
+    """
+    level = 1.0 - (1.0 - SELECTION_LEVEL) / family_size
+    if evidence.coupled:
+        return float(paired_ratio.projected_lower_bound(np.asarray(evidence.details["cells"]), evidence.delta,
+                                                        level, confirm))
+    return float(binomial_ratio.projected_lower_bound(*evidence._counts(), evidence.delta, level, confirm))
 
 
 def projected_bound(evidence: DivergenceEstimate, n_eval: int) -> tuple[float, float]:
@@ -696,11 +730,17 @@ def _check(draw, finalists: list[Candidate], attacks: list[Attack], target: Targ
     for i, (moments, coupled) in totals.items():
         starts = _pools(moments, target.delta, coupled)
         for weights in starts.values():
-            pools.append(Option(i, weights, *_dp_error(_statistic(moments, finalists[i], target, coupled, weights))))
+            pools.append(_dp_option(i, weights, _statistic(moments, finalists[i], target, coupled, weights)))
         if attacks[i].fitted not in starts:
             weights = np.eye(attacks[i].cuts.size)[attacks[i].fitted]
-            fitted.append(Option(i, weights, *_dp_error(_statistic(moments, finalists[i], target, coupled, weights))))
-    return [Option(o.finalist, o.weights, o.estimate, o.error, len(family)) for family in (fitted, pools) for o in family]
+            fitted.append(_dp_option(i, weights, _statistic(moments, finalists[i], target, coupled, weights)))
+    return [replace(option, family_size=len(family)) for family in (fitted, pools) for option in family]
+
+
+def _dp_option(finalist: int, weights: np.ndarray, evidence: DivergenceEstimate | PooledEstimate) -> Option:
+    """A ``dp`` statistic of the check stage; a one-set statistic keeps its counts (:func:`set_promise`)."""
+    counts = evidence if isinstance(evidence, DivergenceEstimate) else None
+    return Option(finalist, weights, *_dp_error(evidence), counts=counts)
 
 
 def _pools(moments: pooled_ratio.EventMoments, delta: float, coupled: bool) -> dict[int, np.ndarray]:

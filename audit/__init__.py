@@ -1,4 +1,4 @@
-"""Auditing privacy mechanisms: mechanisms, neighbours, theory, verdicts, runner, reports.
+"""Auditing privacy mechanisms: mechanisms, neighbours, theory, verdicts, the engine, reports.
 
 ``run_audit`` is the Python entry point (docs/design.md, "Contract: Python");
 the theory (closed forms, exact values, the bound table) is :mod:`audit.theory`.  The names are

@@ -73,6 +73,7 @@ import numpy as np
 from audit.config import AuditConfig, CheckSpec
 from audit.mechanisms.compose import Mixture, Parallel, PostProcessed, Sequential
 from audit.neighbours import NeighbourPair
+from audit.parallel import backend
 from audit.plan import task_seed
 from audit.sampling import draw_pair_isolated, one_line
 from audit.theory.composition import THEOREMS, theorem_bound
@@ -150,12 +151,15 @@ def run_checks(config: AuditConfig) -> list[dict[str, Any]]:
     verdict ``"error"`` and its message; the others still run.
     """
     rows = []
-    for index, spec in enumerate(config.checks):
-        try:
-            rows.append(_run_check(spec, index, config))
-        except Exception as error:  # a crash is never a verdict: the row says what failed
-            message = str(error) if isinstance(error, SamplingFailed) else one_line(error)
-            rows.append(_row(spec, index, verdict="error", error=f"checks[{index}] ({spec.property}): {message}"))
+    if not config.checks:
+        return rows
+    with backend(config.run.backend, config.run.n_jobs):  # dask / ray: the parts are sampled on the cluster's workers
+        for index, spec in enumerate(config.checks):
+            try:
+                rows.append(_run_check(spec, index, config))
+            except Exception as error:  # a crash is never a verdict: the row says what failed
+                message = str(error) if isinstance(error, SamplingFailed) else one_line(error)
+                rows.append(_row(spec, index, verdict="error", error=f"checks[{index}] ({spec.property}): {message}"))
     return rows
 
 
@@ -215,14 +219,16 @@ class _Context:
     def draw(self, mechanism: Any, pair: Sequence[np.ndarray], role: str, n: int | None = None) -> tuple:
         """n outputs on d and on d' through the audit's sampler (:func:`audit.sampling.draw_pair_isolated`).
 
-        Forked children within ``run.sample_timeout`` seconds a chunk, on
+        Forked children (or, with ``run.backend`` dask or ray, jobs of the
+        cluster's workers) within ``run.sample_timeout`` seconds a chunk, on
         ``run.n_jobs`` workers, seeded by the pair name ``checks[i]|<role>``:
         a mechanism that raises, exits or hangs fails the check, not the audit.
         """
         run = self.config.run
         named = NeighbourPair(f"checks[{self.index}]|{role}", np.asarray(pair[0]), np.asarray(pair[1]))
         drawn = draw_pair_isolated(mechanism, named, self.spec.n_samples if n is None else n, run.seed, False,
-                                   workers=max(joblib.effective_n_jobs(run.n_jobs), 1), timeout=run.sample_timeout)
+                                   workers=max(joblib.effective_n_jobs(run.n_jobs), 1), timeout=run.sample_timeout,
+                                   backend=run.backend)
         if isinstance(drawn, str):
             raise SamplingFailed(drawn)
         return drawn.d, drawn.d_prime

@@ -80,10 +80,11 @@ _FIELDS = {
     "neighbours": SPEC_FIELDS,
     "claims": ("divergence", "alpha", "function_class", "epsilon", "delta", "on_average", "epsilons", "deltas", "profile",
                "reason"),
-    "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params", "coupled", "policy", "engine", "stages"),
-    "run": ("seed", "n_jobs", "backend", "sample_timeout"),
+    "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params", "coupled", "policy", "engine", "stages",
+                "max_outputs", "tolerance"),
+    "run": ("seed", "n_jobs", "backend", "sample_timeout", "max_seconds"),
 }
-DEFAULT_CLASSES = ("linear", "poly2", "poly3", "tree3", "atoms")
+DEFAULT_CLASSES = ("linear", "poly2", "poly3", "tree3", "atoms", "floatbits")
 
 
 class ConfigError(ValueError):
@@ -143,6 +144,13 @@ class AttackSpec:
     ``n_samples``) or ``"every"`` (every candidate, ``train_fraction`` of
     ``n_samples`` training it, the rest confirming it); unset,
     :func:`default_policy`.
+
+    ``sequential``: the ``best`` policy without ``n_samples`` in the config
+    (:mod:`attacks.sequential`): rounds of growing budgets until each claim
+    is decided (a violation, or an excess of ``tolerance`` over the claim
+    detectable with probability 0.8) or ``max_outputs`` outputs (all of a
+    claim's searches, every pair, dataset and stage) or ``[run]
+    max_seconds`` are reached.  False for a fixed design (``n_samples``).
     """
 
     classes: tuple[str, ...] = DEFAULT_CLASSES
@@ -153,6 +161,9 @@ class AttackSpec:
     coupled: bool = False
     policy: str = "best"
     stages: Mapping[str, float] | None = None
+    sequential: bool = False
+    max_outputs: int = 4_000_000
+    tolerance: float = 0.1
 
     @property
     def stage_sizes(self) -> StageSizes:
@@ -172,12 +183,14 @@ class AttackSpec:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """``[run]``: the audit's seed, joblib's n_jobs and backend, and each pair's sampling time limit (seconds)."""
+    """``[run]``: the audit's seed, joblib's n_jobs and backend, each pair's sampling time limit (seconds), and
+    the wall time after which a sequential audit stops looking (``max_seconds``)."""
 
     seed: int = 0
     n_jobs: int = 1
     backend: str = "loky"
     sample_timeout: float = 600.0
+    max_seconds: float = 120.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -692,6 +705,7 @@ def _attacks(table: dict, on_average: bool = False) -> AttackSpec:
     if not isinstance(coupled, bool):
         raise ConfigError(f"attacks.coupled: must be true or false (a TOML boolean, unquoted). Found {coupled!r}.")
     policy, stages = _policy(table, int(n_samples), on_average, confidence)
+    sequential, max_outputs, tolerance = _sequential(table, policy, stages, defaults)
     return AttackSpec(
         classes=classes,
         n_samples=int(n_samples),
@@ -701,7 +715,38 @@ def _attacks(table: dict, on_average: bool = False) -> AttackSpec:
         coupled=coupled,
         policy=policy,
         stages=stages,
+        sequential=sequential,
+        max_outputs=max_outputs,
+        tolerance=tolerance,
     )
+
+
+def _sequential(table: dict, policy: str, stages: Mapping[str, float] | None,
+                defaults: AttackSpec) -> tuple[bool, int, float]:
+    """Whether the audit is sequential (policy ``best``, no ``n_samples``), its ``max_outputs`` and ``tolerance``."""
+    from attacks.sequential import FIRST_BUDGET
+    from attacks.staged import StageSizes
+
+    sequential = policy == "best" and "n_samples" not in table
+    for name in ("max_outputs", "tolerance"):
+        if name in table and not sequential:
+            raise ConfigError(
+                f"attacks.{name}: only an audit that stops by itself has one (policy 'best' without n_samples); "
+                f"remove {name} or n_samples. Found {table[name]!r}."
+            )
+    max_outputs = _number(table.get("max_outputs", defaults.max_outputs), "attacks.max_outputs", integer=True)
+    if not 1_000 <= max_outputs <= 10**12:
+        raise ConfigError(f"attacks.max_outputs: must be from 1000 to 10^12 outputs, e.g. 4000000. Found {max_outputs!r}.")
+    tolerance = float(_number(table.get("tolerance", defaults.tolerance), "attacks.tolerance"))
+    if not 0.0 < tolerance < math.inf:
+        raise ConfigError(f"attacks.tolerance: must be a positive number (in the claim's units), e.g. 0.1. "
+                          f"Found {tolerance!r}.")
+    if sequential:
+        try:
+            StageSizes.from_budget(FIRST_BUDGET, stages)
+        except ValueError as error:
+            raise ConfigError(f"attacks.stages: the first round of {FIRST_BUDGET} outputs: {error}") from None
+    return sequential, int(max_outputs), tolerance
 
 
 POLICIES = ("best", "every")
@@ -904,7 +949,11 @@ def _run(table: dict) -> RunSpec:
     timeout = float(_number(table.get("sample_timeout", defaults.sample_timeout), "run.sample_timeout"))
     if timeout <= 0:
         raise ConfigError(f"run.sample_timeout: must be a positive number of seconds, e.g. 600. Found {timeout!r}.")
-    return RunSpec(seed=int(seed), n_jobs=int(n_jobs), backend=backend, sample_timeout=timeout)
+    max_seconds = float(_number(table.get("max_seconds", defaults.max_seconds), "run.max_seconds"))
+    if not 0.0 < max_seconds < math.inf:
+        raise ConfigError(f"run.max_seconds: must be a positive number of seconds, e.g. 120. Found {max_seconds!r}.")
+    return RunSpec(seed=int(seed), n_jobs=int(n_jobs), backend=backend, sample_timeout=timeout,
+                   max_seconds=max_seconds)
 
 
 # --------------------------------------------------------------------------- [[checks]]

@@ -51,6 +51,7 @@ import numpy as np
 from tqdm import tqdm
 
 from attacks.classes import parse_function_class
+from attacks.sequential import FIRST_BUDGET, FIXED, Limits, least_outputs, round_budgets, sequential_search
 from attacks.staged import (
     MAX_FINALISTS,
     Draw,
@@ -157,8 +158,8 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
         the samples held at once would not fit in memory (:func:`check_memory`).
     """
     policy = POLICIES[config.attacks.policy]
-    sizes = config.attacks.stage_sizes
     units = policy.units(config, pairs)
+    sizes = _largest_sizes(config, len(pairs), len(units))
     plan = plan_hash(config, units)
     path = None if out_dir is None else Path(out_dir) / store.TASKS_FILE
     records = {} if finished is None else finished
@@ -186,6 +187,9 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
                     start = time.perf_counter()
                     outcomes = policy.run(unit, config, pairs, sizes, outputs, bar)
                     bar.finish()
+                    drawn = 2 * bar.drawn  # both datasets, every pair, stage and round of the unit
+                    outcomes = [dataclasses.replace(outcome, staged={**outcome.staged, "outputs_drawn": drawn})
+                                for outcome in outcomes]
                     seconds = time.perf_counter() - start
                     done[unit.id] = [_record(unit, outcome, len(outcomes), mechanism, pairs, config, outputs,
                                              seconds) for outcome in outcomes]
@@ -199,8 +203,21 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     return rows, {row["task"]: evidence.get(row["task"]) if row["error"] is None else None for row in rows}
 
 
+def _largest_sizes(config: AuditConfig, n_pairs: int, n_units: int) -> StageSizes:
+    """The stage sizes of the largest unit: ``config.attacks.stage_sizes``, or a sequential search's last round
+    (:func:`attacks.sequential.round_budgets` of its share of ``max_outputs``)."""
+    attacks = config.attacks
+    if not attacks.sequential:
+        return attacks.stage_sizes
+    budgets = round_budgets(FIRST_BUDGET, attacks.max_outputs // n_units, least_outputs(n_pairs, attacks.stages))
+    return StageSizes.from_budget(budgets[-1], attacks.stages)
+
+
 class _Best:
-    """Policy ``best``: one staged search per claim and Renyi order (:func:`attacks.staged.staged_search`)."""
+    """Policy ``best``: one staged search per claim and Renyi order (:func:`attacks.staged.staged_search`), or,
+    without ``n_samples``, searches in rounds until decided (:func:`attacks.sequential.sequential_search`: each
+    unit gets an equal share of ``max_outputs`` and ``[run] max_seconds`` and stops at the level of Holm's first
+    step over the units)."""
 
     @staticmethod
     def units(config: AuditConfig, pairs: Sequence[NeighbourPair]) -> list[Unit]:
@@ -227,11 +244,15 @@ class _Best:
         [target] = unit.targets
         seed = int(task_seed(config.run.seed, unit.id).generate_state(1)[0])
         try:
-            result = staged_search(sample, len(pairs), target, sizes, seed=seed, n_jobs=config.run.n_jobs,
-                                   on_screened=lambda later: bar.replan(len(pairs) * sizes.screen + later))
+            if config.attacks.sequential:
+                result = _sequential(unit, target, config, pairs, sample, bar, seed)
+            else:
+                result = staged_search(sample, len(pairs), target, sizes, seed=seed, n_jobs=config.run.n_jobs,
+                                       on_screened=lambda later: bar.replan(len(pairs) * sizes.screen + later))
         except Exception as error:  # e.g. a worker killed (TerminatedWorkerError): the claim's row, not the audit
             return [Outcome(_task("-", "-", target), error=f"the attack workers failed: {one_line(error)}")]
-        staged = _staged_fields("best", result.sizes, result.screened, len(result.finalists), result.sets_pooled)
+        staged = _staged_fields("best", result.sizes, result.screened, len(result.finalists), result.sets_pooled,
+                                result.rounds, result.stop or (FIXED if result.evidence is not None else None))
         outcomes = [Outcome(_task(pairs[pair].name, "P|Q", target), error=_pair_error(pairs[pair], message),
                             staged=staged)
                     for pair, message in result.failures.items()]
@@ -241,6 +262,31 @@ class _Best:
         winner = result.winner
         task = _task(pairs[winner.pair].name, winner.direction, target, winner.function_class)
         return [*outcomes, Outcome(task, result.evidence, staged=staged)]
+
+
+def _sequential(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence[NeighbourPair], sample: Callable,
+                bar: _OutputsBar, seed: int) -> StagedResult:
+    """A ``best`` unit's search in rounds (:func:`attacks.sequential.sequential_search`); the progress bar
+    replans each round and shows the current bound beside the claim."""
+    attacks, units = config.attacks, sum(len(claim.alpha) for claim in config.claims)
+    limits = Limits(attacks.max_outputs // units, config.run.max_seconds / units, attacks.tolerance,
+                    (1.0 - attacks.confidence) / units)
+    claim = config.claims[unit.claim_index]
+    rounds = {}  # the running round's stage sizes and the outputs drawn before it
+
+    def on_round(sizes: StageSizes) -> None:
+        rounds.update(sizes=sizes, before=bar.drawn)
+        bar.replan(bar.drawn + len(pairs) * sizes.screen + later_outputs(sizes, min(len(pairs), MAX_FINALISTS)))
+
+    def on_screened(later: int) -> None:
+        bar.replan(rounds["before"] + len(pairs) * rounds["sizes"].screen + later)
+
+    def on_look(evidence) -> None:
+        bar.bar.set_postfix_str(f"claim {unit.claim_index}: bound {evidence.lower_bound(1.0 - limits.level):.4g}",
+                                refresh=True)
+
+    return sequential_search(sample, len(pairs), target, claim.epsilon, limits, shares=attacks.stages, seed=seed,
+                             n_jobs=config.run.n_jobs, on_round=on_round, on_screened=on_screened, on_look=on_look)
 
 
 class _Every:
@@ -307,10 +353,17 @@ def _pair_error(pair: NeighbourPair, message: str) -> str:
     return f"mechanism failed on pair {pair.name}: {message}"
 
 
-def _staged_fields(policy: str, sizes: StageSizes, candidates: int, finalists: int, sets_pooled: int) -> dict:
-    """The :data:`audit.schema.STAGED_COLUMNS` of a unit's rows."""
-    return dict(policy=policy, n_screen=sizes.screen, n_train=sizes.train, n_check=sizes.check,
-                n_confirm=sizes.confirm, candidates=candidates, finalists=finalists, sets_pooled=sets_pooled)
+def _staged_fields(policy: str, sizes: StageSizes, candidates: int, finalists: int, sets_pooled: int,
+                   rounds: int = 1, stop: str | None = FIXED) -> dict:
+    """The :data:`audit.schema.STAGED_COLUMNS` of a unit's rows but ``outputs_drawn`` (:func:`run_engine` adds
+    it when the unit is over): the stage sizes (a sequential search's last round's, whose budget is then the
+    rows' ``n_samples``), its rounds and why it stopped."""
+    fields = dict(policy=policy, n_screen=sizes.screen, n_train=sizes.train, n_check=sizes.check,
+                  n_confirm=sizes.confirm, candidates=candidates, finalists=finalists, sets_pooled=sets_pooled,
+                  rounds=rounds, stop=stop)
+    if rounds > 1 or stop not in (FIXED, None):  # a sequential search
+        fields["n_samples"] = sizes.screen + sizes.train + sizes.check + sizes.confirm
+    return fields
 
 
 def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pairs: Sequence[NeighbourPair],

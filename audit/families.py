@@ -16,7 +16,7 @@ A curve claim bounds a whole curve, not one number (docs/theory.md section 9):
   pure-DP epsilon).
 
 Each member is an ordinary claim (:class:`audit.config.Claim`) over the same
-function class: the engines audit it like any other, and Holm's step-down
+function class: the engine audits it like any other, and Holm's step-down
 procedure over every refuting row of the audit (:mod:`audit.verdicts`) keeps
 the probability of any false violation, members included, at most
 ``1 - confidence``.  A member refuted refutes the curve claim (each member is

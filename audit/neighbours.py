@@ -248,12 +248,13 @@ def _probes(spec: Mapping[str, Any]) -> tuple[str, ...]:
     value = _option(spec, "probes", list(PROBES))
     if spec["strategy"] != "search" and "probes" in spec:
         raise ValueError(f"neighbours.probes is for strategy = \"search\" only. Found strategy {spec['strategy']!r}.")
-    if not isinstance(value, (list, tuple)) or not all(isinstance(name, str) and name in PROBES for name in value):
+    known = isinstance(value, (list, tuple)) and all(isinstance(name, str) and name in PROBES for name in value)
+    if not known or len(set(value)) != len(value):
         raise ValueError(
-            f"neighbours.probes must be a list of probe families from {', '.join(PROBES)} ([] turns them off). "
-            f"Found {value!r}."
+            f"neighbours.probes must be a list of distinct probe families from {', '.join(PROBES)} ([] turns them "
+            f"off). Found {value!r}."
         )
-    return tuple(dict.fromkeys(value))
+    return tuple(value)
 
 
 def _check_on_average(spec: Mapping[str, Any], relation: str) -> None:

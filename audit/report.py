@@ -50,6 +50,7 @@ from audit.schema import NUMERIC_COLUMNS, ROW_COLUMNS, STAGE_SIZE_COLUMNS, VERDI
 from audit.verdicts import POWER  # noqa: E402
 from audit.families import claim_summaries  # noqa: E402
 from audit.tradeoff_report import LEVELS as TRADEOFF_LEVELS, Panel, tradeoff_panels  # noqa: E402
+from audit.config import AttackSpec  # noqa: E402
 
 SCHEMA_VERSION = "1.0"
 """Version of results.json's layout: the minor part grows with added fields, the major with changed ones."""
@@ -152,7 +153,7 @@ def write_audit_report(
     meta = {
         "schema_version": SCHEMA_VERSION, "verdict": verdict, "seed": seed, "seconds": seconds,
         "versions": versions, "config": dict(config), "audited": dict(audited or {}), "pairs": list(pairs),
-        "claims": claims, "theory": [dict(entry) for entry in theory],
+        "claims": claims, "outputs_drawn": _outputs_drawn(rows), "theory": [dict(entry) for entry in theory],
         **({"checks": [dict(check) for check in checks]} if checks else {}),  # only configs with [[checks]]
         **({"search": [dict(entry) for entry in search]} if search else {}),  # only strategy = "search"
     }
@@ -333,7 +334,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
     lines += list(tradeoff)
     lines += _on_average_section(rows, confidence)
     lines += _checks_block(meta.get("checks", []))
-    lines += _staged_section(rows)
+    lines += _staged_section(rows) + _stop_lines(rows, attacks.get("tolerance", AttackSpec.tolerance))
     for row_verdict, title in (
         ("violation", "Violations"),
         ("unbounded", "Unbounded rows"),
@@ -355,10 +356,10 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
     if figures:
         lines += ["## Figures", ""]
         lines += [f"![{path.stem}]({path.as_posix()})\n" for path in figures]
-    # what the rows carry (the policy, outputs per dataset) is read off them, not off the config as written
-    policy = next((row.policy for row in rows if row.policy is not None), "every")
+    # what the rows carry (a screen stage, outputs per dataset) is read off them, not off the config as written
+    screened = any(row.n_screen for row in rows)
     n_samples = next((row.n_samples for row in rows if not math.isnan(row.n_samples)), attacks.get("n_samples"))
-    lines += ["## Method", "", *_method_notes(confidence, n_samples, attacks.get("coupled", False), policy), ""]
+    lines += ["## Method", "", *_method_notes(confidence, n_samples, attacks.get("coupled", False), screened), ""]
     return "\n".join(lines)
 
 
@@ -410,7 +411,7 @@ def _theory_section(theory: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _staged_section(rows: Sequence[Row]) -> list[str]:
     """"Staged search": per claim, the outputs per dataset each stage used and the candidate that won."""
-    searched = [row for row in rows if row.policy == "best" and not row.error]
+    searched = [row for row in rows if row.n_screen and not row.error]  # policy best's rows: a screen chose them
     if not searched:
         return []
     frame = pd.DataFrame({
@@ -427,6 +428,39 @@ def _staged_section(rows: Sequence[Row]) -> list[str]:
         "corrects over the claims only.", "",
         _to_markdown(frame), "",
     ]
+
+
+_STOP_WORDS = {
+    "violation": "violation",
+    "decided": "decided (an excess of {tolerance} over the claim would have been detected with {power:.0%} probability)",
+    "output limit": "output limit reached, undecided",
+    "time limit": "time limit reached, undecided",
+    "fixed": "the fixed n_samples budget",
+}
+
+
+def _stop_lines(rows: Sequence[Row], tolerance: float) -> list[str]:
+    """Why each claim's search stopped, in words ("stopped after 3 400 outputs: violation")."""
+    stopped = [row for row in rows if row.stop is not None and not row.error]
+    if not stopped:
+        return []
+    lines = [f"- {_claim_label(r.divergence, r.claim_class, r.claim, r.alpha)}: stopped after "
+             f"{_thousands(r.outputs_drawn)} outputs ({r.rounds} round{'s' if r.rounds != 1 else ''}): "
+             + _STOP_WORDS[r.stop].format(tolerance=tolerance, power=POWER) for r in stopped]
+    return ["Outputs drawn (both datasets, every pair, stage and round) and why each search stopped "
+            f"(tolerance {tolerance}):", "", *lines, ""]
+
+
+def _thousands(value: int) -> str:
+    return f"{int(value):,}".replace(",", " ")
+
+
+def _outputs_drawn(rows: Sequence[Row]) -> int:
+    """All outputs the audit drew: each unit's (a search of policy best, ``staged|claim<k>|...`` at one order; a
+    pair of policy every), counted once over its rows."""
+    units = {(row.task.split("|")[1], json_value(row.alpha)) if row.task.startswith("staged|") else row.pair:
+             row.outputs_drawn for row in rows if row.outputs_drawn is not None}
+    return int(sum(units.values()))
 
 
 def _tradeoff_section(panels: Sequence[Panel], confidence: float) -> list[str]:
@@ -789,7 +823,7 @@ def bounded(text: Any, limit: int = LINE_LIMIT) -> Any:
 
 
 def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool = False,
-                  policy: str = "every") -> list[str]:
+                  screened: bool = False) -> list[str]:
     level = f"{confidence:g}" if confidence is not None else "the configured confidence"
     per_dataset = f"{n_samples} outputs" if n_samples is not None else "the configured number of outputs"
     sampling = [
@@ -797,7 +831,7 @@ def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool
         "search). Every candidate (pair, direction, class) is screened on a small sample, the finalists are "
         "trained and checked on fresh samples, and the one statistic chosen per claim is evaluated on a confirm "
         "sample that no choice saw; its interval is the held-out interval below, on the confirm sample.",
-    ] if policy == "best" else [
+    ] if screened else [
         f"- Samples (policy every): {per_dataset} of the mechanism on each dataset of each neighbouring pair; "
         "both directions (P, Q) and (Q, P) are attacked. Every candidate (pair, direction, class) is trained on "
         "its train share and its own statistic is evaluated on a fresh held-out share.",

@@ -76,6 +76,10 @@ class Row:
     policy, n_screen, n_train, n_check, n_confirm, candidates, finalists, sets_pooled : str, int or None
         The policy that confirmed the row (``"best"`` or ``"every"``, :mod:`audit.engine`), its stage sizes
         and counts; None on other rows (on-average aggregates).
+    outputs_drawn, rounds, stop : int, int, str or None
+        The row's unit (a search, or a pair of policy ``every``): all the outputs it drew (both datasets,
+        every pair, stage and round), its rounds, and why it stopped (:data:`attacks.sequential.STOPS`);
+        None on other rows.
     unbounded : bool
         A deterministic release with no finite bound (internal: never written).
     """
@@ -113,6 +117,9 @@ class Row:
     candidates: int | None = _column("staged", None)
     finalists: int | None = _column("staged", None)
     sets_pooled: int | None = _column("staged", None)
+    outputs_drawn: int | None = _column("staged", None)
+    rounds: int | None = _column("staged", None)
+    stop: str | None = _column("staged", None)
     unbounded: bool = _column("internal", False)
 
     @classmethod

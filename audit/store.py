@@ -11,7 +11,7 @@ that does not match is refused: this guards against accidents (an edited or
 corrupted file), not against an attacker, who can recompute the checksum or
 simply rerun the tool.  A torn last line (an interrupted write) is cut off
 before new lines are appended.  The engine (:mod:`audit.engine`)
-writes its searches' records in the same lines; its pooled confirm statistic's
+writes each unit's records in these lines; its pooled confirm statistic's
 record (:meth:`attacks.staged.PooledEstimate.to_record`) says ``kind = "pooled"``.
 """
 
@@ -88,10 +88,14 @@ def read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, Div
 
 
 def evidence_from_record(stored: dict) -> DivergenceEstimate | PooledEstimate:
-    """The evidence of a plain record: a staged engine's pooled estimate (``kind = "pooled"``) or a ``DivergenceEstimate``."""
+    """The evidence of a plain record: a pooled confirm statistic (``kind = "pooled"``), a sequential search's
+    (``kind = "sequential"``, holding one of the others) or a ``DivergenceEstimate``."""
     from attacks.estimate import DivergenceEstimate
+    from attacks.sequential import SEQUENTIAL, SequentialEstimate
     from attacks.staged import POOLED, PooledEstimate
 
+    if stored.get("kind") == SEQUENTIAL:
+        return SequentialEstimate.from_record(stored, evidence_from_record)
     return PooledEstimate.from_record(stored) if stored.get("kind") == POOLED else DivergenceEstimate.from_record(stored)
 
 

@@ -28,7 +28,7 @@ Row verdicts:
 * ``"info"``: the attack class is not contained in the claim's class.
 * ``"unbounded"`` (records of earlier versions only: this version never flags
   a row, a finite sample proving no infinity): the estimate is +inf, the row
-  says ``unbounded`` and no attack scored it (no evidence): the runner found a deterministic release
+  says ``unbounded`` and no attack scored it (no evidence): an earlier runner found a deterministic release
   (every output on each dataset equal, and different, CBDP Lemma 2) before
   any attack.  It refutes every finite claim about a class containing the
   attack's, enters Holm's family with p = 0, and the overall verdict is
@@ -99,13 +99,11 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
-from scipy.stats import norm
 
+from attacks.sequential import POWER, detectable_excess  # the detectable excess is also the sequential stop rule
 from audit.schema import Row
 
 EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
-POWER = 0.8
-"""The power at which :func:`detectable_excess` states what an audit could detect."""
 CLAIM_VERDICTS = ("violation", "untested", "inconclusive", "pass")
 INFINITE_WITHOUT_RELEASE = (
     "the attack's estimate is +inf, but a finite sample never proves an infinite divergence "
@@ -176,47 +174,6 @@ def holm_rejections(p_values: Sequence[float], level: float) -> np.ndarray:
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1). Found {level!r}.")
     return holm_adjusted(p_values) <= level
-
-
-def detectable_excess(evidence: Evidence, level: float, power: float = POWER) -> float:
-    """Smallest excess of the estimand over the claim that a one-sided test at ``level`` detects with ``power``.
-
-    A normal estimate with standard error s is rejected at one-sided level a
-    when it exceeds the claim by ``z(1 - a) s``; if the estimand exceeds the
-    claim by ``(z(1 - a) + z(power)) s`` that happens with probability
-    ``power``.  The standard error is read off the interval, so that the
-    same formula serves every kind of evidence: ``s = (estimate - lower) /
-    z(1 - a)`` with ``lower`` the one-sided lower bound at confidence
-    ``1 - a``, giving ``(estimate - lower) (1 + z(power) / z(1 - a))``.
-
-    Approximations: the standard error under the alternative is the one
-    observed; for ``dp`` rows the width of the exact or score bound on a
-    log-ratio of counts stands for ``z(1 - a) s`` (it grows as the counts
-    shrink, so an alternative with rarer events in Q needs more); the
-    estimand is the fitted witness's objective, itself a lower bound on the
-    restricted divergence.
-
-    Parameters
-    ----------
-    evidence : Evidence
-        The row's estimate (p-value and intervals).
-    level : float
-        One-sided level of the test, in (0, 1).
-    power : float, default=POWER
-        The probability of detection, in (0, 1).
-
-    Returns
-    -------
-    float
-        The excess, +inf when the interval is not finite (nothing is detectable).
-    """
-    if not (0.0 < level < 1.0 and 0.0 < power < 1.0):
-        raise ValueError(f"level and power must be in (0, 1). Found level={level!r}, power={power!r}.")
-    lower, _ = evidence.confidence_interval(1.0 - 2.0 * level)
-    width = float(evidence.estimate) - float(lower)
-    if not (math.isfinite(width) and width >= 0.0):
-        return math.inf
-    return width * (1.0 + norm.ppf(power) / norm.isf(level))
 
 
 def assign_verdicts(rows: Sequence[Row], evidence: Mapping[str, Evidence | None], confidence: float) -> list[Row]:
@@ -323,7 +280,7 @@ def _infinite_checked(row: Row, evidence: Evidence | None) -> Row:
 
 
 def _deterministic_release(row: Row, evidence: Evidence | None) -> bool:
-    """The row is flagged ``unbounded`` and no attack scored it: the runner saw a deterministic release.
+    """The row is flagged ``unbounded`` and no attack scored it: an earlier runner saw a deterministic release.
 
     An infinite estimate that an attack computed (``evidence`` present) came
     from a finite sample and proves nothing infinite.

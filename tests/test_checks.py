@@ -258,6 +258,14 @@ def test_checks_draw_the_same_numbers_for_any_n_jobs():
     assert one == two
 
 
+def test_checks_sample_on_a_dask_cluster_with_the_numbers_of_loky():
+    pytest.importorskip("distributed", reason="the dask backend needs capaudit[dask]")
+    config = _config({"property": "convexity", "mechanisms": [LAPLACE, GAUSSIAN]})
+    loky, dask = (run_checks(load_config({**config, "run": {"seed": 0, "n_jobs": 2, "backend": name}}))
+                  for name in ("loky", "dask"))
+    assert dask == loky
+
+
 def test_same_seed_same_numbers():
     check = {"property": "convexity", "mechanisms": [LAPLACE, GAUSSIAN]}
     first, second = _run(check, seed=3), _run(check, seed=3)

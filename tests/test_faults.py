@@ -348,10 +348,10 @@ def test_adapters_never_import_from_the_config_folder_or_the_current_directory(t
     assert not (tmp_path / "opendp.imported").exists()
 
 
-@pytest.mark.parametrize("module", ["joblib", "cloudpickle"])
-def test_workers_of_a_builtin_never_import_from_the_current_directory(tmp_path, module):
+def test_workers_of_a_builtin_never_import_from_the_current_directory(tmp_path):
     """``python -m`` puts the current directory first on sys.path: neither the audit nor its loky workers keep it."""
-    (tmp_path / f"{module}.py").write_text(f"raise RuntimeError('{module}.py of the current directory imported')\n")
+    for module in ("joblib", "cloudpickle"):
+        (tmp_path / f"{module}.py").write_text(f"raise RuntimeError('{module}.py of the current directory imported')\n")
     (tmp_path / "audit.toml").write_text(
         '[mechanism]\nname = "laplace"\nparams = { epsilon = 1.0 }\n\n'
         '[[claims]]\ndivergence = "kl"\nfunction_class = "linear"\nepsilon = 0.5\n\n'

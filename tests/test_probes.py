@@ -106,6 +106,7 @@ def test_new_category_only_for_integer_domains():
     [
         ({"strategy": "search", "probes": ["nan"]}, "neighbours.probes must be a list"),
         ({"strategy": "search", "probes": "special_values"}, "neighbours.probes must be a list"),
+        ({"strategy": "search", "probes": ["duplicates", "duplicates"]}, "list of distinct probe families"),
         ({"strategy": "extremes", "probes": []}, "search\" only"),
     ],
 )

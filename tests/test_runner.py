@@ -87,6 +87,18 @@ def test_every_policy_crosses_pairs_directions_classes_and_claims():
     assert len(statistics) == 2 * 2 * (4 + 1) and "p1|Q|P|linear|renyi|4|0" in set(statistics["task"])
 
 
+def test_every_policy_splits_n_samples_by_train_fraction_into_fresh_train_and_confirm_samples():
+    """train_fraction of n_samples trains each candidate (its own sample), the rest confirms it; no screen, no
+    check; held_out_scores bin exactly the confirm sample."""
+    config = _config(n_samples=1000)
+    config["attacks"]["train_fraction"] = 0.3
+    assert load_config(config).attacks.held_out == 700
+    table = run_audit(config, progress=False).table
+    assert (table["n_train"] == 300).all() and (table["n_confirm"] == 700).all()
+    assert (table["n_screen"] == 0).all() and (table["n_check"] == 0).all()
+    assert all(sum(scores["p"]) == sum(scores["q"]) == 700 for scores in table["held_out_scores"])
+
+
 def _parallel_config(policy):
     claims = [{"divergence": "renyi", "alpha": [2], "function_class": "poly2", "epsilon": 0.5},
               {"divergence": "dp", "function_class": "all", "epsilon": 1.0}]
@@ -370,3 +382,42 @@ def test_neighbours_table_generates_named_pairs():
     }
     table = run_audit(config, progress=False).table
     assert sorted(set(table["pair"])) == ["p0", "p1"] and len(table) == 4
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the audit and attacks modules it imports, at module level or inside functions (``from pkg import
+    sub`` depends on the submodule only)."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    paths = {".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): path
+             for package in ("audit", "attacks") for path in (root / package).rglob("*.py")}
+    graph = {}
+    for name, path in paths.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in paths:
+                subs = {f"{node.module}.{alias.name}" for alias in node.names} & set(paths)
+                deps |= subs or {node.module}
+            elif isinstance(node, ast.Import):
+                deps |= {alias.name for alias in node.names} & set(paths)
+        graph[name] = deps - {name}
+    return graph
+
+
+def test_the_engine_modules_sit_in_no_import_cycle():
+    """No module reaches back to the orchestrator or its callers (api -> engine -> config, plan, store, sampling,
+    attacks.staged): nothing they import, directly or not, imports them."""
+    graph = _import_graph()
+
+    def reachable(start):
+        seen, todo = set(), list(graph[start])
+        while todo:
+            module = todo.pop()
+            if module not in seen:
+                seen.add(module)
+                todo += graph[module]
+        return seen
+
+    owned = ["audit.api", "audit.engine", "audit.config", "audit.plan", "audit.store", "attacks.staged"]
+    assert [module for module in owned if module in reachable(module)] == []

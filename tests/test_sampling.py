@@ -8,8 +8,10 @@ the forked children inherit the lowered value.  Mechanisms are named ``test_samp
 import functools
 import os
 import pickle
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -146,3 +148,40 @@ def test_a_callable_from_the_configs_folder_reaches_a_cluster_worker_by_value(tm
     np.testing.assert_array_equal(drawn.d, expected.d)
     np.testing.assert_array_equal(drawn.d_prime, expected.d_prime)
     assert "far_mechanism" in sys.modules and str(folder) not in sys.path
+
+
+def _hang_noting_pid(path):
+    def hang(pair, chunk):
+        Path(path).write_text(str(os.getpid()))
+        time.sleep(600)
+    return hang
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked children and prctl: Linux")
+def test_a_hung_child_ends_with_an_audit_killed_by_kill_9(tmp_path):
+    noted = tmp_path / "child.pid"
+    audit_pid = os.fork()
+    if audit_pid == 0:  # stands for the audit: forks a child whose mechanism hangs, then is killed
+        try:
+            audit.sampling._spawn(_hang_noting_pid(noted), PAIR, [plan_chunks(1, False)[0]])
+            time.sleep(600)
+        finally:
+            os._exit(0)
+    deadline = time.monotonic() + 30
+    while not noted.exists() or not noted.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.kill(audit_pid, signal.SIGKILL)
+    os.waitpid(audit_pid, 0)
+    child = int(noted.read_text())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{child}/status").read_text().split("\n")[1]
+        except FileNotFoundError:  # ended and reaped
+            return
+        if "Z (zombie)" in state:  # ended, not reaped (no init reaps orphans here)
+            return
+        time.sleep(0.1)
+    os.kill(child, signal.SIGKILL)
+    pytest.fail(f"the hung child outlived its parent: {state}")

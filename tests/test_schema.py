@@ -27,7 +27,8 @@ WRITTEN = (
     "p_adjusted", "detectable_excess", "task", "error", "resumed",
     "on_average", "pairs_averaged", "worst_case", "worst_case_low",
 )
-STAGED = ("policy", "n_screen", "n_train", "n_check", "n_confirm", "candidates", "finalists", "sets_pooled")
+STAGED = ("policy", "n_screen", "n_train", "n_check", "n_confirm", "candidates", "finalists", "sets_pooled",
+          "outputs_drawn", "rounds", "stop")
 
 
 def _record(**extra):

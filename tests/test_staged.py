@@ -21,10 +21,13 @@ from attacks.staged import (
     DEFAULT_SHARES,
     Draw,
     PooledEstimate,
+    Option,
     StageSizes,
     Target,
+    count_estimate,
     staged_search,
 )
+import attacks.staged as staged
 import audit.engine
 from audit.api import AuditInterrupted, run_audit
 from attacks.divergences import tail_count
@@ -65,6 +68,23 @@ def test_stage_sizes_split_the_budget_and_refuse_bad_shares():
         StageSizes.from_budget(10_000, {"screen": 0.5, "train": 0.5, "check": 0.5, "confirm": 0.5})
     with pytest.raises(ValueError, match="at least 20"):
         StageSizes.from_budget(100)
+
+
+@pytest.mark.parametrize("coupled", [False, True])
+def test_a_set_with_3_percent_of_p_and_no_q_outpromises_a_weak_frequent_set(coupled):
+    """The check stage at the default budget (1 000 check and 5 000 confirm outputs, a family of 4): a set holding
+    30 outputs of P and none of Q (a float's porous support) must win over a set with ratio 1.1 (500 vs 452).
+    Its confirm bound at 5 000 outputs (150 vs 0, Clopper-Pearson) is about log(0.026 / 0.0012) = 3, the weak
+    set's at most 0.1; the smoothed log-ratio's standard error (1.4 from Q's half count) made it lose before."""
+    target = Target.for_claim("dp", "all", ["floatbits"])
+    porous = count_estimate(np.array([0, 30, 0, 970]), target, "floatbits", coupled)
+    weak = count_estimate(np.array([452, 48, 0, 500]), target, "linear", coupled)
+    options = [Option(i, np.ones(1), *staged._dp_error(evidence), family_size=4, counts=evidence)
+               for i, evidence in enumerate((porous, weak))]
+    porous_promise, weak_promise = (option.promise(1_000, 5_000) for option in options)
+    assert porous_promise > 1.5 > 0.1 > weak_promise
+    old = [staged.promise(option.estimate, option.error, 1_000, 5_000, 4) for option in options]
+    assert old[0] < old[1]  # the statistic choice this replaces
 
 
 def test_target_keeps_only_classes_contained_in_the_claim_that_estimate_the_divergence():

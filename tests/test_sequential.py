@@ -1,0 +1,173 @@
+"""Sequential audits (attacks/sequential.py): the schedule, the spent bounds, the stop rule, and validity under
+continuous monitoring.
+
+Validity is checked on tight true claims (Laplace epsilon = 1, shift 1; dp and ipm over thresholds, whose
+restricted values equal the unrestricted ones; kl over linear, exact; renyi over linear below the unrestricted
+value) with a tolerance that never decides, so that every search looks at every round of its schedule: the
+count of false violations must stay within the binomial(runs, 1 - confidence) count's 0.999 quantile.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from scipy.stats import binom
+
+from attacks.sequential import (
+    DECIDED,
+    FIRST_BUDGET,
+    OUTPUT_LIMIT,
+    PASS_BUDGET,
+    RATIO,
+    VIOLATION,
+    Limits,
+    SequentialEstimate,
+    decide,
+    detectable_excess,
+    least_outputs,
+    round_budgets,
+    sequential_search,
+    spending_weights,
+)
+from attacks.staged import StageSizes, Target, count_estimate, later_outputs
+from audit import run_audit
+from audit.theory.bounds import laplace_linear_kl, laplace_renyi
+from audit.store import evidence_from_record
+from test_staged import laplace_sampler
+
+LEVEL = 0.05
+TRUTHS = [  # (divergence, alpha, classes, a claim at or above the restricted value)
+    ("dp", None, ("threshold",), 1.0),
+    ("ipm", None, ("threshold",), 2.0 * (1.0 - np.exp(-0.5))),
+    ("kl", None, ("linear",), laplace_linear_kl(1.0)),
+    ("renyi", 2.0, ("linear",), laplace_renyi(1.0, 2.0)),
+]
+
+
+def test_the_schedule_grows_by_ratio_while_the_rounds_fit_the_limit():
+    cost = least_outputs(1)
+    sizes = StageSizes.from_budget(FIRST_BUDGET)
+    assert cost(FIRST_BUDGET) == 2 * (sizes.screen + later_outputs(sizes, 1)) == 2 * FIRST_BUDGET
+    fits = cost(4_000) + cost(16_000) + cost(64_000)
+    assert round_budgets(4_000, fits, cost) == [4_000, 16_000, 64_000]
+    assert round_budgets(4_000, fits - 1, cost) == [4_000, 16_000]
+    assert round_budgets(4_000, 10, cost) == [4_000]  # the first round always runs
+    assert least_outputs(3)(4_000) == 2 * (3 * 800 + 3_200)  # the screen on every pair
+    with pytest.raises(ValueError, match="positive"):
+        round_budgets(0, 10, cost)
+
+
+@pytest.mark.parametrize("looks", [1, 3, 7])
+def test_spending_weights_sum_to_one(looks):
+    weights = spending_weights(looks)
+    assert len(weights) == looks and math.isclose(sum(weights), 1.0)
+
+
+@pytest.mark.parametrize("coupled", [False, True])
+def test_a_spent_estimate_is_its_looks_at_the_spent_level_and_round_trips(coupled):
+    target = Target("dp", ("threshold",))
+    look = count_estimate(np.array([300, 150, 40, 510]), target, "threshold", coupled)
+    spent = SequentialEstimate(look, 0.25, ({"round": 0, "outputs": 8_000, "estimate": 1.0, "ci_low": 0.5},))
+    assert spent.p_value(1.0) == pytest.approx(min(1.0, 4 * look.p_value(1.0)))
+    assert spent.lower_bound(0.95) == pytest.approx(look.lower_bound(1 - 0.05 / 4))
+    assert spent.confidence_interval(0.9) == pytest.approx(look.confidence_interval(1 - 0.1 / 4))
+    assert spent.estimate == look.estimate and spent.coupled == coupled and spent.details == look.details
+    back = evidence_from_record(json.loads(json.dumps(spent.to_record())))
+    assert isinstance(back, SequentialEstimate) and back.looks == spent.looks
+    for claim in (0.5, 1.0, 2.0):
+        assert_allclose(back.p_value(claim), spent.p_value(claim), rtol=1e-12)
+    assert detectable_excess(spent, 0.05) == pytest.approx(detectable_excess(look, 0.05 / 4))
+    with pytest.raises(ValueError, match="weight"):
+        SequentialEstimate(look, 0.0)
+
+
+def test_decide_needs_a_pass_budget_for_a_pass_and_the_spent_level_for_a_violation():
+    target = Target("dp", ("threshold",))
+    strong = SequentialEstimate(count_estimate(np.array([0, 3_000, 100, 6_900]), target, "threshold", False), 0.2)
+    assert decide(strong, 1.0, LEVEL, 0.1, budget=FIRST_BUDGET) == VIOLATION
+    tight = SequentialEstimate(count_estimate(np.array([0, 300_000, 300_000, 400_000]), target, "threshold", False),
+                               0.2)  # equal counts at 10^6: the log-ratio 0 within about 0.01
+    assert decide(tight, 1.0, LEVEL, 0.1, budget=PASS_BUDGET) == DECIDED
+    assert decide(tight, 1.0, LEVEL, 0.1, budget=PASS_BUDGET // RATIO) is None  # too small a search to rule out
+    assert decide(tight, 1.0, LEVEL, 1e-6, budget=PASS_BUDGET) is None
+
+
+def _monitored_false_violations(runs: int, max_outputs: int, divergence, alpha, classes, claim) -> int:
+    """Searches on a tight true claim that look at every round (a tolerance nothing decides)."""
+    limits = Limits(max_outputs, math.inf, 1e-9, LEVEL)
+    stops = [sequential_search(laplace_sampler(1.0, seed=seed), 1, Target(divergence, classes, alpha), claim, limits,
+                               seed=seed).stop for seed in range(runs)]
+    assert set(stops) <= {VIOLATION, OUTPUT_LIMIT}
+    return stops.count(VIOLATION)
+
+
+@pytest.mark.parametrize("divergence, alpha, classes, claim", TRUTHS)
+def test_continuous_monitoring_keeps_false_violations_at_the_level(divergence, alpha, classes, claim):
+    """8 searches of 2 rounds each (8 000 then 32 000 outputs): at most 2 false violations (binomial(8, 0.05) is
+    above 2 with probability 0.006)."""
+    runs = 8
+    violations = _monitored_false_violations(runs, 40_000, divergence, alpha, classes, claim)
+    assert violations <= binom.ppf(0.99, runs, LEVEL)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("divergence, alpha, classes, claim", TRUTHS)
+def test_continuous_monitoring_keeps_false_violations_at_the_level_over_many_seeds(divergence, alpha, classes, claim):
+    """100 searches of 3 rounds each (8 000, 32 000, 128 000 outputs) on tight true claims."""
+    runs = 100
+    violations = _monitored_false_violations(runs, 168_000, divergence, alpha, classes, claim)
+    assert violations <= binom.ppf(0.999, runs, LEVEL)
+
+
+def test_a_sequential_audit_stops_at_a_gross_violation_and_says_so(tmp_path):
+    """A float-safe Laplace at epsilon 5 claimed 1-DP: caught in the first round, 8 000 outputs in all."""
+    config = {"mechanism": {"name": "snapping_laplace", "params": {"epsilon": 5.0}},
+              "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0}], "run": {"seed": 0}}
+    result = run_audit(config, out_dir=tmp_path, progress=False)
+    assert result.verdict == "violation"
+    document = json.loads((tmp_path / "results.json").read_text())
+    assert document["outputs_drawn"] == 2 * FIRST_BUDGET <= 40_000
+    row = next(row for row in document["rows"] if row["error"] is None)
+    assert (row["stop"], row["rounds"], row["outputs_drawn"]) == (VIOLATION, 1, 2 * FIRST_BUDGET)
+    assert "stopped after 8 000 outputs (1 round): violation" in (tmp_path / "report.md").read_text()
+
+
+def test_a_fixed_budget_keeps_the_fixed_design(tmp_path):
+    config = {"mechanism": {"name": "snapping_laplace", "params": {"epsilon": 5.0}},
+              "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0}],
+              "attacks": {"n_samples": 2_000}, "run": {"seed": 0}}
+    row = run_audit(config, progress=False).table.iloc[-1]
+    assert (row["stop"], row["rounds"], row["outputs_drawn"]) == ("fixed", 1, 2 * 2_000)
+
+
+BASE = {"mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
+        "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0}]}
+
+
+def test_a_config_without_n_samples_is_sequential_and_one_with_it_is_fixed():
+    from audit.config import load_config
+
+    sequential = load_config(BASE)
+    assert sequential.attacks.sequential and sequential.attacks.max_outputs == 4_000_000
+    assert sequential.attacks.tolerance == 0.1 and sequential.run.max_seconds == 120.0
+    assert "floatbits" in sequential.attacks.classes and "atoms" in sequential.attacks.classes
+    assert not load_config({**BASE, "attacks": {"n_samples": 20_000}}).attacks.sequential
+    assert not load_config({**BASE, "attacks": {"policy": "every"}}).attacks.sequential
+
+
+@pytest.mark.parametrize("attacks, run, message", [
+    ({"n_samples": 20_000, "max_outputs": 10**6}, {}, "attacks.max_outputs: only an audit that stops by itself"),
+    ({"policy": "every", "tolerance": 0.2}, {}, "attacks.tolerance: only an audit that stops by itself"),
+    ({"max_outputs": 10}, {}, "attacks.max_outputs: must be from 1000"),
+    ({"tolerance": 0.0}, {}, "attacks.tolerance: must be a positive number"),
+    ({}, {"max_seconds": -1}, "run.max_seconds: must be a positive number"),
+])
+def test_the_sequential_fields_are_refused_where_they_mean_nothing(attacks, run, message):
+    from audit.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=message):
+        load_config({**BASE, "attacks": attacks, "run": run})
