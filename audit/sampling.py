@@ -160,8 +160,8 @@ def draw_pair_isolated(mechanism: Any, pair: NeighbourPair, n: int, seed: int, c
     """:func:`draw_pair`'s numbers, drawn isolated within ``timeout`` seconds a chunk (:class:`ChunkSampler`).
 
     A mechanism that raises, exits, kills its process or hangs gives the
-    pair's error message, as in the rows engine; the staged engine samples
-    through it.  ``on_chunk``, ``backend``: as :class:`ChunkSampler`'s.
+    pair's error message; the engine's pair sampler (:func:`audit.engine.pair_sampler`)
+    and the ``[[checks]]`` sample through it.  ``on_chunk``, ``backend``: as :class:`ChunkSampler`'s.
     """
     draw = functools.partial(draw_chunk, mechanism, seed=seed)
     sampler = ChunkSampler(draw, [pair], n, coupled, workers, timeout, on_chunk=on_chunk, backend=backend)
