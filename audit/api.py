@@ -429,7 +429,7 @@ def _pairs(config: AuditConfig, mechanism: Any) -> list[NeighbourPair]:
     user_code = isinstance((config.neighbours or {}).get("distribution"), str)  # on-average: "module:function"
     try:
         with user_import_path(config.mechanism.base_dir) if user_code else contextlib.nullcontext():
-            return make_pairs(spec, mechanism, rng)
+            return make_pairs(spec, mechanism, rng, timeout=config.run.sample_timeout)
     except ValueError as error:
         raise ConfigError(f"{'neighbours' if config.neighbours is not None else 'pairs'}: {error}") from None
 

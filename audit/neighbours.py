@@ -21,7 +21,10 @@ differs) and ``add-remove`` (one dataset is the other plus one record).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import signal
+import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -300,6 +303,8 @@ def make_pairs(
     mechanism: Mechanism,
     rng: np.random.Generator | int | None = None,
     relation: str | None = None,
+    *,
+    timeout: float | None = None,
 ) -> list[NeighbourPair]:
     """The neighbouring pairs to audit ``mechanism`` on.
 
@@ -324,6 +329,10 @@ def make_pairs(
         Randomness of the generators; the same seed gives the same pairs.
     relation : str, optional
         For explicit pairs: check each against this relation.
+    timeout : float, optional
+        ``search`` only: seconds one sampling call of the screen may take
+        (``run.sample_timeout``); a call that takes longer drops its candidate
+        (:func:`screen_candidates`).
 
     Returns
     -------
@@ -347,7 +356,7 @@ def make_pairs(
                 f"mechanism {mechanism.name!r} has no default neighbouring pairs: give [[pairs]] or [neighbours]."
             )
     elif isinstance(spec, Mapping):
-        pairs, origins, screening = _generate(spec, mechanism, np.random.default_rng(rng))
+        pairs, origins, screening = _generate(spec, mechanism, np.random.default_rng(rng), timeout)
     else:
         pairs = [_explicit(entry, i) for i, entry in enumerate(spec)]
         if not pairs:
@@ -430,7 +439,7 @@ def _option(spec: Mapping[str, Any], key: str, default: Any) -> Any:
 
 
 def _generate(
-    spec: Mapping[str, Any], mechanism: Mechanism, rng: np.random.Generator
+    spec: Mapping[str, Any], mechanism: Mechanism, rng: np.random.Generator, timeout: float | None = None
 ) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[str], list[Screened]]:
     """The pairs of a [neighbours] table, their origins ([] unless searched) and the search's screening log."""
     check_spec(spec)
@@ -457,6 +466,7 @@ def _generate(
         n=_option(spec, "screen_samples", 2000),
         function_class=_option(spec, "function_class", "linear"),
         divergence=_option(spec, "divergence", "kl"),
+        timeout=timeout,
     )
     order = _best(screening, count)
     names = {index: f"p{rank}" for rank, index in enumerate(order)}
@@ -614,6 +624,7 @@ def screen_candidates(
     n: int = 2000,
     function_class: str = "linear",
     divergence: str = "kl",
+    timeout: float | None = None,
 ) -> list[Screened]:
     """Screen each candidate pair with a cheap attack; record what the mechanism refused.
 
@@ -626,8 +637,11 @@ def screen_candidates(
     dropped with a note (the mechanism refuses the input: no error, no
     violation); an in-domain candidate on one of whose datasets only it
     raises is a finding, its failures counted over :data:`FAILURE_CALLS`
-    calls per dataset; failures on both datasets are noted.  Seeds are drawn
-    from ``rng`` in order, so a seed fixes the result.
+    calls per dataset; failures on both datasets are noted.  A sampling call
+    that takes longer than ``timeout`` seconds (the search runs in this
+    process: an alarm interrupts it, see :func:`_time_limit`) drops its
+    candidate with a note, without calling the mechanism on it again.  Seeds
+    are drawn from ``rng`` in order, so a seed fixes the result.
 
     Raises
     ------
@@ -643,10 +657,13 @@ def screen_candidates(
     screening, first_failure = [], None
     for (d, d_prime), label in zip(candidates, labels):
         seed = int(rng.integers(2**32))
-        outputs = _sample_both(mechanism, (d, d_prime), n, seed)
+        outputs = _sample_both(mechanism, (d, d_prime), n, seed, timeout)
         if isinstance(outputs, str):
             first_failure = first_failure or outputs
-            screening.append(Screened(label, np.nan, _failure_note(mechanism, (d, d_prime), label, outputs, seed)))
+            side, message = outputs.split("|", 1)
+            note = (f"dropped: on {side} {message}" if message.startswith(HUNG) else
+                    _failure_note(mechanism, (d, d_prime), label, outputs, seed))
+            screening.append(Screened(label, np.nan, note))
             continue
         p, q = outputs
         try:
@@ -666,17 +683,55 @@ def screen_candidates(
     return screening
 
 
-def _sample_both(mechanism: Mechanism, datasets: Sequence[np.ndarray], n: int, seed: int) -> tuple[np.ndarray, ...] | str:
+HUNG = "the mechanism took longer than run.sample_timeout"
+"""How a screening call that ran past its time limit is reported (the note of its candidate)."""
+
+
+class _Hung(BaseException):
+    """Raised by :func:`_time_limit`'s alarm; a BaseException, so that a mechanism's ``except Exception`` lets it by."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float | None):
+    """Raise :class:`_Hung` in the block after ``seconds`` (SIGALRM; main thread only, elsewhere no limit).
+
+    The search samples in the audit's own process (its structural layout is
+    fixed there, :mod:`audit.structure`), so a hang cannot cost a forked child
+    as in the sampler; the alarm interrupts Python code and sleeps, not a C
+    call that never returns to the interpreter.
+    """
+    if seconds is None or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def alarm(signum: int, frame: Any) -> None:
+        raise _Hung
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _sample_both(mechanism: Mechanism, datasets: Sequence[np.ndarray], n: int, seed: int,
+                 timeout: float | None = None) -> tuple[np.ndarray, ...] | str:
     """n outputs on each dataset from one seeded generator, or which dataset failed and how.
 
     The first structural output widens the layout (:mod:`audit.structure`):
-    outputs drawn before it are drawn again in the new layout.
+    outputs drawn before it are drawn again in the new layout.  Each call
+    may take ``timeout`` seconds (:func:`_time_limit`).
     """
     for _ in range(2):
         sample_rng, outputs = np.random.default_rng(seed), []
         for name, dataset in zip(("d", "d'"), datasets):
             try:
-                outputs.append(mechanism.sample(dataset, n, sample_rng))
+                with _time_limit(timeout):
+                    outputs.append(mechanism.sample(dataset, n, sample_rng))
+            except _Hung:
+                return f"{name}|{HUNG} = {timeout:g} s"
             except Exception as error:
                 return f"{name}|{' '.join(str(error).split())}"
         if len({output.shape[1] for output in outputs}) == 1:

@@ -6,6 +6,7 @@ domain and ``strategy = "search"``; their correct counterparts never flagged and
 
 import json
 import pathlib
+import time
 
 import numpy as np
 import pytest
@@ -152,6 +153,37 @@ def test_a_mechanism_that_fails_on_every_candidate_is_a_clear_error():
     spec = {"strategy": "search", "domain": {"low": [0], "high": [1]}, "candidates": 1, "screen_samples": 20}
     with pytest.raises(MechanismError, match="failed on every candidate.*boom"):
         make_pairs(spec, make_mechanism(callable=broken), rng=0)
+
+
+def test_a_probe_that_hangs_the_mechanism_is_dropped_within_the_time_limit():
+    def hangs_on_nan(dataset, n, rng):
+        if np.isnan(np.asarray(dataset, dtype=float)).any():
+            while True:  # a loop a mechanism's own `except Exception` would not end either
+                try:
+                    time.sleep(1)
+                except Exception:
+                    pass
+        return np.sum(dataset) + rng.laplace(size=n)
+
+    spec = {"strategy": "search", "domain": {"low": [0], "high": [1], "size": 2}, "candidates": 1,
+            "screen_samples": 50, "probes": ["special_values"]}
+    start = time.perf_counter()
+    pairs = make_pairs(spec, make_mechanism(callable=hangs_on_nan), rng=0, timeout=0.2)
+    hung = [entry for entry in pairs.screening if entry.note and "took longer than run.sample_timeout" in entry.note]
+    assert hung and all("NaN" in entry.label for entry in hung) and np.isnan([entry.score for entry in hung]).all()
+    assert len(pairs) and time.perf_counter() - start < 30  # the NaN probes cost 0.2 s each; the others are screened
+
+
+def test_a_mechanism_that_hangs_on_every_candidate_is_a_clear_error(tmp_path):
+    def hangs(dataset, n, rng):
+        time.sleep(3600)
+
+    spec = {"strategy": "search", "domain": {"low": [0], "high": [1], "size": 2}, "candidates": 1,
+            "screen_samples": 20, "probes": []}
+    start = time.perf_counter()
+    with pytest.raises(MechanismError, match="failed on every candidate.*took longer than run.sample_timeout = 0.2 s"):
+        make_pairs(spec, make_mechanism(callable=hangs), rng=0, timeout=0.2)
+    assert time.perf_counter() - start < 10
 
 
 # ---------------------------------------------------------------- audits
