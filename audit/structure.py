@@ -43,6 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from audit.errors import MechanismError
+
 MAX_OUTPUT = 1e50
 """Largest magnitude passed on as a value: cubes and their squares stay finite in the attacks' features."""
 INDICATORS = ("length", "nan", "posinf", "neginf")
@@ -112,14 +114,29 @@ def encode_structure(values: np.ndarray, lengths: np.ndarray, width: int) -> np.
     return np.hstack([encoded, indicators.astype(float)])
 
 
+def output_array(array: np.ndarray, n: int) -> np.ndarray:
+    """A mechanism's outputs as floats of shape (n, d) ((n,) read as d = 1), or MechanismError naming the problem."""
+    if array.dtype.kind not in "biuf":
+        raise MechanismError(
+            f"mechanism outputs must be real numbers (bool, int or float). Found dtype {array.dtype}."
+        )
+    array = array.astype(float, copy=False)
+    if array.ndim == 1:
+        array = array[:, None]
+    if array.ndim != 2 or array.shape[0] != n:
+        raise MechanismError(
+            f"mechanism outputs must have shape ({n}, d) or ({n},) for the {n} samples asked for. "
+            f"Found shape {array.shape}."
+        )
+    return array
+
+
 def output_rows(out: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Raw outputs as a float array (n, L), rows NaN-padded to the longest, and each row's length.
 
     ``out`` is an (n, d) or (n,) array, or a sequence of n rows of possibly
     different lengths (None entries read as NaN).
     """
-    from audit.mechanisms.base import MechanismError, output_array
-
     try:
         array = np.asarray(out)
     except ValueError:  # ragged rows
@@ -139,8 +156,6 @@ def output_rows(out: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _row(row: Any) -> np.ndarray:
     """One output row of a ragged sequence as floats (None -> NaN)."""
-    from audit.mechanisms.base import MechanismError
-
     items = np.atleast_1d(np.asarray(row, dtype=object)).ravel()
     try:
         return np.array([np.nan if item is None else float(item) for item in items], dtype=float)

@@ -21,7 +21,8 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-from audit.structure import StructureEncoder
+from audit.errors import MechanismError
+from audit.structure import StructureEncoder, output_array
 
 def install_hint(extra: str) -> str:
     """How to install capaudit's optional dependency group ``extra``.
@@ -30,10 +31,6 @@ def install_hint(extra: str) -> str:
     the hint names the extra and the command that works in a checkout.
     """
     return f'install the extra capaudit[{extra}]: pip install ".[{extra}]" in a capaudit checkout'
-
-
-class MechanismError(RuntimeError):
-    """A mechanism raised, or returned outputs that are not n finite numeric rows of a fixed width."""
 
 
 @runtime_checkable
@@ -54,23 +51,6 @@ class Mechanism(Protocol):
     def sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         """Return n independent outputs on ``dataset``, shape (n, d)."""
         ...
-
-
-def output_array(array: np.ndarray, n: int) -> np.ndarray:
-    """A mechanism's outputs as floats of shape (n, d) ((n,) read as d = 1), or MechanismError naming the problem."""
-    if array.dtype.kind not in "biuf":
-        raise MechanismError(
-            f"mechanism outputs must be real numbers (bool, int or float). Found dtype {array.dtype}."
-        )
-    array = array.astype(float, copy=False)
-    if array.ndim == 1:
-        array = array[:, None]
-    if array.ndim != 2 or array.shape[0] != n:
-        raise MechanismError(
-            f"mechanism outputs must have shape ({n}, d) or ({n},) for the {n} samples asked for. "
-            f"Found shape {array.shape}."
-        )
-    return array
 
 
 def check_output(out: Any, n: int, expected_dim: int | None = None) -> np.ndarray:
