@@ -214,7 +214,8 @@ def min_variance_weights(moments: EventMoments, delta: float, coupled: bool, min
             f"in_p={moments.in_p!r}, in_q={moments.in_q!r} on n={moments.n}; lower min_count or draw more samples."
         )
     covariance = influence_covariance(moments, delta, coupled)[np.ix_(usable, usable)]
-    covariance = covariance + 1e-9 * np.mean(np.diag(covariance)) * np.eye(covariance.shape[0])
+    scale = np.mean(np.diag(covariance)) or 1.0  # every set holding all of both samples: no variance at all
+    covariance = covariance + 1e-9 * scale * np.eye(covariance.shape[0])
     factor = cholesky(covariance, lower=True)
     v, _ = nnls(factor.T, solve_triangular(factor, np.ones(covariance.shape[0]), lower=True))
     weights = np.zeros(usable.size)

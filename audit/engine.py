@@ -74,10 +74,12 @@ from audit.sampling import (
     COUPLING_REFUSED,
     ChunkSampler,
     PairSamples,
+    Raised,
     draw_chunk,
     draw_pair_isolated,
     one_line,
 )
+from audit.structure import StructureEncoder
 
 DETERMINISTIC_NOTE = (
     "every output on D equal, every output on D' equal, and different: consistent with a deterministic release, "
@@ -87,6 +89,11 @@ DETERMINISTIC_NOTE = (
 """The note of a pair whose samples look deterministic.  A finite sample never proves infinity (a
 randomized response at epsilon = 8 repeats one output 1 000 times in a row about 70 % of the time),
 so such rows get the attacks' finite bounds like any other (CBDP Lemma 2's infinity is not claimed)."""
+
+
+RAISED_NOTE = "the mechanism raised"
+"""The start of the note of a pair on which mechanism calls raised: a call that raises is an observable event,
+compared by the attacks like any output (:func:`audit.sampling.draw_pair_isolated`)."""
 
 
 class SamplingError(RuntimeError):
@@ -179,7 +186,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
         outputs = _Outputs(pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
                                         workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1),
                                         timeout=config.run.sample_timeout, on_outputs=bar.update, failed=probed,
-                                        backend=config.run.backend))
+                                        backend=config.run.backend), getattr(mechanism, "structure", None))
         with bar.bar:
             for unit in units:
                 if unit.id not in done:
@@ -381,6 +388,7 @@ def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pai
     notes = [COUPLING_REFUSED] if config.attacks.coupled and not outcome.evidence.coupled else []
     if outputs.deterministic(index):
         notes.append(DETERMINISTIC_NOTE)
+    notes += outputs.raised_note(index)
     exact, theory_bound = _theory(mechanism, pairs[index], task)
     record.update(estimate=float(outcome.evidence.estimate), unbounded=bool(getattr(outcome.evidence, "unbounded",
                   False)), note="; ".join(notes), exact=exact, theory_bound=theory_bound)
@@ -526,15 +534,25 @@ def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coup
 
 class _Outputs:
     """The sampler, watching each pair's outputs: whether every output so far on d was one value, every output on
-    d' another (a deterministic release, :data:`DETERMINISTIC_NOTE`)."""
+    d' another (a deterministic release, :data:`DETERMINISTIC_NOTE`), and how many were the event "the mechanism
+    raised" (:func:`audit.sampling.draw_pair_isolated`) on each dataset."""
 
-    def __init__(self, sample: Callable[[int, int, str, int], Draw]):
+    def __init__(self, sample: Callable[[int, int, str, int], Draw], structure: StructureEncoder | None = None):
         self.sample = sample
         self.firsts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.varied: set[int] = set()
+        self.structure = structure if isinstance(structure, StructureEncoder) and structure.fixed else None
+        self.raised: dict[int, np.ndarray] = {}
+        """Pair -> [raised on d, outputs on d, raised on d', outputs on d']."""
+        self.lock = threading.Lock()
 
     def __call__(self, pair: int, n: int, stage: str, chunk: int) -> Draw:
         draw = self.sample(pair, n, stage, chunk)
+        if self.structure is not None:
+            counts = [int(self.structure.is_raised(draw.d).sum()), len(draw.d),
+                      int(self.structure.is_raised(draw.d_prime).sum()), len(draw.d_prime)]
+            with self.lock:  # the staged search draws several pairs at once, in threads
+                self.raised[pair] = self.raised.get(pair, np.zeros(4, dtype=int)) + counts
         first_d, first_d_prime = self.firsts.setdefault(pair, (draw.d[0].copy(), draw.d_prime[0].copy()))
         if not (np.all(draw.d == first_d) and np.all(draw.d_prime == first_d_prime)):
             self.varied.add(pair)
@@ -545,6 +563,16 @@ class _Outputs:
             return False
         first_d, first_d_prime = self.firsts[pair]
         return bool(np.any(first_d != first_d_prime))
+
+    def raised_note(self, pair: int) -> list[str]:
+        """The note of a pair on which the mechanism raised: its counts on each dataset ([] when it never did)."""
+        raised_d, n_d, raised_d_prime, n_d_prime = self.raised.get(pair, np.zeros(4, dtype=int))
+        if not raised_d and not raised_d_prime:
+            return []
+        where = (" on both datasets" if raised_d and raised_d_prime
+                 else " on one dataset only, so the failure itself distinguishes the datasets")
+        return [f"{RAISED_NOTE}{where}: {raised_d} of {n_d} outputs on d and {raised_d_prime} of {n_d_prime} "
+                f"on d' are the event \"the mechanism raised\" (one output per call once a call raised)"]
 
 
 class _OutputsBar:
@@ -596,6 +624,8 @@ def check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: func
         return {}
     [(pair, samples)] = list(ChunkSampler(draw, pairs[:1], 2, config.attacks.coupled, 1, config.run.sample_timeout,
                                           backend=config.run.backend))
+    if isinstance(samples, Raised):  # perhaps evidence (draw_pair_isolated decides): the pair is sampled, unchecked
+        return {}
     if not isinstance(samples, PairSamples):
         return {pair.name: samples}
     dim = samples.d.shape[1]

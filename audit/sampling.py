@@ -54,8 +54,10 @@ from typing import Any
 
 import numpy as np
 
+from audit.errors import MechanismError
 from audit.neighbours import NeighbourPair
 from audit.plan import task_seed
+from audit.structure import StructureEncoder
 
 CHUNK_SIZE = 10_000
 """Outputs per dataset in one chunk: fixed, so that samples are the same whatever the number of workers."""
@@ -137,9 +139,50 @@ def draw_chunk(mechanism: Any, pair: NeighbourPair, chunk: Chunk, seed: int) -> 
         if not coupled:
             q = independent(pair.d_prime, "d_prime", p.shape[1])
     except (Exception, SystemExit) as error:  # any failure of the audited code is reported in its rows
-        text = one_line(error) if isinstance(error, SystemExit) else " ".join(str(error).split())
-        return f"mechanism {mechanism.name!r} on pair {pair.name}: {text}"
+        return _failure(mechanism, pair, error)
     return PairSamples(p, q, coupled)
+
+
+class Raised(str):
+    """The error message of a chunk whose mechanism call raised an exception (not malformed outputs, an exit,
+    MemoryError, RecursionError, a timeout or a dead process): :func:`draw_pair_isolated` draws the pair again
+    one output per call."""
+
+
+def _failure(mechanism: Any, pair: NeighbourPair, error: BaseException) -> str:
+    """The message of what a mechanism call raised; a :class:`Raised` one for an exception of the audited code."""
+    text = one_line(error) if isinstance(error, SystemExit) else " ".join(str(error).split())
+    message = f"mechanism {mechanism.name!r} on pair {pair.name}: {text}"
+    cause = error.__cause__ if isinstance(error, MechanismError) else error  # a user callable's error is wrapped
+    # not events: malformed outputs (the output checks' own errors, without a cause), an exit, and running out of
+    # memory or stack, which says what the process could hold, not what the mechanism releases
+    event = isinstance(cause, Exception) and not isinstance(cause, (MemoryError, RecursionError))
+    return Raised(message) if event else message
+
+
+def draw_calls(mechanism: Any, pair: NeighbourPair, chunk: Chunk, seed: int) -> PairSamples | str:
+    """One side's chunk (``chunk.mode`` ``"d"`` or ``"d_prime"``) drawn one output per call, each call that raises
+    giving the row "the mechanism raised" of the mechanism's fixed layout (:meth:`StructureEncoder.raised`).
+
+    The calls' generator is seeded ``"<pair>|<side>|calls"`` (chunk k > 0: ``|chunk<k>``), apart from the
+    batch draws' seeds.
+    """
+    from audit.mechanisms import check_output
+
+    dataset, encoder = (pair.d if chunk.mode == "d" else pair.d_prime), mechanism.structure
+    rng = np.random.default_rng(chunk_seed(seed, pair.name, f"{chunk.mode}|calls", chunk.index))
+    width = encoder.raised(1).shape[1]
+    rows = []
+    for _ in range(chunk.size):
+        try:
+            rows.append(check_output(mechanism.sample(dataset, 1, rng), 1, width))
+        except Exception as error:
+            failure = _failure(mechanism, pair, error)
+            if not isinstance(failure, Raised):
+                return failure
+            rows.append(encoder.raised(1))
+    drawn = np.concatenate(rows)
+    return PairSamples(drawn, np.empty((0, 0)), False) if chunk.mode == "d" else PairSamples(np.empty((0, 0)), drawn, False)
 
 
 def draw_pair(mechanism: Any, pair: NeighbourPair, n: int, seed: int, coupled: bool) -> PairSamples | str:
@@ -159,11 +202,40 @@ def draw_pair_isolated(mechanism: Any, pair: NeighbourPair, n: int, seed: int, c
                        backend: str = "loky") -> PairSamples | str:
     """:func:`draw_pair`'s numbers, drawn isolated within ``timeout`` seconds a chunk (:class:`ChunkSampler`).
 
-    A mechanism that raises, exits, kills its process or hangs gives the
-    pair's error message; the engine's pair sampler (:func:`audit.engine.pair_sampler`)
-    and the ``[[checks]]`` sample through it.  ``on_chunk``, ``backend``: as :class:`ChunkSampler`'s.
+    A mechanism that exits, kills its process, hangs or returns malformed
+    outputs gives the pair's error message; the engine's pair sampler
+    (:func:`audit.engine.pair_sampler`) and the ``[[checks]]`` sample through
+    it.  ``on_chunk``, ``backend``: as :class:`ChunkSampler`'s.
+
+    A call that raises is an observable event when the mechanism's layout is
+    fixed (:func:`audit.structure.fix_layout`): the pair's n outputs per
+    dataset are then drawn again independently, one output per call
+    (:func:`draw_calls`), each call that raises giving the row "the mechanism
+    raised", so that a mechanism raising on one dataset only is evidence with
+    its counts (k of n calls on d, k' of n on d') and a mechanism raising at
+    random is audited with the event among its outputs.  The whole draw
+    switches, both datasets at once, so that its rows on d and d' come from
+    one procedure whatever raised.  A pair on which every call on both
+    datasets raised gives the first error message: the mechanism fails on
+    everything there, which is an error, not evidence.
     """
-    draw = functools.partial(draw_chunk, mechanism, seed=seed)
+    samples = _draw_isolated(functools.partial(draw_chunk, mechanism, seed=seed), pair, n, coupled, workers, timeout,
+                             on_chunk, backend)
+    encoder = getattr(mechanism, "structure", None)
+    if not (isinstance(samples, Raised) and isinstance(encoder, StructureEncoder) and encoder.fixed):
+        return samples
+    calls = _draw_isolated(functools.partial(draw_calls, mechanism, seed=seed), pair, n, False, workers, timeout,
+                           on_chunk, backend)
+    if isinstance(calls, str):
+        return calls
+    if encoder.is_raised(calls.d).all() and encoder.is_raised(calls.d_prime).all():
+        return f"{samples} (every one of {n} one-output calls raised, on d and on d')"
+    return calls
+
+
+def _draw_isolated(draw: Callable, pair: NeighbourPair, n: int, coupled: bool, workers: int, timeout: float,
+                   on_chunk: Callable[[int], Any], backend: str) -> PairSamples | str:
+    """One pair's samples or error message from a :class:`ChunkSampler` of ``draw``."""
     sampler = ChunkSampler(draw, [pair], n, coupled, workers, timeout, on_chunk=on_chunk, backend=backend)
     try:
         [(_, samples)] = list(sampler)

@@ -1,12 +1,13 @@
 """Structural outputs as evidence: a fixed-width, finite encoding of what a mechanism returns.
 
-An output that is NaN or infinite, beyond :data:`MAX_OUTPUT` in magnitude, or
+An output that is NaN or infinite, beyond :data:`MAX_OUTPUT` in magnitude,
 whose length changes with the dataset (a histogram over the categories
-present) is an observable event, as much as any value: "the output is NaN"
-or "the output has 2 coordinates" are sets whose probabilities under M(D)
-and M(D') the dp and ipm count bounds compare exactly like any other set.
-The attacks need n rows of one finite width, so a mechanism's outputs are
-encoded once, by the wrapper that checks them (:class:`StructureEncoder`,
+present), or a call that raises instead of returning, is an observable
+event, as much as any value: "the output is NaN", "the output has 2
+coordinates" or "the mechanism raised" are sets whose probabilities under
+M(D) and M(D') the dp and ipm count bounds compare exactly like any other
+set.  The attacks need n rows of one finite width, so a mechanism's outputs
+are encoded once, by the wrapper that checks them (:class:`StructureEncoder`,
 used by ``BaseMechanism.sample`` and ``CallableMechanism.sample``):
 
 * regular outputs (finite, within :data:`MAX_OUTPUT`, the width of the first
@@ -15,23 +16,26 @@ used by ``BaseMechanism.sample`` and ``CallableMechanism.sample``):
 * from the first structural output on, every output is encoded as
   ``width`` value columns (NaN and inf replaced by 0, magnitudes clipped to
   :data:`MAX_OUTPUT`, missing coordinates 0, extra ones cut) followed by the
-  :data:`INDICATORS` columns: the output's length and, per row, its numbers
-  of NaN, of +inf (or > :data:`MAX_OUTPUT`) and of -inf (or < -MAX_OUTPUT)
-  coordinates.
+  :data:`INDICATORS` columns: the output's length (-1 for a call that
+  raised) and, per row, its numbers of NaN, of +inf (or > :data:`MAX_OUTPUT`)
+  and of -inf (or < -MAX_OUTPUT) coordinates.
 
 The encoding is a fixed function of the output once its layout is fixed,
 so it is post-processing: it never raises a divergence over ``all`` and the
 intervals keep their level.  The layout must be fixed before the audit's
 samples are drawn, from draws of their own: a mechanism's wrapper is copied
 into the forked children that draw the samples, and a child that first sees
-structure widens only its own copy.  :func:`fix_layout` draws a few outputs
-on every dataset of the audit in a forked child and copies the layout it
-ends with into the audit's mechanism; the dataset search
-(:func:`audit.neighbours.search_pairs`) samples its candidates, probes
-included, in the audit's own process, which does the same.  Structure that
-the pilot draws did not show (a rare NaN) makes its chunk's width differ and
-the pair fails with the sampler's "width changed" error instead of mixing
-layouts.
+structure would widen only its own copy.  :func:`fix_layout` draws a few
+outputs on every dataset of the audit in a forked child, copies the layout
+it ends with into the audit's mechanism and fixes it (the dataset search,
+:func:`audit.neighbours.search_pairs`, copies the layout its forked screening
+children end with before that).  A fixed layout never changes: structure
+that the pilot draws did not show (a NaN with probability 0.5 %) is written
+*in band*, as codes beyond :data:`MAX_OUTPUT` that no regular value takes
+(:data:`CODES`: a coordinate that is NaN, +-inf or beyond +-MAX_OUTPUT,
+absent from a shorter output, the last column of a longer output, every
+column of a call that raised), so it stays evidence in the same columns
+instead of changing the width of its chunk.
 """
 
 from __future__ import annotations
@@ -45,10 +49,17 @@ import numpy as np
 
 from audit.errors import MechanismError
 
-MAX_OUTPUT = 1e50
-"""Largest magnitude passed on as a value: cubes and their squares stay finite in the attacks' features."""
+MAX_OUTPUT = 1e30
+"""Largest magnitude passed on as a value: it and the :data:`CODES` stay within float32's range (3.4e38; the
+tree classes read their features as float32), and their cubes' squares within float64's."""
 INDICATORS = ("length", "nan", "posinf", "neginf")
 """The structural columns appended to the value columns once a mechanism's outputs show structure."""
+CODES = {"posinf": 2 * MAX_OUTPUT, "neginf": -2 * MAX_OUTPUT, "nan": 3 * MAX_OUTPUT, "absent": -3 * MAX_OUTPUT,
+         "longer": 4 * MAX_OUTPUT, "raised": -4 * MAX_OUTPUT}
+"""In-band codes of the structure a fixed identity layout has no column for (module docstring): beyond
+MAX_OUTPUT, so that no regular value takes them, and distinct in float32."""
+RAISED_LENGTH = -1
+"""The ``length`` indicator of a call that raised (no output), in a structural layout."""
 
 
 class StructureEncoder:
@@ -61,11 +72,16 @@ class StructureEncoder:
     structural : bool
         Whether the :data:`INDICATORS` columns are appended (from the first
         structural output on).
+    fixed : bool
+        Whether the layout is fixed (:func:`fix_layout`): it then never
+        changes, and structure it has no column for is written in band
+        (:data:`CODES`).
     """
 
     def __init__(self) -> None:
         self.width: int | None = None
         self.structural = False
+        self.fixed = False
 
     def encode(self, out: Any, n: int) -> np.ndarray:
         """The outputs of one call as a finite float array of shape (n, width) or (n, width + 4).
@@ -83,9 +99,28 @@ class StructureEncoder:
         if not self.structural:
             if regular and uniform and values.shape[1] == self.width:
                 return values
+            if self.fixed:
+                return encode_in_band(values, lengths, self.width)
             self.structural = True
             self.width = max(self.width, values.shape[1])
         return encode_structure(values, lengths, self.width)
+
+    def raised(self, n: int) -> np.ndarray:
+        """n rows of the event "the call raised" in this (fixed) layout: length -1, or every column its code."""
+        if self.structural:
+            return np.hstack([np.zeros((n, self.width)), np.tile([RAISED_LENGTH, 0.0, 0.0, 0.0], (n, 1))])
+        return np.full((n, self.width), CODES["raised"])
+
+    def is_raised(self, rows: np.ndarray) -> np.ndarray:
+        """Which encoded rows are the event "the call raised" (:meth:`raised`), shape (n,)."""
+        if self.structural:
+            return rows[:, self.width] == RAISED_LENGTH
+        return np.all(rows == CODES["raised"], axis=1)
+
+    def adopt(self, width: int | None, structural: bool) -> None:
+        """Take the layout a forked child's copy of this encoder ended with (a widening of this one)."""
+        if width is not None and not self.fixed:
+            self.width, self.structural = width, structural
 
 
 def encode_structure(values: np.ndarray, lengths: np.ndarray, width: int) -> np.ndarray:
@@ -112,6 +147,26 @@ def encode_structure(values: np.ndarray, lengths: np.ndarray, width: int) -> np.
     ])
     encoded = np.clip(np.nan_to_num(kept, nan=0.0, posinf=MAX_OUTPUT, neginf=-MAX_OUTPUT), -MAX_OUTPUT, MAX_OUTPUT)
     return np.hstack([encoded, indicators.astype(float)])
+
+
+def encode_in_band(values: np.ndarray, lengths: np.ndarray, width: int) -> np.ndarray:
+    """Raw outputs in a fixed identity layout of ``width`` columns, structure written as :data:`CODES`.
+
+    Coordinates that are NaN, or beyond +-MAX_OUTPUT (infinities included),
+    get their code; coordinates past a row's length get ``absent``; a row
+    longer than ``width`` is cut to ``width`` columns and its last one gets
+    ``longer``.  Regular coordinates pass unchanged.
+    """
+    raw = np.full((len(values), width), np.nan)
+    raw[:, : min(width, values.shape[1])] = values[:, :width]
+    present = np.arange(width) < lengths[:, None]
+    kept = np.select(
+        [~present, np.isnan(raw), raw > MAX_OUTPUT, raw < -MAX_OUTPUT],
+        [CODES["absent"], CODES["nan"], CODES["posinf"], CODES["neginf"]],
+        raw,
+    )
+    kept[lengths > width, width - 1] = CODES["longer"]
+    return kept
 
 
 def output_array(array: np.ndarray, n: int) -> np.ndarray:
@@ -177,7 +232,8 @@ def fix_layout(mechanism: Any, datasets: Sequence[np.ndarray], seed: int, timeou
     mechanism's encoder, for at most ``min(timeout, PILOT_SECONDS)`` seconds
     (a hanging or slow mechanism keeps the layout of the datasets drawn in
     time; failures are ignored here and reported by the sampler), so that
-    every chunk drawn later starts from the same layout (module docstring).
+    every chunk drawn later starts from the same layout, and fixes it (when a
+    dataset was drawn): later structure is written in band (module docstring).
     The parent polls without blocking, so Ctrl-C reaches it at once.  A
     mechanism without an encoder (not wrapped by capaudit), or a platform
     without ``fork``, is left as it is.
@@ -209,6 +265,7 @@ def fix_layout(mechanism: Any, datasets: Sequence[np.ndarray], seed: int, timeou
         if child.is_alive():
             child.kill()
         child.join()
+    encoder.fixed = encoder.width is not None
 
 
 def _pilot(mechanism: Any, encoder: StructureEncoder, datasets: Sequence[np.ndarray], seed: int, send: Any) -> None:

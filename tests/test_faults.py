@@ -522,6 +522,8 @@ def test_many_mutated_configs_end_cleanly(tmp_path, capsys):
 def test_a_failure_reads_as_error_everywhere(tmp_path, capsys, function, policy):
     """Exit 2 is ERROR in report.md, results.json, the JSON line, stdout and summary; one bounded stderr line."""
     config = _config(function, policy)
+    if function == "raises":  # raising on one dataset of a pair is evidence; on both it is the pair's error
+        config["pairs"] = [{"d": [[1.0]], "d_prime": [[2.0]]}, PAIRS[1]]
     config["attacks"].update(n_samples=400)
     out = tmp_path / "out"
     code = main(["run", str(_toml(tmp_path, config)), "--out", str(out), "--quiet", "--json-summary"])
@@ -541,7 +543,7 @@ def test_a_failure_reads_as_error_everywhere(tmp_path, capsys, function, policy)
 
 def test_no_figure_is_drawn_without_data(tmp_path):
     config = _config("raises")
-    config["pairs"] = PAIRS[:1]  # the failing pair only: no row has an estimate
+    config["pairs"] = [{"d": [[1.0]], "d_prime": [[2.0]]}]  # a pair failing on both datasets: no row has an estimate
     result = run_audit(config, out_dir=tmp_path / "out", progress=False)
     assert result.verdict == "error" and result.exit_code == 2
     assert not list((tmp_path / "out" / "figures").glob("*.png"))

@@ -516,3 +516,12 @@ def test_weights_on_a_set_without_finite_estimate_are_refused(delta):
 def test_min_variance_weights_without_a_usable_set(sample_moments, coupled):
     with pytest.raises(ValueError, match="no set holds min_count=10000 samples"):
         min_variance_weights(sample_moments, 0.0, coupled, min_count=10_000)
+
+
+def test_min_variance_weights_of_sets_without_variance():
+    """Sets holding every sample of both (independent) laws have a zero covariance (e.g. outputs that are all
+    one code, "the mechanism raised", on both datasets): equal weights, not a failed Cholesky factorisation.
+    Coupled pairs never weigh such sets: no pair is separated."""
+    everything = np.ones((200, 2), dtype=bool)
+    weights = min_variance_weights(EventMoments.from_memberships(everything, everything), 0.0, False, min_count=10)
+    np.testing.assert_allclose(weights, [0.5, 0.5])

@@ -14,7 +14,9 @@ import pytest
 from audit.api import run_audit
 from audit.mechanisms import MechanismError, make_mechanism
 from audit.neighbours import PROBES, Domain, check_neighbours, make_pairs, probe_pairs, record_distance
-from audit.structure import INDICATORS, MAX_OUTPUT, StructureEncoder
+from audit.neighbours import NeighbourPair
+from audit.sampling import draw_pair_isolated
+from audit.structure import CODES, INDICATORS, MAX_OUTPUT, StructureEncoder
 
 BUGS = [  # (mechanism, relation, domain high): records in [0, 1], categories 0-4 for the histogram
     ("unclipped_sum", "replace-one", 1),
@@ -78,6 +80,132 @@ def test_ragged_rows_and_none_are_read_per_row():
 def test_malformed_outputs_are_still_errors(out, message):
     with pytest.raises(MechanismError, match=message):
         StructureEncoder().encode(out, 2)
+
+
+def test_a_fixed_identity_layout_writes_unseen_structure_in_band():
+    """Structure the pilot never saw keeps the layout's width: each event its code, regular values unchanged."""
+    encoder = StructureEncoder()
+    encoder.encode(np.zeros((1, 2)), 1)
+    encoder.fixed = True
+    out = [[1.0, np.nan], [np.inf, -1e40], [5.0], [1.0, 2.0, 3.0]]
+    np.testing.assert_array_equal(
+        encoder.encode(out, 4),
+        [[1.0, CODES["nan"]], [CODES["posinf"], CODES["neginf"]], [5.0, CODES["absent"]], [1.0, CODES["longer"]]],
+    )
+    assert (encoder.width, encoder.structural) == (2, False)
+    assert len(set(np.float32(list(CODES.values())))) == len(CODES) and np.all(np.abs(list(CODES.values())) > MAX_OUTPUT)
+    rows = np.vstack([encoder.raised(2), np.zeros((1, 2))])
+    np.testing.assert_array_equal(encoder.is_raised(rows), [True, True, False])
+
+
+def test_a_fixed_structural_layout_cuts_longer_outputs_and_keeps_their_length():
+    encoder = StructureEncoder()
+    encoder.encode([[1.0], [np.nan]], 2)
+    encoder.fixed = True
+    np.testing.assert_array_equal(encoder.encode([[1.0, 2.0, 3.0]], 1), [[1.0, 3, 0, 0, 0]])
+    np.testing.assert_array_equal(encoder.raised(1), [[0.0, -1, 0, 0, 0]])
+    assert encoder.is_raised(np.vstack([encoder.raised(1), encoder.encode([[4.0]], 1)])).tolist() == [True, False]
+
+
+def rare_nan(dataset, n, rng):
+    """Sum + Lap(1), but NaN in 0.5 % of the outputs on datasets summing to more than 1/2: infinite epsilon."""
+    out = np.sum(dataset) + rng.laplace(size=n)
+    return np.where(rng.random(n) < (0.005 if np.sum(dataset) > 0.5 else 0.0), np.nan, out)
+
+
+def rare_width(dataset, n, rng):
+    """Correct, 1-DP: clipped sum + Lap(1); 1 output in 1 000 has a second coordinate 0, whatever the data."""
+    out = np.sum(np.clip(dataset, 0.0, 1.0)) + rng.laplace(size=n)
+    return [[value, 0.0] if longer else [value] for value, longer in zip(out, rng.random(n) < 0.001)]
+
+
+def _pair_config(name, epsilon, **attacks):
+    return {
+        "mechanism": {"callable": f"test_probes:{name}"},
+        "pairs": [{"d": [1.0], "d_prime": [0.0]}],
+        "claims": [{"divergence": "dp", "function_class": "all", "epsilon": epsilon}],
+        "attacks": {"classes": VALUE_CLASSES, **attacks},  # a textbook float Laplace (see _config)
+        "run": {"n_jobs": 1},
+    }
+
+
+def test_a_rare_nan_on_one_dataset_is_caught_at_default_settings():
+    """The pilot's 20 outputs per dataset miss a 0.5 % NaN 9 times in 10: it is written in band, not an error."""
+    result = run_audit(_pair_config("rare_nan", 1.2), progress=False)
+    assert (result.verdict, result.exit_code) == ("violation", 1) and result.table["error"].isna().all()
+
+
+@pytest.mark.parametrize("seeds", [range(3), pytest.param(range(3, 23), marks=pytest.mark.slow)])
+def test_a_rare_public_width_change_is_never_an_error_nor_flagged(seeds):
+    """At its true epsilon (1): at most 1 - confidence of audits read "violation"; here none of these seeds, and
+    P(any of 20 | p = 0.05) would be 0.64 were they all at the level: the slow run allows 4 (P(5+ | 20) = 0.003)."""
+    results = [run_audit(_pair_config("rare_width", 1.0), seed=seed, progress=False) for seed in seeds]
+    assert all(result.exit_code in (0, 1) and result.table["error"].isna().all() for result in results)
+    assert sum(result.verdict == "violation" for result in results) <= (0 if len(seeds) == 3 else 4)
+
+
+# ---------------------------------------------------------------- a call that raises is an event
+
+
+def raises_on_ones(dataset, n, rng):
+    """Sum + Lap(1) on datasets summing to at most 1/2; raises on the others (infinite epsilon)."""
+    if np.sum(dataset) > 0.5:
+        raise ValueError("cannot release this dataset")
+    return np.sum(dataset) + rng.laplace(size=n)
+
+
+def raises_at_random(dataset, n, rng, rate=0.01):
+    """Correct, 1-DP on records in [0, 1]: clipped sum + Lap(1); a call raises with probability ``rate``
+    whatever the data."""
+    if rng.random() < rate:
+        raise RuntimeError("a flaky failure")
+    return np.sum(np.clip(dataset, 0.0, 1.0)) + rng.laplace(size=n)
+
+
+def raises_often(dataset, n, rng):
+    """:func:`raises_at_random` at 30 %: nearly every draw of an audit is drawn one output per call."""
+    return raises_at_random(dataset, n, rng, rate=0.3)
+
+
+def test_a_layout_fixed_mechanism_raising_on_one_dataset_gives_raised_rows():
+    mechanism = make_mechanism(callable=raises_on_ones)
+    mechanism.structure.encode(np.zeros(1), 1)
+    mechanism.structure.fixed = True
+    pair = NeighbourPair("p0", np.array([[1.0]]), np.array([[0.0]]))
+    samples = draw_pair_isolated(mechanism, pair, 300, seed=0, coupled=True)
+    assert mechanism.structure.is_raised(samples.d).all() and not mechanism.structure.is_raised(samples.d_prime).any()
+    assert samples.d.shape == samples.d_prime.shape == (300, 1) and not samples.coupled
+
+
+def test_raising_on_one_dataset_only_is_a_violation_with_a_finite_bound_and_its_counts():
+    result = run_audit(_pair_config("raises_on_ones", 1.2, n_samples=2000), progress=False)
+    assert (result.verdict, result.exit_code) == ("violation", 1)
+    [row] = result.table.to_dict("records")
+    assert row["error"] is None and 1.2 < row["ci_low"] < np.log(2000)  # 2000 of 2000 vs 0 of 2000: finite
+    assert "raised on one dataset only, so the failure itself distinguishes the datasets" in row["note"]
+    assert "of 2000 outputs on d and 0 of" in row["note"]
+
+
+def test_raising_on_both_datasets_of_a_pair_is_its_error_with_the_message():
+    config = _pair_config("raises_on_ones", 1.2, n_samples=2000, policy="every")
+    config["pairs"] = [{"d": [1.0], "d_prime": [2.0]}, {"d": [0.0], "d_prime": [0.25]}]  # p1 fixes the layout
+    result = run_audit(config, progress=False)
+    assert (result.verdict, result.exit_code) == ("error", 2)
+    errors = result.table.loc[result.table["pair"] == "p0", "error"]
+    assert len(errors) and all("cannot release this dataset" in error and "every one of" in error for error in errors)
+    assert result.table.loc[result.table["pair"] == "p1", "error"].isna().all()
+
+
+@pytest.mark.parametrize("name", ["raises_at_random", "raises_often"])
+def test_raising_at_random_on_both_datasets_is_evidence_that_keeps_honest_verdicts(name):
+    """A call raising at one rate on both datasets is audited with "the mechanism raised" among its outputs: no
+    error, and at its true epsilon (1) at most 1 - confidence of audits read "violation" (none of these 4 seeds;
+    P(2 or more of 4 | p = 0.05) = 0.014)."""
+    results = [run_audit(_pair_config(name, 1.0, n_samples=2000), seed=seed, progress=False) for seed in range(4)]
+    assert all(result.exit_code in (0, 1) and result.table["error"].isna().all() for result in results)
+    assert sum(result.verdict == "violation" for result in results) <= 1
+    if name == "raises_often":  # drawn one output per call, the event on both sides
+        assert all("raised on both datasets" in result.table["note"].iloc[0] for result in results)
 
 
 # ---------------------------------------------------------------- the probes
