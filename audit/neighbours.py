@@ -21,10 +21,8 @@ differs) and ``add-remove`` (one dataset is the other plus one record).
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import itertools
-import signal
-import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -33,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from attacks.classes import parse_function_class
+from audit import isolation
 from audit.data_distributions import Sampler, check_distribution, make_sampler
 from audit.mechanisms import Mechanism
 from audit.validation import as_numbers
@@ -330,8 +329,8 @@ def make_pairs(
     relation : str, optional
         For explicit pairs: check each against this relation.
     timeout : float, optional
-        ``search`` only: seconds one sampling call of the screen may take
-        (``run.sample_timeout``); a call that takes longer drops its candidate
+        ``search`` only: seconds the screening of one candidate may take
+        (``run.sample_timeout``); a candidate that takes longer is dropped
         (:func:`screen_candidates`).
 
     Returns
@@ -628,20 +627,22 @@ def screen_candidates(
 ) -> list[Screened]:
     """Screen each candidate pair with a cheap attack; record what the mechanism refused.
 
-    Each candidate is sampled ``n`` times per dataset (in this process, which
-    also fixes the layout of structural outputs: :mod:`audit.structure`) and
-    scored by the larger held-out estimate of
+    Each candidate is sampled ``n`` times per dataset in a child forked from
+    this process (:func:`audit.isolation.call`), which hands back the
+    outputs and the layout of structural outputs its copy of the mechanism
+    ended with (:mod:`audit.structure`; this process's mechanism adopts it),
+    and scored by the larger held-out estimate of
     :func:`attacks.estimate_divergence` over both directions (divergences are
     directional).  A candidate the mechanism raises on is not scored (NaN):
     a probe (label ``"probe ..."``) on one of whose datasets it raises is
     dropped with a note (the mechanism refuses the input: no error, no
     violation); an in-domain candidate on one of whose datasets only it
     raises is a finding, its failures counted over :data:`FAILURE_CALLS`
-    calls per dataset; failures on both datasets are noted.  A sampling call
-    that takes longer than ``timeout`` seconds (the search runs in this
-    process: an alarm interrupts it, see :func:`_time_limit`) drops its
-    candidate with a note, without calling the mechanism on it again.  Seeds
-    are drawn from ``rng`` in order, so a seed fixes the result.
+    calls per dataset (in the same child); failures on both datasets are
+    noted.  A child that runs past ``timeout`` seconds (a mechanism that
+    hangs, in Python or in C) is killed and drops its candidate with a note;
+    one that dies drops it with its exit code.  Seeds are drawn from
+    ``rng`` in order, so a seed fixes the result.
 
     Raises
     ------
@@ -655,17 +656,24 @@ def screen_candidates(
     from attacks.estimate import estimate_divergence
 
     screening, first_failure = [], None
+    encoder = getattr(mechanism, "structure", None)
     for (d, d_prime), label in zip(candidates, labels):
         seed = int(rng.integers(2**32))
-        outputs = _sample_both(mechanism, (d, d_prime), n, seed, timeout)
-        if isinstance(outputs, str):
-            first_failure = first_failure or outputs
-            side, message = outputs.split("|", 1)
-            note = (f"dropped: on {side} {message}" if message.startswith(HUNG) else
-                    _failure_note(mechanism, (d, d_prime), label, outputs, seed))
-            screening.append(Screened(label, np.nan, note))
+        try:
+            draw = isolation.call(functools.partial(_screen_draw, mechanism, (d, d_prime), n, seed), timeout)
+        except (TimeoutError, ChildProcessError) as error:
+            failure = (f"{HUNG} = {timeout:g} s" if isinstance(error, TimeoutError) else
+                       f"the mechanism's process ended without a result (exit code {error.args[0]})")
+            first_failure = first_failure or failure
+            screening.append(Screened(label, np.nan, f"dropped: {failure}"))
             continue
-        p, q = outputs
+        if draw.layout is not None and hasattr(encoder, "adopt"):
+            encoder.adopt(*draw.layout)
+        if draw.failure is not None:
+            first_failure = first_failure or draw.failure
+            screening.append(Screened(label, np.nan, _failure_note(label, draw.failure, draw.failures)))
+            continue
+        p, q = draw.outputs
         try:
             score = max(
                 estimate_divergence(x, y, function_class, divergence, random_state=seed).estimate
@@ -678,60 +686,48 @@ def screen_candidates(
     if screening and all(entry.note for entry in screening):
         from audit.mechanisms import MechanismError
 
-        first = first_failure.split("|", 1)[1] if first_failure else screening[0].note
+        first = first_failure.split("|", 1)[-1] if first_failure else screening[0].note
         raise MechanismError(f"the mechanism failed on every candidate pair of the search: {first}")
     return screening
 
 
+@dataclass(frozen=True)
+class _ScreenDraw:
+    """What a screening child hands back: both datasets' outputs, or which failed and how (``"d|message"``)
+    with the failures in :data:`FAILURE_CALLS` calls per dataset; the layout its mechanism ended with."""
+
+    outputs: tuple[np.ndarray, np.ndarray] | None
+    failure: str | None
+    failures: tuple[int, int]
+    layout: tuple[int | None, bool] | None
+
+
 HUNG = "the mechanism took longer than run.sample_timeout"
-"""How a screening call that ran past its time limit is reported (the note of its candidate)."""
+"""How a candidate whose screening ran past its time limit is reported (the note of its candidate)."""
 
 
-class _Hung(BaseException):
-    """Raised by :func:`_time_limit`'s alarm; a BaseException, so that a mechanism's ``except Exception`` lets it by."""
+def _screen_draw(mechanism: Mechanism, pair: tuple[np.ndarray, np.ndarray], n: int, seed: int) -> _ScreenDraw:
+    """In the screening child: :func:`_sample_both`, and on a failure :func:`_failure_counts`."""
+    outputs = _sample_both(mechanism, pair, n, seed)
+    failures = (0, 0) if not isinstance(outputs, str) else _failure_counts(mechanism, pair, seed)
+    encoder = getattr(mechanism, "structure", None)
+    layout = (encoder.width, encoder.structural) if hasattr(encoder, "adopt") else None
+    if isinstance(outputs, str):
+        return _ScreenDraw(None, outputs, failures, layout)
+    return _ScreenDraw(outputs, None, failures, layout)
 
 
-@contextlib.contextmanager
-def _time_limit(seconds: float | None):
-    """Raise :class:`_Hung` in the block after ``seconds`` (SIGALRM; main thread only, elsewhere no limit).
-
-    The search samples in the audit's own process (its structural layout is
-    fixed there, :mod:`audit.structure`), so a hang cannot cost a forked child
-    as in the sampler; the alarm interrupts Python code and sleeps, not a C
-    call that never returns to the interpreter.
-    """
-    if seconds is None or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def alarm(signum: int, frame: Any) -> None:
-        raise _Hung
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def _sample_both(mechanism: Mechanism, datasets: Sequence[np.ndarray], n: int, seed: int,
-                 timeout: float | None = None) -> tuple[np.ndarray, ...] | str:
+def _sample_both(mechanism: Mechanism, datasets: Sequence[np.ndarray], n: int, seed: int) -> tuple[np.ndarray, ...] | str:
     """n outputs on each dataset from one seeded generator, or which dataset failed and how.
 
     The first structural output widens the layout (:mod:`audit.structure`):
-    outputs drawn before it are drawn again in the new layout.  Each call
-    may take ``timeout`` seconds (:func:`_time_limit`).
+    outputs drawn before it are drawn again in the new layout.
     """
     for _ in range(2):
         sample_rng, outputs = np.random.default_rng(seed), []
         for name, dataset in zip(("d", "d'"), datasets):
             try:
-                with _time_limit(timeout):
-                    outputs.append(mechanism.sample(dataset, n, sample_rng))
-            except _Hung:
-                return f"{name}|{HUNG} = {timeout:g} s"
+                outputs.append(mechanism.sample(dataset, n, sample_rng))
             except Exception as error:
                 return f"{name}|{' '.join(str(error).split())}"
         if len({output.shape[1] for output in outputs}) == 1:
@@ -739,8 +735,8 @@ def _sample_both(mechanism: Mechanism, datasets: Sequence[np.ndarray], n: int, s
     return f"d|the output width changed between the datasets after the layout was fixed: {[o.shape for o in outputs]}"
 
 
-def _failure_note(mechanism: Mechanism, pair: tuple[np.ndarray, np.ndarray], label: str, failure: str, seed: int) -> str:
-    """Why a candidate was not scored: a refused probe, a one-sided failure (a finding, with counts), or both failing."""
+def _failure_counts(mechanism: Mechanism, pair: tuple[np.ndarray, np.ndarray], seed: int) -> tuple[int, int]:
+    """How many of :data:`FAILURE_CALLS` one-output calls per dataset raise."""
     failures = [0, 0]
     sample_rng = np.random.default_rng(seed)
     for _ in range(FAILURE_CALLS):
@@ -749,10 +745,15 @@ def _failure_note(mechanism: Mechanism, pair: tuple[np.ndarray, np.ndarray], lab
                 mechanism.sample(dataset, 1, sample_rng)
             except Exception:
                 failures[side] += 1
+    return failures[0], failures[1]
+
+
+def _failure_note(label: str, failure: str, failures: tuple[int, int]) -> str:
+    """Why a candidate was not scored: a refused probe, a one-sided failure (a finding, with counts), or both failing."""
     message = failure.split("|", 1)[1]
     if all(failures):
         return f"dropped: the mechanism fails on both datasets ({message})"
-    side = "d" if failures[0] else "d'"
+    side = "d" if failures[0] else "d'" if failures[1] else failure.split("|", 1)[0]  # else: n outputs at once only
     if label.startswith("probe"):
         return f"dropped: the mechanism refuses the probe's {side} ({message})"
     return (

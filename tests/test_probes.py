@@ -4,13 +4,17 @@ The bug families of tests/probe_mechanisms.py (true epsilon 10 or infinite) must
 domain and ``strategy = "search"``; their correct counterparts never flagged and never exit 2.
 """
 
+import ctypes
 import json
+import os
 import pathlib
+import signal
 import time
 
 import numpy as np
 import pytest
 
+from audit import isolation
 from audit.api import run_audit
 from audit.mechanisms import MechanismError, make_mechanism
 from audit.neighbours import PROBES, Domain, check_neighbours, make_pairs, probe_pairs, record_distance
@@ -300,6 +304,46 @@ def test_a_probe_that_hangs_the_mechanism_is_dropped_within_the_time_limit():
     hung = [entry for entry in pairs.screening if entry.note and "took longer than run.sample_timeout" in entry.note]
     assert hung and all("NaN" in entry.label for entry in hung) and np.isnan([entry.score for entry in hung]).all()
     assert len(pairs) and time.perf_counter() - start < 30  # the NaN probes cost 0.2 s each; the others are screened
+
+
+def hangs_in_c_on_nan(dataset, n, rng):
+    """Sum + Lap(1), but a C call that never returns on a NaN record: libc's pause() with the alarm signal
+    blocked, as C libraries block signals in their calls; no Python code runs, so no alarm could stop it."""
+    if np.isnan(np.asarray(dataset, dtype=float)).any():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        ctypes.CDLL(None).pause()
+    return np.sum(dataset) + rng.laplace(size=n)
+
+
+def test_a_probe_that_hangs_the_mechanism_in_c_is_dropped_within_the_time_limit():
+    spec = {"strategy": "search", "domain": {"low": [0], "high": [1], "size": 2}, "candidates": 1,
+            "screen_samples": 50, "probes": ["special_values"]}
+    mechanism = make_mechanism(callable=hangs_in_c_on_nan)
+    start = time.perf_counter()
+    pairs = make_pairs(spec, mechanism, rng=0, timeout=0.5)
+    hung = [entry for entry in pairs.screening if entry.note and "took longer than run.sample_timeout" in entry.note]
+    assert [entry.label for entry in hung] == ["probe special_values: a record of NaN"] and len(pairs)
+    assert time.perf_counter() - start < 20  # one timeout of 0.5 s, then the others screened
+
+
+def test_a_call_in_a_forked_child_gives_its_result_or_says_how_it_ended():
+    assert isolation.call(lambda: np.arange(3), 5.0).tolist() == [0, 1, 2]
+    start = time.perf_counter()
+    with pytest.raises(TimeoutError):
+        isolation.call(lambda: hangs_in_c_on_nan(np.array([np.nan]), 1, None), 0.3)
+    assert time.perf_counter() - start < 5
+    with pytest.raises(ChildProcessError) as ended:
+        isolation.call(lambda: os._exit(3), 5.0)
+    assert ended.value.args[0] == 3
+
+
+def test_the_search_hands_its_childrens_layout_to_the_audit():
+    """Screened in forked children, a structural output still fixes the audit's layout: NaN on a probe."""
+    mechanism = make_mechanism(callable="probe_mechanisms:nan_clip")
+    spec = {"strategy": "search", "domain": {"low": [0], "high": [1], "size": 2}, "candidates": 1,
+            "screen_samples": 20, "probes": ["special_values"]}
+    make_pairs(spec, mechanism, rng=0)
+    assert mechanism.structure.structural and mechanism.structure.width == 1 and not mechanism.structure.fixed
 
 
 def test_a_mechanism_that_hangs_on_every_candidate_is_a_clear_error(tmp_path):

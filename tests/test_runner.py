@@ -315,8 +315,10 @@ def test_randomized_response_at_high_epsilon_is_not_a_false_violation(policy):
 )
 @pytest.mark.parametrize("policy", POLICIES)
 def test_mechanism_errors_become_error_rows(function, message, policy):
+    """A mechanism raising on every call of both datasets of p0 (on one dataset only it would be evidence:
+    test_structural_outputs_are_evidence_not_errors)."""
     config = _config(function, policy=policy)
-    config["pairs"] = [*PAIRS, {"d": [[0.0], [0.0]], "d_prime": [[0.0], [0.0]]}]  # p1: d_prime sums to 0
+    config["pairs"] = [{"d": [[1.0], [0.0]], "d_prime": [[1.0], [1.0]]}, {"d": [[0.0], [0.0]], "d_prime": [[0.0], [0.0]]}]
     result = run_audit(config, progress=False)
     table = result.table
     assert table.loc[table["pair"] == "p0", "error"].str.contains(message).all()
@@ -325,10 +327,13 @@ def test_mechanism_errors_become_error_rows(function, message, policy):
     assert result.exit_code == 2 and result.verdict == "error"  # exit 2 reads as an error
 
 
-@pytest.mark.parametrize("function", ["nan_on_d_prime", "wider_on_d_prime"])
+@pytest.mark.parametrize("function", ["nan_on_d_prime", "wider_on_d_prime", "raises_on_d_prime"])
 def test_structural_outputs_are_evidence_not_errors(function):
-    """NaN on d' only, or a wider output on d': an observable event (audit.structure), refuted at once."""
-    config = _config(function)
+    """NaN on d' only, a wider output on d', or a call raising on d' only: an observable event (audit.structure,
+    audit.sampling.draw_pair_isolated), refuted at once.  Every call on d' raising, the outputs on d' are one
+    value: a kl row has no spread to measure (a caveat, never a violation), a dp row has its exact count bound."""
+    claims = [{"divergence": "dp", "function_class": "linear", "epsilon": 0.5}] if function.startswith("raises") else None
+    config = _config(function, claims)
     config["pairs"] = [*PAIRS, {"d": [[0.0], [0.0]], "d_prime": [[0.0], [0.0]]}]
     result = run_audit(config, progress=False)
     table = result.table.set_index("pair")

@@ -192,7 +192,8 @@ def laplace_unless_two(dataset, n, rng):
 def test_a_mechanism_failing_on_a_pair_gives_an_error_row_and_exit_code_2(policy):
     config = {
         "mechanism": {"callable": "test_staged:laplace_unless_two"},
-        "pairs": [{"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}, {"d": [[0.0], [0.0]], "d_prime": [[1.0], [1.0]]}],
+        # p1 fails on both datasets (on one only, the failure would be evidence: tests/test_probes.py)
+        "pairs": [{"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}, {"d": [[1.0], [1.0]], "d_prime": [[2.0], [0.0]]}],
         "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 5.0}],
         "attacks": {"classes": ["threshold"], "n_samples": 2_000, "policy": policy},
     }
