@@ -65,7 +65,8 @@ from attacks.adversary import Adversary
 from attacks.classes import parse_function_class
 from attacks.divergences import tail_count
 from attacks.estimate import DivergenceEstimate, held_out_scores, moments_evidence, score_histogram
-from attacks.witness_moments import WEIGHTED, WitnessMoments
+from attacks.vocabulary import DP, IPM, divergence_of
+from attacks.witness_moments import WitnessMoments
 
 STAGES = ("screen", "train", "check", "confirm")
 DEFAULT_SHARES = {"screen": 0.2, "train": 0.2, "check": 0.1, "confirm": 0.5}
@@ -423,7 +424,7 @@ def _train_or_error(candidate: Candidate, train: Draw, target: Target, sizes: St
         return f"attack {candidate.function_class}/{target.divergence} failed: " + " ".join(
             f"{type(error).__name__}: {error}".split())
     adversary = attack.adversary
-    return Attack(adversary, np.array([adversary.side_ * adversary.threshold_])) if target.divergence == "dp" else attack
+    return Attack(adversary, np.array([adversary.side_ * adversary.threshold_])) if isinstance(divergence_of(target), DP) else attack
 
 
 def later_outputs(sizes: StageSizes, pairs: int) -> int:
@@ -478,7 +479,7 @@ def projected_bound(evidence: DivergenceEstimate, n_eval: int) -> tuple[float, f
     if evidence.caveat:
         return -np.inf, np.inf
     z = float(norm.ppf(SELECTION_LEVEL))
-    if evidence.divergence == "dp":
+    if isinstance(divergence_of(evidence), DP):
         return _dp_projection(evidence, n_eval)
     width = max(evidence.estimate - evidence.lower_bound(SELECTION_LEVEL), 0.0)
     if not np.isfinite(width):
@@ -516,7 +517,7 @@ def count_estimate(cells: np.ndarray, target: Target, function_class: str, coupl
     cells = np.asarray(cells, dtype=np.int64)
     n = int(cells.sum())
     k_p, k_q = int(cells[0] + cells[1]), int(cells[0] + cells[2])
-    if target.divergence == "ipm":
+    if isinstance(divergence_of(target), IPM):
         estimate = 2.0 * (k_p - k_q) / n
     else:
         estimate = float(binomial_ratio.smoothed_log_ratio(k_p, n, k_q, n, target.delta)[0])
@@ -545,7 +546,7 @@ def held_out_estimate(attack: Attack, candidate: Candidate, p: np.ndarray, q: np
                       coupled: bool) -> DivergenceEstimate:
     """The fitted set's or witness's estimate on held-out outputs of P and Q."""
     w_p, w_q = attack.adversary.witness(p), attack.adversary.witness(q)
-    if target.divergence in WEIGHTED:
+    if divergence_of(target).weighted:
         moments = WitnessMoments.from_values(w_p, w_q, target.divergence, target.alpha)
         return witness_estimate(moments, target, candidate.function_class, coupled)
     return count_estimate(paired_ratio.paired_counts(w_p > 0, w_q > 0), target, candidate.function_class, coupled)
@@ -631,7 +632,7 @@ def _train_one(candidate: Candidate, train: Draw, target: Target, sizes: StageSi
     """A finalist fitted on its pair's train sample; a ``dp`` attack graded into nested sets."""
     p, q = candidate.laws(train)
     attack = fit_attack(candidate, p, q, target, sizes.confirm, train.coupled, fit_seed(seed, "train", candidate))
-    return graded_attack(attack.adversary, p) if target.divergence == "dp" else attack
+    return graded_attack(attack.adversary, p) if isinstance(divergence_of(target), DP) else attack
 
 
 def _train(draw, finalists: list[Candidate], target: Target, sizes: StageSizes, seed: int,
@@ -680,10 +681,11 @@ def _accumulate(draw, candidates: list[Candidate], attacks: list[Attack], n: int
 def _summary(attack: Attack, p: np.ndarray, q: np.ndarray, target: Target, tail: int):
     """What the statistic keeps of one block, summed with ``+``: nested-set moments (``dp``), the set's cells
     (``ipm``), or the witness moments with the ``tail`` largest log weights of Q (``kl``, ``renyi``)."""
-    if target.divergence == "dp":
+    divergence = divergence_of(target)
+    if isinstance(divergence, DP):
         return attack.moments(p, q)
     w_p, w_q = attack.adversary.witness(p), attack.adversary.witness(q)
-    if target.divergence == "ipm":
+    if isinstance(divergence, IPM):
         return paired_ratio.paired_counts(w_p > 0, w_q > 0)
     return WitnessMoments.from_values(w_p, w_q, target.divergence, target.alpha, tail)
 
@@ -691,9 +693,10 @@ def _summary(attack: Attack, p: np.ndarray, q: np.ndarray, target: Target, tail:
 def _statistic(total, candidate: Candidate, target: Target, coupled: bool,
                weights: np.ndarray | None = None) -> DivergenceEstimate | PooledEstimate:
     """The evidence of a summed statistic (:func:`_accumulate`): a set's, a witness's, or a pool's."""
-    if target.divergence in WEIGHTED:
+    divergence = divergence_of(target)
+    if divergence.weighted:
         return witness_estimate(total, target, candidate.function_class, coupled)
-    if target.divergence == "ipm":
+    if isinstance(divergence, IPM):
         return count_estimate(total, target, candidate.function_class, coupled)
     if np.count_nonzero(weights) > 1:
         pool = tuple(float(w) for w in weights)
@@ -716,7 +719,7 @@ def _check(draw, finalists: list[Candidate], attacks: list[Attack], target: Targ
     starts from; each is corrected for its own family's size (:func:`promise`).
     """
     totals = _accumulate(draw, finalists, attacks, sizes.check, "check", target, chunk, n_jobs)
-    if target.divergence != "dp":
+    if not isinstance(divergence_of(target), DP):
         z = float(norm.ppf(SELECTION_LEVEL))
         options = []
         for i, (total, coupled) in totals.items():

@@ -352,6 +352,7 @@ def _convexity(ctx: _Context) -> dict[str, Any]:
 
 def _pinsker(ctx: _Context) -> dict[str, Any]:
     from attacks.classes import parse_function_class
+    from attacks.vocabulary import KL
 
     spec = ctx.spec
     mechanism = spec.mechanisms[0].build()
@@ -359,7 +360,7 @@ def _pinsker(ctx: _Context) -> dict[str, Any]:
     level = ctx.level(2)
     p, q = ctx.draw(mechanism, pair, "M")
     parts = []
-    if "kl" in parse_function_class(spec.function_class).divergences:
+    if KL.name in parse_function_class(spec.function_class).divergences:
         parts.append(ctx.measure(p, q, "KL^H", level, divergence="kl", exact=ctx.exact(mechanism, pair, "kl")))
     ipm = ctx.measure(p, q, "IPM^H", level, divergence="ipm")
     broken = None

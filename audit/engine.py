@@ -62,6 +62,7 @@ from attacks.staged import (
     later_outputs,
     staged_search,
 )
+from attacks.vocabulary import DP, divergence_of
 from audit import store
 from audit.config import AuditConfig
 from audit.theory.exact import exact_value, known_laws
@@ -318,7 +319,7 @@ class _Every:
         outcomes, failed = [], None
         for target in unit.targets:
             tasks = [_task(pair.name, direction, target, name) for direction in DIRECTIONS for name in target.classes]
-            staged = _staged_fields("every", sizes, len(tasks), len(tasks), int(target.divergence == "dp"))
+            staged = _staged_fields("every", sizes, len(tasks), len(tasks), int(isinstance(divergence_of(target), DP)))
             seed = int(task_seed(config.run.seed, f"{unit.id}|{tasks[0].id}").generate_state(1)[0])
             try:
                 if failed is not None:  # a pair that failed is not sampled again

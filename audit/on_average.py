@@ -42,11 +42,13 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from attacks.vocabulary import KL, Renyi
+
 MIN_PAIRS = 2
 """Fewest pairs of an on-average claim: a variance over pairs needs two."""
 PAIR = "average"
 """The ``pair`` of an aggregate row (pairs are otherwise named ``p0``, ``p1``, ...)."""
-DIVERGENCES = ("kl", "renyi")
+DIVERGENCES = (KL.name, Renyi.name)
 """The divergences an on-average claim may state (OAKL defines KL; Renyi is its order-alpha sibling)."""
 
 

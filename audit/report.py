@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from attacks.vocabulary import divergence_kind
 from audit.figures import mechanism_label, row_label, write_evidence_figures, write_figures, write_tradeoff_figure
 from audit.html_report import write_html_report
 from audit.provenance import NOT_REPRODUCIBLE
@@ -753,13 +754,13 @@ def _claim_title(divergence: str, claim_class: Any, claim: Any, on_average: bool
 
 
 def _claim_label(divergence: str, claim_class: Any, claim: Any, alpha: Any = None) -> str:
-    label = {"kl": "KL", "renyi": "Renyi", "ipm": "IPM", "dp": "DP epsilon"}.get(divergence, str(divergence))
-    order = f" alpha={_number(alpha)}" if divergence == "renyi" and alpha is not None and not pd.isna(alpha) else ""
-    return f"({claim_class}, {label}{order}) <= {_number(claim)}"
+    kind = divergence_kind(divergence)
+    order = f" alpha={_number(alpha)}" if kind.has_order and alpha is not None and not pd.isna(alpha) else ""
+    return f"({claim_class}, {kind.label}{order}) <= {_number(claim)}"
 
 
 def _divergence_label(divergence: str, alpha: Any) -> str:
-    return f"renyi, alpha={_number(alpha)}" if divergence == "renyi" else str(divergence)
+    return f"{divergence}, alpha={_number(alpha)}" if divergence_kind(divergence).has_order else str(divergence)
 
 
 def _with_interval(row: Row) -> str:

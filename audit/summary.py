@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from attacks.vocabulary import divergence_kind
 from audit.figures import format_number, mechanism_label, row_label
 from audit.report import bounded, json_value, load_results, plain_text
 from audit.schema import Row
@@ -63,7 +64,7 @@ def evidence_text(row: Row) -> str:
     E.g. ``"kl (all) <= 0.12: estimate 0.71, lower bound 0.25, pair p0, M(d) against M(d'), linear functions
     (linear), violation"``.
     """
-    divergence = row.divergence + (f" alpha={format_number(row.alpha)}" if row.divergence == "renyi" else "")
+    divergence = row.divergence + (f" alpha={format_number(row.alpha)}" if divergence_kind(row.divergence).has_order else "")
     return (
         f"{'on average ' if row.on_average else ''}"
         f"{divergence} ({row.claim_class}) <= {format_number(row.claim)}: "

@@ -49,6 +49,7 @@ from scipy import optimize, stats  # noqa: E402
 
 from attacks.classes import parse_function_class  # noqa: E402
 from attacks.divergences import check_alpha  # noqa: E402
+from attacks.vocabulary import divergence_kind  # noqa: E402
 from audit.html_report import write_html_report  # noqa: E402
 from audit.theory import bounds  # noqa: E402
 from audit.theory import table as bound_table  # noqa: E402
@@ -215,8 +216,8 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
     labels = np.where(
         table["kind"] == "exact", table["function_class"] + " exact", table["function_class"] + " " + table["kind"]
     )
-    lines = table["divergence"].map({"renyi": "Renyi", "kl": "KL", "ipm": "IPM"})
-    lines = np.where(table["divergence"] == "renyi", lines + " alpha=" + table["alpha"].map("{:g}".format), lines)
+    lines = table["divergence"].map(lambda name: divergence_kind(name).label)
+    lines = np.where(_has_order(table), lines + " alpha=" + table["alpha"].map("{:g}".format), lines)
     frame = table.assign(line=lines, column=labels)
     order = list(dict.fromkeys(frame["line"]))
     wide = frame.pivot(index="line", columns="column", values="value").reindex(order)
@@ -373,7 +374,7 @@ def _violations(table: pd.DataFrame) -> pd.DataFrame:
     published_rows = table[(table["kind"] != "exact") & (table["source"] != TABLE1_NOT_STATED)]
     for label, published in published_rows.iterrows():
         same = exact_rows["divergence"] == published["divergence"]
-        if published["divergence"] == "renyi":
+        if divergence_kind(published["divergence"]).has_order:
             same &= exact_rows["alpha"] == published["alpha"]
         cover = parse_function_class(published["function_class"])
         for exact in exact_rows[same].itertuples():
@@ -417,6 +418,11 @@ def _check_mechanism(mechanism: str, scale: float) -> tuple[str, float]:
     return mechanism, check_positive(scale, _SCALE_NAMES[mechanism])
 
 
+def _has_order(table: pd.DataFrame) -> pd.Series:
+    """Which rows of a theory table are of a divergence with an order (Renyi)."""
+    return table["divergence"].map(lambda name: divergence_kind(name).has_order).astype(bool)
+
+
 def _check_alphas(alphas: Sequence[float] | None) -> list[float]:
     if alphas is None:
         return list(DEFAULT_ALPHAS)
@@ -446,7 +452,7 @@ def _check_classes(classes: Sequence[str]) -> list[str]:
 def _markdown(table: pd.DataFrame, mechanism: str, scale: float, figures: list[pathlib.Path]) -> str:
     name = _SCALE_NAMES[mechanism]
     title = f"{mechanism.capitalize()} mechanism, {name} = {scale:g}"
-    renyi = table[table["divergence"] == "renyi"]
+    renyi = table[_has_order(table)]
     alphas = sorted(renyi["alpha"].unique())
     classes = list(dict.fromkeys(renyi.loc[renyi["kind"] == "exact", "function_class"]))
     law = f"Laplace(loc, scale {1 / scale:g})" if mechanism == "laplace" else f"Normal(loc, sd {scale:g})"
@@ -577,7 +583,7 @@ def _to_markdown(frame: pd.DataFrame) -> str:
 
 def _plot_linear_renyi(table: pd.DataFrame, mechanism: str, scale: float, path: pathlib.Path) -> pathlib.Path:
     """CBDP Figure 1a / 2a: Table 1 bound, exact (lin, Renyi) and Renyi DP against alpha."""
-    renyi = table[table["divergence"] == "renyi"]
+    renyi = table[_has_order(table)]
     fig, ax = _renyi_axes(renyi, mechanism, scale, "a")
     grid = _dense_grid(renyi)
     bound_curve = np.array([linear_renyi_bound(mechanism, scale, a) for a in grid])
@@ -612,7 +618,7 @@ def _plot_linear_renyi(table: pd.DataFrame, mechanism: str, scale: float, path: 
 
 def _plot_poly_renyi(table: pd.DataFrame, mechanism: str, scale: float, path: pathlib.Path) -> pathlib.Path:
     """CBDP Figure 1b / 2b: exact (poly_k, Renyi) and Renyi DP against alpha."""
-    renyi = table[table["divergence"] == "renyi"]
+    renyi = table[_has_order(table)]
     fig, ax = _renyi_axes(renyi, mechanism, scale, "b")
     exact = renyi[renyi["kind"] == "exact"]
     for function_class, rows in exact.groupby("function_class", sort=False):
