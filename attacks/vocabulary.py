@@ -79,6 +79,8 @@ class Divergence:
         The weights' formula, for caveats.
     has_order : bool
         Takes a Renyi order ``alpha``.
+    alpha, delta : float or None
+        The Renyi order (:class:`Renyi`) and delta (:class:`DP`); None for the others.
     """
 
     name: ClassVar[str]
@@ -87,6 +89,9 @@ class Divergence:
     weighted: ClassVar[bool] = False
     weights: ClassVar[str | None] = None
     has_order: ClassVar[bool] = False
+    # Plain class attributes: the dataclass fields of Renyi (alpha) and DP (delta) replace them.
+    alpha = None
+    delta = None
 
     def __str__(self) -> str:
         return self.name
@@ -101,8 +106,6 @@ class KL(Divergence):
     words: ClassVar[str] = "KL divergence"
     weighted: ClassVar[bool] = True
     weights: ClassVar[str] = "exp(h)"
-    alpha: ClassVar[None] = None
-    delta: ClassVar[None] = None
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,6 @@ class Renyi(Divergence):
     weighted: ClassVar[bool] = True
     weights: ClassVar[str] = "|g|^beta"
     has_order: ClassVar[bool] = True
-    delta: ClassVar[None] = None
 
     def __post_init__(self):
         object.__setattr__(self, "alpha", check_alpha(self.alpha))
@@ -133,8 +135,6 @@ class IPM(Divergence):
     name: ClassVar[str] = "ipm"
     label: ClassVar[str] = "IPM"
     words: ClassVar[str] = "IPM (total variation of the class)"
-    alpha: ClassVar[None] = None
-    delta: ClassVar[None] = None
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,6 @@ class DP(Divergence):
     name: ClassVar[str] = "dp"
     label: ClassVar[str] = "DP epsilon"
     words: ClassVar[str] = "DP epsilon (log-ratio of an attack set)"
-    alpha: ClassVar[None] = None
 
     def __post_init__(self):
         object.__setattr__(self, "delta", check_delta(self.delta))
@@ -170,13 +169,20 @@ class TotalVariation:
 
 
 class Curve:
-    """A curve claim: a family of member claims of divergence ``member`` (docs/theory.md section 9)."""
+    """A curve claim: a family of member claims of divergence ``member`` (docs/theory.md section 9).
+
+    Reports name a curve claim by its name (``label`` and ``words``); it has no order of its own.
+    """
 
     name: ClassVar[str]
     member: ClassVar[type[Divergence]]
     label: ClassVar[str]
     words: ClassVar[str]
     has_order: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.label = cls.words = cls.name
 
     def __str__(self) -> str:
         return self.name
@@ -188,8 +194,6 @@ class GDP(Curve):
 
     name: ClassVar[str] = "gdp"
     member: ClassVar[type[Divergence]] = DP
-    label: ClassVar[str] = "gdp"
-    words: ClassVar[str] = "gdp"
 
 
 @dataclass(frozen=True)
@@ -198,8 +202,6 @@ class ZCDP(Curve):
 
     name: ClassVar[str] = "zcdp"
     member: ClassVar[type[Divergence]] = Renyi
-    label: ClassVar[str] = "zcdp"
-    words: ClassVar[str] = "zcdp"
 
 
 @dataclass(frozen=True)
@@ -208,8 +210,6 @@ class Profile(Curve):
 
     name: ClassVar[str] = "profile"
     member: ClassVar[type[Divergence]] = DP
-    label: ClassVar[str] = "profile"
-    words: ClassVar[str] = "profile"
 
 
 MEMBERS: dict[str, type[Divergence]] = {kind.name: kind for kind in (KL, Renyi, IPM, DP)}
