@@ -183,7 +183,7 @@ class Adversary(BaseEstimator):
     function_class : str, default="linear"
         ``linear``, ``polyK``, ``kernel``, ``mlp``, ``treeK`` or ``threshold``
         (see :mod:`attacks.classes`).
-    divergence : {"kl", "renyi", "ipm", "dp"}, default="kl"
+    divergence : {"kl", "renyi", "ipm", "dp"} or Divergence, default="kl"
         The divergence D(P, Q) whose variational form is maximised.
     alpha : float, optional
         The Renyi order (> 1); required for ``renyi``, must be None otherwise.
@@ -219,6 +219,8 @@ class Adversary(BaseEstimator):
 
     Attributes
     ----------
+    divergence_ : Divergence
+        The divergence parameters as a type (:func:`attacks.vocabulary.parse_divergence`).
     function_class_ : FunctionClass
     feature_map_ : sklearn Pipeline
         The fitted feature map phi.

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attacks.vocabulary import DIVERGENCES
 from audit.families import FAMILIES, PROFILES, Family
 from audit.mechanisms.compose import MAPS
 from audit.neighbours import (
@@ -46,7 +47,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-DIVERGENCES = ("kl", "renyi", "ipm", "dp")
 BACKENDS = {"loky": None, "threading": None, "dask": ("distributed", "dask"), "ray": ("ray", "ray")}
 """Backend name -> (module it needs, capaudit extra that installs it), None for joblib's own."""
 MIN_SAMPLES = 100
