@@ -729,7 +729,7 @@ class _NetworkWitness(TransformerMixin, BaseEstimator):
         random_state = check_random_state(self.random_state)
         train, validation = _validation_split(y, random_state)
         start = _classifier_logit(X[train], y[train], self.width, self.random_state)
-        if isinstance(divergence, Renyi):  # u = 1 + (alpha - 1) (logit - mean_P logit): (dP/dQ)^(alpha - 1) to first order
+        if isinstance(divergence, Renyi):  # u = 1 + (alpha - 1) (logit - mean_P logit): (dP/dQ)^(alpha - 1), 1st order
             start = replace(start, output_weights=(divergence.alpha - 1.0) * start.output_weights)
         starts = [start, mlp.spread_network(X[train], self.width, random_state)]
         self.network_ = mlp.train_network(

@@ -423,8 +423,10 @@ def _train_or_error(candidate: Candidate, train: Draw, target: Target, sizes: St
     except Exception as error:
         return f"attack {candidate.function_class}/{target.divergence} failed: " + " ".join(
             f"{type(error).__name__}: {error}".split())
+    if not isinstance(divergence_of(target), DP):
+        return attack
     adversary = attack.adversary
-    return Attack(adversary, np.array([adversary.side_ * adversary.threshold_])) if isinstance(divergence_of(target), DP) else attack
+    return Attack(adversary, np.array([adversary.side_ * adversary.threshold_]))
 
 
 def later_outputs(sizes: StageSizes, pairs: int) -> int:

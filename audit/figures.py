@@ -51,7 +51,7 @@ def figure_name(divergence: str, alpha: Any) -> str:
 
 
 def divergence_title(divergence: str, alpha: Any = None) -> str:
-    """The divergence in words (:attr:`attacks.vocabulary.Divergence.words`), e.g. ``"Rényi divergence of order 4"``."""
+    """The divergence in words (:attr:`attacks.vocabulary.Divergence.words`): ``"Rényi divergence of order 4"``."""
     kind = divergence_kind(divergence)
     return f"{kind.words} of order {format_number(alpha)}" if kind.has_order else kind.words
 

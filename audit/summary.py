@@ -64,7 +64,8 @@ def evidence_text(row: Row) -> str:
     E.g. ``"kl (all) <= 0.12: estimate 0.71, lower bound 0.25, pair p0, M(d) against M(d'), linear functions
     (linear), violation"``.
     """
-    divergence = row.divergence + (f" alpha={format_number(row.alpha)}" if divergence_kind(row.divergence).has_order else "")
+    order = f" alpha={format_number(row.alpha)}" if divergence_kind(row.divergence).has_order else ""
+    divergence = row.divergence + order
     return (
         f"{'on average ' if row.on_average else ''}"
         f"{divergence} ({row.claim_class}) <= {format_number(row.claim)}: "
