@@ -233,8 +233,7 @@ def divergence_kind(name: Any) -> type[Divergence] | type[Curve]:
     """
     if isinstance(name, (Divergence, Curve)):
         return type(name)
-    kind = MEMBERS.get(name) if isinstance(name, str) else None
-    kind = kind or (CURVES.get(name) if isinstance(name, str) else None)
+    kind = {**MEMBERS, **CURVES}.get(name) if isinstance(name, str) else None
     if kind is None:
         raise ValueError(f"divergence must be one of {DIVERGENCES + FAMILIES}. Found {name!r}.")
     return kind
@@ -264,17 +263,17 @@ def parse_divergence(name: Any, alpha: Any = None, delta: Any = None) -> Diverge
     kind = MEMBERS.get(name) if isinstance(name, str) else None
     if kind is None:
         raise ValueError(f"divergence must be one of {DIVERGENCES}. Found {name!r}.")
-    alpha, delta = _absent(alpha), _absent(delta)
     if kind is Renyi:
-        if alpha is None:
-            raise ValueError("alpha: divergence 'renyi' needs a Renyi order alpha > 1; set alpha (e.g. 2). "
-                             "Found None.")
+        if _absent(alpha) is None:
+            raise ValueError(f"alpha: divergence 'renyi' needs a Renyi order alpha > 1; set alpha (e.g. 2). "
+                             f"Found {alpha!r}.")
         parameters = {"alpha": alpha}
-    elif alpha is not None:
+    elif _absent(alpha) is not None:
         raise ValueError(f"alpha applies to divergence 'renyi' only; leave it None for {name!r}. "
                          f"Found alpha={alpha!r}.")
     else:
         parameters = {}
+    delta = _absent(delta)
     if kind is DP:
         parameters["delta"] = 0.0 if delta is None else delta
     elif delta not in (None, 0, 0.0):
