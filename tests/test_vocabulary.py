@@ -1,8 +1,10 @@
 """The divergence vocabulary: each type's behaviour, and names compared as strings only where config text is parsed."""
 
 import ast
+import dataclasses
 import math
 import pathlib
+import pickle
 
 import numpy as np
 import pytest
@@ -86,6 +88,13 @@ def test_types_are_frozen_and_validated_when_built():
         DP(2.0)
     with pytest.raises(AttributeError):
         Renyi(2.0).alpha = 3.0
+
+
+@pytest.mark.parametrize("divergence", [KL(), Renyi(2), IPM(), DP(0.01), GDP(), AlphaDivergence(3), TotalVariation()])
+def test_types_travel_to_workers_and_key_dicts(divergence):
+    """Workers receive fitted adversaries holding their divergence (pickle); types key caches (hash)."""
+    assert pickle.loads(pickle.dumps(divergence)) == divergence
+    assert {divergence: 1}[type(divergence)(*dataclasses.astuple(divergence))] == 1
 
 
 def test_public_functions_take_names_or_types():
