@@ -141,7 +141,8 @@ def name_comparisons(source: str) -> list[tuple[int, str]]:
         elif isinstance(node, ast.match_case) and any(
                 isinstance(p, ast.MatchValue) and _is_name(p.value) for p in ast.walk(node.pattern)):
             found.append((node.pattern.lineno, "case on a divergence name"))
-        elif isinstance(node, ast.Dict) and any(key is not None and _is_name(key) for key in node.keys):
+        elif isinstance(node, ast.Dict) and any(key is not None and (_is_name(key) or isinstance(key, ast.Tuple) and any(
+                _is_name(e) for e in key.elts)) for key in node.keys):
             found.append((node.lineno, "dict keyed by divergence names"))
         elif _name_set(node):
             found.append((node.lineno, "literal set of divergence names"))
@@ -150,7 +151,7 @@ def name_comparisons(source: str) -> list[tuple[int, str]]:
 
 @pytest.mark.parametrize("source, expected", [
     ('if d == "kl": pass', 1), ('if "renyi" != d: pass', 1), ('x = d in ("kl", "ipm")', 1),
-    ('x = frame.isin(["dp", "ipm"])', 1), ('match d:\n    case "dp": pass', 1), ('w = {"kl": 1}[d]', 1),
+    ('x = frame.isin(["dp", "ipm"])', 1), ('match d:\n    case "dp": pass', 1), ('w = {"kl": 1}[d]', 1), ('w = {(A, "any", "dp"): 1}', 1),
     ('x = d is KL', 0), ('x = isinstance(d, DP)', 0), ('f(divergence="kl")', 0), ('x = {"divergence": "kl"}', 0),
     ('x = key in ("alpha", "delta")', 0),
 ])
