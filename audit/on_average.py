@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -54,14 +54,13 @@ DIVERGENCES = ("kl", "renyi")
 class OnAverageEstimate:
     """The mean over pairs of per-pair estimates, with a t interval over pairs (module docstring).
 
-    Implements what :mod:`audit.verdicts` needs of evidence: ``estimate``,
-    ``caveat``, :meth:`p_value` and :meth:`confidence_interval`.
+    Evidence (:class:`attacks.evidence.Evidence`) for :mod:`audit.verdicts`.
 
     Attributes
     ----------
     estimate : float
         Mean of the per-pair estimates.
-    std_error : float
+    standard_error : float
         Sample standard deviation of the per-pair estimates / sqrt(n_pairs).
     n_pairs : int
     worst_case : float
@@ -73,27 +72,31 @@ class OnAverageEstimate:
     """
 
     estimate: float
-    std_error: float
+    standard_error: float
     n_pairs: int
     worst_case: float
     worst_case_low: float = math.nan
     caveat: str | None = None
 
-    def lower_bound(self, level: float) -> float:
+    def lower_bound(self, level: float = 0.95) -> float:
         """One-sided lower confidence bound at confidence ``level``: mean - t_{K-1}(level) SE."""
-        return self.estimate - float(stats.t.ppf(level, self.n_pairs - 1)) * self.std_error
+        return self.estimate - float(stats.t.ppf(level, self.n_pairs - 1)) * self.standard_error
 
     def confidence_interval(self, confidence: float = 0.95) -> tuple[float, float]:
         """Equal-tailed Student-t interval over pairs at ``confidence``."""
-        half = float(stats.t.ppf(0.5 + confidence / 2.0, self.n_pairs - 1)) * self.std_error
+        half = float(stats.t.ppf(0.5 + confidence / 2.0, self.n_pairs - 1)) * self.standard_error
         return self.estimate - half, self.estimate + half
 
     def p_value(self, claim: float) -> float:
         """One-sided t-test p-value of H0: the mean over the pair distribution <= ``claim``."""
         excess = self.estimate - claim
-        if self.std_error == 0.0:  # every pair gave the same estimate
+        if self.standard_error == 0.0:  # every pair gave the same estimate
             return 0.0 if excess > 0 else 1.0
-        return float(stats.t.sf(excess / self.std_error, self.n_pairs - 1))
+        return float(stats.t.sf(excess / self.standard_error, self.n_pairs - 1))
+
+    def to_record(self) -> dict[str, Any]:
+        """Plain JSON values: every field (``kind = "on_average"``)."""
+        return dict(kind="on_average", **asdict(self))
 
 
 def average_over_pairs(
@@ -122,7 +125,7 @@ def average_over_pairs(
     lows = np.asarray([] if lower_bounds is None else lower_bounds, dtype=float)
     return OnAverageEstimate(
         estimate=float(values.mean()),
-        std_error=float(values.std(ddof=1) / math.sqrt(values.size)),
+        standard_error=float(values.std(ddof=1) / math.sqrt(values.size)),
         n_pairs=int(values.size),
         worst_case=float(values.max()),
         worst_case_low=float(np.max(lows)) if lows.size else math.nan,
@@ -198,7 +201,7 @@ def aggregate_rows(
 def _aggregate(pair_evidence: Sequence[Any], confidence: float) -> OnAverageEstimate:
     """:func:`average_over_pairs` of the pairs that ran; a caveat naming what was left out."""
     ran = [e for e in pair_evidence if e is not None and math.isfinite(float(e.estimate))]
-    trusted = [e for e in ran if not getattr(e, "caveat", None)]
+    trusted = [e for e in ran if not e.caveat]
     reasons = []
     if len(ran) < len(pair_evidence):
         reasons.append(f"{len(pair_evidence) - len(ran)} of {len(pair_evidence)} pairs failed or were infinite")

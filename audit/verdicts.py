@@ -11,7 +11,7 @@ that the probability of reporting any false violation is at most
 ``1 - confidence`` for the whole audit, not per row.
 
 Rows whose interval cannot be trusted.  An estimate with a ``caveat``
-(:attr:`attacks.estimate.DivergenceEstimate.caveat`, e.g. a few held-out
+(:attr:`attacks.evidence.Evidence.caveat`, e.g. a few held-out
 terms carry the objective) enters the family with p = 1 rather than leaving
 it.  The family keeps its size m, so the levels of the other rows do not
 depend on which rows the data flagged; a p-value of 1 is valid under any
@@ -96,10 +96,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
+from attacks.evidence import Evidence
 from attacks.sequential import POWER, detectable_excess  # the detectable excess is also the sequential stop rule
 from audit.schema import Row
 
@@ -109,22 +110,6 @@ INFINITE_WITHOUT_RELEASE = (
     "the attack's estimate is +inf, but a finite sample never proves an infinite divergence "
     "(only a deterministic release is unbounded): the attack's scoring is at fault"
 )
-
-
-class Evidence(Protocol):
-    """What a verdict needs from an estimate (:class:`attacks.estimate.DivergenceEstimate` has it).
-
-    ``caveat`` (a reason the interval cannot be trusted, or None) is read with
-    ``getattr(evidence, "caveat", None)``, so evidence without it counts as
-    trusted (records of older versions rebuild with the dataclass default None).
-    """
-
-    estimate: float
-    caveat: str | None
-
-    def p_value(self, claim: float) -> float: ...
-
-    def confidence_interval(self, confidence: float = 0.95) -> tuple[float, float]: ...
 
 
 def holm_levels(p_values: Sequence[float], level: float) -> np.ndarray:
@@ -294,7 +279,7 @@ def _p_value(row: Row, evidence: Evidence | None) -> float:
         return 0.0
     if evidence is None or math.isnan(row.estimate):
         return math.nan
-    if getattr(evidence, "caveat", None):
+    if evidence.caveat:
         return 1.0
     return float(evidence.p_value(row.claim))
 
@@ -305,7 +290,7 @@ def _judgement(row: Row, evidence: Evidence | None, level: float, rejected: bool
     if estimate == math.inf:
         return dict(verdict="unbounded", ci_low=math.inf, ci_high=math.inf,
                     note=_join(row.note, "unbounded: a deterministic release, so every finite claim fails"))
-    caveat = None if evidence is None else getattr(evidence, "caveat", None)
+    caveat = None if evidence is None else evidence.caveat
     if caveat:
         return dict(verdict="inconclusive", ci_low=math.nan, ci_high=math.nan,
                     note=_join(row.note, f"interval not trusted: {caveat}"))
@@ -325,7 +310,7 @@ def _row_detectable_excess(row: Row, evidence: Evidence | None, level: float) ->
     """Excess this row detects with probability POWER; 0 for a deterministic release, +inf when it cannot reject."""
     if row.verdict == "unbounded":
         return 0.0
-    if evidence is None or getattr(evidence, "caveat", None) or math.isnan(row.estimate):
+    if evidence is None or evidence.caveat or math.isnan(row.estimate):
         return math.inf
     return detectable_excess(evidence, level)
 

@@ -118,7 +118,7 @@ def test_average_over_pairs_is_the_t_interval_over_pairs():
     values = [0.1, 0.4, 0.2, 0.7, 0.3]
     result = average_over_pairs(values, lower_bounds=[0.0, 0.2, -0.1, 0.5, 0.1])
     se = np.std(values, ddof=1) / np.sqrt(5)
-    assert result.estimate == pytest.approx(0.34) and result.std_error == pytest.approx(se)
+    assert result.estimate == pytest.approx(0.34) and result.standard_error == pytest.approx(se)
     assert (result.n_pairs, result.worst_case, result.worst_case_low) == (5, 0.7, 0.5)
     low, high = stats.t.interval(0.9, 4, loc=0.34, scale=se)
     assert result.confidence_interval(0.9) == pytest.approx((low, high))

@@ -139,7 +139,7 @@ def _entry(row: Mapping[str, Any], evidence: Any, level: float) -> dict[str, Any
 def _lower_bound(row: Mapping[str, Any], evidence: Any, level: float) -> float:
     """The row's one-sided lower confidence bound at ``level``; NaN without a trusted interval."""
     estimate = _number(row.get("estimate"))
-    if evidence is None or estimate is None or math.isinf(estimate) or getattr(evidence, "caveat", None):
+    if evidence is None or estimate is None or math.isinf(estimate) or evidence.caveat:
         return math.nan
     return float(evidence.lower_bound(level))
 
