@@ -1,6 +1,7 @@
 """Row verdicts, Holm's step-down, claim summaries and the overall verdict, on synthetic evidence."""
 
 import math
+from dataclasses import replace
 import numpy as np
 import pytest
 from scipy.stats import norm
@@ -60,9 +61,14 @@ def _row(task, estimate, claim, refutes=True, error=None, unbounded=False, claim
                pair="p0", direction="P|Q")
 
 
+def _assign(rows, evidence, confidence):
+    """:func:`assign_verdicts` of ``rows``, each carrying ``evidence[row.task]`` (as the engine's rows do)."""
+    return assign_verdicts([replace(row, evidence=evidence[row.task]) for row in rows], confidence)
+
+
 def _judge(rows, evidence, confidence):
     """The judged rows and the overall verdict."""
-    judged = assign_verdicts(rows, evidence, confidence)
+    judged = _assign(rows, evidence, confidence)
     return judged, overall_verdict(judged)
 
 
@@ -87,7 +93,7 @@ def test_intervals_use_the_holm_level_of_each_row():
     estimates = {"a": 1.0, "b": 0.6, "c": 0.2}
     rows = [_row(task, value, 0.5) for task, value in estimates.items()]
     evidence = {task: NormalEstimate(value, 0.1) for task, value in estimates.items()}
-    rows = assign_verdicts(rows, evidence, confidence=0.95)
+    rows = _assign(rows, evidence, confidence=0.95)
     assert [row.verdict for row in rows] == ["violation", "inconclusive", "pass"]
     for row, level in zip(rows, [0.05 / 3, 0.05 / 2, 0.05 / 2]):
         assert row.ci_low == pytest.approx(row.estimate - norm.isf(level) * 0.1, rel=1e-9)
@@ -101,7 +107,7 @@ def test_ci_low_exceeds_the_claim_exactly_on_violations():
     estimates = {task: 0.5 + norm.isf(p) * 0.1 for task, p in p_values.items()}
     rows = [_row(task, value, 0.5) for task, value in estimates.items()]
     evidence = {task: NormalEstimate(value, 0.1) for task, value in estimates.items()}
-    rows = assign_verdicts(rows, evidence, confidence=0.95)
+    rows = _assign(rows, evidence, confidence=0.95)
     assert [row.verdict for row in rows] == ["inconclusive"] * 3
     assert all(row.ci_low <= 0.5 for row in rows)
     assert rows[2].ci_low == pytest.approx(estimates["z"] - norm.isf(0.05 / 3) * 0.1, rel=1e-9)
@@ -109,7 +115,7 @@ def test_ci_low_exceeds_the_claim_exactly_on_violations():
 
 def test_info_rows_use_the_plain_confidence():
     rows = [_row("x", 1.0, 0.5, refutes=False)]
-    rows = assign_verdicts(rows, {"x": NormalEstimate(1.0, 0.1)}, confidence=0.9)
+    rows = _assign(rows, {"x": NormalEstimate(1.0, 0.1)}, confidence=0.9)
     assert rows[0].ci_low == pytest.approx(1.0 - norm.isf(0.05) * 0.1)
 
 
@@ -176,7 +182,7 @@ def test_violation_exactly_when_the_adjusted_p_value_is_at_most_the_level():
     estimates = rng.normal(0.5, 0.15, size=12)
     rows = [_row(f"t{i}", value, 0.5) for i, value in enumerate(estimates)]
     evidence = {row.task: NormalEstimate(row.estimate, 0.05) for row in rows}
-    rows = assign_verdicts(rows, evidence, confidence=0.95)
+    rows = _assign(rows, evidence, confidence=0.95)
     for row in rows:
         assert (row.verdict == "violation") == (row.p_adjusted <= 0.05)
         assert (row.verdict == "violation") == (row.ci_low > 0.5)
@@ -205,7 +211,7 @@ def test_a_caveat_row_below_the_claim_is_not_a_pass():
 
 def test_evidence_with_caveat_none_is_trusted():
     rows = [_row("a", 2.0, 0.5)]
-    rows = assign_verdicts(rows, {"a": caveat_evidence(2.0, 0.1, caveat=None)}, confidence=0.95)
+    rows = _assign(rows, {"a": caveat_evidence(2.0, 0.1, caveat=None)}, confidence=0.95)
     assert rows[0].verdict == "violation"
 
 
@@ -247,7 +253,7 @@ def test_a_claim_no_attack_class_can_refute_is_untested_and_exits_2():
 
 
 def test_no_rows_is_not_a_pass():
-    assert overall_verdict(assign_verdicts([], {}, confidence=0.95)) == "inconclusive"
+    assert overall_verdict(_assign([], {}, confidence=0.95)) == "inconclusive"
     assert exit_code([], "inconclusive") == EXIT_ERROR
 
 
@@ -257,7 +263,7 @@ def test_claim_summary_names_the_strongest_row_and_the_smallest_detectable_exces
     rows = [_row("a", 1.0, 0.5), _row("b", 0.4, 0.5), _row("a3", 1.0, 3.0), _row("b3", 0.4, 3.0)]
     errors = {"a": 0.1, "b": 0.02, "a3": 0.1, "b3": 0.02}
     evidence = {row.task: NormalEstimate(row.estimate, errors[row.task]) for row in rows}
-    rows = assign_verdicts(rows, evidence, confidence=0.95)
+    rows = _assign(rows, evidence, confidence=0.95)
     low, high = summarize_claims(rows)
     assert (low["claim"], low["verdict"], low["strongest_task"]) == (0.5, "violation", "a")
     assert low["p_adjusted"] == pytest.approx(4 * norm.sf(5.0))
@@ -286,13 +292,13 @@ def test_detectable_excess_is_infinite_without_a_finite_interval():
 
 def test_rows_outside_the_family_have_no_adjusted_p():
     rows = [_row("info", 0.3, 0.5, refutes=False), _row("bad", math.nan, 0.5, error="boom")]
-    rows = assign_verdicts(rows, {"info": NormalEstimate(0.3, 0.05), "bad": None}, confidence=0.95)
+    rows = _assign(rows, {"info": NormalEstimate(0.3, 0.05), "bad": None}, confidence=0.95)
     assert all(math.isnan(row.p_adjusted) and math.isnan(row.detectable_excess) for row in rows)
 
 
 def test_assign_verdicts_returns_new_rows_and_leaves_its_input_alone():
     rows = [_row("v", 2.0, 0.5), _row("info", 0.3, 0.5, refutes=False), _row("bad", math.nan, 0.5, error="boom")]
-    judged = assign_verdicts(rows, {"v": NormalEstimate(2.0, 0.01), "info": NormalEstimate(0.3, 0.05), "bad": None},
+    judged = _assign(rows, {"v": NormalEstimate(2.0, 0.01), "info": NormalEstimate(0.3, 0.05), "bad": None},
                              confidence=0.95)
     assert [row.verdict for row in judged] == ["violation", "info", "inconclusive"]
     assert all(row.verdict is None and row.note == "" and math.isnan(row.ci_low) for row in rows)
