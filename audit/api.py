@@ -205,8 +205,7 @@ def run_audit(
         checks = run_checks(audit_config)
         claims = (verdict, exit_code(rows, verdict)) if audit_config.claims else (None, None)
         verdict, code = combine(*claims, checks)
-        records = [row.to_record() for row in rows]
-        table = pd.DataFrame(records, columns=[*TABLE_COLUMNS, *STAGED_COLUMNS])
+        table = pd.DataFrame([row.to_record() for row in rows], columns=[*TABLE_COLUMNS, *STAGED_COLUMNS])
         # The binned held-out scores behind each row: the report's ROC curves and witness histograms.
         table["held_out_scores"] = [getattr(row.evidence, "details", {}).get("scores") for row in rows]
         result = AuditResult(
@@ -220,7 +219,7 @@ def run_audit(
             pairs=pair_records(pairs),
             audited=describe_audit(mechanism, config, audit_config.raw, probe=pairs[0] if pairs else None,
                                    timeout=audit_config.run.sample_timeout),
-            theory=check_bounds(records, {row.task: row.evidence for row in rows}, audit_config.attacks.confidence),
+            theory=check_bounds(rows, audit_config.attacks.confidence),
             checks=checks,
             search=screening_records(pairs),
         )
