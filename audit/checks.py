@@ -127,8 +127,8 @@ class Measurement:
         return float(self.evidence.p_value(claim))
 
     def bounds(self) -> tuple[float, float]:
-        """The one-sided lower and upper bounds at the check's level."""
-        return self.confidence_interval(2 * self.level - 1)
+        """The one-sided lower and upper bounds at the check's level (the interval at ``2 level - 1``)."""
+        return self.lower_bound(self.level), self.confidence_interval(2 * self.level - 1)[1]
 
     def upper(self) -> float:
         """The part's eps: its exact value when known, else the upper confidence bound."""
