@@ -73,7 +73,9 @@ class AverageEstimate:
     @property
     def caveat(self) -> str | None:
         """How many per-pair estimates carried a caveat, None when none did."""
-        return f"{self.caveats} of {self.n} per-pair estimates carry a caveat (kept in the mean)" if self.caveats else None
+        if not self.caveats:
+            return None
+        return f"{self.caveats} of {self.n} per-pair estimates carry a caveat (kept in the mean)"
 
     def lower_bound(self, level: float = 0.95) -> float:
         """One-sided Student-t lower bound mean - t_{level, n-1} SE."""

@@ -61,7 +61,8 @@ def test_status_per_row_with_the_level_of_all_rows_compared():
         _row("no-bound-inf", math.inf),
     ]
     evidence = {
-        "exact-fails": NormalEstimate(0.03, 0.01), "lower-fails": NormalEstimate(0.5, 0.01), "holds": NormalEstimate(0.62, 0.01),
+        "exact-fails": NormalEstimate(0.03, 0.01), "lower-fails": NormalEstimate(0.5, 0.01),
+        "holds": NormalEstimate(0.62, 0.01),
         "caveat": NormalEstimate(0.5, 0.01, caveat="few terms carry the objective"),
     }
     entries = {entry["task"]: entry for entry in check_bounds(_with(rows, evidence), 0.95)}
