@@ -18,7 +18,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # a leaf module at run time: no SciPy for readers of tables
+    from attacks.evidence import Evidence
 
 GROUPS = ("row", "verdict", "task", "on_average", "staged", "internal")
 """The column lists a field can belong to; ``internal`` fields are never written."""
@@ -125,7 +128,7 @@ class Row:
     rounds: int | None = _column("staged", None)
     stop: str | None = _column("staged", None)
     unbounded: bool = _column("internal", False)
-    evidence: Any = dataclasses.field(default=None, compare=False, repr=False, metadata={"group": "internal"})
+    evidence: Evidence | None = dataclasses.field(default=None, compare=False, repr=False, metadata={"group": "internal"})
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Row:
