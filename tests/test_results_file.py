@@ -65,3 +65,14 @@ def test_results_csv_holds_the_numbers_of_results_json(written):
 def _text(column: pd.Series) -> list[str]:
     """A column's cells as text, a missing one as "" (how results.csv writes it)."""
     return ["" if pd.isna(value) else str(value) for value in column]
+
+
+def test_a_failed_audit_writes_its_rows_through_the_same_writer(tmp_path):
+    from audit.api import write_failure
+
+    assert write_failure(tmp_path, "the verdicts failed: boom", [row.to_record() for row in ROWS], seed=4)
+    loaded, meta = load_results(tmp_path)
+    assert meta["verdict"] == "error" and meta["error"] == "the verdicts failed: boom" and meta["seed"] == 4
+    assert [Row.from_record(record) for record in loaded.to_dict(orient="records")] == ROWS
+    csv = pd.read_csv(tmp_path / "results.csv")
+    np.testing.assert_array_equal(csv["estimate"].to_numpy(float), [0.25, math.inf, math.nan])
