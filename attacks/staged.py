@@ -65,6 +65,7 @@ from attacks.adversary import Adversary
 from attacks.classes import parse_function_class
 from attacks.divergences import tail_count
 from attacks.estimate import DivergenceEstimate, held_out_scores, moments_evidence, score_histogram
+from attacks.evidence import NormalEstimate
 from attacks.vocabulary import DP, IPM, divergence_of
 from attacks.witness_moments import WitnessMoments
 
@@ -213,35 +214,22 @@ def graded_attack(adversary: Adversary, p_train: np.ndarray) -> Attack:
     return Attack(adversary, cuts, int(np.searchsorted(cuts, own)))
 
 
-@dataclass(frozen=True)
-class PooledEstimate:
+@dataclass(frozen=True, kw_only=True)
+class PooledEstimate(NormalEstimate):
     """A lower bound on epsilon from a weighted mean of the log-ratios of nested sets (:mod:`attacks.pooled_ratio`).
 
-    Evidence for :mod:`audit.verdicts`: Wald bounds estimate -+ z se, and the
-    one-sided p-value of H0: sum_k w_k log((P(S_k) - delta) / Q(S_k)) <= claim.
+    Evidence (:class:`attacks.evidence.Evidence`): Wald bounds estimate -+ z se, and the
+    one-sided p-value of H0: sum_k w_k log((P(S_k) - delta) / Q(S_k)) <= claim
+    (:class:`attacks.evidence.NormalEstimate`).  ``estimate``, ``standard_error``
+    and ``caveat`` may be given in that order; the other fields by name.
     """
 
-    estimate: float
-    standard_error: float
     n: int
     weights: tuple[float, ...]
     delta: float = 0.0
     coupled: bool = False
-    caveat: str | None = None
     divergence: str = "dp"
     details: dict = field(default_factory=dict)
-
-    def lower_bound(self, level: float = 0.95) -> float:
-        return self.estimate - float(norm.ppf(level)) * self.standard_error
-
-    def confidence_interval(self, confidence: float = 0.95) -> tuple[float, float]:
-        step = float(norm.ppf((1.0 + confidence) / 2)) * self.standard_error
-        return self.estimate - step, self.estimate + step
-
-    def p_value(self, claim: float) -> float:
-        if self.caveat or not (np.isfinite(self.estimate) and self.standard_error > 0):
-            return 1.0
-        return float(norm.sf((self.estimate - claim) / self.standard_error))
 
     def to_record(self) -> dict:
         """The estimate as plain JSON values (``kind = "pooled"``, weights a list), as
@@ -701,12 +689,12 @@ def _statistic(total, candidate: Candidate, target: Target, coupled: bool,
     if isinstance(divergence, IPM):
         return count_estimate(total, target, candidate.function_class, coupled)
     if np.count_nonzero(weights) > 1:
-        pool = tuple(float(w) for w in weights)
+        fields = dict(n=total.n, weights=tuple(float(w) for w in weights), delta=target.delta, coupled=coupled)
         try:
             estimate, error = pooled_ratio.pooled_log_ratio(total, weights, target.delta, coupled)
         except ValueError as error:  # a pooled set holds no output of Q (or too few of P) in this sample
-            return PooledEstimate(np.nan, np.nan, total.n, pool, target.delta, coupled, caveat=str(error))
-        return PooledEstimate(estimate, error, total.n, pool, target.delta, coupled)
+            return PooledEstimate(np.nan, np.nan, str(error), **fields)
+        return PooledEstimate(estimate, error, **fields)
     return count_estimate(total.cells(int(np.argmax(weights))), target, candidate.function_class, coupled)
 
 

@@ -43,6 +43,10 @@ from audit.on_average import average_over_pairs
 class AverageEstimate:
     """The mean of independent per-unit values with a Student-t confidence interval.
 
+    Evidence (:class:`attacks.evidence.Evidence`): its ``estimate``,
+    ``standard_error``, bounds and p-value are those of
+    :func:`audit.on_average.average_over_pairs` of the values.
+
     Attributes
     ----------
     values : numpy.ndarray
@@ -55,20 +59,39 @@ class AverageEstimate:
     caveats: int = 0
 
     @property
-    def mean(self) -> float:
+    def estimate(self) -> float:
         return float(np.mean(self.values))
 
     @property
     def standard_error(self) -> float:
-        return average_over_pairs(self.values).std_error
+        return average_over_pairs(self.values).standard_error
 
     @property
     def n(self) -> int:
         return int(self.values.size)
 
+    @property
+    def caveat(self) -> str | None:
+        """How many per-pair estimates carried a caveat, None when none did."""
+        if not self.caveats:
+            return None
+        return f"{self.caveats} of {self.n} per-pair estimates carry a caveat (kept in the mean)"
+
+    def lower_bound(self, level: float = 0.95) -> float:
+        """One-sided Student-t lower bound mean - t_{level, n-1} SE."""
+        return average_over_pairs(self.values).lower_bound(level)
+
     def confidence_interval(self, confidence: float = 0.95) -> tuple[float, float]:
         """Two-sided Student-t interval mean +- t_{(1+confidence)/2, n-1} SE (:func:`audit.on_average.average_over_pairs`)."""
         return average_over_pairs(self.values).confidence_interval(confidence)
+
+    def p_value(self, claim: float) -> float:
+        """One-sided t-test p-value of H0: the mean <= ``claim``."""
+        return average_over_pairs(self.values).p_value(claim)
+
+    def to_record(self) -> dict[str, Any]:
+        """Plain JSON: the values (a list) and the caveat count."""
+        return dict(kind="average", values=[float(value) for value in self.values], caveats=int(self.caveats))
 
 
 def difference_interval(
@@ -78,7 +101,7 @@ def difference_interval(
 
     SE = sqrt(SE_1^2 + factor^2 SE_2^2); z quantile at (1 + confidence) / 2.
     """
-    difference = first.mean - factor * second.mean
+    difference = first.estimate - factor * second.estimate
     half = stats.norm.ppf((1 + confidence) / 2) * np.hypot(first.standard_error, factor * second.standard_error)
     return difference - half, difference + half
 
@@ -186,7 +209,7 @@ def small_group_check(
     for k in ks:
         measured = measure(k)
         rows.append(SmallGroupRow(
-            k=k, measured=measured, expected=k * base.mean,
+            k=k, measured=measured, expected=k * base.estimate,
             interval=difference_interval(measured, base, factor=k, confidence=confidence),
             closed_form=closed(replaced=k) if closed is not None else None,
         ))

@@ -212,7 +212,7 @@ def thm4_table(budget: Budget, seed: int = 0) -> pd.DataFrame:
         if isinstance(mechanism, GaussianPosteriorMean):
             closed, source = mechanism.on_average_kl(), "closed form"
         else:
-            closed = generalization.exact_on_average_kl(mechanism, budget.exact_pairs, seed=seed).mean
+            closed = generalization.exact_on_average_kl(mechanism, budget.exact_pairs, seed=seed).estimate
             source = f"exact KL, mean over {budget.exact_pairs} pairs"
         rows.append({
             "mechanism": mechanism.name,
@@ -240,7 +240,7 @@ def small_group_table(budget: Budget, seed: int = 0) -> pd.DataFrame:
     base, group_rows = generalization.small_group_check(
         mechanism, (2, 3), n_pairs=budget.pairs, samples=budget.samples, confidence=CONFIDENCE, seed=seed
     )
-    rows = [{"k": 1, **_interval_columns("measured (lin, KL)", base), "k x measured(k = 1)": base.mean,
+    rows = [{"k": 1, **_interval_columns("measured (lin, KL)", base), "k x measured(k = 1)": base.estimate,
              "closed form k epsilon": mechanism.on_average_kl(1), "difference": "", "within interval": ""}]
     for row in group_rows:
         rows.append({
@@ -312,7 +312,7 @@ def oakl_command(args: argparse.Namespace) -> int:
 
 def _interval_columns(name: str, estimate: generalization.AverageEstimate) -> dict:
     low, high = estimate.confidence_interval(CONFIDENCE)
-    return {name: estimate.mean, f"{name} low": low, f"{name} high": high}
+    return {name: estimate.estimate, f"{name} low": low, f"{name} high": high}
 
 
 def _points(ax, x: np.ndarray, rows: pd.DataFrame, column: str, color: str, marker: str, label: str,

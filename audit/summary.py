@@ -15,7 +15,6 @@ stands in, so that every claim has a line.
 from __future__ import annotations
 
 import datetime
-import json
 import math
 import pathlib
 from collections.abc import Sequence
@@ -25,7 +24,8 @@ import pandas as pd
 
 from attacks.vocabulary import divergence_kind
 from audit.figures import format_number, mechanism_label, row_label
-from audit.report import bounded, json_value, load_results, plain_text
+from audit.report import bounded, plain_text
+from audit.results_file import json_text, load_results
 from audit.schema import Row
 
 CLAIM_KEYS = ("divergence", "alpha", "claim_class", "claim")
@@ -99,10 +99,10 @@ def json_summary(table: pd.DataFrame, verdict: str, exit_code: int, report: str 
         "exit_code": exit_code,
         "rows": len(table),
         "counts": {str(key): int(value) for key, value in table["verdict"].value_counts().items()},
-        "strongest": [{key: json_value(value) for key, value in row.items()} for row in strongest],
+        "strongest": strongest,
         "report": None if report is None else str(report),
     }
-    return json.dumps(document, allow_nan=False, separators=(",", ":"))
+    return json_text(document, indent=None)
 
 
 def summary_table(paths: Sequence[str | pathlib.Path], problems: list[str] | None = None) -> str:

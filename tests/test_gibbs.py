@@ -58,7 +58,7 @@ def test_truncated_normal_difference_density_is_the_law_of_a_difference():
 def test_on_average_kl_closed_form_is_the_mean_of_exact_pair_kls(mechanism):
     """OAKL Def. 2 by Monte Carlo over 4 000 pairs from D of the exact KL: within 4 SE of the closed form."""
     exact = exact_on_average_kl(mechanism, 4000, seed=1)
-    assert abs(exact.mean - mechanism.on_average_kl()) < 4 * exact.standard_error
+    assert abs(exact.estimate - mechanism.on_average_kl()) < 4 * exact.standard_error
 
 
 def test_laplace_linear_on_average_kl_averages_cbdp_theorem_9():
@@ -79,7 +79,7 @@ def test_small_group_closed_form_is_linear_in_k():
     for k in (2, 3, 10):
         assert gibbs_theory.gaussian_mean_on_average_kl(10, 0.7, replaced=k) == pytest.approx(k * one, rel=1e-12)
     exact = exact_on_average_kl(GaussianPosteriorMean(records=5), 4000, replaced=3, seed=3)
-    assert abs(exact.mean - GaussianPosteriorMean(records=5).on_average_kl(3)) < 4 * exact.standard_error
+    assert abs(exact.estimate - GaussianPosteriorMean(records=5).on_average_kl(3)) < 4 * exact.standard_error
     with pytest.raises(ValueError, match=r"replaced \(records redrawn\) must be an integer in \[1, n = 10\]. Found 11"):
         gibbs_theory.gaussian_mean_on_average_kl(10, 0.7, replaced=11)
 
@@ -193,7 +193,7 @@ def test_measured_generalization_gap_is_the_on_average_kl(cls):
     exact = exact_on_average_kl(mechanism, 2000, seed=7)
     low, high = difference_interval(gap, exact, confidence=0.999)
     assert low <= 0.0 <= high
-    assert gap.mean > 4 * gap.standard_error  # the gap is measurably positive: the check has power
+    assert gap.estimate > 4 * gap.standard_error  # the gap is measurably positive: the check has power
 
 
 def test_on_average_kl_estimate_agrees_with_closed_form_and_generalization_gap():
