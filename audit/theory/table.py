@@ -48,6 +48,16 @@ class LaplaceShift:
         """The pure-DP epsilon ||v||_1 / b of the pair."""
         return float(np.sum(np.abs(self.shift))) / self.scale
 
+    @property
+    def noise_scale(self) -> float:
+        """b, the scale of the noise on each coordinate."""
+        return self.scale
+
+    @property
+    def release(self) -> LaplaceShift:
+        """The noisy release before any post-processing: the law itself (see :attr:`MatrixLaplace.release`)."""
+        return self
+
 
 @dataclass(frozen=True)
 class FloatLaplace(LaplaceShift):
@@ -65,6 +75,16 @@ class GaussianShift:
     sigma: float
     shift: tuple[float, ...]
 
+    @property
+    def noise_scale(self) -> float:
+        """sigma, the standard deviation of the noise on each coordinate."""
+        return self.sigma
+
+    @property
+    def release(self) -> GaussianShift:
+        """The noisy release before any post-processing: the law itself (see :attr:`MatrixLaplace.release`)."""
+        return self
+
 
 @dataclass(frozen=True)
 class MatrixLaplace:
@@ -75,6 +95,15 @@ class MatrixLaplace:
 
     epsilon: float
     A: tuple[tuple[float, ...], ...]
+
+    @property
+    def release(self) -> LaplaceShift:
+        """The release A x + ||A||_1 Lap_s(0, 1/epsilon) before the post-processing W A^+, on the default pair
+        (the moved count is the one of A's largest column L1 norm): Lap(0, b) against Lap(A e_j, b),
+        b = ||A||_1 / epsilon."""
+        A = np.asarray(self.A, dtype=float)
+        norms = np.abs(A).sum(axis=0)
+        return LaplaceShift(float(norms.max()) / self.epsilon, tuple(A[:, int(np.argmax(norms))].tolist()))
 
 
 @dataclass(frozen=True)
