@@ -36,8 +36,17 @@ ANY = "any"
 # --------------------------------------------------------------------------- laws
 
 
+class _NoiseShift:
+    """A law of i.i.d. noise shifted by the default pair: its own noisy release (see :attr:`MatrixLaplace.release`)."""
+
+    @property
+    def release(self) -> _NoiseShift:
+        """The noisy release before any post-processing: the law itself."""
+        return self
+
+
 @dataclass(frozen=True)
-class LaplaceShift:
+class LaplaceShift(_NoiseShift):
     """Lap(0, b) against Lap(v, b), i.i.d. per coordinate: scale b, shift v (docs/theory.md section 6)."""
 
     scale: float
@@ -53,11 +62,6 @@ class LaplaceShift:
         """b, the scale of the noise on each coordinate."""
         return self.scale
 
-    @property
-    def release(self) -> LaplaceShift:
-        """The noisy release before any post-processing: the law itself (see :attr:`MatrixLaplace.release`)."""
-        return self
-
 
 @dataclass(frozen=True)
 class FloatLaplace(LaplaceShift):
@@ -69,7 +73,7 @@ class FloatLaplace(LaplaceShift):
 
 
 @dataclass(frozen=True)
-class GaussianShift:
+class GaussianShift(_NoiseShift):
     """N(0, sigma^2 I) against N(v, sigma^2 I) (docs/theory.md section 6)."""
 
     sigma: float
@@ -79,11 +83,6 @@ class GaussianShift:
     def noise_scale(self) -> float:
         """sigma, the standard deviation of the noise on each coordinate."""
         return self.sigma
-
-    @property
-    def release(self) -> GaussianShift:
-        """The noisy release before any post-processing: the law itself (see :attr:`MatrixLaplace.release`)."""
-        return self
 
 
 @dataclass(frozen=True)
