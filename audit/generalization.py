@@ -37,8 +37,8 @@ failing or hanging mechanism ends the measurement with its pair's message
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,7 @@ import joblib
 import numpy as np
 from scipy import stats
 
+from audit.config import AuditConfig, RunSpec, load_config
 from audit.errors import MechanismError
 from audit.neighbours import NeighbourPair, on_average_pairs
 from audit.on_average import OnAverageEstimate, average_over_pairs
@@ -73,33 +74,31 @@ def draw_neighbours(mechanism: Any, rng: np.random.Generator, replaced: int = 1)
     return pair
 
 
-def measurement_config(mechanism: Any, function_class: str, samples: int, run: Mapping[str, Any]):
+def measurement_config(mechanism: Any, function_class: str, samples: int, run: RunSpec) -> AuditConfig:
     """The audit config of an on-average measurement: the built-in ``mechanism``, a kl claim over
     ``function_class`` (its epsilon, 0, is not judged: the measurement reports the estimate), ``samples``
-    coupled outputs per dataset split in half for training and confirming (policy ``every``), ``run``'s
+    coupled outputs per dataset split in half for training and confirming (policy ``every``), ``run`` as its
     ``[run]`` table (seed, n_jobs, backend, sample_timeout)."""
-    from audit.config import load_config
-
     return load_config({
         "mechanism": {"name": mechanism.name, "params": dict(mechanism.params)},
         "claims": [{"divergence": "kl", "function_class": function_class, "epsilon": 0.0}],
         "attacks": {"n_samples": samples, "train_fraction": 0.5, "classes": [function_class], "coupled": True,
                     "policy": "every"},
-        "run": dict(run),
+        "run": dataclasses.asdict(run),
     })
 
 
 def on_average_divergence(
     mechanism: Any, n_pairs: int, *, replaced: int = 1, samples: int = 5000, function_class: str = "linear",
-    seed: int = 0, run: Mapping[str, Any] | None = None, progress: bool = False,
+    seed: int = 0, run: RunSpec = RunSpec(), progress: bool = False,
 ) -> OnAverageEstimate:
     """Measured on-average (``function_class``, KL) over ``n_pairs`` pairs drawn from D, through the audit's engine.
 
     The pairs (:func:`audit.neighbours.on_average_pairs`, from the seed
     ``task_seed(seed, "oakl|pairs")``) are audited by
     :func:`audit.engine.run_engine` with :func:`measurement_config`
-    (``samples`` coupled outputs per dataset, ``run``'s ``[run]`` values,
-    ``seed`` its seed); the P|Q estimates are averaged by
+    (``samples`` coupled outputs per dataset, ``run``'s n_jobs, backend and
+    sample_timeout, ``seed`` its seed); the P|Q estimates are averaged by
     :func:`audit.on_average.average_over_pairs`, with a caveat counting the
     pairs whose estimates carried one (kept in the mean).
 
@@ -112,7 +111,7 @@ def on_average_divergence(
     from audit.engine import run_engine  # with the attacks (scikit-learn)
     from audit.structure import fix_layout
 
-    config = measurement_config(mechanism, function_class, samples, {**(run or {}), "seed": seed})
+    config = measurement_config(mechanism, function_class, samples, dataclasses.replace(run, seed=seed))
     rng = np.random.default_rng(task_seed(seed, "oakl|pairs"))
     pairs = [NeighbourPair(f"p{index}", d, d_prime, distance=replaced) for index, (d, d_prime) in
              enumerate(on_average_pairs(mechanism.sample_data, mechanism.records, n_pairs, rng, replaced))]
@@ -137,7 +136,7 @@ def exact_on_average_kl(mechanism: Any, n_pairs: int, *, replaced: int = 1, seed
 
 def generalization_gap(
     mechanism: Any, n_datasets: int, *, outputs: int = 10, fresh: int = 100, seed: int = 0,
-    run: Mapping[str, Any] | None = None,
+    run: RunSpec = RunSpec(),
 ) -> OnAverageEstimate:
     """Measured on-average generalization gap gamma (E R(h) - E R_hat(h, Z)) of a Gibbs mechanism.
 
@@ -157,16 +156,14 @@ def generalization_gap(
     MechanismError
         When the mechanism failed or ran past ``run.sample_timeout`` on a chunk.
     """
-    from audit.config import RunSpec
     from audit.parallel import backend
     from audit.sampling import ChunkSampler
 
-    spec = RunSpec(**{**(run or {}), "seed": seed})
     draw = functools.partial(_gap_chunk, mechanism, outputs=outputs, fresh=fresh, seed=seed)
     datasets = NeighbourPair("gap", np.empty((0, 1)), np.empty((0, 1)))
-    with backend(spec.backend, spec.n_jobs):
-        sampler = ChunkSampler(draw, [datasets], n_datasets, True, max(joblib.effective_n_jobs(spec.n_jobs), 1),
-                               spec.sample_timeout, backend=spec.backend)
+    with backend(run.backend, run.n_jobs):
+        sampler = ChunkSampler(draw, [datasets], n_datasets, True, max(joblib.effective_n_jobs(run.n_jobs), 1),
+                               run.sample_timeout, backend=run.backend)
         try:
             [(_, drawn)] = list(sampler)
         finally:
@@ -215,7 +212,7 @@ class SmallGroupRow:
 
 def small_group_check(
     mechanism: Any, ks: tuple[int, ...] = (2, 3), *, n_pairs: int = 100, samples: int = 5000,
-    function_class: str = "linear", confidence: float = 0.95, seed: int = 0, run: Mapping[str, Any] | None = None,
+    function_class: str = "linear", confidence: float = 0.95, seed: int = 0, run: RunSpec = RunSpec(),
     progress: bool = False,
 ) -> tuple[OnAverageEstimate, list[SmallGroupRow]]:
     """OAKL Lemma 6 measured: on-average KL with k replaced records is k times that with one.

@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import matplotlib
 
@@ -36,6 +34,7 @@ import pandas as pd  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from audit import generalization  # noqa: E402
+from audit.config import RunSpec, load_run  # noqa: E402
 from audit.on_average import OnAverageEstimate, average_over_pairs  # noqa: E402
 from audit.theory import gibbs as gibbs_theory  # noqa: E402
 from audit.mechanisms.gibbs import GaussianPosteriorMean, LaplaceTruncatedMean, LinearRegressionPosterior  # noqa: E402
@@ -79,7 +78,7 @@ THM4_CASES = (
 )
 
 
-def figure_table(budget: Budget, seed: int = 0, run: Mapping[str, Any] | None = None,
+def figure_table(budget: Budget, seed: int = 0, run: RunSpec = RunSpec(),
                  progress: bool = False) -> pd.DataFrame:
     """OAKL Figure 2's quantities against n: closed-form worst case and on-average values, measured points.
 
@@ -113,7 +112,7 @@ def figure_table(budget: Budget, seed: int = 0, run: Mapping[str, Any] | None = 
     return pd.DataFrame(rows)
 
 
-def gamma_table(budget: Budget, seed: int = 0, run: Mapping[str, Any] | None = None) -> pd.DataFrame:
+def gamma_table(budget: Budget, seed: int = 0, run: RunSpec = RunSpec()) -> pd.DataFrame:
     """OAKL Figure 2's curves against gamma: one row per (example, gamma), ``budget.datasets`` datasets each.
 
     As OAKL section 6 computes them: the on-average KL privacy is the exact
@@ -165,7 +164,7 @@ def _laplace_pair_kl(t: np.ndarray) -> np.ndarray:
 
 
 def _regression_point(gamma: float, datasets: int, rng: np.random.Generator, seed: int,
-                      run: Mapping[str, Any] | None) -> dict:
+                      run: RunSpec) -> dict:
     """OAKL's second example at one gamma: posterior sampling of the slope (x, e ~ U[-1, 1], y = x + e, slope 1).
 
     R(h) = E (y - x h)^2 = E x^2 (h - 1)^2 + E e^2, so the excess risk of
@@ -204,7 +203,7 @@ def plot_oakl_figure2(table: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
     return path
 
 
-def thm4_table(budget: Budget, seed: int = 0, run: Mapping[str, Any] | None = None,
+def thm4_table(budget: Budget, seed: int = 0, run: RunSpec = RunSpec(),
                progress: bool = False) -> pd.DataFrame:
     """OAKL Thm 4 measured: on-average KL^H against gamma times the generalization gap on fresh data.
 
@@ -243,7 +242,7 @@ def thm4_table(budget: Budget, seed: int = 0, run: Mapping[str, Any] | None = No
     return pd.DataFrame(rows)
 
 
-def small_group_table(budget: Budget, seed: int = 0, run: Mapping[str, Any] | None = None,
+def small_group_table(budget: Budget, seed: int = 0, run: RunSpec = RunSpec(),
                       progress: bool = False) -> pd.DataFrame:
     """OAKL Lemma 6 measured on the Gaussian posterior mean (n = 20): k = 2, 3 against k times k = 1.
 
@@ -305,12 +304,13 @@ def plot_n_figure(table: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
 
 
 def write_oakl_report(out_dir: str | pathlib.Path, *, quick: bool = False, seed: int = 0,
-                      run: Mapping[str, Any] | None = None, progress: bool = False) -> pathlib.Path:
+                      run: RunSpec = RunSpec(), progress: bool = False) -> pathlib.Path:
     """Compute the four tables, draw the figures, write ``report.md``, ``figure2.png`` (OAKL's) and
     ``figure_n.png``; return the report's path.
 
-    ``run``: ``[run]`` values of every measurement's sampling (``n_jobs``,
-    ``backend``, ``sample_timeout``; :mod:`audit.generalization`); ``progress``:
+    ``run``: every measurement's sampling (``n_jobs``, ``backend``,
+    ``sample_timeout``; :mod:`audit.generalization`; its seed is not read:
+    ``seed`` names every draw); ``progress``:
     the engine's progress bar on stderr for each on-average measurement.
     """
     budget = QUICK if quick else FULL
@@ -330,7 +330,7 @@ def oakl_command(args: argparse.Namespace) -> int:
     runs past ``--sample-timeout`` raises :class:`audit.errors.MechanismError`: exit 2)."""
     run = {"n_jobs": args.n_jobs, "backend": args.backend, "sample_timeout": args.sample_timeout}
     report = write_oakl_report(args.out, quick=args.quick, seed=args.seed, progress=not args.quiet,
-                               run={key: value for key, value in run.items() if value is not None})
+                               run=load_run({key: value for key, value in run.items() if value is not None}))
     print(f"report: {report}")
     return 0
 

@@ -16,6 +16,7 @@ import pytest
 from scipy import integrate, stats
 
 from audit.cli import main
+from audit.config import RunSpec
 from audit.errors import MechanismError
 from audit.theory import bounds
 from audit.theory import gibbs as gibbs_theory
@@ -239,15 +240,15 @@ class HangingPosteriorMean(GaussianPosteriorMean):
 def test_measurements_sample_through_the_engines_isolated_sampler():
     """n_jobs = 1 and 2 give the same numbers (seeded chunks, as every audit), for the on-average KL and the gap."""
     mechanism = GaussianPosteriorMean(records=5)
-    one, two = (on_average_divergence(mechanism, 4, samples=300, seed=2, run={"n_jobs": jobs}) for jobs in (1, 2))
+    one, two = (on_average_divergence(mechanism, 4, samples=300, seed=2, run=RunSpec(n_jobs=jobs)) for jobs in (1, 2))
     assert one == two
-    one, two = (generalization_gap(mechanism, 50, seed=2, run={"n_jobs": jobs}) for jobs in (1, 2))
+    one, two = (generalization_gap(mechanism, 50, seed=2, run=RunSpec(n_jobs=jobs)) for jobs in (1, 2))
     assert one == two
 
 
 @pytest.mark.parametrize("measure", [
-    lambda mechanism: on_average_divergence(mechanism, 3, samples=300, run={"sample_timeout": 1.0}),
-    lambda mechanism: generalization_gap(mechanism, 20, run={"sample_timeout": 1.0}),
+    lambda mechanism: on_average_divergence(mechanism, 3, samples=300, run=RunSpec(sample_timeout=1.0)),
+    lambda mechanism: generalization_gap(mechanism, 20, run=RunSpec(sample_timeout=1.0)),
 ], ids=["on-average", "gap"])
 def test_a_hanging_mechanism_ends_the_measurement_at_sample_timeout(measure):
     """The mechanism runs in the sampler's forked children, killed at run.sample_timeout: a MechanismError naming
