@@ -340,6 +340,8 @@ def test_oakl_command_error_is_one_line_and_exit_2(tmp_path, capsys):
     blocker.write_text("")
     assert main(["oakl", "--quick", "--out", str(blocker / "sub")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+    assert main(["oakl", "--quick", "--sample-timeout", "0", "--out", str(tmp_path / "oakl")]) == 2
+    assert "run.sample_timeout: must be a positive number of seconds" in capsys.readouterr().err
 
 
 def test_figure_draws_points_below_the_resolution_hollow(tmp_path, monkeypatch):
