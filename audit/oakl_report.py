@@ -97,7 +97,8 @@ def figure_table(budget: Budget, seed: int = 0, run: RunSpec = RunSpec(),
                 progress=progress,
             )
             gibbs = isinstance(mechanism, GaussianPosteriorMean)
-            gap = generalization.generalization_gap(mechanism, budget.datasets, seed=seed + n, run=run) if gibbs else None
+            gap = (generalization.generalization_gap(mechanism, budget.datasets, seed=seed + n, run=run) if gibbs
+                   else None)
             rows.append({
                 "mechanism": mechanism.name,
                 "n": n,
