@@ -50,10 +50,10 @@ from audit.config import AuditConfig, RunSpec, load_config
 from audit.errors import MechanismError
 from audit.neighbours import NeighbourPair, on_average_pairs
 from audit.on_average import OnAverageEstimate, average_over_pairs
-from audit.plan import task_seed
+from audit.plan import DIRECTIONS, task_seed
 
-MEASURED_DIRECTION = "P|Q"
-"""The engine attacks both directions of a pair; on-average KL privacy is KL(M(Z) || M(Z')), the first."""
+MEASURED_DIRECTION = DIRECTIONS[0]
+"""The engine attacks both directions of a pair; on-average KL privacy is KL(M(Z) || M(Z')), the first (P|Q)."""
 
 
 def difference_interval(
