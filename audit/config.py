@@ -928,6 +928,11 @@ def _check_refutable(claim: Claim, attacks: AttackSpec, path: str) -> None:
             )
 
 
+def load_run(table: Mapping[str, Any]) -> RunSpec:
+    """A ``[run]`` table alone, validated as in a config (``capaudit oakl``'s options); ConfigError names the field."""
+    return _run(dict(table))
+
+
 def _run(table: dict) -> RunSpec:
     _check_fields(table, "run", "run")
     defaults = RunSpec()

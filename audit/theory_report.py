@@ -661,7 +661,6 @@ def _save(fig, ax, path: pathlib.Path, top: float) -> pathlib.Path:
 
 # --- d dimensions and the matrix mechanism (CBDP Table 1 d-dim, Corollary 2, Theorem 5) -------------
 
-DIMENSIONAL_MECHANISMS = ("laplace", "gaussian", "matrix")
 DEFAULT_DIMENSIONAL_ALPHAS = (1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
 DEFAULT_ATTACK_SAMPLES = 200_000
 NOT_STATED = "not stated (CBDP Corollary 2 needs alpha > 2)"
@@ -677,18 +676,24 @@ DIMENSIONAL_COLUMNS = (
 )
 
 
-def noisy_release(mechanism) -> tuple[np.ndarray, float, str]:
-    """The default pair's release before any post-processing: (shift, noise scale, noise law).
+def noisy_release(mechanism) -> bound_table.LaplaceShift | bound_table.GaussianShift:
+    """The default pair's release before any post-processing, as a law of the bound table: its ``theory_law``'s
+    ``release`` (:mod:`audit.theory.table`).
 
     Laplace and Gaussian built-ins: the sum query plus i.i.d. noise, shift v.
     Matrix mechanism: A x + Lap(||A||_1 / epsilon) per row of A, shift A (x' - x);
     its output W A^+ (.) is linear post-processing of this release.
+
+    Raises
+    ------
+    ValueError
+        For a mechanism whose release is not a shift of i.i.d. Laplace or Gaussian noise (no such law).
     """
-    d, d_prime = mechanism.default_pairs()[0]
-    if mechanism.name == "matrix":
-        return mechanism.A @ (d_prime - d), mechanism.l1_sensitivity / mechanism.epsilon, "laplace"
-    shift = np.atleast_2d(d_prime).sum(axis=0) - np.atleast_2d(d).sum(axis=0)
-    return shift, float(mechanism.scale), mechanism.name
+    release = getattr(getattr(mechanism, "theory_law", None), "release", None)
+    if not isinstance(release, (bound_table.LaplaceShift, bound_table.GaussianShift)):
+        raise ValueError(f"mechanism must release a shift of i.i.d. Laplace or Gaussian noise (the laplace, gaussian "
+                         f"and matrix built-ins). Found {mechanism.name!r}.")
+    return release
 
 
 def linear_reduction(mechanism) -> tuple[Any, Any, str] | None:
@@ -713,11 +718,13 @@ def linear_reduction(mechanism) -> tuple[Any, Any, str] | None:
     Laplace with two or more shifted coordinates does not separate (the law
     of a^T x is a sum of Laplaces): None, and the table attacks instead.
     """
-    shift, scale, noise = noisy_release(mechanism)
-    if mechanism.name == "matrix" and np.linalg.matrix_rank(mechanism.reconstruction) < mechanism.A.shape[0]:
+    release = noisy_release(mechanism)
+    post_processing = getattr(mechanism, "reconstruction", None)  # the matrix mechanism's W A^+
+    if post_processing is not None and np.linalg.matrix_rank(post_processing) < np.shape(post_processing)[1]:
         return None
+    shift, scale = np.asarray(release.shift, dtype=float), release.noise_scale
     moved = np.abs(shift[shift != 0])
-    if noise == "gaussian":
+    if isinstance(release, bound_table.GaussianShift):
         size = float(np.sqrt(np.sum(moved**2)))
         return stats.norm(0.0, scale), stats.norm(size, scale), (
             f"exact: Gaussian noise is rotation invariant, so the value is the 1-D one at shift ||v||_2 = {size:.4g}"
@@ -772,10 +779,10 @@ def dimensional_table(
     from attacks.estimate import estimate_divergence
     from audit.theory.check import FAILS_EXACT, HOLDS, bonferroni_level, exact_exceeds
 
-    if mechanism.name not in DIMENSIONAL_MECHANISMS:
-        raise ValueError(f"mechanism must be one of {DIMENSIONAL_MECHANISMS}. Found {mechanism.name!r}.")
+    release = noisy_release(mechanism)
     alphas = sorted({check_alpha(a) for a in (DEFAULT_DIMENSIONAL_ALPHAS if alphas is None else alphas)})
-    shift, scale, noise = noisy_release(mechanism)
+    shift, scale = np.asarray(release.shift, dtype=float), release.noise_scale
+    gaussian = isinstance(release, bound_table.GaussianShift)
     moved = np.abs(shift[shift != 0])
     reduction = linear_reduction(mechanism)
     level = bonferroni_level(confidence, len(alphas))
@@ -800,9 +807,9 @@ def dimensional_table(
         else:
             value = exact = float(restricted_divergence(reduction[0], reduction[1], "linear", "renyi", alpha))
             low = math.nan
-        release = (bound_table.GaussianShift if noise == "gaussian" else bound_table.LaplaceShift)(scale, tuple(moved.tolist()))
-        renyi = bound_table.theory_bound(release, "all", "renyi", alpha)
-        lower = math.nan if noise == "gaussian" else bounds.laplace_renyi_lower_bound(1.0 / scale, alpha, moved)
+        real = (bound_table.GaussianShift if gaussian else bound_table.LaplaceShift)(scale, tuple(moved.tolist()))
+        renyi = bound_table.theory_bound(real, "all", "renyi", alpha)
+        lower = math.nan if gaussian else bounds.laplace_renyi_lower_bound(1.0 / scale, alpha, moved)
         if not bounds.linear_renyi_bound_stated(alpha):
             status = NOT_STATED
         elif exact_exceeds(exact, bound):
@@ -827,8 +834,9 @@ def write_dimensional_report(
     figure = _plot_dimensional(table, mechanism, out_dir / "figures" / f"{mechanism.name}_linear_renyi_d.png")
     failing = table[table["status"].str.startswith("BOUND FAILS")]
     params = ", ".join(f"{key}={value!r}" for key, value in mechanism.params.items())
-    shift, scale, noise = noisy_release(mechanism)
-    law = "Laplace" if noise == "laplace" else "Normal"
+    release = noisy_release(mechanism)
+    shift, scale = np.asarray(release.shift, dtype=float), release.noise_scale
+    law = "Normal" if isinstance(release, bound_table.GaussianShift) else "Laplace"
     lines = [
         f"# capaudit theory: {mechanism.name} ({params})",
         "",

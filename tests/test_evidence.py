@@ -26,7 +26,6 @@ from attacks.sequential import SequentialEstimate
 from attacks.staged import PooledEstimate
 from audit import checks, generalization, on_average
 from audit.checks import Measurement
-from audit.generalization import AverageEstimate
 from audit.on_average import OnAverageEstimate, average_over_pairs
 from audit.store import evidence_from_record
 
@@ -57,11 +56,10 @@ EVIDENCE = {
     "pooled": lambda: PooledEstimate(0.93, 0.04, n=3_000, weights=(0.25, 0.75), delta=0.0, coupled=True),
     "sequential": lambda: SequentialEstimate(_estimate("dp", function_class="threshold"), 0.25),
     "over pairs": lambda: average_over_pairs([0.31, 0.42, 0.27, 0.38, 0.35], [0.1, 0.2]),
-    "average": lambda: AverageEstimate(np.array([0.31, 0.42, 0.27, 0.38, 0.35])),
     "measurement": lambda: Measurement("M", _estimate("kl"), 0.99, exact=None),
     "normal": lambda: NormalEstimate(0.2, 0.05),
 }
-CLASSES = {DivergenceEstimate, PooledEstimate, SequentialEstimate, OnAverageEstimate, AverageEstimate, Measurement,
+CLASSES = {DivergenceEstimate, PooledEstimate, SequentialEstimate, OnAverageEstimate, Measurement,
            NormalEstimate}
 
 

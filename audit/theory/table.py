@@ -37,8 +37,17 @@ ANY = "any"
 # --------------------------------------------------------------------------- laws
 
 
+class _NoiseShift:
+    """A law of i.i.d. noise shifted by the default pair: its own noisy release (see :attr:`MatrixLaplace.release`)."""
+
+    @property
+    def release(self) -> _NoiseShift:
+        """The noisy release before any post-processing: the law itself."""
+        return self
+
+
 @dataclass(frozen=True)
-class LaplaceShift:
+class LaplaceShift(_NoiseShift):
     """Lap(0, b) against Lap(v, b), i.i.d. per coordinate: scale b, shift v (docs/theory.md section 6)."""
 
     scale: float
@@ -48,6 +57,11 @@ class LaplaceShift:
     def epsilon(self) -> float:
         """The pure-DP epsilon ||v||_1 / b of the pair."""
         return float(np.sum(np.abs(self.shift))) / self.scale
+
+    @property
+    def noise_scale(self) -> float:
+        """b, the scale of the noise on each coordinate."""
+        return self.scale
 
 
 @dataclass(frozen=True)
@@ -60,11 +74,16 @@ class FloatLaplace(LaplaceShift):
 
 
 @dataclass(frozen=True)
-class GaussianShift:
+class GaussianShift(_NoiseShift):
     """N(0, sigma^2 I) against N(v, sigma^2 I) (docs/theory.md section 6)."""
 
     sigma: float
     shift: tuple[float, ...]
+
+    @property
+    def noise_scale(self) -> float:
+        """sigma, the standard deviation of the noise on each coordinate."""
+        return self.sigma
 
 
 @dataclass(frozen=True)
@@ -76,6 +95,15 @@ class MatrixLaplace:
 
     epsilon: float
     A: tuple[tuple[float, ...], ...]
+
+    @property
+    def release(self) -> LaplaceShift:
+        """The release A x + ||A||_1 Lap_s(0, 1/epsilon) before the post-processing W A^+, on the default pair
+        (the moved count is the one of A's largest column L1 norm): Lap(0, b) against Lap(A e_j, b),
+        b = ||A||_1 / epsilon."""
+        A = np.asarray(self.A, dtype=float)
+        norms = np.abs(A).sum(axis=0)
+        return LaplaceShift(float(norms.max()) / self.epsilon, tuple(A[:, int(np.argmax(norms))].tolist()))
 
 
 @dataclass(frozen=True)
