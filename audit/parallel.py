@@ -20,7 +20,7 @@ from typing import Any
 import joblib
 from tqdm import tqdm
 
-from audit.import_path import safe_worker_path
+from audit.import_path import import_frozen, safe_worker_path
 
 
 def progress_bar(total: int, initial: int, enabled: bool) -> tqdm:
@@ -70,7 +70,7 @@ def _start_workers(n_jobs: int, workers: int) -> None:
 
 
 def _import_attacks() -> None:
-    import attacks.staged  # noqa: F401
+    import_frozen(("attacks.staged",))
 
 
 @contextmanager
