@@ -432,6 +432,8 @@ class _ClusterPool:
     def __init__(self, backend: str, draw: Callable, timeout: float):
         self.backend, self.timeout = backend, timeout
         self.payload = _pickle_draw(draw)
+        self.collected: set[Any] = set()
+        """Jobs whose result came back and which the sampler has not released yet."""
         if backend == "dask":
             from distributed import get_client
 
@@ -465,6 +467,7 @@ class _ClusterPool:
             done, _ = self.ray.wait(jobs, num_returns=1, timeout=_WAIT if block else 0)
         for job in jobs:
             if job in done:
+                self.collected.add(job)
                 yield job, self._result(job, running[job][0].pair)
 
     def _result(self, job: Any, pair: NeighbourPair) -> PairSamples | str:
@@ -476,8 +479,12 @@ class _ClusterPool:
 
     def stop(self, job: Any) -> None:
         """Drop a job's result.  A running ray task is interrupted (and kills its child); a running dask task
-        ends at its own timeout (:func:`_cluster_job`), as dask cannot interrupt it."""
-        if self.backend == "dask":
+        ends at its own timeout (:func:`_cluster_job`), as dask cannot interrupt it.  A job whose result came
+        back is not cancelled: ray ends the audit's process when a task it still completes was cancelled
+        (``Check failed: ... Tried to complete task that was not pending``, exit code 1)."""
+        if job in self.collected:
+            self.collected.remove(job)
+        elif self.backend == "dask":
             job.cancel()
         else:
             self.ray.cancel(job)  # not force=True: killing the worker would leave its child running
