@@ -100,7 +100,6 @@ from typing import Any
 
 import numpy as np
 
-from attacks.sequential import POWER, detectable_excess  # the detectable excess is also the sequential stop rule
 from audit.schema import Row
 
 EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
@@ -306,6 +305,8 @@ def _judgement(row: Row, level: float, rejected: bool) -> dict[str, Any]:
 
 def _row_detectable_excess(row: Row, level: float) -> float:
     """Excess this row detects with probability POWER; 0 for a deterministic release, +inf when it cannot reject."""
+    from attacks.sequential import detectable_excess  # the sequential stop rule too; attacks load scikit-learn
+
     evidence = row.evidence
     if row.verdict == "unbounded":
         return 0.0
@@ -385,3 +386,13 @@ def _or(value: float, default: float) -> float:
 
 def _join(note: str | None, text: str) -> str:
     return f"{note}; {text}" if note else text
+
+
+def __getattr__(name: str) -> Any:
+    """``POWER`` and ``detectable_excess``, the sequential search's (:mod:`attacks.sequential`), loaded when first
+    asked for: the attacks import scikit-learn, which ``import audit.api`` does not need."""
+    if name in ("POWER", "detectable_excess"):
+        from attacks import sequential
+
+        return getattr(sequential, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
