@@ -46,8 +46,9 @@ from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from attacks.sequential import FIRST_BUDGET, RATIO  # noqa: E402
+from attacks.sequential import FIRST_BUDGET, RATIO, TIME_LIMIT  # noqa: E402
 from audit import run_audit  # noqa: E402
+from audit.config import RunSpec  # noqa: E402
 from results_file import append_record, machine, read_records  # noqa: E402
 
 CLAIMED_EPSILON = 0.1
@@ -59,18 +60,20 @@ CORRECT = ("snapping_laplace", {"epsilon": 1.0}, 1.5)
 FORMER_DEFAULT = 10_000
 
 
-def config(name: str, params: dict, claim: float, seed: int, n_samples: int | None = None) -> dict:
+def config(name: str, params: dict, claim: float, seed: int, n_samples: int | None = None,
+           max_seconds: float | None = None) -> dict:
     attacks = {} if n_samples is None else {"n_samples": n_samples}
-    return {"mechanism": {"name": name, "params": params}, "attacks": attacks, "run": {"seed": seed},
+    run = {"seed": seed, **({} if max_seconds is None else {"max_seconds": max_seconds})}
+    return {"mechanism": {"name": name, "params": params}, "attacks": attacks, "run": run,
             "claims": [{"divergence": "dp", "function_class": "all", "epsilon": claim}]}
 
 
 class Records:
     """The audits done so far, one JSON object a line in ``path``; :meth:`audit` runs only those not yet there."""
 
-    def __init__(self, path: Path):
-        self.path = path
-        self.done = {self.key(record): record for record in read_records(path)}
+    def __init__(self, path: Path, max_seconds: float | None = None):
+        self.path, self.max_seconds = path, max_seconds
+        self.done = {self.key(record): record for record in read_records(path)}  # a later line replaces an earlier
 
     @staticmethod
     def key(record: dict) -> tuple:
@@ -79,17 +82,26 @@ class Records:
     def audit(self, name: str, params: dict, claim: float, seed: int, n_samples: int | None = None) -> dict:
         """The record of one audit: verdict, why the claim stopped, outputs drawn, seconds (run or read back)."""
         key = (name, seed, n_samples)
-        if key not in self.done:
+        max_seconds = self.max_seconds if n_samples is None and name != CORRECT[0] else None
+        if key not in self.done or self.stopped_early(self.done[key], max_seconds):
             start = time.perf_counter()
-            result = run_audit(config(name, params, claim, seed, n_samples), progress=False)
+            result = run_audit(config(name, params, claim, seed, n_samples, max_seconds), progress=False)
             row = result.table.iloc[-1]
             record = {"mechanism": name, "seed": seed, "n_samples": n_samples, "verdict": result.verdict,
                       "stop": row["stop"], "outputs": int(result.table["outputs_drawn"].dropna().iloc[-1]),
-                      "seconds": round(time.perf_counter() - start, 1), "machine": machine()}
+                      "seconds": round(time.perf_counter() - start, 1), "machine": machine(),
+                      **({} if max_seconds is None else {"max_seconds": max_seconds})}
             append_record(self.path, record)
             self.done[key] = record
             print(record, flush=True)
         return self.done[key]
+
+    @staticmethod
+    def stopped_early(record: dict, max_seconds: float | None) -> bool:
+        """Whether a record stopped at a time limit below ``max_seconds``: the same audit with the larger limit
+        (the same outputs up to that look) must run again.  A record that stopped otherwise is that audit's."""
+        return (record["stop"] == TIME_LIMIT and max_seconds is not None
+                and record.get("max_seconds", RunSpec.max_seconds) < max_seconds)
 
     def caught(self, name: str, seed: int, n_samples: int | None = None) -> tuple[bool, int]:
         """(caught, outputs drawn) of one audit of the buggy mechanism at epsilon 0.1 claimed 0.1."""
@@ -105,9 +117,13 @@ class Records:
         return False, outputs
 
     def seeds(self, name: str) -> list[int]:
-        """The seeds with every audit of the mechanism's row recorded."""
+        """The seeds with every audit of the mechanism's row recorded (the fixed budgets up to the first catch)."""
+        def fixed_done(seed: int) -> bool:
+            chain = [self.done.get((name, seed, budget)) for budget in FIXED_BUDGETS]
+            return all(chain) or any(r and r["verdict"] == "violation" and all(chain[:k]) for k, r in enumerate(chain))
+
         return sorted({seed for mechanism, seed, n_samples in self.done if mechanism == name and n_samples is None
-                       and (name, seed, FORMER_DEFAULT) in self.done})
+                       and (name, seed, FORMER_DEFAULT) in self.done and fixed_done(seed)})
 
 
 def median(values: list[float], form: str = ",.0f") -> str:
@@ -139,12 +155,15 @@ def write_tables(records: Records, out: Path, command: str) -> str:
                 median([r["outputs"] for r in passed]), median([r["seconds"] for r in passed], ".1f"),
                 max((f"{r['seconds']:.1f}" for r in passed), key=float, default="-")]]
     machines = sorted({r.get("machine", "?") for r in records.done.values()})
+    limits = sorted({r["max_seconds"] for r in records.done.values() if "max_seconds" in r})
     text = "\n".join([
         "# Sequential audits against the fixed design", "",
         f"`{command}` (benchmarks/bench_sequential.py; every audit is a line of `{records.path.name}`, the "
         f"tables are rebuilt from all of them). Claim dp / all <= {CLAIMED_EPSILON}, default pairs, classes, "
         "confidence and limits (`max_outputs`, `max_seconds`: a sequential audit's time limit depends on the "
-        "machine). Outputs drawn: results.json `outputs_drawn` (every pair, dataset, stage and round), median over "
+        "machine" + (f"; the buggy mechanisms' sequential audits ran with `[run] max_seconds` = "
+                     f"{' / '.join(f'{limit:g}' for limit in limits)}, so that the load of the shared machine did not "
+                     "stop them" if limits else "") + "). Outputs drawn: results.json `outputs_drawn` (every pair, dataset, stage and round), median over "
         "the seeds caught; seconds: median wall time of the sequential audits. Fixed: the smallest `n_samples` of "
         f"{', '.join(f'{b:,}' for b in FIXED_BUDGETS)} whose audit reads violation, per seed (an oracle; tried "
         f"smallest first); and the fixed design at the former default n_samples = {FORMER_DEFAULT:,}.", "",
@@ -170,13 +189,16 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 per mechanism (default 10; --quick 2)")
     parser.add_argument("--mechanisms", nargs="+", default=None, help=f"of {', '.join(BUGGY)}")
     parser.add_argument("--correct-seeds", type=int, default=None, help="seeds of the correct audit (default --seeds)")
+    parser.add_argument("--max-seconds", type=float, default=None, help="[run] max_seconds of the buggy mechanisms' "
+                        "sequential audits (default: the config's, 120): a shared machine's load can make the time "
+                        "limit, not the outputs, stop them")
     parser.add_argument("--table", action="store_true", help="only rebuild the tables from the records")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/bench_sequential.md"))
     parser.add_argument("--records", type=Path, default=None, help="default: --out with suffix .jsonl")
     parser.add_argument("--command", default="PYTHONPATH=. python benchmarks/bench_sequential.py",
                         help="the command the results file names (several runs may have made it)")
     args = parser.parse_args()
-    records = Records(args.records or args.out.with_suffix(".jsonl"))
+    records = Records(args.records or args.out.with_suffix(".jsonl"), args.max_seconds)
     seeds = range(args.seeds or (2 if args.quick else 10))
     if not args.table:
         for name in args.mechanisms or (QUICK if args.quick else BUGGY):

@@ -338,20 +338,24 @@ def main(argv: list[str] | None = None) -> None:
     if args.list:
         print("\n".join(cell.name for cell in cells), f"\n{len(cells)} cells", sep="")
         return
-    start = time.perf_counter()
-    outcomes = pd.DataFrame(
-        Parallel(n_jobs=args.n_jobs, verbose=5)(
-            delayed(audit_once)(cell, seed) for cell in cells for seed in range(seeds)
-        )
-    )
-    seconds = time.perf_counter() - start
+    start, outcomes = time.perf_counter(), []
+    for seed in range(seeds):  # seed by seed, the file rewritten after each: a run stopped part way keeps its seeds
+        outcomes += Parallel(n_jobs=args.n_jobs, verbose=5)(delayed(audit_once)(cell, seed) for cell in cells)
+        text = write_results(args, argv, cells, seed + 1, seeds, pd.DataFrame(outcomes), time.perf_counter() - start)
+    print(text)
+
+
+def write_results(args: argparse.Namespace, argv: list[str] | None, cells: list[Cell], done: int, seeds: int,
+                  outcomes: pd.DataFrame, seconds: float) -> str:
+    """The results file of the ``done`` seeds of ``seeds`` run so far (every cell has them); its text."""
     table = summarize(cells, outcomes)
     validity, power = (table[table["buggy"] == flag].drop(columns="buggy") for flag in (False, True))
     text = [
         "# bench_validity",
         "",
         f"Command: `python benchmarks/bench_validity.py {shlex.join(argv if argv is not None else sys.argv[1:])}` "
-        f"({len(cells)} cells x {seeds} seeds, {seconds:.0f} s with --n-jobs {args.n_jobs}). Claims at their true "
+        f"({len(cells)} cells x {done} seeds{'' if done == seeds else f' of {seeds} (a run stopped there)'}, "
+        f"{seconds:.0f} s with --n-jobs {args.n_jobs}). Claims at their true "
         f"value, confidence {CONFIDENCE}; `**`: false-violation rate significantly above {FALSE_RATE:.0%} "
         "(one-sided binomial p < 0.05). pass / inconclusive: the claim's verdict; errors: exit 2 or a crash.",
         "",
@@ -366,7 +370,8 @@ def main(argv: list[str] | None = None) -> None:
                  power.drop(columns=["p(rate<=5%)"]).to_markdown(index=False), ""]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(text))
-    print("\n".join(text))
+    print(f"wrote {args.out} ({done} of {seeds} seeds)", flush=True)
+    return "\n".join(text)
 
 
 if __name__ == "__main__":
