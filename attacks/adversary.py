@@ -139,7 +139,6 @@ from attacks import mlp, paired_ratio
 from attacks.binomial_ratio import projected_lower_bound, smoothed_log_ratio
 from attacks.classes import FunctionClass, parse_function_class
 from attacks.divergences import (
-    check_alpha,
     conjugate_exponent,
     donsker_varadhan,
     donsker_varadhan_influence,
@@ -150,8 +149,7 @@ from attacks.divergences import (
     variational_bound,
 )
 from attacks.representation import FLOATBITS_DEPTH, AtomTable, FloatFeatures
-
-DIVERGENCES = ("kl", "renyi", "ipm", "dp")
+from attacks.vocabulary import DP, IPM, KL, Divergence, Renyi, parse_divergence
 
 # Largest tail index k of exp(h) under Q a KL witness may have: E_Q exp(r h)
 # is finite for r < 1/k = 2.5 (see the module docstring).
@@ -185,7 +183,7 @@ class Adversary(BaseEstimator):
     function_class : str, default="linear"
         ``linear``, ``polyK``, ``kernel``, ``mlp``, ``treeK`` or ``threshold``
         (see :mod:`attacks.classes`).
-    divergence : {"kl", "renyi", "ipm", "dp"}, default="kl"
+    divergence : {"kl", "renyi", "ipm", "dp"} or Divergence, default="kl"
         The divergence D(P, Q) whose variational form is maximised.
     alpha : float, optional
         The Renyi order (> 1); required for ``renyi``, must be None otherwise.
@@ -221,6 +219,8 @@ class Adversary(BaseEstimator):
 
     Attributes
     ----------
+    divergence_ : Divergence
+        The divergence parameters as a type (:func:`attacks.vocabulary.parse_divergence`).
     function_class_ : FunctionClass
     feature_map_ : sklearn Pipeline
         The fitted feature map phi.
@@ -290,12 +290,12 @@ class Adversary(BaseEstimator):
         -------
         self
         """
-        self._check_params()
+        divergence = self.divergence_ = self._check_params()
         X, y = validate_data(self, X, y, ensure_min_samples=2, y_numeric=True)
         _check_labels(y)
         random_state = check_random_state(self.random_state)
         self.function_class_ = parse_function_class(self.function_class)
-        if self.divergence not in self.function_class_.divergences:
+        if divergence.name not in self.function_class_.divergences:
             raise ValueError(
                 f"function_class {self.function_class!r} supports divergences "
                 f"{self.function_class_.divergences}. Found divergence {self.divergence!r}."
@@ -304,19 +304,19 @@ class Adversary(BaseEstimator):
         phi = self.feature_map_.fit_transform(X, y)  # atoms: leave-one-out on the training rows
         phi_p, phi_q = phi[y == 0], phi[y == 1]
         self.threshold_, self.side_, self.scale_ = None, None, None
-        fit_coef = self._fit_renyi if self.divergence == "renyi" else self._fit_kl
+        fit_coef = self._fit_renyi if isinstance(divergence, Renyi) else self._fit_kl
         self.coef_, self.intercept_ = fit_coef(phi_p, phi_q)
         g_p, g_q = _linear(phi_p, self.coef_, self.intercept_), _linear(phi_q, self.coef_, self.intercept_)
-        if self.divergence == "ipm":
+        if isinstance(divergence, IPM):
             self.threshold_, self.side_ = _best_ipm_set(g_p, g_q)
-        elif self.divergence == "dp":
+        elif isinstance(divergence, DP):
             if self.coupled and g_p.size != g_q.size:
                 raise ValueError(
                     f"coupled=True needs as many samples of P (y = 0) as of Q (y = 1), one pair each. "
                     f"Found {g_p.size} and {g_q.size}."
                 )
             eval_size = self.dp_eval_size or g_q.size
-            self.threshold_, self.side_ = _best_dp_set(g_p, g_q, self.delta, eval_size, self.coupled)
+            self.threshold_, self.side_ = _best_dp_set(g_p, g_q, divergence.delta, eval_size, self.coupled)
         return self
 
     def __sklearn_tags__(self):
@@ -346,10 +346,10 @@ class Adversary(BaseEstimator):
         indicator of S (1 in S, 0 outside).
         """
         g = self.discriminant(X)
-        if self.divergence in ("kl", "renyi"):
+        if self.divergence_.weighted:
             return g
         in_set = self.side_ * (g - self.threshold_) > 0
-        return np.where(in_set, 1.0, -1.0) if self.divergence == "ipm" else in_set.astype(float)
+        return np.where(in_set, 1.0, -1.0) if isinstance(self.divergence_, IPM) else in_set.astype(float)
 
     def score(self, X, y) -> float:
         """The variational objective of the fitted witness on (X, y).
@@ -373,20 +373,13 @@ class Adversary(BaseEstimator):
         X, y = validate_data(self, X, y, reset=False, y_numeric=True)
         _check_labels(y)
         w = self.witness(X)
-        return witness_objective(w[y == 0], w[y == 1], self.divergence, self.alpha, self.delta)
+        return witness_objective(w[y == 0], w[y == 1], self.divergence_)
 
-    def _check_params(self) -> None:
-        if self.divergence not in DIVERGENCES:
-            raise ValueError(f"divergence must be one of {DIVERGENCES}. Found {self.divergence!r}.")
-        if self.divergence == "renyi":
-            check_alpha(self.alpha)
-        elif self.alpha is not None:
-            raise ValueError(
-                f"alpha applies to divergence 'renyi' only; leave it None for "
-                f"{self.divergence!r}. Found alpha={self.alpha!r}."
-            )
+    def _check_params(self) -> Divergence:
+        """The parameters checked; returns the divergence (:func:`attacks.vocabulary.parse_divergence`)."""
         if not (isinstance(self.delta, (int, float)) and 0.0 <= self.delta < 1.0):
             raise ValueError(f"delta must be a number in [0, 1). Found {self.delta!r}.")
+        divergence = parse_divergence(self.divergence, self.alpha, self.delta)
         for name in ("n_components", "width"):
             value = getattr(self, name)
             if not (isinstance(value, (int, np.integer)) and value >= 1):
@@ -401,6 +394,7 @@ class Adversary(BaseEstimator):
             raise ValueError(f"dp_eval_size must be None or a positive integer. Found {self.dp_eval_size!r}.")
         if not isinstance(self.coupled, (bool, np.bool_)):
             raise ValueError(f"coupled must be True or False. Found {self.coupled!r}.")
+        return divergence
 
     def _make_feature_map(self, X: np.ndarray, random_state: np.random.RandomState) -> Pipeline:
         """phi of the class, after :class:`_CommonScale` (an affine map every class is closed under)."""
@@ -408,7 +402,7 @@ class Adversary(BaseEstimator):
         seed = random_state.randint(np.iinfo(np.int32).max)
         common = _CommonScale().fit(X)
         if kind == "poly":
-            if self.divergence != "renyi":
+            if not isinstance(self.divergence_, Renyi):
                 degree = min(degree, _DV_MAX_DEGREE)
             return make_pipeline(common, StandardScaler(), PolynomialFeatures(degree, include_bias=False),
                                  StandardScaler())
@@ -422,7 +416,7 @@ class Adversary(BaseEstimator):
                                  PCA(n_components=_KERNEL_VARIANCE, whiten=True, svd_solver="covariance_eigh"))
         if kind == "mlp":
             return make_pipeline(common, StandardScaler(),
-                                 _NetworkWitness(self.width, self.divergence, self.alpha, self.ridge, seed),
+                                 _NetworkWitness(self.width, self.divergence_, self.alpha, self.ridge, seed),
                                  StandardScaler())
         if kind == "tree":
             return make_pipeline(common, _TreeCells(degree, seed))
@@ -445,8 +439,8 @@ class Adversary(BaseEstimator):
             coef = np.ones(1)
         else:
             coef = _maximise_donsker_varadhan(phi_p, phi_q, self.ridge)
-        if self.divergence == "kl":
-            self.scale_ = _witness_scale(_linear(phi_p, coef, 0.0), _linear(phi_q, coef, 0.0), "kl", None,
+        if isinstance(self.divergence_, KL):
+            self.scale_ = _witness_scale(_linear(phi_p, coef, 0.0), _linear(phi_q, coef, 0.0), self.divergence_,
                                          self.dp_eval_size or phi_q.shape[0])
             coef = self.scale_ * coef
         h_q = _linear(phi_q, coef, 0.0)
@@ -454,7 +448,7 @@ class Adversary(BaseEstimator):
 
     def _fit_renyi(self, phi_p, phi_q) -> tuple[np.ndarray, float]:
         """Renyi witness direction g with mean 1 on the training P sample, shrunk by :func:`_witness_scale`."""
-        alpha = check_alpha(self.alpha)
+        alpha = self.divergence_.alpha
         if self.function_class_.kind == "tree":
             p, q = _smoothed_cell_frequencies(phi_p, phi_q)
             coef = (p / q) ** (alpha - 1.0)
@@ -462,35 +456,39 @@ class Adversary(BaseEstimator):
         else:
             a = _minimise_renyi_moment(phi_p, phi_q, conjugate_exponent(alpha), self.ridge)
             coef, intercept = a[1:], float(a[0])
-        self.scale_ = _witness_scale(_linear(phi_p, coef, intercept), _linear(phi_q, coef, intercept), "renyi",
-                                     alpha, self.dp_eval_size or phi_q.shape[0])
+        self.scale_ = _witness_scale(_linear(phi_p, coef, intercept), _linear(phi_q, coef, intercept),
+                                     self.divergence_, self.dp_eval_size or phi_q.shape[0])
         return self.scale_ * coef, self.scale_ * intercept + 1.0 - self.scale_
 
 
-def witness_log_weights(w, divergence: str, alpha: float | None = None) -> np.ndarray:
+def witness_log_weights(w, divergence: str | Divergence, alpha: float | None = None) -> np.ndarray:
     """Logarithms of the terms whose mean over Q a ``kl`` or ``renyi`` objective takes.
 
     ``kl``: log exp(h) = h; ``renyi``: beta log|g|, beta = alpha / (alpha - 1)
     (log 0 read as the log of the smallest positive float).
     """
     w = np.asarray(w, dtype=float)
-    if divergence == "kl":
-        return w
-    return conjugate_exponent(alpha) * np.log(np.abs(w) + np.finfo(float).tiny)
+    match parse_divergence(divergence, alpha):
+        case KL():
+            return w
+        case Renyi(alpha=alpha):
+            return conjugate_exponent(alpha) * np.log(np.abs(w) + np.finfo(float).tiny)
+    raise ValueError(f"divergence must be one of ('kl', 'renyi') (a witness with weights). Found {divergence!r}.")
 
 
-def witness_objective(w_p, w_q, divergence: str, alpha: float | None = None, delta: float = 0.0) -> float:
+def witness_objective(w_p, w_q, divergence: str | Divergence, alpha: float | None = None,
+                      delta: float = 0.0) -> float:
     """The empirical objective of witness values on samples of P and Q.
 
     Parameters
     ----------
     w_p, w_q : arrays of shape (n_p,), (n_q,)
         :meth:`Adversary.witness` on samples of P and of Q.
-    divergence : {"kl", "renyi", "ipm", "dp"}
+    divergence : {"kl", "renyi", "ipm", "dp"} or Divergence
     alpha : float, optional
-        The Renyi order.
+        The Renyi order (with a name).
     delta : float, default=0.0
-        For ``dp``.
+        For ``dp`` (with a name).
 
     Returns
     -------
@@ -501,16 +499,17 @@ def witness_objective(w_p, w_q, divergence: str, alpha: float | None = None, del
         the counts (a zero count of Q proves no infinite ratio), -inf when
         the smoothed P(S) is not above delta.
     """
-    if divergence == "kl":
-        return donsker_varadhan(w_p, w_q)
-    if divergence == "renyi":
-        return renyi_scale_optimized(w_p, w_q, alpha)
-    if divergence == "ipm":
-        return float(np.mean(w_p) - np.mean(w_q))
-    if divergence == "dp":
-        w_p, w_q = np.asarray(w_p), np.asarray(w_q)
-        return float(smoothed_log_ratio(np.count_nonzero(w_p), w_p.size, np.count_nonzero(w_q), w_q.size, delta)[0])
-    raise ValueError(f"divergence must be one of {DIVERGENCES}. Found {divergence!r}.")
+    match parse_divergence(divergence, alpha, delta):
+        case KL():
+            return donsker_varadhan(w_p, w_q)
+        case Renyi(alpha=alpha):
+            return renyi_scale_optimized(w_p, w_q, alpha)
+        case IPM():
+            return float(np.mean(w_p) - np.mean(w_q))
+        case DP(delta=delta):
+            w_p, w_q = np.asarray(w_p), np.asarray(w_q)
+            return float(smoothed_log_ratio(np.count_nonzero(w_p), w_p.size, np.count_nonzero(w_q), w_q.size,
+                                            delta)[0])
 
 
 def _check_labels(y: np.ndarray) -> None:
@@ -551,7 +550,7 @@ def _maximise_donsker_varadhan(phi_p, phi_q, ridge: float) -> np.ndarray:
     return result.x
 
 
-def _witness_scale(g_p: np.ndarray, g_q: np.ndarray, divergence: str, alpha: float | None, eval_size: int) -> float:
+def _witness_scale(g_p: np.ndarray, g_q: np.ndarray, divergence: KL | Renyi, eval_size: int) -> float:
     """Scale c in (0, 1] toward the constant witness, by the projected lower bound (module docstring).
 
     ``kl``: the witness c g, c capped at k_max / k_hat, k_hat the Hill tail
@@ -563,22 +562,23 @@ def _witness_scale(g_p: np.ndarray, g_q: np.ndarray, divergence: str, alpha: flo
     unseen-mass ratio of these samples).
     """
     cap = 1.0
-    if divergence == "kl":
+    if isinstance(divergence, KL):
         unit_index = tail_index(g_q)
         cap = 1.0 if unit_index <= _MAX_TAIL_INDEX else _MAX_TAIL_INDEX / unit_index
     scales = cap * np.arange(1, _SCALE_GRID + 1) / _SCALE_GRID
-    offset = 0.0 if divergence == "kl" else 1.0
-    bounds = [_projected_bound(c * g_p + offset * (1 - c), c * g_q + offset * (1 - c), divergence, alpha, eval_size)
+    offset = 0.0 if isinstance(divergence, KL) else 1.0
+    bounds = [_projected_bound(c * g_p + offset * (1 - c), c * g_q + offset * (1 - c), divergence, eval_size)
               for c in scales]
     return float(scales[int(np.argmax(bounds))])
 
 
-def _projected_bound(w_p: np.ndarray, w_q: np.ndarray, divergence: str, alpha: float | None, eval_size: int) -> float:
+def _projected_bound(w_p: np.ndarray, w_q: np.ndarray, divergence: KL | Renyi, eval_size: int) -> float:
     """The 95% lower bound of a kl / renyi witness with these sample values, were it scored on ``eval_size`` per law."""
-    influence = donsker_varadhan_influence(w_p, w_q) if divergence == "kl" else renyi_influence(w_p, w_q, alpha)
+    influence = (donsker_varadhan_influence(w_p, w_q) if isinstance(divergence, KL)
+                 else renyi_influence(w_p, w_q, divergence.alpha))
     spread = np.sqrt((np.var(influence[0]) + np.var(influence[1])) / eval_size)
-    log_ratio = log_unseen_ratio(witness_log_weights(w_p, divergence, alpha), witness_log_weights(w_q, divergence, alpha))
-    value = witness_objective(w_p, w_q, divergence, alpha)
+    log_ratio = log_unseen_ratio(witness_log_weights(w_p, divergence), witness_log_weights(w_q, divergence))
+    value = witness_objective(w_p, w_q, divergence)
     return variational_bound(value, spread, log_ratio, eval_size, _SCALE_SELECTION_LEVEL)
 
 
@@ -722,18 +722,18 @@ class _NetworkWitness(TransformerMixin, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X, y):
-        if self.divergence not in mlp.OBJECTIVES:
+        divergence = parse_divergence(self.divergence, self.alpha)
+        if not divergence.weighted:
             self.network_ = _classifier_logit(X, y, self.width, self.random_state)
             return self
         random_state = check_random_state(self.random_state)
         train, validation = _validation_split(y, random_state)
         start = _classifier_logit(X[train], y[train], self.width, self.random_state)
-        if self.divergence == "renyi":  # u = 1 + (alpha - 1) (logit - mean_P logit): (dP/dQ)^(alpha - 1) to first order
-            start = replace(start, output_weights=(self.alpha - 1.0) * start.output_weights)
+        if isinstance(divergence, Renyi):  # u = 1 + (alpha - 1) (logit - mean_P logit): (dP/dQ)^(alpha - 1), 1st order
+            start = replace(start, output_weights=(divergence.alpha - 1.0) * start.output_weights)
         starts = [start, mlp.spread_network(X[train], self.width, random_state)]
         self.network_ = mlp.train_network(
-            starts, _by_law(X[train], y[train]), _by_law(X[validation], y[validation]),
-            self.divergence, self.alpha, self.ridge,
+            starts, _by_law(X[train], y[train]), _by_law(X[validation], y[validation]), divergence, None, self.ridge,
         )
         return self
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from attacks.vocabulary import DIVERGENCES, MEMBERS
+
 KINDS = ("poly", "kernel", "mlp", "tree", "threshold", "atoms", "floatbits", "all")
 MAX_POLY_DEGREE = 10
 """Largest K of ``polyK``: a degree-K polynomial of d coordinates has C(d + K, K)
@@ -84,10 +86,10 @@ class FunctionClass:
         (:mod:`attacks.representation`). ``all`` is a claim class only.
         """
         if self.kind in ("threshold", "atoms", "floatbits"):
-            return ("ipm", "dp")
+            return tuple(name for name, kind in MEMBERS.items() if not kind.weighted)
         if self.kind == "all":
             return ()
-        return ("kl", "renyi", "ipm", "dp")
+        return DIVERGENCES
 
     @property
     def parameters(self) -> tuple[str, ...]:

@@ -39,30 +39,12 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.stats import norm
 
-DIVERGENCES = ("kl", "alpha", "tv")
+from attacks.vocabulary import F_DIVERGENCES, KL, AlphaDivergence, TotalVariation, check_alpha, parse_f_divergence
+
+DIVERGENCES = tuple(F_DIVERGENCES)
 # Share of the error rate of :func:`variational_bound` spent on the mass of Q
 # above its largest sample weight; the rest goes to the delta-method step.
 UNSEEN_SHARE = 0.1
-
-
-def check_alpha(alpha: float) -> float:
-    """Return ``alpha`` as a float, or raise if it is not a Renyi order > 1.
-
-    Raises
-    ------
-    ValueError
-        If alpha is not a finite number greater than 1.
-    """
-    try:
-        value = float(alpha)
-    except (TypeError, ValueError):
-        raise ValueError(f"alpha must be a number greater than 1. Found {alpha!r}.") from None
-    if not np.isfinite(value) or value <= 1.0:
-        raise ValueError(
-            f"alpha must be a finite Renyi order greater than 1 (alpha = 1 is KL: use "
-            f"divergence 'kl'). Found {alpha!r}."
-        )
-    return value
 
 
 def conjugate_exponent(alpha: float) -> float:
@@ -80,29 +62,27 @@ def alpha_conjugate_constant(alpha: float) -> float:
 def f_generator(t: ArrayLike, divergence: str, alpha: float | None = None) -> np.ndarray:
     """The convex generator f(t) of ``divergence`` (docs/theory.md section 2 table)."""
     t = np.asarray(t, dtype=float)
-    if divergence == "kl":
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(t > 0, t * np.log(np.where(t > 0, t, 1.0)), np.where(t == 0, 0.0, np.inf))
-    if divergence == "alpha":
-        alpha = check_alpha(alpha)
-        return (np.abs(t) ** alpha - 1.0) / (alpha**2 - alpha)
-    if divergence == "tv":
-        return 0.5 * np.abs(t - 1.0)
-    raise _unknown(divergence)
+    match parse_f_divergence(divergence, alpha):
+        case KL():
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.where(t > 0, t * np.log(np.where(t > 0, t, 1.0)), np.where(t == 0, 0.0, np.inf))
+        case AlphaDivergence(alpha=alpha):
+            return (np.abs(t) ** alpha - 1.0) / (alpha**2 - alpha)
+        case TotalVariation():
+            return 0.5 * np.abs(t - 1.0)
 
 
 def f_conjugate(s: ArrayLike, divergence: str, alpha: float | None = None) -> np.ndarray:
     """The convex conjugate f*(s) = sup_t s t - f(t) (docs/theory.md section 2 table)."""
     s = np.asarray(s, dtype=float)
-    if divergence == "kl":
-        return np.exp(s - 1.0)
-    if divergence == "alpha":
-        alpha = check_alpha(alpha)
-        beta = conjugate_exponent(alpha)
-        return alpha_conjugate_constant(alpha) * np.abs(s) ** beta + 1.0 / (alpha**2 - alpha)
-    if divergence == "tv":
-        return np.where(np.abs(s) <= 0.5, s, np.inf)
-    raise _unknown(divergence)
+    match parse_f_divergence(divergence, alpha):
+        case KL():
+            return np.exp(s - 1.0)
+        case AlphaDivergence(alpha=alpha):
+            beta = conjugate_exponent(alpha)
+            return alpha_conjugate_constant(alpha) * np.abs(s) ** beta + 1.0 / (alpha**2 - alpha)
+        case TotalVariation():
+            return np.where(np.abs(s) <= 0.5, s, np.inf)
 
 
 def variational_objective(
@@ -328,7 +308,3 @@ def _as_witness_values(h_p: ArrayLike, h_q: ArrayLike) -> tuple[np.ndarray, np.n
             f"witness values on both samples are needed. Found {h_p.size} on P and {h_q.size} on Q."
         )
     return h_p, h_q
-
-
-def _unknown(divergence: str) -> ValueError:
-    return ValueError(f"divergence must be one of {DIVERGENCES}. Found {divergence!r}.")

@@ -96,7 +96,6 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.stats import norm
 from sklearn.metrics import roc_auc_score
 from sklearn.utils import check_random_state
 
@@ -104,6 +103,7 @@ from attacks import binomial_ratio, paired_ratio
 from attacks.adversary import Adversary, witness_objective
 from attacks.classes import parse_function_class
 from attacks.divergences import variational_bound
+from attacks.vocabulary import DP, IPM, KL, Divergence, divergence_of, parse_divergence
 from attacks.witness_moments import WitnessMoments
 
 # Caveat thresholds on the held-out Q terms of kl and renyi (module docstring):
@@ -111,7 +111,6 @@ from attacks.witness_moments import WitnessMoments
 # than this leave the normal approximation of their mean untrustworthy.
 _MAX_TAIL_INDEX = 0.5
 _MIN_EFFECTIVE_SIZE = 30
-_WEIGHTS = {"kl": "exp(h)", "renyi": "|g|^beta"}
 # A standard error at or below this is round-off of terms that are all equal.
 _NO_SPREAD = 1e-12
 # p-values of kl / renyi are found on [_SMALLEST_P, 1] by inverting the lower bound.
@@ -224,17 +223,16 @@ class DivergenceEstimate:
         """
         if self.unbounded:
             return 0.0
-        if self.divergence == "dp" and self.coupled:
-            return paired_ratio.p_value(self.details["cells"], self.delta, claim)
-        if self.divergence == "dp":
-            return binomial_ratio.p_value(*self._counts(), self.delta, claim)
-        if self.divergence == "ipm" and self.coupled:
-            return paired_ratio.difference_p_value(self.details["cells"], claim / 2)
-        if self.divergence == "ipm":
-            return binomial_ratio.difference_p_value(*self._counts(), claim / 2)
-        if self.divergence in _WEIGHTS:
-            return self._inverted_p_value(claim)
-        return float(norm.sf((self.estimate - claim) / self.standard_error))
+        match divergence_of(self):
+            case DP(delta=delta):
+                if self.coupled:
+                    return paired_ratio.p_value(self.details["cells"], delta, claim)
+                return binomial_ratio.p_value(*self._counts(), delta, claim)
+            case IPM():
+                if self.coupled:
+                    return paired_ratio.difference_p_value(self.details["cells"], claim / 2)
+                return binomial_ratio.difference_p_value(*self._counts(), claim / 2)
+        return self._inverted_p_value(claim)  # kl, renyi
 
     def _inverted_p_value(self, claim: float) -> float:
         """The error rate 1 - level at which :meth:`lower_bound` equals ``claim`` (it grows with the rate)."""
@@ -251,19 +249,17 @@ class DivergenceEstimate:
     def _bound(self, level: float, lower: bool) -> float:
         if self.unbounded:
             return np.inf
-        if self.divergence == "ipm" and self.coupled:
-            return 2 * paired_ratio.difference_bound(self.details["cells"], level, lower)
-        if self.divergence == "ipm":
-            return 2 * binomial_ratio.difference_bound(*self._counts(), level, lower)
-        if self.divergence in _WEIGHTS:
-            return variational_bound(self.estimate, self.standard_error, self.details["log_unseen_ratio"],
-                                     self.details["n_q"], level, lower)
-        if self.divergence != "dp":
-            step = norm.ppf(level) * self.standard_error
-            return self.estimate - step if lower else self.estimate + step
-        if self.coupled:
-            return paired_ratio.log_ratio_bound(self.details["cells"], self.delta, level, lower)
-        return binomial_ratio.log_ratio_bound(*self._counts(), self.delta, level, lower)
+        match divergence_of(self):
+            case IPM():
+                if self.coupled:
+                    return 2 * paired_ratio.difference_bound(self.details["cells"], level, lower)
+                return 2 * binomial_ratio.difference_bound(*self._counts(), level, lower)
+            case DP(delta=delta):
+                if self.coupled:
+                    return paired_ratio.log_ratio_bound(self.details["cells"], delta, level, lower)
+                return binomial_ratio.log_ratio_bound(*self._counts(), delta, level, lower)
+        return variational_bound(self.estimate, self.standard_error, self.details["log_unseen_ratio"],  # kl, renyi
+                                 self.details["n_q"], level, lower)
 
     def _counts(self) -> tuple[int, int, int, int]:
         """Held-out counts (k_p, n_p, k_q, n_q) of a ``dp`` or ``ipm`` estimate's attack set."""
@@ -274,7 +270,7 @@ def estimate_divergence(
     samples_p,
     samples_q,
     function_class: str,
-    divergence: str,
+    divergence: str | Divergence,
     *,
     alpha: float | None = None,
     delta: float = 0.0,
@@ -292,7 +288,8 @@ def estimate_divergence(
         are read as d = 1.
     function_class : str
         The attack class (see :mod:`attacks.classes`).
-    divergence : {"kl", "renyi", "ipm", "dp"}
+    divergence : {"kl", "renyi", "ipm", "dp"} or Divergence
+        Read by :func:`attacks.vocabulary.parse_divergence` with ``alpha`` and ``delta``.
     alpha : float, optional
         The Renyi order, for ``renyi``.
     delta : float, default=0.0
@@ -328,6 +325,7 @@ def estimate_divergence(
     >>> bool(low < 0.5 < high)
     True
     """
+    kind = parse_divergence(divergence, alpha, delta)
     samples_p, samples_q = _as_samples(samples_p, "samples_p"), _as_samples(samples_q, "samples_q")
     if samples_p.shape[1] != samples_q.shape[1]:
         raise ValueError(
@@ -351,8 +349,8 @@ def estimate_divergence(
     name = parse_function_class(function_class).name
     adversary = Adversary(
         function_class=name,
-        divergence=divergence,
-        alpha=alpha,
+        divergence=kind.name,
+        alpha=kind.alpha,
         delta=delta,
         dp_eval_size=len(test_q),
         coupled=bool(coupled),
@@ -360,10 +358,10 @@ def estimate_divergence(
         **(class_params or {}),
     ).fit(*_stack(train_p, train_q))
     w_p, w_q = adversary.witness(test_p), adversary.witness(test_q)
-    estimate = witness_objective(w_p, w_q, divergence, alpha, delta)
-    weights = weight_evidence(w_p, w_q, divergence, alpha, coupled) if divergence in _WEIGHTS else {}
+    estimate = witness_objective(w_p, w_q, kind)
+    weights = weight_evidence(w_p, w_q, kind, None, coupled) if kind.weighted else {}
     standard_error = (
-        np.nan if divergence == "dp" else weights.get("standard_error", _difference_error(w_p, w_q, coupled))
+        np.nan if isinstance(kind, DP) else weights.get("standard_error", _difference_error(w_p, w_q, coupled))
     )
     scores_p, scores_q = held_out_scores(adversary, w_p, w_q, test_p, test_q)
     details = {
@@ -371,13 +369,13 @@ def estimate_divergence(
         "scores": score_histogram(scores_p, scores_q, adversary.threshold_, adversary.side_),
     }
     details.update(weights.get("details", {}))
-    if divergence == "ipm":
+    if isinstance(kind, IPM):
         g = np.r_[scores_p, scores_q]
         labels = np.r_[np.ones(len(test_p)), np.zeros(len(test_q))]
         details.update(auc=float(roc_auc_score(labels, g)), advantage=estimate / 2, threshold=adversary.threshold_)
-    if divergence == "dp":
+    if isinstance(kind, DP):
         details.update(threshold=adversary.threshold_, side=adversary.side_)
-    if divergence in ("ipm", "dp"):
+    if not kind.weighted:
         details.update(_set_counts(w_p > 0, w_q > 0, coupled))
     return DivergenceEstimate(
         estimate=float(estimate),
@@ -385,8 +383,8 @@ def estimate_divergence(
         n_test=min(len(test_p), len(test_q)),
         unbounded=False,
         function_class=name,
-        divergence=divergence,
-        alpha=None if alpha is None else float(alpha),
+        divergence=kind.name,
+        alpha=kind.alpha,
         adversary=adversary,
         details=details,
         standard_error=standard_error,
@@ -444,7 +442,7 @@ def held_out_scores(adversary: Adversary, w_p, w_q, test_p, test_q) -> tuple[np.
     return adversary.side_ * adversary.discriminant(test_p), adversary.side_ * adversary.discriminant(test_q)
 
 
-def weight_evidence(w_p: np.ndarray, w_q: np.ndarray, divergence: str, alpha: float | None,
+def weight_evidence(w_p: np.ndarray, w_q: np.ndarray, divergence: str | Divergence, alpha: float | None,
                     coupled: bool) -> dict[str, Any]:
     """What held-out witness values fix of a ``kl`` or ``renyi`` estimate beyond its objective.
 
@@ -481,17 +479,17 @@ def _caveat(moments: WitnessMoments, standard_error: float) -> str | None:
     tail index above 1/2 (the variance may be infinite), or a Kish effective
     sample size below 30 (a few samples carry the mean).
     """
-    divergence = moments.divergence
+    divergence = divergence_of(moments)
     if not standard_error > _NO_SPREAD:  # also NaN
         return (f"the standard error is {standard_error:.3g}: the held-out terms show no spread, so the data give "
                 "no measure of uncertainty")
     index = moments.tail_index()
-    if divergence == "kl" and index > _MAX_TAIL_INDEX:
-        return (f"heavy-tailed witness: the held-out weights {_WEIGHTS[divergence]} of Q have tail index {index:.2f} "
+    if isinstance(divergence, KL) and index > _MAX_TAIL_INDEX:
+        return (f"heavy-tailed witness: the held-out weights {divergence.weights} of Q have tail index {index:.2f} "
                 f"> {_MAX_TAIL_INDEX} (their variance may be infinite), so the interval may be too narrow")
     size = moments.effective_sample_size()
     if size < _MIN_EFFECTIVE_SIZE:
-        return (f"a few held-out samples carry the objective: the weights {_WEIGHTS[divergence]} of Q have an "
+        return (f"a few held-out samples carry the objective: the weights {divergence.weights} of Q have an "
                 f"effective sample size of {size:.1f} < {_MIN_EFFECTIVE_SIZE}, so the interval may be too narrow")
     return None
 

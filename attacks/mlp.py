@@ -41,10 +41,11 @@ from scipy.optimize import minimize
 from scipy.special import logsumexp, softmax
 
 from attacks.divergences import conjugate_exponent, donsker_varadhan, renyi_scale_optimized
+from attacks.vocabulary import KL, WEIGHTED, Divergence, Renyi, divergence_kind, parse_divergence
 
-OBJECTIVES = ("kl", "renyi")
-# The law (0: P, 1: Q) whose training sample fixes the output bias b (:func:`output_bias`).
-NORMALISED_ON = {"kl": 1, "renyi": 0}
+OBJECTIVES = WEIGHTED
+# The law (0: P, 1: Q) whose training sample fixes the output bias b (:func:`output_bias`), by divergence name.
+NORMALISED_ON = {KL.name: 1, Renyi.name: 0}
 # L-BFGS stops after this many iterations without a better validation objective.
 PATIENCE = 20
 # At most this many L-BFGS iterations per phase.
@@ -102,7 +103,7 @@ def output_loss(v: np.ndarray, h_p: np.ndarray, h_q: np.ndarray, divergence: str
         and, through the mean over P in b, r_P = -sum(r_Q) / n_P.
     """
     n_p = h_p.shape[0]
-    if divergence == "kl":
+    if divergence_kind(divergence) is KL:
         u_q = h_q @ v
         loss = float(logsumexp(u_q) - np.log(u_q.size) - np.mean(h_p @ v))
         return loss, np.concatenate([np.full(n_p, -1.0 / n_p), softmax(u_q)])
@@ -200,14 +201,14 @@ def output_bias(v: np.ndarray, hidden: np.ndarray, divergence: str) -> float:
 
     ``kl``: mean_Q exp(u) = 1 on Q's sample; ``renyi``: mean_P u = 1 on P's.
     """
-    if divergence == "kl":
+    if divergence_kind(divergence) is KL:
         u = hidden @ v
         return float(np.log(u.size) - logsumexp(u))
     return float(1.0 - np.mean(hidden @ v))
 
 
 def train_network(starts: list[Network], train: tuple[np.ndarray, np.ndarray],
-                  validation: tuple[np.ndarray, np.ndarray], divergence: str, alpha: float | None,
+                  validation: tuple[np.ndarray, np.ndarray], divergence: str | Divergence, alpha: float | None,
                   ridge: float) -> Network:
     """Maximise the ``kl`` or ``renyi`` objective over the network's weights (module docstring).
 
@@ -231,10 +232,11 @@ def train_network(starts: list[Network], train: tuple[np.ndarray, np.ndarray],
         The weights with the best validation objective met, b normalised on
         the training samples (:func:`output_bias`).
     """
-    if divergence not in OBJECTIVES:
-        raise ValueError(f"divergence must be one of {OBJECTIVES} to train a network on. Found {divergence!r}.")
-    beta = conjugate_exponent(alpha) if divergence == "renyi" else None
-    fitted = [_fit_output_weights(start, train, validation, divergence, alpha, beta, ridge) for start in starts]
+    divergence = parse_divergence(divergence, alpha)
+    if not divergence.weighted:
+        raise ValueError(f"divergence must be one of {OBJECTIVES} to train a network on. Found {divergence.name!r}.")
+    beta = conjugate_exponent(divergence.alpha) if isinstance(divergence, Renyi) else None
+    fitted = [_fit_output_weights(start, train, validation, divergence, beta, ridge) for start in starts]
     start, _ = max(fitted, key=lambda pair: pair[1])
     n_features, width = start.hidden_weights.shape
 
@@ -246,14 +248,14 @@ def train_network(starts: list[Network], train: tuple[np.ndarray, np.ndarray],
         return network_loss(theta, *train, width, divergence, beta, ridge)
 
     def score(theta):
-        return _validation_objective(network(theta), train, validation, divergence, alpha)
+        return _validation_objective(network(theta), train, validation, divergence)
 
     theta = _early_stopped_lbfgs(pack(start.hidden_weights, start.hidden_bias, start.output_weights), loss, score)
     return _normalised(network(theta), train, divergence)
 
 
-def _fit_output_weights(start: Network, train, validation, divergence: str, alpha: float | None,
-                        beta: float | None, ridge: float) -> tuple[Network, float]:
+def _fit_output_weights(start: Network, train, validation, divergence: KL | Renyi, beta: float | None,
+                        ridge: float) -> tuple[Network, float]:
     """The start with its output weights fitted for its fixed hidden layer (convex), and its validation objective."""
     hidden_train = start.hidden(train[0]), start.hidden(train[1])
     hidden_validation = start.hidden(validation[0]), start.hidden(validation[1])
@@ -264,31 +266,32 @@ def _fit_output_weights(start: Network, train, validation, divergence: str, alph
         return value + 0.5 * ridge * v @ v, stacked.T @ r + ridge * v
 
     def score(v):
-        b = output_bias(v, hidden_train[NORMALISED_ON[divergence]], divergence)
-        return _objective(hidden_validation[0] @ v + b, hidden_validation[1] @ v + b, divergence, alpha)
+        b = output_bias(v, hidden_train[NORMALISED_ON[divergence.name]], divergence)
+        return _objective(hidden_validation[0] @ v + b, hidden_validation[1] @ v + b, divergence)
 
     v = _early_stopped_lbfgs(start.output_weights, loss, score)
     return Network(start.hidden_weights, start.hidden_bias, v, 0.0), score(v)
 
 
-def _normalised(network: Network, train, divergence: str) -> Network:
+def _normalised(network: Network, train, divergence: KL | Renyi) -> Network:
     """The network with b normalised on the training samples (:func:`output_bias`)."""
-    b = output_bias(network.output_weights, network.hidden(train[NORMALISED_ON[divergence]]), divergence)
+    b = output_bias(network.output_weights, network.hidden(train[NORMALISED_ON[divergence.name]]), divergence)
     return Network(network.hidden_weights, network.hidden_bias, network.output_weights, b)
 
 
-def _validation_objective(network: Network, train, validation, divergence: str, alpha: float | None) -> float:
+def _validation_objective(network: Network, train, validation, divergence: KL | Renyi) -> float:
     """The objective on the validation samples of the network normalised on the training ones."""
     network = _normalised(network, train, divergence)
-    return _objective(network(validation[0]), network(validation[1]), divergence, alpha)
+    return _objective(network(validation[0]), network(validation[1]), divergence)
 
 
-def _objective(u_p: np.ndarray, u_q: np.ndarray, divergence: str, alpha: float | None) -> float:
+def _objective(u_p: np.ndarray, u_q: np.ndarray, divergence: KL | Renyi) -> float:
     """Donsker-Varadhan or scale-optimised Renyi objective of witness values; -inf for a non-finite one.
 
     An infinite validation objective (a witness 0 on every validation sample of Q) is never kept as the best.
     """
-    value = donsker_varadhan(u_p, u_q) if divergence == "kl" else renyi_scale_optimized(u_p, u_q, alpha)
+    value = (donsker_varadhan(u_p, u_q) if isinstance(divergence, KL)
+             else renyi_scale_optimized(u_p, u_q, divergence.alpha))
     return value if np.isfinite(value) else -np.inf
 
 

@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
+from attacks.evidence import Evidence
 from attacks.staged import CHUNK, Draw, Sampler, StagedResult, StageSizes, Target, later_outputs, staged_search
 
 RATIO = 4
@@ -104,7 +105,7 @@ def spending_weights(looks: int) -> tuple[float, ...]:
     return (1.0 / looks,) * looks
 
 
-def detectable_excess(evidence: Any, level: float, power: float = POWER) -> float:
+def detectable_excess(evidence: Evidence, level: float, power: float = POWER) -> float:
     """Smallest excess of the estimand over the claim that a one-sided test at ``level`` detects with ``power``.
 
     A normal estimate with standard error s is rejected at one-sided level a
@@ -124,8 +125,8 @@ def detectable_excess(evidence: Any, level: float, power: float = POWER) -> floa
 
     Parameters
     ----------
-    evidence : object
-        An estimate with ``estimate`` and ``confidence_interval(confidence)``;
+    evidence : Evidence
+        An estimate (:class:`attacks.evidence.Evidence`: its ``estimate`` and ``confidence_interval(confidence)``);
         a :class:`SequentialEstimate` is its look's at the spent level ``level * weight``.
     level : float
         One-sided level of the test, in (0, 1).
@@ -156,12 +157,13 @@ class SequentialEstimate:
     1); ``lower_bound(c)`` and ``confidence_interval(c)`` are the look's at
     confidence ``1 - (1 - c) weight``: valid at confidence c whatever the
     stopping rule (module docstring).  Every other attribute (``estimate``,
-    ``n``, ``caveat``, ``details``, ``coupled`` ...) is the look's.
+    ``standard_error``, ``caveat``, ``n``, ``details``, ``coupled`` ...) is the look's: evidence
+    (:class:`attacks.evidence.Evidence`) like the look's own.
     ``looks``: one plain dict per round (``round``, ``outputs`` drawn so
     far, ``estimate``, ``ci_low`` at the audit's confidence) for the report.
     """
 
-    evidence: Any
+    evidence: Evidence
     weight: float
     looks: tuple[Mapping, ...] = field(default_factory=tuple)
 

@@ -65,7 +65,9 @@ from attacks.adversary import Adversary
 from attacks.classes import parse_function_class
 from attacks.divergences import tail_count
 from attacks.estimate import DivergenceEstimate, held_out_scores, moments_evidence, score_histogram
-from attacks.witness_moments import WEIGHTED, WitnessMoments
+from attacks.evidence import NormalEstimate
+from attacks.vocabulary import DP, IPM, divergence_of
+from attacks.witness_moments import WitnessMoments
 
 STAGES = ("screen", "train", "check", "confirm")
 DEFAULT_SHARES = {"screen": 0.2, "train": 0.2, "check": 0.1, "confirm": 0.5}
@@ -212,35 +214,22 @@ def graded_attack(adversary: Adversary, p_train: np.ndarray) -> Attack:
     return Attack(adversary, cuts, int(np.searchsorted(cuts, own)))
 
 
-@dataclass(frozen=True)
-class PooledEstimate:
+@dataclass(frozen=True, kw_only=True)
+class PooledEstimate(NormalEstimate):
     """A lower bound on epsilon from a weighted mean of the log-ratios of nested sets (:mod:`attacks.pooled_ratio`).
 
-    Evidence for :mod:`audit.verdicts`: Wald bounds estimate -+ z se, and the
-    one-sided p-value of H0: sum_k w_k log((P(S_k) - delta) / Q(S_k)) <= claim.
+    Evidence (:class:`attacks.evidence.Evidence`): Wald bounds estimate -+ z se, and the
+    one-sided p-value of H0: sum_k w_k log((P(S_k) - delta) / Q(S_k)) <= claim
+    (:class:`attacks.evidence.NormalEstimate`).  ``estimate``, ``standard_error``
+    and ``caveat`` may be given in that order; the other fields by name.
     """
 
-    estimate: float
-    standard_error: float
     n: int
     weights: tuple[float, ...]
     delta: float = 0.0
     coupled: bool = False
-    caveat: str | None = None
     divergence: str = "dp"
     details: dict = field(default_factory=dict)
-
-    def lower_bound(self, level: float = 0.95) -> float:
-        return self.estimate - float(norm.ppf(level)) * self.standard_error
-
-    def confidence_interval(self, confidence: float = 0.95) -> tuple[float, float]:
-        step = float(norm.ppf((1.0 + confidence) / 2)) * self.standard_error
-        return self.estimate - step, self.estimate + step
-
-    def p_value(self, claim: float) -> float:
-        if self.caveat or not (np.isfinite(self.estimate) and self.standard_error > 0):
-            return 1.0
-        return float(norm.sf((self.estimate - claim) / self.standard_error))
 
     def to_record(self) -> dict:
         """The estimate as plain JSON values (``kind = "pooled"``, weights a list), as
@@ -422,8 +411,10 @@ def _train_or_error(candidate: Candidate, train: Draw, target: Target, sizes: St
     except Exception as error:
         return f"attack {candidate.function_class}/{target.divergence} failed: " + " ".join(
             f"{type(error).__name__}: {error}".split())
+    if not isinstance(divergence_of(target), DP):
+        return attack
     adversary = attack.adversary
-    return Attack(adversary, np.array([adversary.side_ * adversary.threshold_])) if target.divergence == "dp" else attack
+    return Attack(adversary, np.array([adversary.side_ * adversary.threshold_]))
 
 
 def later_outputs(sizes: StageSizes, pairs: int) -> int:
@@ -478,7 +469,7 @@ def projected_bound(evidence: DivergenceEstimate, n_eval: int) -> tuple[float, f
     if evidence.caveat:
         return -np.inf, np.inf
     z = float(norm.ppf(SELECTION_LEVEL))
-    if evidence.divergence == "dp":
+    if isinstance(divergence_of(evidence), DP):
         return _dp_projection(evidence, n_eval)
     width = max(evidence.estimate - evidence.lower_bound(SELECTION_LEVEL), 0.0)
     if not np.isfinite(width):
@@ -516,7 +507,7 @@ def count_estimate(cells: np.ndarray, target: Target, function_class: str, coupl
     cells = np.asarray(cells, dtype=np.int64)
     n = int(cells.sum())
     k_p, k_q = int(cells[0] + cells[1]), int(cells[0] + cells[2])
-    if target.divergence == "ipm":
+    if isinstance(divergence_of(target), IPM):
         estimate = 2.0 * (k_p - k_q) / n
     else:
         estimate = float(binomial_ratio.smoothed_log_ratio(k_p, n, k_q, n, target.delta)[0])
@@ -545,7 +536,7 @@ def held_out_estimate(attack: Attack, candidate: Candidate, p: np.ndarray, q: np
                       coupled: bool) -> DivergenceEstimate:
     """The fitted set's or witness's estimate on held-out outputs of P and Q."""
     w_p, w_q = attack.adversary.witness(p), attack.adversary.witness(q)
-    if target.divergence in WEIGHTED:
+    if divergence_of(target).weighted:
         moments = WitnessMoments.from_values(w_p, w_q, target.divergence, target.alpha)
         return witness_estimate(moments, target, candidate.function_class, coupled)
     return count_estimate(paired_ratio.paired_counts(w_p > 0, w_q > 0), target, candidate.function_class, coupled)
@@ -631,7 +622,7 @@ def _train_one(candidate: Candidate, train: Draw, target: Target, sizes: StageSi
     """A finalist fitted on its pair's train sample; a ``dp`` attack graded into nested sets."""
     p, q = candidate.laws(train)
     attack = fit_attack(candidate, p, q, target, sizes.confirm, train.coupled, fit_seed(seed, "train", candidate))
-    return graded_attack(attack.adversary, p) if target.divergence == "dp" else attack
+    return graded_attack(attack.adversary, p) if isinstance(divergence_of(target), DP) else attack
 
 
 def _train(draw, finalists: list[Candidate], target: Target, sizes: StageSizes, seed: int,
@@ -680,10 +671,11 @@ def _accumulate(draw, candidates: list[Candidate], attacks: list[Attack], n: int
 def _summary(attack: Attack, p: np.ndarray, q: np.ndarray, target: Target, tail: int):
     """What the statistic keeps of one block, summed with ``+``: nested-set moments (``dp``), the set's cells
     (``ipm``), or the witness moments with the ``tail`` largest log weights of Q (``kl``, ``renyi``)."""
-    if target.divergence == "dp":
+    divergence = divergence_of(target)
+    if isinstance(divergence, DP):
         return attack.moments(p, q)
     w_p, w_q = attack.adversary.witness(p), attack.adversary.witness(q)
-    if target.divergence == "ipm":
+    if isinstance(divergence, IPM):
         return paired_ratio.paired_counts(w_p > 0, w_q > 0)
     return WitnessMoments.from_values(w_p, w_q, target.divergence, target.alpha, tail)
 
@@ -691,17 +683,18 @@ def _summary(attack: Attack, p: np.ndarray, q: np.ndarray, target: Target, tail:
 def _statistic(total, candidate: Candidate, target: Target, coupled: bool,
                weights: np.ndarray | None = None) -> DivergenceEstimate | PooledEstimate:
     """The evidence of a summed statistic (:func:`_accumulate`): a set's, a witness's, or a pool's."""
-    if target.divergence in WEIGHTED:
+    divergence = divergence_of(target)
+    if divergence.weighted:
         return witness_estimate(total, target, candidate.function_class, coupled)
-    if target.divergence == "ipm":
+    if isinstance(divergence, IPM):
         return count_estimate(total, target, candidate.function_class, coupled)
     if np.count_nonzero(weights) > 1:
-        pool = tuple(float(w) for w in weights)
+        fields = dict(n=total.n, weights=tuple(float(w) for w in weights), delta=target.delta, coupled=coupled)
         try:
             estimate, error = pooled_ratio.pooled_log_ratio(total, weights, target.delta, coupled)
         except ValueError as error:  # a pooled set holds no output of Q (or too few of P) in this sample
-            return PooledEstimate(np.nan, np.nan, total.n, pool, target.delta, coupled, caveat=str(error))
-        return PooledEstimate(estimate, error, total.n, pool, target.delta, coupled)
+            return PooledEstimate(np.nan, np.nan, str(error), **fields)
+        return PooledEstimate(estimate, error, **fields)
     return count_estimate(total.cells(int(np.argmax(weights))), target, candidate.function_class, coupled)
 
 
@@ -716,7 +709,7 @@ def _check(draw, finalists: list[Candidate], attacks: list[Attack], target: Targ
     starts from; each is corrected for its own family's size (:func:`promise`).
     """
     totals = _accumulate(draw, finalists, attacks, sizes.check, "check", target, chunk, n_jobs)
-    if target.divergence != "dp":
+    if not isinstance(divergence_of(target), DP):
         z = float(norm.ppf(SELECTION_LEVEL))
         options = []
         for i, (total, coupled) in totals.items():

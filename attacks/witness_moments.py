@@ -51,10 +51,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from attacks.adversary import witness_log_weights
-from attacks.divergences import check_alpha, conjugate_exponent, tail_count, tail_index
+from attacks.divergences import conjugate_exponent, tail_count, tail_index
+from attacks.vocabulary import KL, WEIGHTED, Divergence, Renyi, divergence_of, parse_divergence
 
-WEIGHTED = ("kl", "renyi")
-"""The divergences whose objective is a mean of weights of Q (``exp(h)``, ``|g|^beta``)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -131,10 +130,10 @@ class WitnessMoments:
             n_q of the final sum (:meth:`tail_index` refuses fewer); default
             that of this sample's n_q.
         """
-        if divergence not in WEIGHTED:
-            raise ValueError(f"divergence must be one of {WEIGHTED} (a witness with weights). Found {divergence!r}.")
-        if divergence == "renyi":
-            alpha = check_alpha(alpha)
+        kind = parse_divergence(divergence, alpha)
+        if not kind.weighted:
+            raise ValueError(f"divergence must be one of {WEIGHTED} (a witness with weights). Found {kind.name!r}.")
+        divergence, alpha = kind.name, kind.alpha
         a = np.asarray(w_p, dtype=float).ravel()
         log_q = witness_log_weights(np.asarray(w_q, dtype=float).ravel(), divergence, alpha)
         if a.size == 0 or log_q.size == 0:
@@ -147,10 +146,10 @@ class WitnessMoments:
         co_moment = m2_pairs = None
         if a.size == log_q.size:
             co_moment = float(deviation_p @ deviation_q)
-            deviation_d = _pair_gain(divergence, alpha, scale_p, mean_p) * deviation_p - deviation_q / mean_q
+            deviation_d = _pair_gain(kind, scale_p, mean_p) * deviation_p - deviation_q / mean_q
             m2_pairs = float(deviation_d @ deviation_d)
         return cls(divergence, alpha, a.size, scale_p, mean_p, float(deviation_p @ deviation_p),
-                   float(np.max(witness_log_weights(a, divergence, alpha))), log_q.size, log_max_q, mean_q,
+                   float(np.max(witness_log_weights(a, kind))), log_q.size, log_max_q, mean_q,
                    float(deviation_q @ deviation_q), co_moment, m2_pairs, _largest(log_q, tail), tail)
 
     def __add__(self, other: WitnessMoments) -> WitnessMoments:
@@ -167,7 +166,7 @@ class WitnessMoments:
         if self.co_moment is not None and other.co_moment is not None:
             weight = self.n_p * other.n_p / n_p
             co_moment = parts[0][2] + parts[1][2] + step_p * step_q * weight
-            gain = _pair_gain(self.divergence, self.alpha, scale_p, mean_p)
+            gain = _pair_gain(divergence_of(self), scale_p, mean_p)
             m2_pairs = sum(_rebased_pairs(part, gain * part.scale_p / scale_p,
                                           float(np.exp(part.log_max_q - log_max_q)) / mean_q) for part in (self, other))
             m2_pairs += (gain * step_p - step_q / mean_q) ** 2 * weight
@@ -189,11 +188,12 @@ class WitnessMoments:
         """The held-out objective (:func:`attacks.divergences.donsker_varadhan`,
         :func:`attacks.divergences.renyi_scale_optimized`): -inf when ``renyi``'s mean g on P is 0, inf when its g
         is 0 on all of Q."""
-        if self.divergence == "kl":
+        kind = divergence_of(self)
+        if isinstance(kind, KL):
             return float(self.scale_p * self.mean_p - self.log_mean_weight())
         if self.mean_p == 0.0:
             return -np.inf
-        if self.log_max_q == witness_log_weights(0.0, "renyi", self.alpha):
+        if self.log_max_q == witness_log_weights(0.0, kind):
             return np.inf
         return float(self.beta * (np.log(self.scale_p) + np.log(abs(self.mean_p))) - self.log_mean_weight())
 
@@ -206,8 +206,9 @@ class WitnessMoments:
         variances (divided by n), as :func:`numpy.var`; NaN when ``renyi``'s
         mean g on P is 0 (its influence terms are not finite).
         """
-        gain = _pair_gain(self.divergence, self.alpha, self.scale_p, self.mean_p)
-        if self.divergence == "renyi" and self.mean_p == 0.0:
+        kind = divergence_of(self)
+        gain = _pair_gain(kind, self.scale_p, self.mean_p)
+        if isinstance(kind, Renyi) and self.mean_p == 0.0:
             return np.nan
         if coupled:
             if self.m2_pairs is None:
@@ -253,12 +254,12 @@ def _centred(values: np.ndarray) -> tuple[np.ndarray, float]:
     return shifted - offset, float(values[0] + offset)
 
 
-def _pair_gain(divergence: str, alpha: float | None, scale_p: float, mean_p: float) -> float:
+def _pair_gain(divergence: Divergence, scale_p: float, mean_p: float) -> float:
     """k with infl_P = k a / scale_p: scale_p (``kl``) or beta / mean(a / scale_p) (``renyi``; 0 when that mean
     is 0, a normaliser that keeps D finite: such a summary's standard error is NaN)."""
-    if divergence == "kl":
+    if isinstance(divergence, KL):
         return scale_p
-    return conjugate_exponent(alpha) / mean_p if mean_p != 0.0 else 0.0
+    return conjugate_exponent(divergence.alpha) / mean_p if mean_p != 0.0 else 0.0
 
 
 def _rebased_pairs(part: WitnessMoments, gain: float, inverse_mean: float) -> float:
@@ -267,7 +268,7 @@ def _rebased_pairs(part: WitnessMoments, gain: float, inverse_mean: float) -> fl
     da = gain - k, db = inverse_mean - 1 / mean_q, so
     m2(D') = m2(D) + 2 da c(D, a) - 2 db c(D, v) + da^2 m2(a) - 2 da db c(a, v) + db^2 m2(v),
     c(D, a) = k m2(a) - c(a, v) / mean_q, c(D, v) = k c(a, v) - m2(v) / mean_q (centred sums)."""
-    k = _pair_gain(part.divergence, part.alpha, part.scale_p, part.mean_p)
+    k = _pair_gain(divergence_of(part), part.scale_p, part.mean_p)
     da, db = gain - k, inverse_mean - 1.0 / part.mean_q
     with_a = k * part.m2_p - part.co_moment / part.mean_q
     with_v = k * part.co_moment - part.m2_q / part.mean_q

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
-import json
-import math
 import os
 import platform
 import time
@@ -26,6 +24,7 @@ from audit.families import claim_summaries
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.on_average import aggregate_rows
 from audit.provenance import describe_audit, pair_records, screening_records
+from audit.results_file import write_results
 from audit.structure import fix_layout
 from audit.plan import task_seed
 from audit.sampling import one_line
@@ -197,22 +196,18 @@ def run_audit(
         # NaN, inf and changing widths are evidence: fix the outputs' layout before any chunk is drawn (audit.structure)
         fix_layout(mechanism, [data for pair in pairs for data in (pair.d, pair.d_prime)],
                    task_seed(audit_config.run.seed, "structure"), audit_config.run.sample_timeout)
-        rows, evidence = run_engine(audit_config, mechanism, pairs, out, resume=resume, progress=progress,
-                                    finished=finished)
+        rows = run_engine(audit_config, mechanism, pairs, out, resume=resume, progress=progress, finished=finished)
         stage = "the verdicts"
-        averages, average_evidence = aggregate_rows(rows, evidence, audit_config.attacks.confidence)
-        evidence = {**evidence, **average_evidence}
-        rows = assign_verdicts([Row.from_record(row) for row in rows + averages], evidence,
+        rows = assign_verdicts(rows + aggregate_rows(rows, audit_config.attacks.confidence),
                                audit_config.attacks.confidence)
         verdict = overall_verdict(rows)
         stage = "the checks"
         checks = run_checks(audit_config)
         claims = (verdict, exit_code(rows, verdict)) if audit_config.claims else (None, None)
         verdict, code = combine(*claims, checks)
-        records = [row.to_record() for row in rows]
-        table = pd.DataFrame(records, columns=[*TABLE_COLUMNS, *STAGED_COLUMNS])
+        table = pd.DataFrame([row.to_record() for row in rows], columns=[*TABLE_COLUMNS, *STAGED_COLUMNS])
         # The binned held-out scores behind each row: the report's ROC curves and witness histograms.
-        table["held_out_scores"] = [getattr(evidence.get(task), "details", {}).get("scores") for task in table["task"]]
+        table["held_out_scores"] = [getattr(row.evidence, "details", {}).get("scores") for row in rows]
         result = AuditResult(
             verdict=verdict,
             table=table,
@@ -224,7 +219,7 @@ def run_audit(
             pairs=pair_records(pairs),
             audited=describe_audit(mechanism, config, audit_config.raw, probe=pairs[0] if pairs else None,
                                    timeout=audit_config.run.sample_timeout),
-            theory=check_bounds(records, evidence, audit_config.attacks.confidence),
+            theory=check_bounds(rows, audit_config.attacks.confidence),
             checks=checks,
             search=screening_records(pairs),
         )
@@ -353,7 +348,7 @@ def _save_failed(out: Path | None, config: AuditConfig, records: Mapping[str, di
     from audit.engine import engine_rows
 
     try:
-        rows = engine_rows(config, records.values())
+        rows = [row.to_record() for row in engine_rows(config, records.values())]
     except Exception:  # rows of records the claims cannot read: keep the records as they are
         rows = [dict(record) for record in records.values()]
     resume = f"{len(records)} tasks finished; `capaudit run CONFIG --out {out} --resume` continues from tasks.jsonl."
@@ -392,11 +387,9 @@ def write_failure(
             _lock(out)
             taken = True
         clear_artefacts(out, keep=("tasks.jsonl",))  # an earlier run's figures and report.html too
-        columns = list(TABLE_COLUMNS) if rows and "claim" in rows[0] else None
-        pd.DataFrame(list(rows), columns=columns).to_csv(out / "results.csv", index=False)
-        document = {"verdict": FAILED, "error": reason, "seed": seed, "seconds": seconds, "config": config,
-                    "rows": [{key: _json_number(value) for key, value in row.items()} for row in rows]}
-        (out / "results.json").write_text(json.dumps(document, indent=2, allow_nan=False, default=str) + "\n")
+        columns = [*TABLE_COLUMNS, *STAGED_COLUMNS] if rows and "claim" in rows[0] else None
+        write_results(out, {"verdict": FAILED, "error": reason, "seed": seed, "seconds": seconds, "config": config},
+                      pd.DataFrame(list(rows), columns=columns))
         from audit.report import bounded, plain_text
 
         report = out / "report.md"
@@ -411,15 +404,6 @@ def write_failure(
         if taken:
             release_directory(out)
     return report
-
-
-def _json_number(value: Any) -> Any:
-    """NaN -> null and +-inf -> "inf"/"-inf", as :mod:`audit.report` writes them."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return value
 
 
 def _pairs(config: AuditConfig, mechanism: Any) -> list[NeighbourPair]:

@@ -70,6 +70,7 @@ from typing import Any
 import joblib
 import numpy as np
 
+from attacks.evidence import Evidence, NormalEstimate
 from audit.config import AuditConfig, CheckSpec
 from audit.mechanisms.compose import Mixture, Parallel, PostProcessed, Sequential
 from audit.neighbours import NeighbourPair
@@ -89,22 +90,55 @@ POST_PROCESSING_CLASSES = ("poly", "mlp")
 
 @dataclasses.dataclass(frozen=True)
 class Measurement:
-    """One measured side of a theorem: an estimate with one-sided bounds at the check's level.
+    """One measured side of a theorem: an estimate and the check's one-sided level.
 
-    ``exact``: the pair's exact restricted divergence when known, which is
-    then the part's eps (:meth:`upper`).
+    Evidence (:class:`attacks.evidence.Evidence`): ``estimate``,
+    ``standard_error``, ``caveat``, the bounds and the p-value are those of
+    ``evidence``, the estimate measured.  ``exact``: the pair's exact
+    restricted divergence when known, which is then the part's eps
+    (:meth:`upper`).
     """
 
     role: str
-    estimate: float
-    low: float
-    high: float
+    evidence: Evidence = dataclasses.field(repr=False)
+    level: float
     exact: float | None = None
-    caveat: str | None = None
+
+    @property
+    def estimate(self) -> float:
+        return float(self.evidence.estimate)
+
+    @property
+    def standard_error(self) -> float:
+        return float(self.evidence.standard_error)
+
+    @property
+    def caveat(self) -> str | None:
+        return self.evidence.caveat
+
+    def lower_bound(self, level: float = 0.95) -> float:
+        return float(self.evidence.lower_bound(level))
+
+    def confidence_interval(self, confidence: float = 0.95) -> tuple[float, float]:
+        low, high = self.evidence.confidence_interval(confidence)
+        return float(low), float(high)
+
+    def p_value(self, claim: float) -> float:
+        return float(self.evidence.p_value(claim))
+
+    def bounds(self) -> tuple[float, float]:
+        """The one-sided lower and upper bounds at the check's level (the interval at ``2 level - 1``)."""
+        return self.lower_bound(self.level), self.confidence_interval(2 * self.level - 1)[1]
 
     def upper(self) -> float:
         """The part's eps: its exact value when known, else the upper confidence bound."""
-        return self.high if self.exact is None else self.exact
+        return self.bounds()[1] if self.exact is None else self.exact
+
+    def to_record(self) -> dict[str, Any]:
+        """results.json's ``checks[].measurements`` entry: role, estimate, the :meth:`bounds` (``low``, ``high``),
+        exact value and caveat."""
+        low, high = self.bounds()
+        return dict(role=self.role, estimate=self.estimate, low=low, high=high, exact=self.exact, caveat=self.caveat)
 
 
 # --------------------------------------------------------------------------- pure computation
@@ -245,10 +279,7 @@ class _Context:
             random_state=int(task_seed(self.config.run.seed, f"checks[{self.index}]|{role}|attack").generate_state(1)[0]),
             class_params=self.config.attacks.class_params.get(spec.function_class),
         )
-        return Measurement(
-            role=role, estimate=float(estimate.estimate), low=float(estimate.lower_bound(level)),
-            high=float(estimate.confidence_interval(2 * level - 1)[1]), exact=exact, caveat=estimate.caveat,
-        )
+        return Measurement(role, estimate, level, exact)
 
     def exact(self, mechanism: Any, pair: Sequence[np.ndarray], divergence: str | None = None) -> float | None:
         """The pair's exact (class, divergence): from the 1-D output laws (:mod:`audit.theory.exact`), else on the
@@ -352,6 +383,7 @@ def _convexity(ctx: _Context) -> dict[str, Any]:
 
 def _pinsker(ctx: _Context) -> dict[str, Any]:
     from attacks.classes import parse_function_class
+    from attacks.vocabulary import KL
 
     spec = ctx.spec
     mechanism = spec.mechanisms[0].build()
@@ -359,7 +391,7 @@ def _pinsker(ctx: _Context) -> dict[str, Any]:
     level = ctx.level(2)
     p, q = ctx.draw(mechanism, pair, "M")
     parts = []
-    if "kl" in parse_function_class(spec.function_class).divergences:
+    if KL.name in parse_function_class(spec.function_class).divergences:
         parts.append(ctx.measure(p, q, "KL^H", level, divergence="kl", exact=ctx.exact(mechanism, pair, "kl")))
     ipm = ctx.measure(p, q, "IPM^H", level, divergence="ipm")
     broken = None
@@ -409,11 +441,8 @@ class _GeneralizationTrial:
 
 def _mean_bounds(values: np.ndarray, level: float, role: str) -> Measurement:
     """The mean of i.i.d. values with normal-approximation bounds at ``level`` (one-sided each)."""
-    from scipy.stats import norm
-
-    mean = float(np.mean(values))
-    step = float(norm.ppf(level) * np.std(values, ddof=1) / math.sqrt(len(values)))
-    return Measurement(role=role, estimate=mean, low=mean - step, high=mean + step)
+    error = float(np.std(values, ddof=1) / math.sqrt(len(values)))
+    return Measurement(role, NormalEstimate(float(np.mean(values)), error), level)
 
 
 def _kind(function_class: str) -> str:
@@ -436,7 +465,8 @@ def _sum_class_broken(spec: CheckSpec) -> str | None:
 def _finish(ctx: _Context, level: float, parts: list[Measurement], composed: list[Measurement], bound: float,
             broken: str | None, two_sided: bool = False) -> dict[str, Any]:
     """The check's row: the decisive composed measurement (largest lower bound) against the bound."""
-    lows = [max(m.low, -m.high) if two_sided else m.low for m in composed]
+    bounds = [m.bounds() for m in composed]
+    lows = [max(low, -high) if two_sided else low for low, high in bounds]
     decisive = composed[int(np.nanargmax(lows))] if not all(math.isnan(x) for x in lows) else composed[0]
     measured_low = max(lows) if not any(math.isnan(x) for x in lows) else math.nan
     # A part whose exact value is its epsilon does not need its interval; every other bound must be trusted.
@@ -472,7 +502,7 @@ def _row(spec: CheckSpec, index: int, *, verdict: str, bound: float = math.nan, 
         "measured": measured,
         "measured_low": measured_low,
         "level": level,
-        "measurements": [dataclasses.asdict(m) for m in measurements],
+        "measurements": [m.to_record() for m in measurements],
         "verdict": verdict,
         "note": note,
         "error": error,

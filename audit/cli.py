@@ -73,6 +73,11 @@ def _parser() -> argparse.ArgumentParser:
     oakl.add_argument("--out", default="reports/oakl", help="output directory (default: reports/oakl)")
     oakl.add_argument("--seed", type=int, default=0, help="seed of every draw (default 0)")
     oakl.add_argument("--quick", action="store_true", help="a small budget (fewer n, pairs and datasets)")
+    oakl.add_argument("--n-jobs", type=int,
+                      help="parallel workers of the sampling and the attacks (default 1; -1: all cores)")
+    oakl.add_argument("--backend", help="joblib backend: loky, threading, dask, ray (default loky)")
+    oakl.add_argument("--sample-timeout", type=float,
+                      help="seconds a chunk of a mechanism's outputs may take (default 600)")
 
     run = sub.add_parser("run", help="audit the claims of a TOML config")
     run.add_argument("config", help="the audit config (TOML); see examples/")
@@ -109,6 +114,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     try:
+        if argv is None and args.command in ("run", "demo"):  # a process of its own (the console script)
+            from audit.import_path import import_frozen
+
+            import_frozen()  # the whole audit's modules at once, then frozen: quicker (audit.import_path)
         if args.command == "theory":
             from audit.theory_report import theory_command
 

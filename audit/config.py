@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attacks.vocabulary import DIVERGENCES
 from audit.families import FAMILIES, PROFILES, Family
 from audit.mechanisms.compose import MAPS
 from audit.neighbours import (
@@ -46,7 +47,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-DIVERGENCES = ("kl", "renyi", "ipm", "dp")
 BACKENDS = {"loky": None, "threading": None, "dask": ("distributed", "dask"), "ray": ("ray", "ray")}
 """Backend name -> (module it needs, capaudit extra that installs it), None for joblib's own."""
 MIN_SAMPLES = 100
@@ -926,6 +926,11 @@ def _check_refutable(claim: Claim, attacks: AttackSpec, path: str) -> None:
                 f"held-out outputs bounds P(S) from below by only {largest:.6g} at confidence {attacks.confidence}, "
                 f"so P(S) - delta is never shown positive. Give delta < {largest:.6g} or raise attacks.n_samples."
             )
+
+
+def load_run(table: Mapping[str, Any]) -> RunSpec:
+    """A ``[run]`` table alone, validated as in a config (``capaudit oakl``'s options); ConfigError names the field."""
+    return _run(dict(table))
 
 
 def _run(table: dict) -> RunSpec:

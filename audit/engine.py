@@ -62,6 +62,7 @@ from attacks.staged import (
     later_outputs,
     staged_search,
 )
+from attacks.vocabulary import DP, divergence_of
 from audit import store
 from audit.config import AuditConfig
 from audit.theory.exact import exact_value, known_laws
@@ -78,6 +79,7 @@ from audit.sampling import (
     draw_pair_isolated,
     one_line,
 )
+from audit.schema import Row
 
 DETERMINISTIC_NOTE = (
     "every output on D equal, every output on D' equal, and different: consistent with a deterministic release, "
@@ -122,8 +124,8 @@ class Outcome:
 
 def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPair],
                out_dir: str | os.PathLike | None = None, *, resume: bool = False, progress: bool = True,
-               finished: dict[str, dict] | None = None) -> tuple[list[dict], dict[str, Any]]:
-    """Run every unit of the config's policy and return the result rows and their evidence.
+               finished: dict[str, dict] | None = None) -> list[Row]:
+    """Run every unit of the config's policy and return the result rows, each with its evidence.
 
     Parameters
     ----------
@@ -144,11 +146,10 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
 
     Returns
     -------
-    rows : list of dict
-        :func:`claim_rows` of each record with the stage columns
-        (:data:`audit.schema.STAGED_COLUMNS`); error rows for failed pairs and searches.
-    evidence : dict
-        Task id -> the confirm statistic (None for error rows).
+    list of Row
+        :func:`engine_rows` of every record: the stage columns
+        (:data:`audit.schema.STAGED_COLUMNS`) and the confirm statistic (``evidence``) filled;
+        error rows (``evidence`` None) for failed pairs and searches.
 
     Raises
     ------
@@ -199,8 +200,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
                         if path is not None:
                             store.append(path, record, evidence[record["task"]])
                 records.update((record["task"], record) for record in done[unit.id])
-    rows = engine_rows(config, records.values())
-    return rows, {row["task"]: evidence.get(row["task"]) if row["error"] is None else None for row in rows}
+    return engine_rows(config, records.values(), evidence)
 
 
 def _largest_sizes(config: AuditConfig, n_pairs: int, n_units: int) -> StageSizes:
@@ -318,7 +318,7 @@ class _Every:
         outcomes, failed = [], None
         for target in unit.targets:
             tasks = [_task(pair.name, direction, target, name) for direction in DIRECTIONS for name in target.classes]
-            staged = _staged_fields("every", sizes, len(tasks), len(tasks), int(target.divergence == "dp"))
+            staged = _staged_fields("every", sizes, len(tasks), len(tasks), int(isinstance(divergence_of(target), DP)))
             seed = int(task_seed(config.run.seed, f"{unit.id}|{tasks[0].id}").generate_state(1)[0])
             try:
                 if failed is not None:  # a pair that failed is not sampled again
@@ -409,61 +409,58 @@ def task_record(task: Task, *, task_id: str | None = None, error: str | None = N
                 unbounded=False, error=error, note="", exact=None, theory_bound=None, seconds=0.0)
 
 
-def engine_rows(config: AuditConfig, records: Iterable[dict]) -> list[dict]:
+def engine_rows(config: AuditConfig, records: Iterable[dict], evidence: Mapping[str, Any] | None = None) -> list[Row]:
     """The result rows of the engine's records: :func:`claim_rows` of each record (a ``best`` record against its
-    own search's claim and order, an ``every`` record against every claim), with its stage columns."""
+    own search's claim and order, an ``every`` record against every claim), with its stage columns and its
+    evidence (``evidence``: task id -> confirm statistic; a failed task's rows carry None, and so do all rows
+    without ``evidence``, e.g. those a failed audit saves without verdicts)."""
     rows = []
     for record in records:
         one = config
         if record.get("claim_index") is not None:
             claim = config.claims[record["claim_index"]]
             one = dataclasses.replace(config, claims=(dataclasses.replace(claim, alpha=(record["alpha"],)),))
-        rows += [{**row, **record.get("staged", {})} for row in claim_rows(one, [record])]
+        found = None if evidence is None or record["error"] is not None else evidence.get(record["task"])
+        rows += claim_rows(one, record, found)
     return rows
 
 
-def claim_rows(config: AuditConfig, records: Sequence[dict] | Any) -> list[dict]:
-    """One results row per (record, claim on the record's divergence, alpha and delta).
+def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = None) -> list[Row]:
+    """One results row per claim on the record's divergence, alpha and delta, carrying ``evidence``.
 
     ``refutes_claim`` is True when the attack's class is contained in the
     claim's class (docs/theory.md section 3); verdicts and intervals are filled
-    later by :func:`audit.verdicts.assign_verdicts`.
+    later by :func:`audit.verdicts.assign_verdicts`.  The record's stage fields
+    (``staged``: :data:`audit.schema.STAGED_COLUMNS`, and a sequential search's
+    ``n_samples``) are the rows'.
     """
-    rows = []
-    for record in records:
-        attack_class = parse_function_class(record["function_class"])
-        for claim in config.claims:
-            same_target = (claim.divergence, claim.delta) == (record["divergence"], record["delta"])
-            if not same_target or record["alpha"] not in claim.alpha:
-                continue
-            rows.append({
-                "pair": record["pair"],
-                "direction": record["direction"],
-                "function_class": record["function_class"],
-                "divergence": record["divergence"],
-                "alpha": math.nan if record["alpha"] is None else record["alpha"],
-                "estimate": record["estimate"],
-                "ci_low": math.nan,
-                "ci_high": math.nan,
-                "n_samples": config.attacks.n_samples,
-                "claim": claim.epsilon,
-                "claim_class": claim.function_class,
-                # a pair of an on-average claim is judged by the mean over pairs (audit.on_average), not alone
-                "refutes_claim": not claim.on_average
-                and attack_class.is_contained_in(parse_function_class(claim.function_class)),
-                "theory_bound": _number(record["theory_bound"]),
-                "exact": _number(record["exact"]),
-                "verdict": None,
-                "note": record["note"],
-                "p_adjusted": math.nan,
-                "detectable_excess": math.nan,
-                "task": record["task"],
-                "unbounded": bool(record["unbounded"]),
-                "error": record["error"],
-                "resumed": bool(record.get("resumed", False)),
-                "on_average": claim.on_average,
-            })
-    return rows
+    attack_class = parse_function_class(record["function_class"])
+    task = {
+        "pair": record["pair"],
+        "direction": record["direction"],
+        "function_class": record["function_class"],
+        "divergence": record["divergence"],
+        "alpha": math.nan if record["alpha"] is None else float(record["alpha"]),
+        "estimate": float(record["estimate"]),
+        "n_samples": math.nan if config.attacks.n_samples is None else config.attacks.n_samples,
+        "theory_bound": _number(record["theory_bound"]),
+        "exact": _number(record["exact"]),
+        "note": record["note"],
+        "task": record["task"],
+        "unbounded": bool(record["unbounded"]),
+        "error": record["error"],
+        "resumed": bool(record.get("resumed", False)),
+        "evidence": evidence,
+        **record.get("staged", {}),
+    }
+    return [
+        Row(**task, claim=claim.epsilon, claim_class=claim.function_class, on_average=claim.on_average,
+            # a pair of an on-average claim is judged by the mean over pairs (audit.on_average), not alone
+            refutes_claim=not claim.on_average
+            and attack_class.is_contained_in(parse_function_class(claim.function_class)))
+        for claim in config.claims
+        if (claim.divergence, claim.delta) == (record["divergence"], record["delta"]) and record["alpha"] in claim.alpha
+    ]
 
 
 def _number(value: float | None) -> float:

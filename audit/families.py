@@ -38,14 +38,13 @@ from typing import Any
 
 import numpy as np
 
+from attacks.vocabulary import DP, FAMILIES, GDP, ZCDP, Curve, Profile, Renyi, divergence_kind, parse_curve
 from audit.schema import Row
 from audit.theory.tradeoff import (
     gaussian_profile, gaussian_tradeoff, laplace_profile, laplace_tradeoff, profile_tradeoff, zcdp_renyi_bound, zcdp_tradeoff,
 )
 from audit.verdicts import summarize_claims
 
-FAMILIES = ("gdp", "zcdp", "profile")
-"""Curve claims' ``divergence`` names."""
 PROFILES = {"gaussian": gaussian_profile, "laplace": laplace_profile}
 """Named privacy profiles: name -> delta(epsilon, parameter)."""
 GRID = (0.0, 0.5, 1.0, 1.5, 2.0)
@@ -68,7 +67,7 @@ class Member:
 
     @property
     def label(self) -> str:
-        if self.divergence == "renyi":
+        if divergence_kind(self.divergence).has_order:
             return f"Renyi alpha={self.alpha:g} <= {self.epsilon:.4g}"
         return f"DP epsilon={self.epsilon:.4g}, delta={self.delta:.4g}"
 
@@ -95,7 +94,7 @@ class Family:
         """The family of a validated ``[[claims]]`` table (:mod:`audit.config` checks the fields first)."""
         divergence, profile = table["divergence"], table.get("profile")
         parameter = float(table.get("epsilon", math.nan))
-        if divergence == "zcdp":
+        if isinstance(parse_curve(divergence), ZCDP):
             orders = table.get("alpha", ORDERS)
             points = tuple(float(a) for a in (orders if isinstance(orders, list | tuple) else [orders]))
         elif "epsilons" in table:
@@ -105,40 +104,47 @@ class Family:
         deltas = tuple(float(d) for d in table.get("deltas", ()))
         return cls(divergence, table["function_class"], parameter, points, profile, deltas)
 
+    @property
+    def curve(self) -> Curve:
+        """The curve claim's type (:mod:`attacks.vocabulary`)."""
+        return parse_curve(self.divergence)
+
     def members(self) -> list[Member]:
         """The dp or renyi claims the family is audited as, in grid order."""
-        if self.divergence == "zcdp":
-            return [Member("renyi", zcdp_renyi_bound(self.parameter, a), alpha=a) for a in self.points]
-        return [Member("dp", e, delta=float(d)) for e, d in zip(self.points, self.member_deltas())]
+        if self.curve.member is Renyi:
+            return [Member(Renyi.name, zcdp_renyi_bound(self.parameter, a), alpha=a) for a in self.points]
+        return [Member(DP.name, e, delta=float(d)) for e, d in zip(self.points, self.member_deltas())]
 
     def member_deltas(self) -> np.ndarray:
         """delta(epsilon) at the grid's epsilons (gdp, profile)."""
         if self.deltas:
             return np.asarray(self.deltas)
-        law = "gaussian" if self.divergence == "gdp" else self.profile
+        law = "gaussian" if isinstance(self.curve, GDP) else self.profile
         return PROFILES[law](np.asarray(self.points), self.parameter)
 
     @property
     def label(self) -> str:
         """The claim in words, e.g. ``(all, 1-GDP)``."""
-        if self.divergence == "gdp":
-            text = f"mu={self.parameter:.4g} GDP"
-        elif self.divergence == "zcdp":
-            text = f"rho={self.parameter:.4g} zCDP"
-        elif self.profile:
-            text = f"{self.profile} privacy profile ({self.parameter:.4g})"
-        else:
-            text = f"privacy profile at {len(self.points)} points"
+        match self.curve:
+            case GDP():
+                text = f"mu={self.parameter:.4g} GDP"
+            case ZCDP():
+                text = f"rho={self.parameter:.4g} zCDP"
+            case Profile() if self.profile:
+                text = f"{self.profile} privacy profile ({self.parameter:.4g})"
+            case _:
+                text = f"privacy profile at {len(self.points)} points"
         return f"({self.function_class}, {text})"
 
     def tradeoff(self, a: np.ndarray) -> np.ndarray:
         """The trade-off function the claim implies: G_mu (gdp), the named law's curve or the sup of the table's
         f_{eps, delta} (profile, Dong, Roth and Su 2022, Prop. 2.12), the Renyi bounds' by data processing (zcdp,
         :func:`audit.theory.tradeoff.zcdp_tradeoff`)."""
-        if self.divergence == "gdp":
-            return gaussian_tradeoff(a, self.parameter)
-        if self.divergence == "zcdp":
-            return zcdp_tradeoff(a, self.parameter)
+        match self.curve:
+            case GDP():
+                return gaussian_tradeoff(a, self.parameter)
+            case ZCDP():
+                return zcdp_tradeoff(a, self.parameter)
         if self.profile == "gaussian":
             return gaussian_tradeoff(a, self.parameter)
         if self.profile == "laplace":

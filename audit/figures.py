@@ -30,6 +30,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from attacks.vocabulary import DP, ZCDP, divergence_kind  # noqa: E402
+
 VERDICT_COLOURS = {
     "violation": "tab:red",
     "unbounded": "tab:purple",
@@ -41,23 +43,17 @@ VERDICT_COLOURS = {
 CLAIM_COLOUR = "black"
 EXACT_COLOUR = "black"
 BOUND_COLOUR = "tab:blue"
-_DIVERGENCE_WORDS = {
-    "kl": "KL divergence",
-    "renyi": "Rényi divergence",
-    "ipm": "IPM (total variation of the class)",
-    "dp": "DP epsilon (log-ratio of an attack set)",
-}
 
 
 def figure_name(divergence: str, alpha: Any) -> str:
     """File stem of a group's figure: ``kl``, ``dp``, ``renyi_alpha4``."""
-    return f"{divergence}_alpha{format_number(alpha)}" if divergence == "renyi" else str(divergence)
+    return f"{divergence}_alpha{format_number(alpha)}" if divergence_kind(divergence).has_order else str(divergence)
 
 
 def divergence_title(divergence: str, alpha: Any = None) -> str:
-    """The divergence in words, e.g. ``"Rényi divergence of order 4"``."""
-    words = _DIVERGENCE_WORDS.get(divergence, str(divergence))
-    return f"{words} of order {format_number(alpha)}" if divergence == "renyi" else words
+    """The divergence in words (:attr:`attacks.vocabulary.Divergence.words`): ``"Rényi divergence of order 4"``."""
+    kind = divergence_kind(divergence)
+    return f"{kind.words} of order {format_number(alpha)}" if kind.has_order else kind.words
 
 
 _CLASS_WORDS = {
@@ -276,7 +272,8 @@ def write_evidence_figures(strongest: pd.DataFrame, figure_dir: pathlib.Path, *,
     """
     rows = strongest[strongest["held_out_scores"].map(_has_scores)]
     figures = {"witness": (rows, plot_witness_histograms, "Held-out scores of the winning witness, per claim")}
-    figures["roc"] = (rows[rows["divergence"].isin(["dp", "ipm"])], plot_roc, "ROC of the winning attack set, per claim")
+    attack_sets = rows["divergence"].map(lambda name: not divergence_kind(name).weighted).astype(bool)
+    figures["roc"] = (rows[attack_sets], plot_roc, "ROC of the winning attack set, per claim")
     paths = []
     for name, (members, plot, title) in figures.items():
         if len(members):
@@ -322,7 +319,7 @@ def plot_roc(rows: pd.DataFrame, title: str) -> matplotlib.figure.Figure:
         fpr, tpr, chosen = roc_points(row["held_out_scores"])
         for ax, scale in ((linear, "linear"), (log, "log")):
             grid = np.linspace(0.0, 1.0, 201) if scale == "linear" else np.logspace(-4, 0, 201)
-            if row["divergence"] == "dp" and np.isfinite(row["claim"]):
+            if divergence_kind(row["divergence"]) is DP and np.isfinite(row["claim"]):
                 epsilon = float(row["claim"])
                 bound = np.minimum(np.exp(epsilon) * grid, 1.0 - np.exp(-epsilon) * (1.0 - grid))
                 ax.fill_between(grid, 0.0, bound, color="tab:green", alpha=0.15,
@@ -409,7 +406,7 @@ def plot_tradeoff(panels: Sequence[Any], title: str) -> matplotlib.figure.Figure
         if panel.linear is not None:
             ax.plot(LEVELS, panel.linear, color="tab:gray", linestyle=":", linewidth=1.4,
                     label="exact, linear class (restricted)")
-        implied = " (its Renyi bounds on tests)" if panel.family.divergence == "zcdp" else ""
+        implied = " (its Renyi bounds on tests)" if isinstance(panel.family.curve, ZCDP) else ""
         ax.plot(LEVELS, panel.family.tradeoff(LEVELS), color=CLAIM_COLOUR, linestyle="--", linewidth=1.6,
                 label=f"claimed curve{implied}")
         for evidence, colour in zip(panel.classes, plt.rcParams["axes.prop_cycle"].by_key()["color"][1:]):

@@ -3,12 +3,21 @@
 The quantities of OAKL (Wang, Lei and Fienberg 2016; docs/theory.md
 section 8), each measured, not computed: averages over independent units
 (neighbouring pairs or datasets drawn from the mechanism's data distribution
-D) with a Student-t interval over the units.
+D) with the Student-t interval over units of :mod:`audit.on_average`
+(:class:`audit.on_average.OnAverageEstimate`).  Every mechanism call goes
+through the audit's sampler: forked children (or cluster jobs) within
+``run.sample_timeout`` seconds a chunk, ``run.n_jobs`` workers, seeded
+chunks, so the numbers do not depend on ``n_jobs`` or the backend and a
+failing or hanging mechanism ends the measurement with its pair's message
+(:class:`audit.errors.MechanismError`).
 
 * :func:`on_average_divergence`: E_{Z ~ D^n, z ~ D} of the restricted
   divergence between the outputs on Z and on Z with its first ``replaced``
-  records redrawn from D, each pair estimated by the audit's own estimator
-  (:func:`attacks.estimate.estimate_divergence`, held-out, coupled samples).
+  records redrawn from D.  The pairs go to the audit's engine
+  (:func:`audit.engine.run_engine`, policy ``every``: each pair's witness
+  trained on half its coupled outputs and confirmed on the other half), and
+  the per-pair estimates are averaged by
+  :func:`audit.on_average.average_over_pairs`, as an on-average claim's are.
   The per-pair estimates are independent, so their sample variance holds
   both sources of noise, the draw of the pair and the estimation within it;
   the t interval over pairs covers both.  Each pair's estimand is the
@@ -17,68 +26,44 @@ D) with a Student-t interval over the units.
 * :func:`generalization_gap`: gamma (E R(h) - E R_hat(h, Z)) for h ~ M(Z),
   the risk R on fresh records from D, averaged over datasets Z ~ D^n (OAKL
   Def. 3 in the tempered loss gamma l; OAKL Thm 4 equates it with the
-  on-average KL privacy).
+  on-average KL privacy); the datasets are drawn in seeded chunks of
+  :data:`audit.sampling.CHUNK_SIZE` by :class:`audit.sampling.ChunkSampler`.
 * :func:`small_group_check`: the on-average KL with k records replaced
   against k times the value with one (OAKL Lemma 6).
-
-Until the runner's on-average neighbour strategy is connected, pairs are
-drawn here by :func:`draw_neighbours` (a small local loop).
+* :func:`exact_on_average_kl`: theory, no sampling of outputs: the exact
+  per-pair KL (``mechanism.pair_kl``) averaged over pairs from D, as OAKL
+  section 6 computes it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any
 
+import joblib
 import numpy as np
 from scipy import stats
 
-from attacks.estimate import estimate_divergence
-from audit.mechanisms.base import sample_coupled
-from audit.neighbours import on_average_pairs
-from audit.on_average import average_over_pairs
+from audit.config import AuditConfig, RunSpec, load_config
+from audit.errors import MechanismError
+from audit.neighbours import NeighbourPair, on_average_pairs
+from audit.on_average import OnAverageEstimate, average_over_pairs
+from audit.plan import DIRECTIONS, task_seed
 
-
-@dataclass(frozen=True)
-class AverageEstimate:
-    """The mean of independent per-unit values with a Student-t confidence interval.
-
-    Attributes
-    ----------
-    values : numpy.ndarray
-        One value per unit (pair or dataset).
-    caveats : int
-        How many per-pair estimates carried an estimator caveat (kept in the mean).
-    """
-
-    values: np.ndarray
-    caveats: int = 0
-
-    @property
-    def mean(self) -> float:
-        return float(np.mean(self.values))
-
-    @property
-    def standard_error(self) -> float:
-        return average_over_pairs(self.values).std_error
-
-    @property
-    def n(self) -> int:
-        return int(self.values.size)
-
-    def confidence_interval(self, confidence: float = 0.95) -> tuple[float, float]:
-        """Two-sided Student-t interval mean +- t_{(1+confidence)/2, n-1} SE (:func:`audit.on_average.average_over_pairs`)."""
-        return average_over_pairs(self.values).confidence_interval(confidence)
+MEASURED_DIRECTION = DIRECTIONS[0]
+"""The engine attacks both directions of a pair; on-average KL privacy is KL(M(Z) || M(Z')), the first (P|Q)."""
 
 
 def difference_interval(
-    first: AverageEstimate, second: AverageEstimate, factor: float = 1.0, confidence: float = 0.95
+    first: OnAverageEstimate, second: OnAverageEstimate, factor: float = 1.0, confidence: float = 0.95
 ) -> tuple[float, float]:
     """Interval for mean(first) - factor mean(second) from independent estimates (normal approximation).
 
     SE = sqrt(SE_1^2 + factor^2 SE_2^2); z quantile at (1 + confidence) / 2.
     """
-    difference = first.mean - factor * second.mean
+    difference = first.estimate - factor * second.estimate
     half = stats.norm.ppf((1 + confidence) / 2) * np.hypot(first.standard_error, factor * second.standard_error)
     return difference - half, difference + half
 
@@ -89,42 +74,70 @@ def draw_neighbours(mechanism: Any, rng: np.random.Generator, replaced: int = 1)
     return pair
 
 
+def measurement_config(mechanism: Any, function_class: str, samples: int, run: RunSpec) -> AuditConfig:
+    """The audit config of an on-average measurement: the built-in ``mechanism``, a kl claim over
+    ``function_class`` (its epsilon, 0, is not judged: the measurement reports the estimate), ``samples``
+    coupled outputs per dataset split in half for training and confirming (policy ``every``), ``run`` as its
+    ``[run]`` table (seed, n_jobs, backend, sample_timeout)."""
+    return load_config({
+        "mechanism": {"name": mechanism.name, "params": dict(mechanism.params)},
+        "claims": [{"divergence": "kl", "function_class": function_class, "epsilon": 0.0}],
+        "attacks": {"n_samples": samples, "train_fraction": 0.5, "classes": [function_class], "coupled": True,
+                    "policy": "every"},
+        "run": dataclasses.asdict(run),
+    })
+
+
 def on_average_divergence(
-    mechanism: Any, n_pairs: int, *, replaced: int = 1, samples: int = 5000,
-    function_class: str = "linear", divergence: str = "kl", alpha: float | None = None, seed: int = 0,
-) -> AverageEstimate:
-    """Measured on-average restricted divergence over ``n_pairs`` pairs drawn from D.
+    mechanism: Any, n_pairs: int, *, replaced: int = 1, samples: int = 5000, function_class: str = "linear",
+    seed: int = 0, run: RunSpec = RunSpec(), progress: bool = False,
+) -> OnAverageEstimate:
+    """Measured on-average (``function_class``, KL) over ``n_pairs`` pairs drawn from D, through the audit's engine.
 
-    Per pair: ``samples`` outputs on Z and on Z' from clones of one generator
-    (:func:`audit.mechanisms.sample_coupled`; paired intervals when the
-    mechanism spent the same randomness on both), then
-    :func:`attacks.estimate.estimate_divergence`.  Seeds: pair j uses child j
-    of ``numpy.random.SeedSequence(seed)``, whatever else runs.
+    The pairs (:func:`audit.neighbours.on_average_pairs`, from the seed
+    ``task_seed(seed, "oakl|pairs")``) are audited by
+    :func:`audit.engine.run_engine` with :func:`measurement_config`
+    (``samples`` coupled outputs per dataset, ``run``'s n_jobs, backend and
+    sample_timeout, ``seed`` its seed); the P|Q estimates are averaged by
+    :func:`audit.on_average.average_over_pairs`, with a caveat counting the
+    pairs whose estimates carried one (kept in the mean).
+
+    Raises
+    ------
+    MechanismError
+        When the mechanism failed on a pair (an exception, its process
+        killed, or ``run.sample_timeout`` passed): the pair's message.
     """
-    values, caveats = [], 0
-    for child in np.random.SeedSequence(seed).spawn(n_pairs):
-        data_seed, output_seed, split_seed = child.spawn(3)
-        pair = draw_neighbours(mechanism, np.random.default_rng(data_seed), replaced)
-        (p, q), coupled = sample_coupled(mechanism, pair, samples, output_seed)
-        estimate = estimate_divergence(
-            p, q, function_class, divergence, alpha=alpha, coupled=coupled,
-            random_state=int(split_seed.generate_state(1)[0]),
-        )
-        values.append(estimate.estimate)
-        caveats += estimate.caveat is not None
-    return AverageEstimate(np.asarray(values, dtype=float), caveats)
+    from audit.engine import run_engine  # with the attacks (scikit-learn)
+    from audit.structure import fix_layout
+
+    config = measurement_config(mechanism, function_class, samples, dataclasses.replace(run, seed=seed))
+    rng = np.random.default_rng(task_seed(seed, "oakl|pairs"))
+    pairs = [NeighbourPair(f"p{index}", d, d_prime, distance=replaced) for index, (d, d_prime) in
+             enumerate(on_average_pairs(mechanism.sample_data, mechanism.records, n_pairs, rng, replaced))]
+    fix_layout(mechanism, [data for pair in pairs for data in (pair.d, pair.d_prime)],
+               task_seed(seed, "structure"), config.run.sample_timeout)
+    rows = run_engine(config, mechanism, pairs, progress=progress)
+    measured = [row for row in rows if row.direction == MEASURED_DIRECTION]
+    failed = [row.error for row in measured if row.error is not None]
+    if failed:
+        raise MechanismError(f"on-average measurement of {mechanism.name}: {failed[0]}")
+    found = [row.evidence for row in measured]
+    caveats = sum(estimate.caveat is not None for estimate in found)
+    return average_over_pairs([estimate.estimate for estimate in found],
+                              caveat=f"{caveats} of {len(found)} pairs' estimates are not trusted" if caveats else None)
 
 
-def exact_on_average_kl(mechanism: Any, n_pairs: int, *, replaced: int = 1, seed: int = 0) -> AverageEstimate:
+def exact_on_average_kl(mechanism: Any, n_pairs: int, *, replaced: int = 1, seed: int = 0) -> OnAverageEstimate:
     """Monte Carlo over pairs from D of the exact per-pair KL (``mechanism.pair_kl``), as OAKL section 6 does."""
     rng = np.random.default_rng(seed)
-    values = [mechanism.pair_kl(*draw_neighbours(mechanism, rng, replaced)) for _ in range(n_pairs)]
-    return AverageEstimate(np.asarray(values, dtype=float))
+    return average_over_pairs([mechanism.pair_kl(*draw_neighbours(mechanism, rng, replaced)) for _ in range(n_pairs)])
 
 
 def generalization_gap(
-    mechanism: Any, n_datasets: int, *, outputs: int = 10, fresh: int = 100, seed: int = 0
-) -> AverageEstimate:
+    mechanism: Any, n_datasets: int, *, outputs: int = 10, fresh: int = 100, seed: int = 0,
+    run: RunSpec = RunSpec(),
+) -> OnAverageEstimate:
     """Measured on-average generalization gap gamma (E R(h) - E R_hat(h, Z)) of a Gibbs mechanism.
 
     Per dataset Z ~ D^n: ``outputs`` draws h ~ M(Z) and ``fresh`` new
@@ -132,16 +145,50 @@ def generalization_gap(
     (mean loss on the fresh records - mean loss on Z) (OAKL Def. 3 with the
     tempered loss gamma l of Remark 2).  Its mean over datasets estimates the
     on-average generalization gap without bias; the t interval is over
-    datasets.
+    datasets.  The datasets are drawn in chunks of
+    :data:`audit.sampling.CHUNK_SIZE` (chunk k from
+    ``chunk_seed(seed, "gap", "pair", k)``), each in a child of the audit's
+    sampler (:class:`audit.sampling.ChunkSampler` with ``run``'s n_jobs,
+    backend and sample_timeout).
+
+    Raises
+    ------
+    MechanismError
+        When the mechanism failed or ran past ``run.sample_timeout`` on a chunk.
     """
-    rng = np.random.default_rng(seed)
-    values = np.empty(n_datasets)
-    for j in range(n_datasets):
-        dataset = mechanism.sample_data(mechanism.records, rng)
-        h = mechanism.sample(dataset, outputs, rng)[:, 0]
-        fresh_loss = mechanism.loss(h, mechanism.sample_data(fresh, rng)).mean()
-        values[j] = mechanism.temperature * (fresh_loss - mechanism.loss(h, dataset).mean())
-    return AverageEstimate(values)
+    from audit.parallel import backend
+    from audit.sampling import ChunkSampler
+
+    draw = functools.partial(_gap_chunk, mechanism, outputs=outputs, fresh=fresh, seed=seed)
+    datasets = NeighbourPair("gap", np.empty((0, 1)), np.empty((0, 1)))
+    with backend(run.backend, run.n_jobs):
+        sampler = ChunkSampler(draw, [datasets], n_datasets, True, max(joblib.effective_n_jobs(run.n_jobs), 1),
+                               run.sample_timeout, backend=run.backend)
+        try:
+            [(_, drawn)] = list(sampler)
+        finally:
+            sampler.close()
+    if isinstance(drawn, str):
+        raise MechanismError(f"generalization gap of {mechanism.name}: {drawn}")
+    return average_over_pairs(drawn.d[:, 0])
+
+
+def _gap_chunk(mechanism: Any, datasets: NeighbourPair, chunk: Any, *, outputs: int, fresh: int, seed: int):
+    """One chunk of :func:`generalization_gap`: ``chunk.size`` datasets' values as the chunk's samples on both
+    sides (the sampler's ``draw(pair, chunk)``), or the mechanism's error message."""
+    from audit.sampling import PairSamples, chunk_seed
+
+    rng = np.random.default_rng(chunk_seed(seed, datasets.name, "pair", chunk.index))
+    values = np.empty((chunk.size, 1))
+    try:
+        for j in range(chunk.size):
+            dataset = mechanism.sample_data(mechanism.records, rng)
+            h = mechanism.sample(dataset, outputs, rng)[:, 0]
+            fresh_loss = mechanism.loss(h, mechanism.sample_data(fresh, rng)).mean()
+            values[j] = mechanism.temperature * (fresh_loss - mechanism.loss(h, dataset).mean())
+    except (Exception, SystemExit) as error:  # the audited code's failure ends the measurement with its message
+        return f"mechanism {mechanism.name!r}: {' '.join(str(error).split())}"
+    return PairSamples(values, values, True)
 
 
 @dataclass(frozen=True)
@@ -153,7 +200,7 @@ class SmallGroupRow:
     """
 
     k: int
-    measured: AverageEstimate
+    measured: OnAverageEstimate
     expected: float
     interval: tuple[float, float]
     closed_form: float | None = None
@@ -165,28 +212,29 @@ class SmallGroupRow:
 
 def small_group_check(
     mechanism: Any, ks: tuple[int, ...] = (2, 3), *, n_pairs: int = 100, samples: int = 5000,
-    function_class: str = "linear", confidence: float = 0.95, seed: int = 0,
-) -> tuple[AverageEstimate, list[SmallGroupRow]]:
+    function_class: str = "linear", confidence: float = 0.95, seed: int = 0, run: RunSpec = RunSpec(),
+    progress: bool = False,
+) -> tuple[OnAverageEstimate, list[SmallGroupRow]]:
     """OAKL Lemma 6 measured: on-average KL with k replaced records is k times that with one.
 
     Returns the k = 1 estimate and one row per k in ``ks`` (each k >= 2).
-    Every k gets its own pairs (seed + k), so the estimates are independent
-    and :func:`difference_interval` applies.  ``closed_form`` is
+    Every k gets its own pairs and outputs (seed + k), so the estimates are
+    independent and :func:`difference_interval` applies.  ``closed_form`` is
     ``mechanism.on_average_kl(k)`` when the mechanism has it.
     """
     if any(k < 2 for k in ks):
         raise ValueError(f"ks must be group sizes >= 2 (k = 1 is the reference). Found {ks!r}.")
 
-    def measure(k: int) -> AverageEstimate:
-        return on_average_divergence(mechanism, n_pairs, replaced=k, samples=samples,
-                                     function_class=function_class, seed=seed + k)
+    def measure(k: int) -> OnAverageEstimate:
+        return on_average_divergence(mechanism, n_pairs, replaced=k, samples=samples, function_class=function_class,
+                                     seed=seed + k, run=run, progress=progress)
 
     base, closed = measure(1), getattr(mechanism, "on_average_kl", None)
     rows = []
     for k in ks:
         measured = measure(k)
         rows.append(SmallGroupRow(
-            k=k, measured=measured, expected=k * base.mean,
+            k=k, measured=measured, expected=k * base.estimate,
             interval=difference_interval(measured, base, factor=k, confidence=confidence),
             closed_form=closed(replaced=k) if closed is not None else None,
         ))

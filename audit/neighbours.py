@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from attacks.classes import parse_function_class
+from attacks.vocabulary import IPM, KL
 from audit.data_distributions import Sampler, check_distribution, make_sampler
 from audit.mechanisms import Mechanism
 from audit.validation import as_numbers
@@ -71,6 +72,8 @@ SPECIAL_VALUES = (
 integers beyond 2^53 and values beyond float32's range lose or change their value when cast."""
 FAILURE_CALLS = 5
 """Calls per dataset that count the failures of a candidate that fails on one dataset only."""
+SCREENING_DIVERGENCES = (KL.name, IPM.name)
+"""Divergences the screening attack of ``search`` may use (``neighbours.divergence``)."""
 
 
 @dataclass(frozen=True)
@@ -229,7 +232,7 @@ def check_spec(spec: Mapping[str, Any]) -> None:
     _count(spec, "candidates", 10 * count, 1, MAX_CANDIDATES, "random candidates screened by search")
     _count(spec, "screen_samples", 2000, 10, MAX_SCREEN_SAMPLES, "outputs per dataset of the screening attack")
     divergence = _option(spec, "divergence", "kl")
-    if divergence not in ("kl", "ipm"):
+    if divergence not in SCREENING_DIVERGENCES:
         raise ValueError(f"neighbours.divergence (of the screening attack) must be 'kl' or 'ipm'. Found {divergence!r}.")
     function_class = _option(spec, "function_class", "linear")
     try:
@@ -650,7 +653,7 @@ def screen_candidates(
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 10:
         raise ValueError(f"neighbours.screen_samples must be an integer >= 10. Found {n!r}.")
-    if divergence not in ("kl", "ipm"):
+    if divergence not in SCREENING_DIVERGENCES:
         raise ValueError(f"neighbours.divergence (of the screening attack) must be 'kl' or 'ipm'. Found {divergence!r}.")
     from attacks.estimate import estimate_divergence
 

@@ -8,7 +8,13 @@ as the number of records n grows (:func:`figure_table`); and checks OAKL Thm 4
 (on-average KL = on-average generalization gap for Gibbs mechanisms) and
 Lemma 6 (k replaced records cost k times one) with measured values and
 their intervals (docs/theory.md section 8).  Every measured number comes from
-the audit's estimator (:mod:`audit.generalization`); every closed form from
+the audit's engine and sampler (:mod:`audit.generalization`: pairs audited by
+:func:`audit.engine.run_engine`, averaged by :mod:`audit.on_average`; datasets
+of the generalization gap drawn by :class:`audit.sampling.ChunkSampler`), so
+``--n-jobs``, ``--backend`` and ``--sample-timeout`` act as in ``capaudit
+run``; the Monte Carlo of closed forms (exact per-pair KLs; OAKL's first
+example at each gamma, its outputs drawn from their Laplace law in numpy)
+calls no mechanism.  Every closed form from
 :mod:`audit.theory.gibbs` through the mechanisms of
 :mod:`audit.mechanisms.gibbs`.
 """
@@ -28,6 +34,8 @@ import pandas as pd  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from audit import generalization  # noqa: E402
+from audit.config import RunSpec, load_run  # noqa: E402
+from audit.on_average import OnAverageEstimate, average_over_pairs  # noqa: E402
 from audit.theory import gibbs as gibbs_theory  # noqa: E402
 from audit.mechanisms.gibbs import GaussianPosteriorMean, LaplaceTruncatedMean, LinearRegressionPosterior  # noqa: E402
 
@@ -70,7 +78,8 @@ THM4_CASES = (
 )
 
 
-def figure_table(budget: Budget, seed: int = 0) -> pd.DataFrame:
+def figure_table(budget: Budget, seed: int = 0, run: RunSpec = RunSpec(),
+                 progress: bool = False) -> pd.DataFrame:
     """OAKL Figure 2's quantities against n: closed-form worst case and on-average values, measured points.
 
     One row per (mechanism, n): the Gaussian posterior mean (gamma = 1,
@@ -84,10 +93,12 @@ def figure_table(budget: Budget, seed: int = 0) -> pd.DataFrame:
     for n in budget.records:
         for mechanism in (GaussianPosteriorMean(records=n), LaplaceTruncatedMean(records=n)):
             measured = generalization.on_average_divergence(
-                mechanism, budget.pairs, samples=budget.samples, function_class="linear", seed=seed + n
+                mechanism, budget.pairs, samples=budget.samples, function_class="linear", seed=seed + n, run=run,
+                progress=progress,
             )
             gibbs = isinstance(mechanism, GaussianPosteriorMean)
-            gap = generalization.generalization_gap(mechanism, budget.datasets, seed=seed + n) if gibbs else None
+            gap = (generalization.generalization_gap(mechanism, budget.datasets, seed=seed + n, run=run) if gibbs
+                   else None)
             rows.append({
                 "mechanism": mechanism.name,
                 "n": n,
@@ -102,7 +113,7 @@ def figure_table(budget: Budget, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def gamma_table(budget: Budget, seed: int = 0) -> pd.DataFrame:
+def gamma_table(budget: Budget, seed: int = 0, run: RunSpec = RunSpec()) -> pd.DataFrame:
     """OAKL Figure 2's curves against gamma: one row per (example, gamma), ``budget.datasets`` datasets each.
 
     As OAKL section 6 computes them: the on-average KL privacy is the exact
@@ -120,7 +131,7 @@ def gamma_table(budget: Budget, seed: int = 0) -> pd.DataFrame:
                      **_laplace_mean_point(gamma, means, rng)})
     for gamma in GAMMAS:
         rows.append({"example": "linear regression", "gamma": gamma, "DP epsilon (paper)": 64.0 * gamma,
-                     **_regression_point(gamma, budget.datasets, rng, seed)})
+                     **_regression_point(gamma, budget.datasets, rng, seed, run)})
     return pd.DataFrame(rows)
 
 
@@ -142,9 +153,9 @@ def _laplace_mean_point(gamma: float, means: np.ndarray, rng: np.random.Generato
     h = z + rng.laplace(0.0, 1.0 / gamma, z.size)
     fresh_loss = np.abs(fresh - h[:, None]).mean(axis=1)
     return {
-        **_interval_columns("on-average KL", generalization.AverageEstimate(_laplace_pair_kl(gamma * np.abs(z - replacing)))),
-        **_interval_columns("gamma x gap", generalization.AverageEstimate(gamma * (fresh_loss - np.abs(z - h)))),
-        **_interval_columns("excess risk", generalization.AverageEstimate(fresh_loss - np.abs(fresh).mean(axis=1))),
+        **_interval_columns("on-average KL", average_over_pairs(_laplace_pair_kl(gamma * np.abs(z - replacing)))),
+        **_interval_columns("gamma x gap", average_over_pairs(gamma * (fresh_loss - np.abs(z - h)))),
+        **_interval_columns("excess risk", average_over_pairs(fresh_loss - np.abs(fresh).mean(axis=1))),
     }
 
 
@@ -153,7 +164,8 @@ def _laplace_pair_kl(t: np.ndarray) -> np.ndarray:
     return t + np.expm1(-t)
 
 
-def _regression_point(gamma: float, datasets: int, rng: np.random.Generator, seed: int) -> dict:
+def _regression_point(gamma: float, datasets: int, rng: np.random.Generator, seed: int,
+                      run: RunSpec) -> dict:
     """OAKL's second example at one gamma: posterior sampling of the slope (x, e ~ U[-1, 1], y = x + e, slope 1).
 
     R(h) = E (y - x h)^2 = E x^2 (h - 1)^2 + E e^2, so the excess risk of
@@ -165,8 +177,8 @@ def _regression_point(gamma: float, datasets: int, rng: np.random.Generator, see
                                                        prior_scale=mechanism.prior_scale)
     return {
         **_interval_columns("on-average KL", generalization.exact_on_average_kl(mechanism, datasets, seed=seed)),
-        **_interval_columns("gamma x gap", generalization.generalization_gap(mechanism, datasets, seed=seed)),
-        **_interval_columns("excess risk", generalization.AverageEstimate(((mean - 1.0) ** 2 + variance) / 3.0)),
+        **_interval_columns("gamma x gap", generalization.generalization_gap(mechanism, datasets, seed=seed, run=run)),
+        **_interval_columns("excess risk", average_over_pairs(((mean - 1.0) ** 2 + variance) / 3.0)),
     }
 
 
@@ -192,7 +204,8 @@ def plot_oakl_figure2(table: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
     return path
 
 
-def thm4_table(budget: Budget, seed: int = 0) -> pd.DataFrame:
+def thm4_table(budget: Budget, seed: int = 0, run: RunSpec = RunSpec(),
+               progress: bool = False) -> pd.DataFrame:
     """OAKL Thm 4 measured: on-average KL^H against gamma times the generalization gap on fresh data.
 
     ``closed form``: :func:`audit.theory.gibbs.gaussian_mean_on_average_kl`
@@ -205,14 +218,15 @@ def thm4_table(budget: Budget, seed: int = 0) -> pd.DataFrame:
     rows = []
     for mechanism, function_class in THM4_CASES:
         measured = generalization.on_average_divergence(
-            mechanism, budget.pairs, samples=budget.samples, function_class=function_class, seed=seed
+            mechanism, budget.pairs, samples=budget.samples, function_class=function_class, seed=seed, run=run,
+            progress=progress,
         )
-        gap = generalization.generalization_gap(mechanism, budget.datasets, seed=seed)
+        gap = generalization.generalization_gap(mechanism, budget.datasets, seed=seed, run=run)
         low, high = generalization.difference_interval(measured, gap, confidence=CONFIDENCE)
         if isinstance(mechanism, GaussianPosteriorMean):
             closed, source = mechanism.on_average_kl(), "closed form"
         else:
-            closed = generalization.exact_on_average_kl(mechanism, budget.exact_pairs, seed=seed).mean
+            closed = generalization.exact_on_average_kl(mechanism, budget.exact_pairs, seed=seed).estimate
             source = f"exact KL, mean over {budget.exact_pairs} pairs"
         rows.append({
             "mechanism": mechanism.name,
@@ -229,7 +243,8 @@ def thm4_table(budget: Budget, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def small_group_table(budget: Budget, seed: int = 0) -> pd.DataFrame:
+def small_group_table(budget: Budget, seed: int = 0, run: RunSpec = RunSpec(),
+                      progress: bool = False) -> pd.DataFrame:
     """OAKL Lemma 6 measured on the Gaussian posterior mean (n = 20): k = 2, 3 against k times k = 1.
 
     n = 20 keeps the per-pair KLs of k = 3 mostly below 0.5, where the
@@ -238,9 +253,10 @@ def small_group_table(budget: Budget, seed: int = 0) -> pd.DataFrame:
     """
     mechanism = GaussianPosteriorMean(records=20)
     base, group_rows = generalization.small_group_check(
-        mechanism, (2, 3), n_pairs=budget.pairs, samples=budget.samples, confidence=CONFIDENCE, seed=seed
+        mechanism, (2, 3), n_pairs=budget.pairs, samples=budget.samples, confidence=CONFIDENCE, seed=seed, run=run,
+        progress=progress,
     )
-    rows = [{"k": 1, **_interval_columns("measured (lin, KL)", base), "k x measured(k = 1)": base.mean,
+    rows = [{"k": 1, **_interval_columns("measured (lin, KL)", base), "k x measured(k = 1)": base.estimate,
              "closed form k epsilon": mechanism.on_average_kl(1), "difference": "", "within interval": ""}]
     for row in group_rows:
         rows.append({
@@ -288,14 +304,21 @@ def plot_n_figure(table: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
     return path
 
 
-def write_oakl_report(out_dir: str | pathlib.Path, *, quick: bool = False, seed: int = 0) -> pathlib.Path:
+def write_oakl_report(out_dir: str | pathlib.Path, *, quick: bool = False, seed: int = 0,
+                      run: RunSpec = RunSpec(), progress: bool = False) -> pathlib.Path:
     """Compute the four tables, draw the figures, write ``report.md``, ``figure2.png`` (OAKL's) and
-    ``figure_n.png``; return the report's path."""
+    ``figure_n.png``; return the report's path.
+
+    ``run``: every measurement's sampling (``n_jobs``, ``backend``,
+    ``sample_timeout``; :mod:`audit.generalization`; its seed is not read:
+    ``seed`` names every draw); ``progress``:
+    the engine's progress bar on stderr for each on-average measurement.
+    """
     budget = QUICK if quick else FULL
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    gammas, figure = gamma_table(budget, seed), figure_table(budget, seed)
-    thm4, group = thm4_table(budget, seed), small_group_table(budget, seed)
+    gammas, figure = gamma_table(budget, seed, run), figure_table(budget, seed, run, progress)
+    thm4, group = thm4_table(budget, seed, run, progress), small_group_table(budget, seed, run, progress)
     plot_oakl_figure2(gammas, out / "figure2.png")
     plot_n_figure(figure, out / "figure_n.png")
     report = out / "report.md"
@@ -304,15 +327,18 @@ def write_oakl_report(out_dir: str | pathlib.Path, *, quick: bool = False, seed:
 
 
 def oakl_command(args: argparse.Namespace) -> int:
-    """Run ``capaudit oakl``: write the report to ``--out`` and print its path; exit 0."""
-    report = write_oakl_report(args.out, quick=args.quick, seed=args.seed)
+    """Run ``capaudit oakl``: write the report to ``--out`` and print its path; exit 0 (a mechanism that fails or
+    runs past ``--sample-timeout`` raises :class:`audit.errors.MechanismError`: exit 2)."""
+    run = {"n_jobs": args.n_jobs, "backend": args.backend, "sample_timeout": args.sample_timeout}
+    report = write_oakl_report(args.out, quick=args.quick, seed=args.seed, progress=not args.quiet,
+                               run=load_run({key: value for key, value in run.items() if value is not None}))
     print(f"report: {report}")
     return 0
 
 
-def _interval_columns(name: str, estimate: generalization.AverageEstimate) -> dict:
+def _interval_columns(name: str, estimate: OnAverageEstimate) -> dict:
     low, high = estimate.confidence_interval(CONFIDENCE)
-    return {name: estimate.mean, f"{name} low": low, f"{name} high": high}
+    return {name: estimate.estimate, f"{name} low": low, f"{name} high": high}
 
 
 def _points(ax, x: np.ndarray, rows: pd.DataFrame, column: str, color: str, marker: str, label: str,
@@ -336,8 +362,9 @@ def _markdown(gammas: pd.DataFrame, figure: pd.DataFrame, thm4: pd.DataFrame, gr
         "# On-average KL privacy of posterior sampling (OAKL)",
         "",
         f"Generated by `{command}`. Measured values: the mean over {budget.pairs} neighbouring pairs "
-        f"(Z ~ D^n, its first record(s) redrawn from D) of `estimate_divergence` on {budget.samples} coupled "
-        f"outputs per dataset, with a 95% Student-t interval over pairs (it holds both the spread of the pairs "
+        f"(Z ~ D^n, its first record(s) redrawn from D) of the audit engine's per-pair estimate (policy every: a "
+        f"witness trained on half of {budget.samples} coupled outputs per dataset, confirmed on the other half), "
+        f"with a 95% Student-t interval over pairs (it holds both the spread of the pairs "
         f"and the estimation noise within each); each estimate is a held-out lower bound on its pair's KL^H. "
         f"Generalization gaps: {budget.datasets} datasets, 10 outputs and 100 fresh records each. "
         "D: N(0, 1) truncated to [-2, 2] for the means; x, e ~ U[-1, 1], y = x + e for the regression. "

@@ -35,18 +35,21 @@ confidence.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
+from attacks.vocabulary import KL, Renyi
+from audit.schema import Row
+
 MIN_PAIRS = 2
 """Fewest pairs of an on-average claim: a variance over pairs needs two."""
 PAIR = "average"
 """The ``pair`` of an aggregate row (pairs are otherwise named ``p0``, ``p1``, ...)."""
-DIVERGENCES = ("kl", "renyi")
+DIVERGENCES = (KL.name, Renyi.name)
 """The divergences an on-average claim may state (OAKL defines KL; Renyi is its order-alpha sibling)."""
 
 
@@ -54,14 +57,13 @@ DIVERGENCES = ("kl", "renyi")
 class OnAverageEstimate:
     """The mean over pairs of per-pair estimates, with a t interval over pairs (module docstring).
 
-    Implements what :mod:`audit.verdicts` needs of evidence: ``estimate``,
-    ``caveat``, :meth:`p_value` and :meth:`confidence_interval`.
+    Evidence (:class:`attacks.evidence.Evidence`) for :mod:`audit.verdicts`.
 
     Attributes
     ----------
     estimate : float
         Mean of the per-pair estimates.
-    std_error : float
+    standard_error : float
         Sample standard deviation of the per-pair estimates / sqrt(n_pairs).
     n_pairs : int
     worst_case : float
@@ -73,27 +75,31 @@ class OnAverageEstimate:
     """
 
     estimate: float
-    std_error: float
+    standard_error: float
     n_pairs: int
     worst_case: float
     worst_case_low: float = math.nan
     caveat: str | None = None
 
-    def lower_bound(self, level: float) -> float:
+    def lower_bound(self, level: float = 0.95) -> float:
         """One-sided lower confidence bound at confidence ``level``: mean - t_{K-1}(level) SE."""
-        return self.estimate - float(stats.t.ppf(level, self.n_pairs - 1)) * self.std_error
+        return self.estimate - float(stats.t.ppf(level, self.n_pairs - 1)) * self.standard_error
 
     def confidence_interval(self, confidence: float = 0.95) -> tuple[float, float]:
         """Equal-tailed Student-t interval over pairs at ``confidence``."""
-        half = float(stats.t.ppf(0.5 + confidence / 2.0, self.n_pairs - 1)) * self.std_error
+        half = float(stats.t.ppf(0.5 + confidence / 2.0, self.n_pairs - 1)) * self.standard_error
         return self.estimate - half, self.estimate + half
 
     def p_value(self, claim: float) -> float:
         """One-sided t-test p-value of H0: the mean over the pair distribution <= ``claim``."""
         excess = self.estimate - claim
-        if self.std_error == 0.0:  # every pair gave the same estimate
+        if self.standard_error == 0.0:  # every pair gave the same estimate
             return 0.0 if excess > 0 else 1.0
-        return float(stats.t.sf(excess / self.std_error, self.n_pairs - 1))
+        return float(stats.t.sf(excess / self.standard_error, self.n_pairs - 1))
+
+    def to_record(self) -> dict[str, Any]:
+        """Plain JSON values: every field (``kind = "on_average"``)."""
+        return dict(kind="on_average", **asdict(self))
 
 
 def average_over_pairs(
@@ -122,7 +128,7 @@ def average_over_pairs(
     lows = np.asarray([] if lower_bounds is None else lower_bounds, dtype=float)
     return OnAverageEstimate(
         estimate=float(values.mean()),
-        std_error=float(values.std(ddof=1) / math.sqrt(values.size)),
+        standard_error=float(values.std(ddof=1) / math.sqrt(values.size)),
         n_pairs=int(values.size),
         worst_case=float(values.max()),
         worst_case_low=float(np.max(lows)) if lows.size else math.nan,
@@ -135,70 +141,57 @@ def worst_case_level(confidence: float, n_pairs: int) -> float:
     return 1.0 - (1.0 - confidence) / n_pairs
 
 
-def aggregate_rows(
-    rows: Sequence[Mapping[str, Any]], evidence: Mapping[str, Any], confidence: float
-) -> tuple[list[dict[str, Any]], dict[str, OnAverageEstimate]]:
-    """One aggregate row per (on-average claim, attack class, direction, alpha) and its evidence.
+def aggregate_rows(rows: Sequence[Row], confidence: float) -> list[Row]:
+    """One aggregate row per (on-average claim, attack class, direction, alpha), carrying its evidence.
 
     Parameters
     ----------
-    rows : sequence of mapping
+    rows : sequence of Row
         Results rows before verdicts; those with ``on_average`` true are the
-        per-pair rows of on-average claims (``refutes_claim`` false).
-    evidence : mapping
-        Task id -> the per-pair estimate (``estimate``, ``lower_bound``,
-        ``caveat``), None for a failed task.
+        per-pair rows of on-average claims (``refutes_claim`` false), each
+        with its per-pair estimate (``evidence``: ``estimate``,
+        ``lower_bound``, ``caveat``; None for a failed task).
     confidence : float
         The audit's confidence (worst-case Bonferroni level).
 
     Returns
     -------
-    rows : list of dict
+    list of Row
         Aggregate rows: ``pair`` = :data:`PAIR`, ``estimate`` the mean,
         ``refutes_claim`` the attack class contained in the claim's,
         ``pairs_averaged``, ``worst_case``, ``worst_case_low``; a
-        ``task`` id ``average|<direction>|<class>|<divergence>|<alpha>|<claim>``.
-    evidence : dict
-        Their task id -> :class:`OnAverageEstimate`; a caveat (the row is
+        ``task`` id ``average|<direction>|<class>|<divergence>|<alpha>|<claim>``;
+        ``evidence`` their :class:`OnAverageEstimate`, with a caveat (the row is
         then inconclusive) when a pair failed, was untrusted or infinite.
     """
     from attacks.classes import parse_function_class
 
-    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    groups: dict[tuple, list[Row]] = {}
     for row in rows:
-        if row.get("on_average") and row["pair"] != PAIR:
-            key = (row["direction"], row["function_class"], row["divergence"], _alpha_text(row["alpha"]),
-                   float(row["claim"]), row["claim_class"])
+        if row.on_average and row.pair != PAIR:
+            key = (row.direction, row.function_class, row.divergence, _alpha_text(row.alpha), float(row.claim),
+                   row.claim_class)
             groups.setdefault(key, []).append(row)
-    new_rows, new_evidence = [], {}
+    aggregates = []
     for (direction, attack_class, divergence, alpha, claim, claim_class), members in groups.items():
-        task = f"{PAIR}|{direction}|{attack_class}|{divergence}|{alpha}|{claim:g}|{claim_class}"
-        pair_evidence = [evidence.get(member["task"]) for member in members]
-        new_evidence[task] = _aggregate(pair_evidence, confidence)
+        evidence = _aggregate([member.evidence for member in members], confidence)
         first = members[0]
-        new_rows.append({
-            **{key: first[key] for key in ("direction", "function_class", "divergence", "alpha", "n_samples",
-                                           "claim", "claim_class")},
-            "pair": PAIR,
-            "estimate": new_evidence[task].estimate,
-            "ci_low": math.nan, "ci_high": math.nan,
-            "refutes_claim": parse_function_class(attack_class).is_contained_in(parse_function_class(claim_class)),
-            "theory_bound": math.nan, "exact": math.nan, "verdict": None,
-            "note": f"mean over {len(members)} iid pairs (t interval over pairs)",
-            "p_adjusted": math.nan, "detectable_excess": math.nan,
-            "task": task, "error": None, "resumed": False, "unbounded": False,
-            "on_average": True,
-            "pairs_averaged": len(members),
-            "worst_case": new_evidence[task].worst_case,
-            "worst_case_low": new_evidence[task].worst_case_low,
-        })
-    return new_rows, new_evidence
+        aggregates.append(Row(
+            pair=PAIR, direction=direction, function_class=attack_class, divergence=divergence, alpha=first.alpha,
+            estimate=evidence.estimate, n_samples=first.n_samples, claim=first.claim, claim_class=claim_class,
+            refutes_claim=parse_function_class(attack_class).is_contained_in(parse_function_class(claim_class)),
+            note=f"mean over {len(members)} iid pairs (t interval over pairs)",
+            task=f"{PAIR}|{direction}|{attack_class}|{divergence}|{alpha}|{claim:g}|{claim_class}",
+            on_average=True, pairs_averaged=len(members), worst_case=evidence.worst_case,
+            worst_case_low=evidence.worst_case_low, evidence=evidence,
+        ))
+    return aggregates
 
 
 def _aggregate(pair_evidence: Sequence[Any], confidence: float) -> OnAverageEstimate:
     """:func:`average_over_pairs` of the pairs that ran; a caveat naming what was left out."""
     ran = [e for e in pair_evidence if e is not None and math.isfinite(float(e.estimate))]
-    trusted = [e for e in ran if not getattr(e, "caveat", None)]
+    trusted = [e for e in ran if not e.caveat]
     reasons = []
     if len(ran) < len(pair_evidence):
         reasons.append(f"{len(pair_evidence) - len(ran)} of {len(pair_evidence)} pairs failed or were infinite")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import joblib
 from tqdm import tqdm
 
-from audit.import_path import safe_worker_path
+from audit.import_path import import_frozen, safe_worker_path
 
 
 def progress_bar(total: int, initial: int, enabled: bool) -> tqdm:
@@ -39,8 +40,37 @@ def backend(name: str, n_jobs: int) -> Iterator[None]:
     Workers started meanwhile do not put their current directory on
     ``sys.path`` (:func:`audit.import_path.safe_worker_path`).
     """
-    with safe_worker_path(), cluster(name, joblib.effective_n_jobs(n_jobs)), joblib.parallel_config(backend=name):
+    with safe_worker_path(), cluster(name, joblib.effective_n_jobs(n_jobs)), joblib.parallel_config(backend=name), \
+            _started(name, n_jobs):
         yield
+
+
+@contextmanager
+def _started(name: str, n_jobs: int) -> Iterator[None]:
+    """loky: start the workers now, each importing the attacks, while this process goes on (structure pilot,
+    memory check, the first samples): a worker's start costs about a second of imports (scikit-learn), which
+    the first attacks would otherwise wait for."""
+    workers = joblib.effective_n_jobs(n_jobs)
+    if name != "loky" or workers <= 1:
+        yield
+        return
+    starter = threading.Thread(target=_start_workers, args=(n_jobs, workers), daemon=True)
+    starter.start()
+    try:
+        yield
+    finally:
+        starter.join()
+
+
+def _start_workers(n_jobs: int, workers: int) -> None:
+    try:
+        joblib.Parallel(n_jobs=n_jobs, backend="loky")(joblib.delayed(_import_attacks)() for _ in range(workers))
+    except Exception:  # noqa: BLE001 - the attacks' own jobs report what fails
+        pass
+
+
+def _import_attacks() -> None:
+    import_frozen(("attacks.staged",))
 
 
 @contextmanager

@@ -10,13 +10,11 @@ figures; the claims and report.md read its rows typed
 outputs per dataset off the rows rather than off the config as written
 (where a default leaves them out).
 
-JSON has no infinity and no NaN. In results.json a missing number (NaN) is
-written as ``null`` and an infinite one as the string ``"inf"`` (or
-``"-inf"``), so that the estimate of an "unbounded" row still reads as
-infinite instead of vanishing into ``null``; :func:`load_results` turns those
-strings back into floats.
+results.json and results.csv are written by :func:`audit.results_file.write_results`,
+which converts the numbers JSON cannot hold (NaN -> null, +-inf -> "inf" / "-inf")
+and which :func:`audit.results_file.load_results` reads back.
 
-results.json carries a ``schema_version`` (:data:`SCHEMA_VERSION`; fields in
+results.json carries a ``schema_version`` (:data:`audit.results_file.SCHEMA_VERSION`; fields in
 docs/results.md, JSON Schema in docs/schema/results.schema.json). report.md is
 GitHub-flavoured markdown: every ``|`` inside a table cell is escaped, so the
 direction ``P|Q`` stays one cell.
@@ -31,7 +29,6 @@ and report.md shows it right after the verdict.
 from __future__ import annotations
 
 import collections
-import json
 import math
 import pathlib
 import re
@@ -41,19 +38,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from attacks.vocabulary import divergence_kind
 from audit.figures import mechanism_label, row_label, write_evidence_figures, write_figures, write_tradeoff_figure
 from audit.html_report import write_html_report
 from audit.provenance import NOT_REPRODUCIBLE
+from audit.results_file import SCHEMA_VERSION, json_value, write_results
 from audit.theory.check import failures
 
-from audit.schema import NUMERIC_COLUMNS, ROW_COLUMNS, STAGE_SIZE_COLUMNS, VERDICT_COLUMNS, Row, column_order  # noqa: E402
+from audit.schema import ROW_COLUMNS, STAGE_SIZE_COLUMNS, Row, column_order  # noqa: E402
 from audit.verdicts import POWER  # noqa: E402
 from audit.families import claim_summaries  # noqa: E402
 from audit.tradeoff_report import LEVELS as TRADEOFF_LEVELS, Panel, tradeoff_panels  # noqa: E402
 from audit.config import AttackSpec  # noqa: E402
-
-SCHEMA_VERSION = "1.0"
-"""Version of results.json's layout: the minor part grows with added fields, the major with changed ones."""
 
 VERDICTS = ("pass", "violation", "inconclusive", "error")
 ROW_VERDICTS = ("violation", "unbounded", "inconclusive", "pass", "info")
@@ -138,8 +134,7 @@ def write_audit_report(
     out_dir = pathlib.Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
     table = table[column_order(table.columns)].reset_index(drop=True)
-    records = table.to_dict(orient="records")
-    rows = [Row.from_record(record) for record in records]
+    rows = [Row.from_record(record) for record in table.to_dict(orient="records")]
     claims = claim_summaries(rows, config)
     strongest = [_strongest_row(rows, claim) for claim in claims]
     confidence = float((config.get("attacks") or {}).get("confidence", 0.95))
@@ -157,11 +152,7 @@ def write_audit_report(
         **({"checks": [dict(check) for check in checks]} if checks else {}),  # only configs with [[checks]]
         **({"search": [dict(entry) for entry in search]} if search else {}),  # only strategy = "search"
     }
-    document = {**meta, "rows": [_json_row(row) for row in records]}
-    # default=str: TOML dates and the like in the config are written as text.
-    text = json.dumps(json_value(document), indent=2, allow_nan=False, default=str)
-    (out_dir / "results.json").write_text(text + "\n")
-    table.drop(columns=["held_out_scores"], errors="ignore").to_csv(out_dir / "results.csv", index=False)
+    write_results(out_dir, meta, table)
     figures = write_figures(table, out_dir / "figures", mechanism=mechanism_label(config))
     shown = [rows.index(row) for row in strongest if row is not None]  # the rows the Claims table names
     if "held_out_scores" in table.columns and shown:  # a config of checks only has no rows
@@ -233,62 +224,10 @@ def _same_number(a: Any, b: Any) -> bool:
     return all(missing) or (not any(missing) and a == b)
 
 
-def load_results(path: str | pathlib.Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Read a results.json back into ``(table, meta)``.
-
-    Parameters
-    ----------
-    path : str or Path
-        A results.json file, or the directory holding one.
-
-    Returns
-    -------
-    table : pandas.DataFrame
-        One row per results row, schema columns first; ``null`` numbers are
-        NaN and ``"inf"`` strings are infinite floats again.
-    meta : dict
-        ``schema_version``, ``verdict``, ``seed``, ``seconds``, ``versions``,
-        ``config``, ``audited``, ``pairs``, ``claims`` and ``theory`` (results
-        written before schema version 1.0 lack the first and the last three,
-        those before the theory check ``theory``).
-    """
-    path = pathlib.Path(path)
-    if path.is_dir():
-        path = path / "results.json"
-    document = json.loads(path.read_text())
-    rows = document.pop("rows")
-    table = pd.DataFrame(rows, columns=column_order(rows[0].keys() if rows else ROW_COLUMNS))
-    for column in NUMERIC_COLUMNS + tuple(c for c in VERDICT_COLUMNS if c in table.columns):
-        table[column] = pd.to_numeric(table[column].replace({"inf": math.inf, "-inf": -math.inf}), errors="raise")
-    return table, document
-
-
 def _by_importance(rows: Sequence[Row]) -> list[Row]:
     """Rows in the order of :data:`ROW_VERDICTS` (violations first), stable within a verdict."""
     rank = {verdict: i for i, verdict in enumerate(ROW_VERDICTS)}
     return sorted(rows, key=lambda row: rank.get(row.verdict, len(ROW_VERDICTS)))
-
-
-def _json_row(row: dict[str, Any]) -> dict[str, Any]:
-    return {key: json_value(value) for key, value in row.items()}
-
-
-def json_value(value: Any) -> Any:
-    """NaN and None -> null, +-inf -> "inf"/"-inf", numpy scalars -> Python scalars."""
-    if isinstance(value, Mapping):
-        return {str(key): json_value(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_value(item) for item in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float):
-        if math.isnan(value):
-            return None
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-    if value is pd.NA or value is pd.NaT:
-        return None
-    return value
 
 
 # --- report.md -------------------------------------------------------------
@@ -753,13 +692,13 @@ def _claim_title(divergence: str, claim_class: Any, claim: Any, on_average: bool
 
 
 def _claim_label(divergence: str, claim_class: Any, claim: Any, alpha: Any = None) -> str:
-    label = {"kl": "KL", "renyi": "Renyi", "ipm": "IPM", "dp": "DP epsilon"}.get(divergence, str(divergence))
-    order = f" alpha={_number(alpha)}" if divergence == "renyi" and alpha is not None and not pd.isna(alpha) else ""
-    return f"({claim_class}, {label}{order}) <= {_number(claim)}"
+    kind = divergence_kind(divergence)
+    order = f" alpha={_number(alpha)}" if kind.has_order and alpha is not None and not pd.isna(alpha) else ""
+    return f"({claim_class}, {kind.label}{order}) <= {_number(claim)}"
 
 
 def _divergence_label(divergence: str, alpha: Any) -> str:
-    return f"renyi, alpha={_number(alpha)}" if divergence == "renyi" else str(divergence)
+    return f"{divergence}, alpha={_number(alpha)}" if divergence_kind(divergence).has_order else str(divergence)
 
 
 def _with_interval(row: Row) -> str:

@@ -39,21 +39,17 @@ from __future__ import annotations
 
 import collections
 import functools
-import multiprocessing
 import multiprocessing.connection
 import os
-import signal
 import sys
-import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from audit.isolation import FORK, Child, fork
 from audit.neighbours import NeighbourPair
 from audit.plan import task_seed
 
@@ -63,8 +59,6 @@ COUPLING_REFUSED = (
     "coupled sampling refused: the mechanism spends different randomness on d and d'; independent samples used"
 )
 """The note on the rows of a pair whose samples could not be coupled."""
-_FORK = sys.platform.startswith("linux")
-"""Whether chunks are drawn in forked child processes; elsewhere (Windows, macOS) in this process, without a timeout."""
 
 
 @dataclass(frozen=True)
@@ -318,7 +312,7 @@ class ChunkSampler:
 
     def advance(self, block: bool = False) -> None:
         """Start chunks on free workers and collect the finished ones; ``block``: wait for at least one."""
-        if not _FORK and isinstance(self.pool, _ForkPool):  # Windows, macOS: in this process, without a timeout
+        if not FORK and isinstance(self.pool, _ForkPool):  # Windows, macOS: in this process, without a timeout
             if block and (draws := self._next()) is not None:
                 chunk = draws.next_chunk()
                 self._finish_chunk(draws, chunk, self.draw(draws.pair, chunk))
@@ -438,6 +432,8 @@ class _ClusterPool:
     def __init__(self, backend: str, draw: Callable, timeout: float):
         self.backend, self.timeout = backend, timeout
         self.payload = _pickle_draw(draw)
+        self.collected: set[Any] = set()
+        """Jobs whose result came back and which the sampler has not released yet."""
         if backend == "dask":
             from distributed import get_client
 
@@ -471,6 +467,7 @@ class _ClusterPool:
             done, _ = self.ray.wait(jobs, num_returns=1, timeout=_WAIT if block else 0)
         for job in jobs:
             if job in done:
+                self.collected.add(job)
                 yield job, self._result(job, running[job][0].pair)
 
     def _result(self, job: Any, pair: NeighbourPair) -> PairSamples | str:
@@ -482,8 +479,12 @@ class _ClusterPool:
 
     def stop(self, job: Any) -> None:
         """Drop a job's result.  A running ray task is interrupted (and kills its child); a running dask task
-        ends at its own timeout (:func:`_cluster_job`), as dask cannot interrupt it."""
-        if self.backend == "dask":
+        ends at its own timeout (:func:`_cluster_job`), as dask cannot interrupt it.  A job whose result came
+        back is not cancelled: ray ends the audit's process when a task it still completes was cancelled
+        (``Check failed: ... Tried to complete task that was not pending``, exit code 1)."""
+        if job in self.collected:
+            self.collected.remove(job)
+        elif self.backend == "dask":
             job.cancel()
         else:
             self.ray.cancel(job)  # not force=True: killing the worker would leave its child running
@@ -535,7 +536,7 @@ def _cluster_job(payload: bytes, pair: NeighbourPair, chunk: Chunk, timeout: flo
     import pickle
 
     draw = pickle.loads(payload)
-    if not _FORK:
+    if not FORK:
         return _draw_one(draw, pair, chunk)
     receiver, process = _spawn(draw, pair, [chunk])
     try:
@@ -556,75 +557,18 @@ def _draw_one(draw: Callable, pair: NeighbourPair, chunk: Chunk) -> PairSamples 
         return f"sampling pair {pair.name} failed: {one_line(error)}"
 
 
-def _spawn(draw: Callable, pair: NeighbourPair, batch: list[Chunk]) -> tuple[Any, _Forked]:
-    """Fork a child that sends ``draw(pair, chunk)`` for each chunk of the batch in turn, and exits.
+def _spawn(draw: Callable, pair: NeighbourPair, batch: list[Chunk]) -> tuple[Any, Child]:
+    """Fork a child (:func:`audit.isolation.fork`) that sends ``draw(pair, chunk)`` for each chunk of the batch in
+    turn, and exits after the first error message (or the message of what ``draw`` raised)."""
 
-    It stops after the first error message (or the message of what ``draw``
-    raised).  ``os.fork`` rather than a ``multiprocessing.Process``: a dask
-    worker is a daemonic process, which ``multiprocessing`` forbids children.
-    """
-    parent = os.getpid()
-    with _FORK_LOCK:  # no other thread's child inherits this sender: a dead child's pipe reads EOF at once
-        receiver, sender = multiprocessing.Pipe(duplex=False)
-        with warnings.catch_warnings():  # forking a process with threads: the child only runs the mechanism
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-        if pid == 0:
-            receiver.close()
-            _die_with(parent)
-            _child(sender, draw, pair, batch)
-        sender.close()
-    return receiver, _Forked(pid)
-
-
-_FORK_LOCK = threading.Lock()
-"""Held from a child's pipe to its fork: samplers may run in several threads (the staged search draws its pairs together)."""
-
-
-def _die_with(parent: int) -> None:
-    """Linux: end this child when its parent ends (the audit killed with kill -9, a cluster worker gone), so that a
-    hung mechanism does not outlive the audit (``prctl(PR_SET_PDEATHSIG, SIGKILL)``)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # no prctl: the child may outlive a killed parent
-        return
-    if os.getppid() != parent:  # the parent ended before the request
-        os._exit(1)
-
-
-class _Forked:
-    """A forked child: kill it, wait for it, read its exit code (negative: the signal that ended it)."""
-
-    def __init__(self, pid: int):
-        self.pid, self.exitcode = pid, None
-
-    def is_alive(self) -> bool:
-        if self.exitcode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.exitcode = os.waitstatus_to_exitcode(status)
-        return self.exitcode is None
-
-    def kill(self) -> None:
-        if self.is_alive():
-            os.kill(self.pid, signal.SIGKILL)
-
-    def join(self) -> None:
-        if self.exitcode is None:
-            self.exitcode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
-
-
-def _child(sender: Any, draw: Callable, pair: NeighbourPair, batch: list[Chunk]) -> None:
-    try:
+    def work(send: Callable[[Any], None]) -> None:
         for chunk in batch:
             result = _draw_one(draw, pair, chunk)
-            sender.send(result)
+            send(result)
             if isinstance(result, str):
                 break
-    finally:
-        os._exit(0)  # skip the parent's atexit handlers and buffers, inherited by the fork
+
+    return fork(work)
 
 
 def _receive(child: tuple[Any, Any], pair: NeighbourPair) -> PairSamples | str:

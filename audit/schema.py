@@ -7,10 +7,10 @@ dataclass: its fields, in order, ARE the columns, and each field's
 below (:data:`ROW_COLUMNS`, :data:`VERDICT_COLUMNS`, ...) are derived from
 the dataclass and a column exists once.  Every module that orders, converts
 or selects row columns reads them from here; the verdicts, the report and the
-summaries read :class:`Row` objects, and plain dicts exist only at the
-boundaries (:meth:`Row.to_record` for JSON, CSV and the pandas table,
-:meth:`Row.from_record` for the records the engines build and the tables
-read back).
+summaries read :class:`Row` objects, which the engine builds
+(:mod:`audit.engine`) with their evidence (the ``evidence`` field), and
+plain dicts exist only at the boundaries (:meth:`Row.to_record` for JSON,
+CSV and the pandas table, :meth:`Row.from_record` for the tables read back).
 """
 
 from __future__ import annotations
@@ -18,7 +18,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # a leaf module at run time: no SciPy for readers of tables
+    from attacks.evidence import Evidence
 
 GROUPS = ("row", "verdict", "task", "on_average", "staged", "internal")
 """The column lists a field can belong to; ``internal`` fields are never written."""
@@ -82,6 +85,10 @@ class Row:
         None on other rows.
     unbounded : bool
         A deterministic release with no finite bound (internal: never written).
+    evidence : Evidence or None
+        The row's statistic (:class:`attacks.evidence.Evidence`: its bounds and
+        p-value for :mod:`audit.verdicts` and the theory check), None for a failed
+        task or a row read back from a table (internal: never written, not compared).
     """
 
     pair: str = _column("row")
@@ -121,14 +128,15 @@ class Row:
     rounds: int | None = _column("staged", None)
     stop: str | None = _column("staged", None)
     unbounded: bool = _column("internal", False)
+    evidence: Evidence | None = dataclasses.field(default=None, compare=False, repr=False, metadata={"group": "internal"})
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Row:
-        """The row of a plain record: an engine's row dict, or a results.json / table row read back.
+        """The row of a plain record: a results.json / table row read back (without its evidence).
 
         Tolerant of older tables: a missing column takes its default (NaN,
         None, False or ``""``), and so do null and NaN; keys that are not
-        columns (e.g. ``held_out_scores``) are left out.  Values are
+        columns (e.g. ``held_out_scores``, ``evidence``) are left out.  Values are
         converted to the field's type (numpy scalars to Python ones).
 
         Raises
@@ -141,7 +149,7 @@ class Row:
         missing = [name for name in REQUIRED_COLUMNS if _missing(record.get(name))]
         if missing:
             raise ValueError(f"a results row needs the columns {missing}; add them. Found columns {sorted(record)!r}.")
-        return cls(**{name: _convert(name, record[name]) for name in FIELD_TYPES if name in record})
+        return cls(**{name: _convert(name, record[name]) for name in _READ if name in record})
 
     def to_record(self) -> dict[str, Any]:
         """Today's plain row dict: every written column in order, optional ones only when the row carries them.
@@ -163,6 +171,8 @@ def _columns(group: str) -> tuple[str, ...]:
 _GROUP_OF = {field.name: field.metadata["group"] for field in dataclasses.fields(Row)}
 FIELD_TYPES = {field.name: field.type for field in dataclasses.fields(Row)}
 """Each :class:`Row` field's annotation (a string: ``from __future__ import annotations``)."""
+_READ = tuple(name for name in FIELD_TYPES if name != "evidence")
+"""The fields :meth:`Row.from_record` reads: all but the evidence object."""
 REQUIRED_COLUMNS = tuple(field.name for field in dataclasses.fields(Row) if field.default is dataclasses.MISSING)
 """The columns :meth:`Row.from_record` cannot default."""
 

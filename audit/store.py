@@ -2,10 +2,11 @@
 
 Each finished task is appended as one JSON line; a resumed run reads it and
 redoes only the tasks it lacks, and marks the rows it read ``resumed``.  The
-line's ``evidence`` holds the fitted estimate as plain numbers
-(:meth:`attacks.estimate.DivergenceEstimate.to_record`): every field of the
-estimate but the fitted adversary, which is all its confidence intervals and
-p-values (needed by the verdicts) read.  Reading it back runs no code.  Each
+line's ``evidence`` holds the fitted estimate as plain numbers (its
+:meth:`attacks.evidence.Evidence.to_record`: for a
+:class:`attacks.estimate.DivergenceEstimate` every field but the fitted
+adversary), which is all its confidence intervals and p-values (needed by
+the verdicts) read.  Reading it back runs no code.  Each
 line carries a ``checksum`` of its content (:func:`line_checksum`) and a line
 that does not match is refused: this guards against accidents (an edited or
 corrupted file), not against an attacker, who can recompute the checksum or
@@ -23,13 +24,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from attacks.estimate import DivergenceEstimate
-    from attacks.staged import PooledEstimate
+    from attacks.evidence import Evidence
 
 TASKS_FILE = "tasks.jsonl"
 
 
-def append(path: Path, record: dict, estimate: DivergenceEstimate | PooledEstimate | None) -> None:
+def append(path: Path, record: dict, estimate: Evidence | None) -> None:
     """Append a task's record and its estimate's plain record as one checksummed line, flushed at once."""
     line = dict(record, evidence=None if estimate is None else estimate.to_record())
     line.pop("resumed", None)
@@ -50,14 +50,14 @@ def line_checksum(line: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True, allow_nan=True).encode()).hexdigest()
 
 
-def read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, DivergenceEstimate | PooledEstimate | None]]:
+def read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, Evidence | None]]:
     """The records of ``tasks.jsonl``, marked ``resumed``, and their estimates; a torn last line is cut off the file.
 
     Every other line must decode, carry this plan's hash (:func:`audit.plan.plan_hash`)
     and a matching :func:`line_checksum`, else the resume is refused (``ValueError``).
     """
     records: dict[str, dict] = {}
-    evidence: dict[str, DivergenceEstimate | PooledEstimate | None] = {}
+    evidence: dict[str, Evidence | None] = {}
     if not path.exists():
         return records, evidence
     lines = drop_torn_line(path)
@@ -87,7 +87,7 @@ def read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, Div
     return records, evidence
 
 
-def evidence_from_record(stored: dict) -> DivergenceEstimate | PooledEstimate:
+def evidence_from_record(stored: dict) -> Evidence:
     """The evidence of a plain record: a pooled confirm statistic (``kind = "pooled"``), a sequential search's
     (``kind = "sequential"``, holding one of the others) or a ``DivergenceEstimate``."""
     from attacks.estimate import DivergenceEstimate

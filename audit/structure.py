@@ -36,14 +36,15 @@ layouts.
 
 from __future__ import annotations
 
-import multiprocessing
+import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from audit.errors import MechanismError
+from audit.isolation import FORK, fork
 
 MAX_OUTPUT = 1e50
 """Largest magnitude passed on as a value: cubes and their squares stay finite in the attacks' features."""
@@ -173,52 +174,50 @@ def fix_layout(mechanism: Any, datasets: Sequence[np.ndarray], seed: int, timeou
     """Fix the layout of ``mechanism``'s outputs before an audit samples it in forked children.
 
     Draws :data:`PILOT_OUTPUTS` outputs on every dataset in one forked child
-    and copies the layout the child's encoder has after each dataset into the
-    mechanism's encoder, for at most ``min(timeout, PILOT_SECONDS)`` seconds
-    (a hanging or slow mechanism keeps the layout of the datasets drawn in
-    time; failures are ignored here and reported by the sampler), so that
-    every chunk drawn later starts from the same layout (module docstring).
-    The parent polls without blocking, so Ctrl-C reaches it at once.  A
-    mechanism without an encoder (not wrapped by capaudit), or a platform
-    without ``fork``, is left as it is.
+    (:func:`audit.isolation.fork`, as the sampler's chunks) and copies the
+    layout the child's encoder has after each dataset into the mechanism's
+    encoder, for at most ``min(timeout, PILOT_SECONDS)`` seconds (a hanging
+    or slow mechanism keeps the layout of the datasets drawn in time;
+    failures are ignored here and reported by the sampler), so that every
+    chunk drawn later starts from the same layout (module docstring).  The
+    parent polls without blocking, so Ctrl-C reaches it at once.  Where
+    the sampler draws in this process (:data:`audit.isolation.FORK` false),
+    so does the pilot.  A mechanism without an encoder (not wrapped by
+    capaudit) is left as it is.
     """
     encoder = getattr(mechanism, "structure", None)
-    if not isinstance(encoder, StructureEncoder) or "fork" not in multiprocessing.get_all_start_methods():
+    if not isinstance(encoder, StructureEncoder):
         return
-    context = multiprocessing.get_context("fork")
-    receive, send = context.Pipe(duplex=False)
-    child = context.Process(target=_pilot, args=(mechanism, encoder, datasets, seed, send), daemon=True)
-    child.start()
-    send.close()
+    if not FORK:  # the pilot widens this process's encoder itself
+        _pilot(mechanism, encoder, datasets, seed, send=lambda layout: None)
+        return
+    receiver, child = fork(functools.partial(_pilot, mechanism, encoder, datasets, seed))
     deadline = time.monotonic() + min(timeout, PILOT_SECONDS)
     try:
         while time.monotonic() < deadline:
-            if receive.poll(0):
-                layout = receive.recv()
-                if layout is None:  # every dataset drawn
-                    break
-                encoder.width, encoder.structural = layout
-            elif not child.is_alive():
-                break
-            else:
+            if not receiver.poll(0):
                 time.sleep(0.01)
-    except (EOFError, OSError):  # the child died: the sampler will say how
+                continue
+            layout = receiver.recv()
+            if layout is None:  # every dataset drawn
+                break
+            encoder.width, encoder.structural = layout
+    except (EOFError, OSError):  # the child died (its pipe reads EOF): the sampler will say how
         pass
     finally:
-        receive.close()
-        if child.is_alive():
-            child.kill()
+        child.kill()
         child.join()
+        receiver.close()
 
 
-def _pilot(mechanism: Any, encoder: StructureEncoder, datasets: Sequence[np.ndarray], seed: int, send: Any) -> None:
-    """In the forked child: sample every dataset, sending the encoder's layout after each; None at the end."""
+def _pilot(mechanism: Any, encoder: StructureEncoder, datasets: Sequence[np.ndarray], seed: int,
+           send: Callable[[Any], None]) -> None:
+    """Sample every dataset, sending the encoder's layout after each; None at the end."""
     rng = np.random.default_rng(seed)
     for dataset in datasets:
         try:
             mechanism.sample(dataset, PILOT_OUTPUTS, rng)
         except (Exception, SystemExit):
             continue
-        send.send((encoder.width, encoder.structural))
-    send.send(None)
-    send.close()
+        send((encoder.width, encoder.structural))
+    send(None)

@@ -15,7 +15,6 @@ stands in, so that every claim has a line.
 from __future__ import annotations
 
 import datetime
-import json
 import math
 import pathlib
 from collections.abc import Sequence
@@ -23,8 +22,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from attacks.vocabulary import divergence_kind
 from audit.figures import format_number, mechanism_label, row_label
-from audit.report import bounded, json_value, load_results, plain_text
+from audit.report import bounded, plain_text
+from audit.results_file import json_text, load_results
 from audit.schema import Row
 
 CLAIM_KEYS = ("divergence", "alpha", "claim_class", "claim")
@@ -63,7 +64,8 @@ def evidence_text(row: Row) -> str:
     E.g. ``"kl (all) <= 0.12: estimate 0.71, lower bound 0.25, pair p0, M(d) against M(d'), linear functions
     (linear), violation"``.
     """
-    divergence = row.divergence + (f" alpha={format_number(row.alpha)}" if row.divergence == "renyi" else "")
+    order = f" alpha={format_number(row.alpha)}" if divergence_kind(row.divergence).has_order else ""
+    divergence = row.divergence + order
     return (
         f"{'on average ' if row.on_average else ''}"
         f"{divergence} ({row.claim_class}) <= {format_number(row.claim)}: "
@@ -97,10 +99,10 @@ def json_summary(table: pd.DataFrame, verdict: str, exit_code: int, report: str 
         "exit_code": exit_code,
         "rows": len(table),
         "counts": {str(key): int(value) for key, value in table["verdict"].value_counts().items()},
-        "strongest": [{key: json_value(value) for key, value in row.items()} for row in strongest],
+        "strongest": strongest,
         "report": None if report is None else str(report),
     }
-    return json.dumps(document, allow_nan=False, separators=(",", ":"))
+    return json_text(document, indent=None)
 
 
 def summary_table(paths: Sequence[str | pathlib.Path], problems: list[str] | None = None) -> str:

@@ -49,6 +49,7 @@ from scipy import optimize, stats  # noqa: E402
 
 from attacks.classes import parse_function_class  # noqa: E402
 from attacks.divergences import check_alpha  # noqa: E402
+from attacks.vocabulary import divergence_kind  # noqa: E402
 from audit.html_report import write_html_report  # noqa: E402
 from audit.theory import bounds  # noqa: E402
 from audit.theory import table as bound_table  # noqa: E402
@@ -215,8 +216,8 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
     labels = np.where(
         table["kind"] == "exact", table["function_class"] + " exact", table["function_class"] + " " + table["kind"]
     )
-    lines = table["divergence"].map({"renyi": "Renyi", "kl": "KL", "ipm": "IPM"})
-    lines = np.where(table["divergence"] == "renyi", lines + " alpha=" + table["alpha"].map("{:g}".format), lines)
+    lines = table["divergence"].map(lambda name: divergence_kind(name).label)
+    lines = np.where(_has_order(table), lines + " alpha=" + table["alpha"].map("{:g}".format), lines)
     frame = table.assign(line=lines, column=labels)
     order = list(dict.fromkeys(frame["line"]))
     wide = frame.pivot(index="line", columns="column", values="value").reindex(order)
@@ -373,7 +374,7 @@ def _violations(table: pd.DataFrame) -> pd.DataFrame:
     published_rows = table[(table["kind"] != "exact") & (table["source"] != TABLE1_NOT_STATED)]
     for label, published in published_rows.iterrows():
         same = exact_rows["divergence"] == published["divergence"]
-        if published["divergence"] == "renyi":
+        if divergence_kind(published["divergence"]).has_order:
             same &= exact_rows["alpha"] == published["alpha"]
         cover = parse_function_class(published["function_class"])
         for exact in exact_rows[same].itertuples():
@@ -417,6 +418,11 @@ def _check_mechanism(mechanism: str, scale: float) -> tuple[str, float]:
     return mechanism, check_positive(scale, _SCALE_NAMES[mechanism])
 
 
+def _has_order(table: pd.DataFrame) -> pd.Series:
+    """Which rows of a theory table are of a divergence with an order (Renyi)."""
+    return table["divergence"].map(lambda name: divergence_kind(name).has_order).astype(bool)
+
+
 def _check_alphas(alphas: Sequence[float] | None) -> list[float]:
     if alphas is None:
         return list(DEFAULT_ALPHAS)
@@ -446,7 +452,7 @@ def _check_classes(classes: Sequence[str]) -> list[str]:
 def _markdown(table: pd.DataFrame, mechanism: str, scale: float, figures: list[pathlib.Path]) -> str:
     name = _SCALE_NAMES[mechanism]
     title = f"{mechanism.capitalize()} mechanism, {name} = {scale:g}"
-    renyi = table[table["divergence"] == "renyi"]
+    renyi = table[_has_order(table)]
     alphas = sorted(renyi["alpha"].unique())
     classes = list(dict.fromkeys(renyi.loc[renyi["kind"] == "exact", "function_class"]))
     law = f"Laplace(loc, scale {1 / scale:g})" if mechanism == "laplace" else f"Normal(loc, sd {scale:g})"
@@ -577,7 +583,7 @@ def _to_markdown(frame: pd.DataFrame) -> str:
 
 def _plot_linear_renyi(table: pd.DataFrame, mechanism: str, scale: float, path: pathlib.Path) -> pathlib.Path:
     """CBDP Figure 1a / 2a: Table 1 bound, exact (lin, Renyi) and Renyi DP against alpha."""
-    renyi = table[table["divergence"] == "renyi"]
+    renyi = table[_has_order(table)]
     fig, ax = _renyi_axes(renyi, mechanism, scale, "a")
     grid = _dense_grid(renyi)
     bound_curve = np.array([linear_renyi_bound(mechanism, scale, a) for a in grid])
@@ -612,7 +618,7 @@ def _plot_linear_renyi(table: pd.DataFrame, mechanism: str, scale: float, path: 
 
 def _plot_poly_renyi(table: pd.DataFrame, mechanism: str, scale: float, path: pathlib.Path) -> pathlib.Path:
     """CBDP Figure 1b / 2b: exact (poly_k, Renyi) and Renyi DP against alpha."""
-    renyi = table[table["divergence"] == "renyi"]
+    renyi = table[_has_order(table)]
     fig, ax = _renyi_axes(renyi, mechanism, scale, "b")
     exact = renyi[renyi["kind"] == "exact"]
     for function_class, rows in exact.groupby("function_class", sort=False):
@@ -655,7 +661,6 @@ def _save(fig, ax, path: pathlib.Path, top: float) -> pathlib.Path:
 
 # --- d dimensions and the matrix mechanism (CBDP Table 1 d-dim, Corollary 2, Theorem 5) -------------
 
-DIMENSIONAL_MECHANISMS = ("laplace", "gaussian", "matrix")
 DEFAULT_DIMENSIONAL_ALPHAS = (1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
 DEFAULT_ATTACK_SAMPLES = 200_000
 NOT_STATED = "not stated (CBDP Corollary 2 needs alpha > 2)"
@@ -671,18 +676,24 @@ DIMENSIONAL_COLUMNS = (
 )
 
 
-def noisy_release(mechanism) -> tuple[np.ndarray, float, str]:
-    """The default pair's release before any post-processing: (shift, noise scale, noise law).
+def noisy_release(mechanism) -> bound_table.LaplaceShift | bound_table.GaussianShift:
+    """The default pair's release before any post-processing, as a law of the bound table: its ``theory_law``'s
+    ``release`` (:mod:`audit.theory.table`).
 
     Laplace and Gaussian built-ins: the sum query plus i.i.d. noise, shift v.
     Matrix mechanism: A x + Lap(||A||_1 / epsilon) per row of A, shift A (x' - x);
     its output W A^+ (.) is linear post-processing of this release.
+
+    Raises
+    ------
+    ValueError
+        For a mechanism whose release is not a shift of i.i.d. Laplace or Gaussian noise (no such law).
     """
-    d, d_prime = mechanism.default_pairs()[0]
-    if mechanism.name == "matrix":
-        return mechanism.A @ (d_prime - d), mechanism.l1_sensitivity / mechanism.epsilon, "laplace"
-    shift = np.atleast_2d(d_prime).sum(axis=0) - np.atleast_2d(d).sum(axis=0)
-    return shift, float(mechanism.scale), mechanism.name
+    release = getattr(getattr(mechanism, "theory_law", None), "release", None)
+    if not isinstance(release, (bound_table.LaplaceShift, bound_table.GaussianShift)):
+        raise ValueError(f"mechanism must release a shift of i.i.d. Laplace or Gaussian noise (the laplace, gaussian "
+                         f"and matrix built-ins). Found {mechanism.name!r}.")
+    return release
 
 
 def linear_reduction(mechanism) -> tuple[Any, Any, str] | None:
@@ -707,11 +718,13 @@ def linear_reduction(mechanism) -> tuple[Any, Any, str] | None:
     Laplace with two or more shifted coordinates does not separate (the law
     of a^T x is a sum of Laplaces): None, and the table attacks instead.
     """
-    shift, scale, noise = noisy_release(mechanism)
-    if mechanism.name == "matrix" and np.linalg.matrix_rank(mechanism.reconstruction) < mechanism.A.shape[0]:
+    release = noisy_release(mechanism)
+    post_processing = getattr(mechanism, "reconstruction", None)  # the matrix mechanism's W A^+
+    if post_processing is not None and np.linalg.matrix_rank(post_processing) < np.shape(post_processing)[1]:
         return None
+    shift, scale = np.asarray(release.shift, dtype=float), release.noise_scale
     moved = np.abs(shift[shift != 0])
-    if noise == "gaussian":
+    if isinstance(release, bound_table.GaussianShift):
         size = float(np.sqrt(np.sum(moved**2)))
         return stats.norm(0.0, scale), stats.norm(size, scale), (
             f"exact: Gaussian noise is rotation invariant, so the value is the 1-D one at shift ||v||_2 = {size:.4g}"
@@ -766,10 +779,10 @@ def dimensional_table(
     from attacks.estimate import estimate_divergence
     from audit.theory.check import FAILS_EXACT, HOLDS, bonferroni_level, exact_exceeds
 
-    if mechanism.name not in DIMENSIONAL_MECHANISMS:
-        raise ValueError(f"mechanism must be one of {DIMENSIONAL_MECHANISMS}. Found {mechanism.name!r}.")
+    release = noisy_release(mechanism)
     alphas = sorted({check_alpha(a) for a in (DEFAULT_DIMENSIONAL_ALPHAS if alphas is None else alphas)})
-    shift, scale, noise = noisy_release(mechanism)
+    shift, scale = np.asarray(release.shift, dtype=float), release.noise_scale
+    gaussian = isinstance(release, bound_table.GaussianShift)
     moved = np.abs(shift[shift != 0])
     reduction = linear_reduction(mechanism)
     level = bonferroni_level(confidence, len(alphas))
@@ -794,9 +807,9 @@ def dimensional_table(
         else:
             value = exact = float(restricted_divergence(reduction[0], reduction[1], "linear", "renyi", alpha))
             low = math.nan
-        release = (bound_table.GaussianShift if noise == "gaussian" else bound_table.LaplaceShift)(scale, tuple(moved.tolist()))
-        renyi = bound_table.theory_bound(release, "all", "renyi", alpha)
-        lower = math.nan if noise == "gaussian" else bounds.laplace_renyi_lower_bound(1.0 / scale, alpha, moved)
+        real = (bound_table.GaussianShift if gaussian else bound_table.LaplaceShift)(scale, tuple(moved.tolist()))
+        renyi = bound_table.theory_bound(real, "all", "renyi", alpha)
+        lower = math.nan if gaussian else bounds.laplace_renyi_lower_bound(1.0 / scale, alpha, moved)
         if not bounds.linear_renyi_bound_stated(alpha):
             status = NOT_STATED
         elif exact_exceeds(exact, bound):
@@ -821,8 +834,9 @@ def write_dimensional_report(
     figure = _plot_dimensional(table, mechanism, out_dir / "figures" / f"{mechanism.name}_linear_renyi_d.png")
     failing = table[table["status"].str.startswith("BOUND FAILS")]
     params = ", ".join(f"{key}={value!r}" for key, value in mechanism.params.items())
-    shift, scale, noise = noisy_release(mechanism)
-    law = "Laplace" if noise == "laplace" else "Normal"
+    release = noisy_release(mechanism)
+    shift, scale = np.asarray(release.shift, dtype=float), release.noise_scale
+    law = "Normal" if isinstance(release, bound_table.GaussianShift) else "Laplace"
     lines = [
         f"# capaudit theory: {mechanism.name} ({params})",
         "",

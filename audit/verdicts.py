@@ -11,7 +11,7 @@ that the probability of reporting any false violation is at most
 ``1 - confidence`` for the whole audit, not per row.
 
 Rows whose interval cannot be trusted.  An estimate with a ``caveat``
-(:attr:`attacks.estimate.DivergenceEstimate.caveat`, e.g. a few held-out
+(:attr:`attacks.evidence.Evidence.caveat`, e.g. a few held-out
 terms carry the objective) enters the family with p = 1 rather than leaving
 it.  The family keeps its size m, so the levels of the other rows do not
 depend on which rows the data flagged; a p-value of 1 is valid under any
@@ -96,11 +96,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-from attacks.sequential import POWER, detectable_excess  # the detectable excess is also the sequential stop rule
 from audit.schema import Row
 
 EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
@@ -109,22 +108,6 @@ INFINITE_WITHOUT_RELEASE = (
     "the attack's estimate is +inf, but a finite sample never proves an infinite divergence "
     "(only a deterministic release is unbounded): the attack's scoring is at fault"
 )
-
-
-class Evidence(Protocol):
-    """What a verdict needs from an estimate (:class:`attacks.estimate.DivergenceEstimate` has it).
-
-    ``caveat`` (a reason the interval cannot be trusted, or None) is read with
-    ``getattr(evidence, "caveat", None)``, so evidence without it counts as
-    trusted (records of older versions rebuild with the dataclass default None).
-    """
-
-    estimate: float
-    caveat: str | None
-
-    def p_value(self, claim: float) -> float: ...
-
-    def confidence_interval(self, confidence: float = 0.95) -> tuple[float, float]: ...
 
 
 def holm_levels(p_values: Sequence[float], level: float) -> np.ndarray:
@@ -176,7 +159,7 @@ def holm_rejections(p_values: Sequence[float], level: float) -> np.ndarray:
     return holm_adjusted(p_values) <= level
 
 
-def assign_verdicts(rows: Sequence[Row], evidence: Mapping[str, Evidence | None], confidence: float) -> list[Row]:
+def assign_verdicts(rows: Sequence[Row], confidence: float) -> list[Row]:
     """The judged rows: ``verdict``, ``note``, ``ci_low``, ``ci_high``, ``p_adjusted`` and ``detectable_excess`` filled.
 
     The rows are not changed: each judged row is a new :class:`audit.schema.Row`
@@ -187,12 +170,11 @@ def assign_verdicts(rows: Sequence[Row], evidence: Mapping[str, Evidence | None]
     Parameters
     ----------
     rows : sequence of Row
-        Results rows before verdicts (:meth:`audit.schema.Row.from_record` of
-        the engines' records); ``unbounded`` says the record is a
-        deterministic release.
-    evidence : mapping
-        Task id -> its estimate (p-values, intervals, optional ``caveat``),
-        None for rows without one (errors, deterministic releases).
+        Results rows before verdicts (:func:`audit.engine.run_engine`'s and
+        :func:`audit.on_average.aggregate_rows`'), each with its ``evidence``
+        (:class:`attacks.evidence.Evidence`: p-values, intervals, ``caveat``),
+        None for rows without one (errors, deterministic releases);
+        ``unbounded`` says the record is a deterministic release.
     confidence : float
         The audit's confidence: the family-wise error rate is ``1 - confidence``.
 
@@ -201,24 +183,23 @@ def assign_verdicts(rows: Sequence[Row], evidence: Mapping[str, Evidence | None]
     list of Row
     """
     level = 1.0 - confidence
-    judged = [_infinite_checked(row, evidence[row.task]) for row in rows]
+    judged = [_infinite_checked(row) for row in rows]
     family = [index for index, row in enumerate(judged) if row.refutes_claim and not _failed(row)]
-    p_values = [_p_value(judged[index], evidence[judged[index].task]) for index in family]
+    p_values = [_p_value(judged[index]) for index in family]
     rejected = holm_rejections(p_values, level) if family else np.zeros(0, dtype=bool)
     stop_level = level / max(len(family) - int(rejected.sum()), 1)  # the level of the step that stopped
     first_level = level / max(len(family), 1)  # the level Holm tests a lone false hypothesis at
     adjusted = holm_adjusted(p_values)
     for index, row_level, reject, row_adjusted in zip(family, holm_levels(p_values, level), rejected, adjusted):
-        row, row_evidence = replace(judged[index], p_adjusted=float(row_adjusted)), evidence[judged[index].task]
-        row = replace(row, **_judgement(row, row_evidence, row_level if reject else stop_level, bool(reject)))
-        judged[index] = replace(row, detectable_excess=_row_detectable_excess(row, row_evidence, first_level))
+        row = replace(judged[index], p_adjusted=float(row_adjusted))
+        row = replace(row, **_judgement(row, row_level if reject else stop_level, bool(reject)))
+        judged[index] = replace(row, detectable_excess=_row_detectable_excess(row, first_level))
     for index, row in enumerate(judged):
         if _failed(row):
             judged[index] = replace(row, verdict="inconclusive", ci_low=math.nan, ci_high=math.nan,
                                     note=_join(row.note, f"error: {row.error}"), **_OUTSIDE_FAMILY)
         elif not row.refutes_claim:
-            judged[index] = replace(row, verdict="info", **_interval(row, evidence[row.task], confidence),
-                                    **_OUTSIDE_FAMILY)
+            judged[index] = replace(row, verdict="info", **_interval(row, confidence), **_OUTSIDE_FAMILY)
     return judged
 
 
@@ -273,43 +254,44 @@ _OUTSIDE_FAMILY = {"p_adjusted": math.nan, "detectable_excess": math.nan}
 """The verdict columns of a row outside Holm's family (failed, or ``info``)."""
 
 
-def _infinite_checked(row: Row, evidence: Evidence | None) -> Row:
+def _infinite_checked(row: Row) -> Row:
     """``row``, with :data:`INFINITE_WITHOUT_RELEASE` as its error when it ran, is +inf and no deterministic release."""
     infinite = row.estimate == math.inf and not _failed(row)
-    return replace(row, error=INFINITE_WITHOUT_RELEASE) if infinite and not _deterministic_release(row, evidence) else row
+    return replace(row, error=INFINITE_WITHOUT_RELEASE) if infinite and not _deterministic_release(row) else row
 
 
-def _deterministic_release(row: Row, evidence: Evidence | None) -> bool:
+def _deterministic_release(row: Row) -> bool:
     """The row is flagged ``unbounded`` and no attack scored it: an earlier runner saw a deterministic release.
 
-    An infinite estimate that an attack computed (``evidence`` present) came
+    An infinite estimate that an attack computed (its ``evidence`` present) came
     from a finite sample and proves nothing infinite.
     """
-    return row.unbounded and evidence is None
+    return row.unbounded and row.evidence is None
 
 
-def _p_value(row: Row, evidence: Evidence | None) -> float:
+def _p_value(row: Row) -> float:
     """The row's p-value in Holm's family: 0 when unbounded, 1 with a caveat, NaN (read as 1) without evidence."""
+    evidence = row.evidence
     if row.estimate == math.inf:
         return 0.0
     if evidence is None or math.isnan(row.estimate):
         return math.nan
-    if getattr(evidence, "caveat", None):
+    if evidence.caveat:
         return 1.0
     return float(evidence.p_value(row.claim))
 
 
-def _judgement(row: Row, evidence: Evidence | None, level: float, rejected: bool) -> dict[str, Any]:
+def _judgement(row: Row, level: float, rejected: bool) -> dict[str, Any]:
     """A refuting row's ``verdict``, ``note``, ``ci_low`` and ``ci_high``, judged at ``level`` (module docstring)."""
     estimate, claim = row.estimate, row.claim
     if estimate == math.inf:
         return dict(verdict="unbounded", ci_low=math.inf, ci_high=math.inf,
                     note=_join(row.note, "unbounded: a deterministic release, so every finite claim fails"))
-    caveat = None if evidence is None else getattr(evidence, "caveat", None)
+    caveat = None if row.evidence is None else row.evidence.caveat
     if caveat:
         return dict(verdict="inconclusive", ci_low=math.nan, ci_high=math.nan,
                     note=_join(row.note, f"interval not trusted: {caveat}"))
-    interval = _interval(row, evidence, 1.0 - 2.0 * level)
+    interval = _interval(row, 1.0 - 2.0 * level)
     if math.isnan(estimate):
         return dict(verdict="inconclusive", note=_join(row.note, "the estimate is NaN"), **interval)
     if rejected:
@@ -321,17 +303,21 @@ def _judgement(row: Row, evidence: Evidence | None, level: float, rejected: bool
     return dict(verdict="pass", note=row.note, **interval)
 
 
-def _row_detectable_excess(row: Row, evidence: Evidence | None, level: float) -> float:
+def _row_detectable_excess(row: Row, level: float) -> float:
     """Excess this row detects with probability POWER; 0 for a deterministic release, +inf when it cannot reject."""
+    from attacks.sequential import detectable_excess  # the sequential stop rule too; attacks load scikit-learn
+
+    evidence = row.evidence
     if row.verdict == "unbounded":
         return 0.0
-    if evidence is None or getattr(evidence, "caveat", None) or math.isnan(row.estimate):
+    if evidence is None or evidence.caveat or math.isnan(row.estimate):
         return math.inf
     return detectable_excess(evidence, level)
 
 
-def _interval(row: Row, evidence: Evidence | None, confidence: float) -> dict[str, float]:
+def _interval(row: Row, confidence: float) -> dict[str, float]:
     """``ci_low`` and ``ci_high``: the evidence's two-sided interval at ``confidence``, NaN without one."""
+    evidence = row.evidence
     if evidence is None or math.isnan(row.estimate):
         return dict(ci_low=math.nan, ci_high=math.nan)
     low, high = evidence.confidence_interval(confidence)
@@ -400,3 +386,13 @@ def _or(value: float, default: float) -> float:
 
 def _join(note: str | None, text: str) -> str:
     return f"{note}; {text}" if note else text
+
+
+def __getattr__(name: str) -> Any:
+    """``POWER`` and ``detectable_excess``, the sequential search's (:mod:`attacks.sequential`), loaded when first
+    asked for: the attacks import scikit-learn, which ``import audit.api`` does not need."""
+    if name in ("POWER", "detectable_excess"):
+        from attacks import sequential
+
+        return getattr(sequential, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,9 +14,14 @@ or ``python -m audit.cli run``) and reads its wall time and its CPU time
   ``--help``, and a whole 10 000-sample audit of the built-in Laplace
   mechanism (``capaudit run``, default policy and classes).
 
-Run by hand (about 3 minutes on a quiet 2-core machine)::
+Run by hand (about 2 minutes and 1 CPU minute on a quiet 2-core machine)::
 
     python benchmarks/bench_scaling.py      # writes benchmarks/results/bench_scaling.md
+
+The machine line gives the load at the start and at the end: on a shared
+machine (the recorded runs were made on a 2-core development machine other
+sessions used at the same time) a process waits for a core, and the loky
+rows, which start worker processes, suffer most.
 """
 
 from __future__ import annotations
@@ -103,10 +108,14 @@ n_samples = 10000
 """
 
 
+def load() -> str:
+    """The load averages (1, 5, 15 min): on a shared machine, how many other processes wanted a core."""
+    return ", ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
 def machine() -> str:
-    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     return (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"load average (1, 5, 15 min) {load} at the start")
+            f"load average (1, 5, 15 min) {load()} at the start")
 
 
 def main() -> None:
@@ -142,6 +151,7 @@ def main() -> None:
                             stdout=subprocess.DEVNULL)
     lines.append(f"| `capaudit run` of a 10 000-sample Laplace audit (one KL claim, default classes and policy) "
                  f"| {wall:.2f} | {cpu:.2f} |")
+    lines[2] = lines[2].rstrip(".") + f", {load()} at the end."
     RESULTS.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

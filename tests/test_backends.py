@@ -106,7 +106,6 @@ def test_a_mechanism_that_dies_or_hangs_on_a_dask_worker_costs_its_pair(dask_cli
     assert set(dask_client.run(os.getpid)) == set(dask_client.scheduler_info()["workers"])  # both workers live on
 
 
-@pytest.mark.slow  # in a run that collects the whole suite with its output to a file, ray's start ends pytest (exit 1, no summary)
 def test_ray_gives_the_rows_of_loky_and_stops_its_instance(loky_table):
     ray = pytest.importorskip("ray", reason="the ray backend needs capaudit[ray]")
     pd.testing.assert_frame_equal(_audit("ray"), loky_table)

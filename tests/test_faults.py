@@ -400,7 +400,7 @@ def test_rows_do_not_depend_on_jobs_backend_or_fork(monkeypatch, policy):
     one = run_audit(config, progress=False).table
     two = run_audit(config, n_jobs=2, backend="threading", progress=False).table  # loky: tests/test_runner.py
     assert two.equals(one)
-    monkeypatch.setattr(audit.sampling, "_FORK", False)  # Windows, macOS: sampled in this process
+    monkeypatch.setattr(audit.sampling, "FORK", False)  # Windows, macOS: sampled in this process
     assert run_audit(config, n_jobs=2, backend="threading", progress=False).table.equals(one)
 
 

@@ -3,10 +3,12 @@
 Tolerances: "k SE" is k standard errors of a Monte Carlo mean at the sample
 size used (k = 4: a correct formula fails with probability about 6e-5 at a
 fixed seed); the measured on-average KL and generalization gap are compared
-through their own 95% intervals (``AverageEstimate.confidence_interval``,
+through their own 95% intervals (``OnAverageEstimate.confidence_interval``,
 ``difference_interval``), which are what the report states.  KS tests
 compare their p-value with 1e-3 at a fixed seed.
 """
+
+import time
 
 import numpy as np
 import pandas as pd
@@ -14,11 +16,12 @@ import pytest
 from scipy import integrate, stats
 
 from audit.cli import main
+from audit.config import RunSpec
+from audit.errors import MechanismError
 from audit.theory import bounds
 from audit.theory import gibbs as gibbs_theory
 from audit.theory.exact import restricted_divergence
 from audit.generalization import (
-    AverageEstimate,
     difference_interval,
     draw_neighbours,
     exact_on_average_kl,
@@ -27,6 +30,7 @@ from audit.generalization import (
     small_group_check,
 )
 from audit.mechanisms import make_mechanism, sample_coupled
+from audit.on_average import average_over_pairs
 from audit.mechanisms.gibbs import (
     MECHANISMS,
     GaussianPosteriorMean,
@@ -58,7 +62,7 @@ def test_truncated_normal_difference_density_is_the_law_of_a_difference():
 def test_on_average_kl_closed_form_is_the_mean_of_exact_pair_kls(mechanism):
     """OAKL Def. 2 by Monte Carlo over 4 000 pairs from D of the exact KL: within 4 SE of the closed form."""
     exact = exact_on_average_kl(mechanism, 4000, seed=1)
-    assert abs(exact.mean - mechanism.on_average_kl()) < 4 * exact.standard_error
+    assert abs(exact.estimate - mechanism.on_average_kl()) < 4 * exact.standard_error
 
 
 def test_laplace_linear_on_average_kl_averages_cbdp_theorem_9():
@@ -79,7 +83,7 @@ def test_small_group_closed_form_is_linear_in_k():
     for k in (2, 3, 10):
         assert gibbs_theory.gaussian_mean_on_average_kl(10, 0.7, replaced=k) == pytest.approx(k * one, rel=1e-12)
     exact = exact_on_average_kl(GaussianPosteriorMean(records=5), 4000, replaced=3, seed=3)
-    assert abs(exact.mean - GaussianPosteriorMean(records=5).on_average_kl(3)) < 4 * exact.standard_error
+    assert abs(exact.estimate - GaussianPosteriorMean(records=5).on_average_kl(3)) < 4 * exact.standard_error
     with pytest.raises(ValueError, match=r"replaced \(records redrawn\) must be an integer in \[1, n = 10\]. Found 11"):
         gibbs_theory.gaussian_mean_on_average_kl(10, 0.7, replaced=11)
 
@@ -176,7 +180,7 @@ def test_data_distributions():
 
 
 def test_average_estimate_interval_and_difference():
-    estimate = AverageEstimate(np.array([1.0, 2.0, 3.0, 4.0]))
+    estimate = average_over_pairs([1.0, 2.0, 3.0, 4.0])
     low, high = estimate.confidence_interval(0.95)
     half = stats.t.ppf(0.975, 3) * np.std([1, 2, 3, 4], ddof=1) / 2
     assert (low, high) == pytest.approx((2.5 - half, 2.5 + half))
@@ -193,7 +197,7 @@ def test_measured_generalization_gap_is_the_on_average_kl(cls):
     exact = exact_on_average_kl(mechanism, 2000, seed=7)
     low, high = difference_interval(gap, exact, confidence=0.999)
     assert low <= 0.0 <= high
-    assert gap.mean > 4 * gap.standard_error  # the gap is measurably positive: the check has power
+    assert gap.estimate > 4 * gap.standard_error  # the gap is measurably positive: the check has power
 
 
 def test_on_average_kl_estimate_agrees_with_closed_form_and_generalization_gap():
@@ -216,7 +220,7 @@ def test_small_group_costs_k_times_one():
     per cent of the pair's KL; at KL 2 to 4 the witness's tail cap makes it 30-45% low (a lower bound)."""
     mechanism = GaussianPosteriorMean(records=20)
     base, rows = small_group_check(mechanism, (2, 3), n_pairs=30, samples=2000, seed=0)
-    assert base.caveats == 0
+    assert base.caveat is None
     for row in rows:
         assert row.consistent, (row.k, row.interval)
         assert row.closed_form == pytest.approx(row.k * mechanism.on_average_kl())
@@ -224,6 +228,50 @@ def test_small_group_costs_k_times_one():
         assert low <= row.closed_form <= high
     with pytest.raises(ValueError, match="ks must be group sizes >= 2"):
         small_group_check(mechanism, (1, 2))
+
+
+class HangingPosteriorMean(GaussianPosteriorMean):
+    """The Gaussian posterior mean (same name, so its config is valid) whose outputs never come."""
+
+    def sample(self, dataset, n, rng):
+        time.sleep(3600)
+
+
+def test_measurements_sample_through_the_engines_isolated_sampler():
+    """n_jobs = 1 and 2, loky and threading give the same numbers (seeded chunks, as every audit), for the
+    on-average KL and the gap."""
+    mechanism = GaussianPosteriorMean(records=5)
+    runs = [RunSpec(n_jobs=1), RunSpec(n_jobs=2), RunSpec(n_jobs=2, backend="threading")]
+    first, *others = (on_average_divergence(mechanism, 4, samples=300, seed=2, run=run) for run in runs)
+    assert all(other == first for other in others)
+    first, *others = (generalization_gap(mechanism, 50, seed=2, run=run) for run in runs)
+    assert all(other == first for other in others)
+
+
+@pytest.mark.parametrize("measure", [
+    lambda mechanism: on_average_divergence(mechanism, 3, samples=300, run=RunSpec(sample_timeout=1.0)),
+    lambda mechanism: generalization_gap(mechanism, 20, run=RunSpec(sample_timeout=1.0)),
+], ids=["on-average", "gap"])
+def test_a_hanging_mechanism_ends_the_measurement_at_sample_timeout(measure):
+    """The mechanism runs in the sampler's forked children, killed at run.sample_timeout: a MechanismError naming
+    the timeout within a few seconds, not an hour."""
+    start = time.monotonic()
+    with pytest.raises(MechanismError, match="sample_timeout"):
+        measure(HangingPosteriorMean(records=5))
+    assert time.monotonic() - start < 20
+
+
+def test_oakl_command_with_a_hanging_mechanism_exits_2_after_sample_timeout(tmp_path, monkeypatch, capsys):
+    from audit import oakl_report
+
+    monkeypatch.setattr(oakl_report, "QUICK", oakl_report.Budget(records=(1,), pairs=3, samples=300, datasets=50,
+                                                                 exact_pairs=50))
+    monkeypatch.setattr(oakl_report, "GaussianPosteriorMean", HangingPosteriorMean)
+    start = time.monotonic()
+    assert main(["oakl", "--quick", "--quiet", "--sample-timeout", "1", "--out", str(tmp_path / "oakl")]) == 2
+    assert time.monotonic() - start < 30
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "sample_timeout" in error
 
 
 @pytest.mark.slow
@@ -294,6 +342,8 @@ def test_oakl_command_error_is_one_line_and_exit_2(tmp_path, capsys):
     blocker.write_text("")
     assert main(["oakl", "--quick", "--out", str(blocker / "sub")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+    assert main(["oakl", "--quick", "--sample-timeout", "0", "--out", str(tmp_path / "oakl")]) == 2
+    assert "run.sample_timeout: must be a positive number of seconds" in capsys.readouterr().err
 
 
 def test_figure_draws_points_below_the_resolution_hollow(tmp_path, monkeypatch):

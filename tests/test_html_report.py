@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from audit.api import run_audit
-from audit.report import load_results
+from audit.results_file import load_results
 
 CONFIG = {
     "mechanism": {"name": "noisy_hist_2", "params": {"epsilon": 0.5}},

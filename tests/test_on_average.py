@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from attacks.evidence import NormalEstimate
 from audit import run_audit
 from audit.config import ConfigError, load_config
 from audit.data_distributions import check_distribution, make_sampler
 from audit.mechanisms import make_mechanism
 from audit.neighbours import make_pairs
-from audit.on_average import PAIR, aggregate_rows, average_over_pairs, worst_case_level
+from audit.on_average import PAIR, OnAverageEstimate, aggregate_rows, average_over_pairs, worst_case_level
+from audit.schema import Row
 
 GAUSSIAN = make_mechanism("gaussian", {"sigma": 1.0})
 
@@ -118,7 +121,7 @@ def test_average_over_pairs_is_the_t_interval_over_pairs():
     values = [0.1, 0.4, 0.2, 0.7, 0.3]
     result = average_over_pairs(values, lower_bounds=[0.0, 0.2, -0.1, 0.5, 0.1])
     se = np.std(values, ddof=1) / np.sqrt(5)
-    assert result.estimate == pytest.approx(0.34) and result.std_error == pytest.approx(se)
+    assert result.estimate == pytest.approx(0.34) and result.standard_error == pytest.approx(se)
     assert (result.n_pairs, result.worst_case, result.worst_case_low) == (5, 0.7, 0.5)
     low, high = stats.t.interval(0.9, 4, loc=0.34, scale=se)
     assert result.confidence_interval(0.9) == pytest.approx((low, high))
@@ -137,43 +140,39 @@ def test_equal_estimates_and_too_few_pairs():
     assert worst_case_level(0.95, 10) == pytest.approx(0.995)
 
 
-@dataclass(frozen=True)
-class _Evidence:
-    estimate: float
-    caveat: str | None = None
-
-    def lower_bound(self, level: float) -> float:
-        return self.estimate - stats.norm.ppf(level) * 0.1
-
-
-def _rows(estimates, attack_class="linear", direction="P|Q"):
+def _rows(evidence, attack_class="linear", direction="P|Q"):
+    """Per-pair rows of an on-average claim, pair i carrying ``evidence[i]``."""
     return [
-        {"pair": f"p{i}", "direction": direction, "function_class": attack_class, "divergence": "kl",
-         "alpha": np.nan, "n_samples": 1000, "claim": 0.5, "claim_class": "all", "task": f"p{i}|{direction}|{attack_class}",
-         "on_average": True}
-        for i in range(len(estimates))
+        Row(pair=f"p{i}", direction=direction, function_class=attack_class, divergence="kl", n_samples=1000,
+            claim=0.5, claim_class="all", task=f"p{i}|{direction}|{attack_class}", on_average=True,
+            estimate=math.nan if found is None else found.estimate, evidence=found)
+        for i, found in enumerate(evidence)
     ]
+
+
+def _normal(estimate, caveat=None):
+    """A per-pair estimate with standard error 0.1."""
+    return NormalEstimate(estimate, 0.1, caveat)
 
 
 def test_aggregate_rows_one_per_class_and_direction():
-    rows = _rows([0.1, 0.3, 0.2]) + _rows([0.2, 0.2, 0.5], "tree3", "Q|P")
-    evidence = {row["task"]: _Evidence(e) for row, e in zip(rows, [0.1, 0.3, 0.2, 0.2, 0.2, 0.5])}
-    new_rows, new_evidence = aggregate_rows(rows + [{**rows[0], "on_average": False, "task": "x"}], evidence, 0.95)
-    assert [(r["direction"], r["function_class"], r["pair"]) for r in new_rows] == [
+    rows = _rows(map(_normal, [0.1, 0.3, 0.2])) + _rows(map(_normal, [0.2, 0.2, 0.5]), "tree3", "Q|P")
+    new_rows = aggregate_rows(rows + [replace(rows[0], on_average=False, task="x")], 0.95)
+    assert [(r.direction, r.function_class, r.pair) for r in new_rows] == [
         ("P|Q", "linear", PAIR), ("Q|P", "tree3", PAIR)
     ]
     first = new_rows[0]
-    assert first["estimate"] == pytest.approx(0.2) and first["pairs_averaged"] == 3 and first["refutes_claim"]
-    assert first["worst_case"] == pytest.approx(0.3)
-    assert first["worst_case_low"] == pytest.approx(0.3 - stats.norm.ppf(1 - 0.05 / 3) * 0.1)
-    assert new_evidence[first["task"]].caveat is None
+    assert first.estimate == pytest.approx(0.2) and first.pairs_averaged == 3 and first.refutes_claim
+    assert first.worst_case == pytest.approx(0.3)
+    assert first.worst_case_low == pytest.approx(0.3 - stats.norm.ppf(1 - 0.05 / 3) * 0.1)
+    assert isinstance(first.evidence, OnAverageEstimate) and first.evidence.caveat is None
+    assert first.estimate == first.evidence.estimate
 
 
 def test_a_failed_or_untrusted_pair_makes_the_average_untrusted():
-    rows = _rows([0.1, 0.3, 0.2])
-    evidence = {"p0|P|Q|linear": None, "p1|P|Q|linear": _Evidence(0.3), "p2|P|Q|linear": _Evidence(0.2, "tail")}
-    _, new_evidence = aggregate_rows(rows, evidence, 0.95)
-    (caveat,) = [e.caveat for e in new_evidence.values()]
+    rows = _rows([None, _normal(0.3), _normal(0.2, "tail")])
+    (average,) = aggregate_rows(rows, 0.95)
+    caveat = average.evidence.caveat
     assert "1 of 3 pairs failed" in caveat and "1 of 3 pairs' estimates are not trusted" in caveat
 
 

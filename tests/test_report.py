@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit.report import ROW_COLUMNS, SCHEMA_VERSION, load_results, write_audit_report
+from audit.report import ROW_COLUMNS, write_audit_report
+from audit.results_file import SCHEMA_VERSION, load_results
 
 NAN, INF = math.nan, math.inf
 

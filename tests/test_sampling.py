@@ -90,7 +90,7 @@ def test_coupling_refused_in_one_chunk_redraws_every_chunk_of_d_prime():
 
 @pytest.mark.parametrize("fork", [True, False])
 def test_sampler_counts_every_chunk_and_stops_a_failed_pair(monkeypatch, fork):
-    monkeypatch.setattr(audit.sampling, "_FORK", fork)
+    monkeypatch.setattr(audit.sampling, "FORK", fork)
     mechanism = _mechanism(fails_in_short_chunks)
     healthy = NeighbourPair("p1", np.array([[0.0]]), np.array([[0.0]]))
     counted = []
@@ -117,7 +117,7 @@ def test_rows_do_not_depend_on_jobs_backend_or_fork_across_chunks(monkeypatch):
     one = run_audit(_config(coupled=True), progress=False).table
     assert one["error"].isna().all() and len(one) == 2 * 2 and not one["note"].str.contains("coupled").any()
     pd.testing.assert_frame_equal(one, run_audit(_config(coupled=True), n_jobs=2, progress=False).table)
-    monkeypatch.setattr(audit.sampling, "_FORK", False)
+    monkeypatch.setattr(audit.sampling, "FORK", False)
     pd.testing.assert_frame_equal(
         one, run_audit(_config(coupled=True), n_jobs=2, backend="threading", progress=False).table)
 

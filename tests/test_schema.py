@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from attacks.evidence import NormalEstimate
 from audit.schema import (
     NUMERIC_COLUMNS,
     ON_AVERAGE_COLUMNS,
@@ -32,7 +33,7 @@ STAGED = ("policy", "n_screen", "n_train", "n_check", "n_confirm", "candidates",
 
 
 def _record(**extra):
-    """A record as ``audit.engine.claim_rows`` builds it (before verdicts)."""
+    """A row before verdicts as a plain record (``Row.to_record`` of an engine's row)."""
     return {
         "pair": "p0", "direction": "P|Q", "function_class": "linear", "divergence": "renyi", "alpha": 2.0,
         "estimate": 0.31, "ci_low": math.nan, "ci_high": math.nan, "n_samples": 20000, "claim": 0.5,
@@ -47,7 +48,15 @@ def test_the_column_lists_are_the_fields_of_the_row_in_their_old_order():
     assert ROW_COLUMNS + VERDICT_COLUMNS + TASK_COLUMNS + ON_AVERAGE_COLUMNS == TABLE_COLUMNS
     assert NUMERIC_COLUMNS == ("alpha", "estimate", "ci_low", "ci_high", "n_samples", "claim", "theory_bound", "exact")
     fields = [field.name for field in dataclasses.fields(Row)]
-    assert fields == [*WRITTEN, *STAGED, "unbounded"]  # unbounded: an internal flag, never written
+    assert fields == [*WRITTEN, *STAGED, "unbounded", "evidence"]  # internal, never written
+
+
+def test_the_row_carries_its_evidence_but_never_writes_or_compares_it():
+    row = Row.from_record({**_record(), "evidence": {"estimate": 0.31}})  # a record's plain evidence is not read
+    assert row.evidence is None
+    carried = dataclasses.replace(row, evidence=NormalEstimate(0.31, 0.1))
+    assert carried == row and carried.evidence.lower_bound(0.5) == pytest.approx(0.31)
+    assert "evidence" not in carried.to_record() and "evidence" not in repr(carried)
 
 
 @pytest.mark.parametrize("extra", [

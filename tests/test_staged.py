@@ -176,9 +176,9 @@ def test_a_failing_pair_costs_its_candidates_not_the_search():
 
 
 def test_pooled_estimate_p_value_matches_its_bound_and_is_one_without_evidence():
-    pooled = PooledEstimate(0.3, 0.05, 1000, (0.5, 0.5))
+    pooled = PooledEstimate(0.3, 0.05, n=1000, weights=(0.5, 0.5))
     assert pooled.p_value(pooled.lower_bound(LEVEL)) == pytest.approx(1 - LEVEL)
-    assert PooledEstimate(np.nan, np.nan, 1000, (0.5, 0.5), caveat="no counts").p_value(0.0) == 1.0
+    assert PooledEstimate(np.nan, np.nan, "no counts", n=1000, weights=(0.5, 0.5)).p_value(0.0) == 1.0
 
 
 def laplace_unless_two(dataset, n, rng):
@@ -314,7 +314,7 @@ def test_resume_after_an_interrupted_search_gives_the_rows_of_an_uninterrupted_r
 
 
 def test_pooled_estimate_record_round_trips_through_json():
-    pooled = PooledEstimate(0.93, 0.04, 3_000, (0.25, 0.75), 0.0, True)
+    pooled = PooledEstimate(0.93, 0.04, n=3_000, weights=(0.25, 0.75), delta=0.0, coupled=True)
     back = PooledEstimate.from_record(json.loads(json.dumps(pooled.to_record())))
     assert back == pooled and back.p_value(0.9) == pooled.p_value(0.9)
 

@@ -2,10 +2,12 @@
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 from scipy.stats import norm
 
+from attacks.evidence import NormalEstimate
 from audit.api import run_audit
 from audit.theory import bounds
 from audit.theory.check import (
@@ -17,23 +19,20 @@ from audit.theory.check import (
     exact_exceeds,
     failures,
 )
+from audit.schema import Row
 
 NAN = math.nan
 
 
-class _Normal:
-    """Evidence whose estimator is normal with standard error ``se``: lower_bound(level) = estimate - z se."""
-
-    def __init__(self, estimate, se, caveat=None):
-        self.estimate, self.se, self.caveat = estimate, se, caveat
-
-    def lower_bound(self, level):
-        return self.estimate - norm.ppf(level) * self.se
+def _row(task, bound, exact=NAN, estimate=0.5, evidence=None, claim=10.0):
+    return Row(task=task, pair="p0", direction="P|Q", function_class="linear", divergence="renyi", alpha=4.0,
+               theory_bound=bound, exact=exact, estimate=estimate, claim=claim, claim_class="linear",
+               evidence=evidence)
 
 
-def _row(task, bound, exact=NAN, estimate=0.5, **extra):
-    return dict(task=task, pair="p0", direction="P|Q", function_class="linear", divergence="renyi", alpha=4.0,
-                theory_bound=bound, exact=exact, estimate=estimate, **extra)
+def _with(rows, evidence):
+    """``rows``, each carrying ``evidence.get(row.task)``."""
+    return [replace(row, evidence=evidence.get(row.task)) for row in rows]
 
 
 def test_bonferroni_level_splits_the_error_over_the_rows_compared():
@@ -62,10 +61,11 @@ def test_status_per_row_with_the_level_of_all_rows_compared():
         _row("no-bound-inf", math.inf),
     ]
     evidence = {
-        "exact-fails": _Normal(0.03, 0.01), "lower-fails": _Normal(0.5, 0.01), "holds": _Normal(0.62, 0.01),
-        "caveat": _Normal(0.5, 0.01, caveat="few terms carry the objective"),
+        "exact-fails": NormalEstimate(0.03, 0.01), "lower-fails": NormalEstimate(0.5, 0.01),
+        "holds": NormalEstimate(0.62, 0.01),
+        "caveat": NormalEstimate(0.5, 0.01, caveat="few terms carry the objective"),
     }
-    entries = {entry["task"]: entry for entry in check_bounds(rows, evidence, 0.95)}
+    entries = {entry["task"]: entry for entry in check_bounds(_with(rows, evidence), 0.95)}
     assert set(entries) == {"exact-fails", "lower-fails", "holds", "caveat"}  # no finite bound, nothing to check
     level = 1 - 0.05 / 4  # the caveat row counts in m
     assert all(entry["level"] == pytest.approx(level) for entry in entries.values())
@@ -82,13 +82,13 @@ def test_status_per_row_with_the_level_of_all_rows_compared():
 def test_a_lower_bound_just_below_the_bound_is_not_a_failure():
     level = bonferroni_level(0.95, 1)
     estimate = 0.1 + norm.ppf(level) * 0.01 - 1e-6  # lower bound a hair below the bound
-    [entry] = check_bounds([_row("t", 0.1, estimate=estimate)], {"t": _Normal(estimate, 0.01)}, 0.95)
+    [entry] = check_bounds([_row("t", 0.1, estimate=estimate, evidence=NormalEstimate(estimate, 0.01))], 0.95)
     assert entry["status"] == HOLDS
 
 
 def test_rows_of_one_task_under_several_claims_are_compared_once():
     rows = [_row("t", 0.1, claim=0.2), _row("t", 0.1, claim=0.3)]
-    assert len(check_bounds(rows, {"t": _Normal(0.05, 0.01)}, 0.95)) == 1
+    assert len(check_bounds(_with(rows, {"t": NormalEstimate(0.05, 0.01)}), 0.95)) == 1
 
 
 def _audit(tmp_path, mechanism, params, function_class, n, alpha=4.0, seed=0):

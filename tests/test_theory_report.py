@@ -190,6 +190,32 @@ def test_matrix_mechanism_identity_strategy_is_exact_and_fails_theorem_5():
     assert (table["linear value"] <= table["Renyi DP"]).all()
 
 
+def test_the_release_is_read_from_the_mechanisms_law_not_its_name():
+    """The matrix mechanism's release is its theory_law's (A's largest column under Lap(||A||_1 / epsilon)), equal to
+    A (x' - x) on its default pair; a rank-deficient reconstruction W A^+ does not separate; the same mechanism under
+    another name gives the same table, and a mechanism without an additive-noise law is refused by name."""
+    from audit.mechanisms import make_mechanism
+    from audit.mechanisms.builtin import MatrixMechanism
+
+    mechanism = make_mechanism("matrix", {"A": [[1.0, 0.0], [1.0, 2.0]], "epsilon": 0.5})
+    release = theory_report.noisy_release(mechanism)
+    d, d_prime = mechanism.default_pairs()[0]
+    np.testing.assert_allclose(release.shift, mechanism.A @ (d_prime - d))
+    assert release.noise_scale == pytest.approx(mechanism.l1_sensitivity / mechanism.epsilon)
+    collapsed = make_mechanism("matrix", {"A": [[1.0, 0.0], [0.0, 1.0]], "W": [[1.0, 1.0]], "epsilon": 0.5})
+    assert theory_report.linear_reduction(collapsed) is None
+
+    class Renamed(MatrixMechanism):
+        name = "renamed_matrix"
+
+    params = {"A": [[1.0, 0.0], [0.0, 1.0]], "epsilon": 0.1}
+    renamed, _ = theory_report.dimensional_table(Renamed(**params), [4.0])
+    original, _ = _dimensional("matrix", params, [4.0])
+    pd.testing.assert_frame_equal(renamed, original)
+    with pytest.raises(ValueError, match="shift of i.i.d. Laplace or Gaussian noise.*'randomized_response'"):
+        _dimensional("randomized_response", {}, [4.0])
+
+
 def test_laplace_with_two_shifted_coordinates_is_attacked_and_fails_table_one(tmp_path):
     # Does not separate: attacks at a stated n. Issue 14: estimate ~0.019 against Table 1's 0.00424 (alpha = 4);
     # at n = 50 000 the lower bound's half-width is ~0.006.

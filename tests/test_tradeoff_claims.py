@@ -12,7 +12,7 @@ from scipy import stats
 from audit import run_audit
 from audit.config import ConfigError, load_config
 from audit.families import GRID, ORDERS, claim_summaries, families
-from audit.report import load_results
+from audit.results_file import load_results
 from audit.schema import Row
 from audit.theory.tradeoff import gaussian_profile, gaussian_tradeoff, laplace_profile
 from audit.tradeoff_report import LEVELS, tradeoff_panels

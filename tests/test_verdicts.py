@@ -1,12 +1,12 @@
 """Row verdicts, Holm's step-down, claim summaries and the overall verdict, on synthetic evidence."""
 
 import math
-from dataclasses import dataclass
-
+from dataclasses import replace
 import numpy as np
 import pytest
 from scipy.stats import norm
 
+from attacks.evidence import NormalEstimate
 from audit.verdicts import (
     CLAIM_VERDICTS,
     EXIT_ERROR,
@@ -26,26 +26,12 @@ from audit.verdicts import (
 from audit.schema import Row
 
 
-@dataclass(frozen=True)
-class NormalEvidence:
-    """An estimate with a normal sampling distribution: the evidence protocol of audit.verdicts."""
-
-    estimate: float
-    standard_error: float
-
-    def p_value(self, claim: float) -> float:
-        return float(norm.sf((self.estimate - claim) / self.standard_error))
-
-    def confidence_interval(self, confidence: float = 0.95) -> tuple[float, float]:
-        half = norm.ppf(0.5 + confidence / 2) * self.standard_error
-        return self.estimate - half, self.estimate + half
+CAVEAT = "three held-out terms carry 90% of the objective"
 
 
-@dataclass(frozen=True)
-class CaveatEvidence(NormalEvidence):
+def caveat_evidence(estimate: float, standard_error: float, caveat: str | None = CAVEAT) -> NormalEstimate:
     """Normal evidence whose interval the estimator flagged as untrustworthy."""
-
-    caveat: str | None = "three held-out terms carry 90% of the objective"
+    return NormalEstimate(estimate, standard_error, caveat)
 
 
 @pytest.mark.parametrize(
@@ -75,9 +61,14 @@ def _row(task, estimate, claim, refutes=True, error=None, unbounded=False, claim
                pair="p0", direction="P|Q")
 
 
+def _assign(rows, evidence, confidence):
+    """:func:`assign_verdicts` of ``rows``, each carrying ``evidence[row.task]`` (as the engine's rows do)."""
+    return assign_verdicts([replace(row, evidence=evidence[row.task]) for row in rows], confidence)
+
+
 def _judge(rows, evidence, confidence):
     """The judged rows and the overall verdict."""
-    judged = assign_verdicts(rows, evidence, confidence)
+    judged = _assign(rows, evidence, confidence)
     return judged, overall_verdict(judged)
 
 
@@ -88,8 +79,8 @@ def test_row_verdicts_and_overall():
         _row("inconclusive", 0.55, 0.5),
         _row("info", 5.0, 0.5, refutes=False),
     ]
-    evidence = {"violation": NormalEvidence(1.0, 0.05), "pass": NormalEvidence(0.3, 0.05),
-                "inconclusive": NormalEvidence(0.55, 0.05), "info": NormalEvidence(5.0, 0.05)}
+    evidence = {"violation": NormalEstimate(1.0, 0.05), "pass": NormalEstimate(0.3, 0.05),
+                "inconclusive": NormalEstimate(0.55, 0.05), "info": NormalEstimate(5.0, 0.05)}
     rows, overall = _judge(rows, evidence, confidence=0.95)
     assert [row.verdict for row in rows] == ["violation", "pass", "inconclusive", "info"]
     assert overall == "violation" and exit_code(rows, overall) == EXIT_VIOLATION
@@ -101,8 +92,8 @@ def test_intervals_use_the_holm_level_of_each_row():
     (level .05/2), the level of every row not rejected, "c" included."""
     estimates = {"a": 1.0, "b": 0.6, "c": 0.2}
     rows = [_row(task, value, 0.5) for task, value in estimates.items()]
-    evidence = {task: NormalEvidence(value, 0.1) for task, value in estimates.items()}
-    rows = assign_verdicts(rows, evidence, confidence=0.95)
+    evidence = {task: NormalEstimate(value, 0.1) for task, value in estimates.items()}
+    rows = _assign(rows, evidence, confidence=0.95)
     assert [row.verdict for row in rows] == ["violation", "inconclusive", "pass"]
     for row, level in zip(rows, [0.05 / 3, 0.05 / 2, 0.05 / 2]):
         assert row.ci_low == pytest.approx(row.estimate - norm.isf(level) * 0.1, rel=1e-9)
@@ -115,8 +106,8 @@ def test_ci_low_exceeds_the_claim_exactly_on_violations():
     p_values = {"x": 0.03, "y": 0.04, "z": 0.045}
     estimates = {task: 0.5 + norm.isf(p) * 0.1 for task, p in p_values.items()}
     rows = [_row(task, value, 0.5) for task, value in estimates.items()]
-    evidence = {task: NormalEvidence(value, 0.1) for task, value in estimates.items()}
-    rows = assign_verdicts(rows, evidence, confidence=0.95)
+    evidence = {task: NormalEstimate(value, 0.1) for task, value in estimates.items()}
+    rows = _assign(rows, evidence, confidence=0.95)
     assert [row.verdict for row in rows] == ["inconclusive"] * 3
     assert all(row.ci_low <= 0.5 for row in rows)
     assert rows[2].ci_low == pytest.approx(estimates["z"] - norm.isf(0.05 / 3) * 0.1, rel=1e-9)
@@ -124,14 +115,14 @@ def test_ci_low_exceeds_the_claim_exactly_on_violations():
 
 def test_info_rows_use_the_plain_confidence():
     rows = [_row("x", 1.0, 0.5, refutes=False)]
-    rows = assign_verdicts(rows, {"x": NormalEvidence(1.0, 0.1)}, confidence=0.9)
+    rows = _assign(rows, {"x": NormalEstimate(1.0, 0.1)}, confidence=0.9)
     assert rows[0].ci_low == pytest.approx(1.0 - norm.isf(0.05) * 0.1)
 
 
 @pytest.mark.parametrize("claim", [0.0, 0.5, 10.0])
 def test_nan_estimate_is_never_pass(claim):
     rows = [_row("nan", math.nan, claim)]
-    rows, overall = _judge(rows, {"nan": NormalEvidence(math.nan, 0.1)}, confidence=0.95)
+    rows, overall = _judge(rows, {"nan": NormalEstimate(math.nan, 0.1)}, confidence=0.95)
     assert rows[0].verdict == "inconclusive" and overall == "inconclusive"
     assert "NaN" in rows[0].note
 
@@ -146,7 +137,7 @@ def test_unbounded_row_is_a_violation_and_info_stays_info():
 
 def test_error_rows_make_the_audit_inconclusive_and_exit_2():
     rows = [_row("ok", 0.1, 0.5), _row("bad", math.nan, 0.5, error="mechanism 'f' raised ValueError: boom")]
-    rows, overall = _judge(rows, {"ok": NormalEvidence(0.1, 0.05), "bad": None}, confidence=0.95)
+    rows, overall = _judge(rows, {"ok": NormalEstimate(0.1, 0.05), "bad": None}, confidence=0.95)
     assert [row.verdict for row in rows] == ["pass", "inconclusive"]
     assert "boom" in rows[1].note
     assert overall == "inconclusive" and exit_code(rows, overall) == EXIT_ERROR
@@ -154,13 +145,13 @@ def test_error_rows_make_the_audit_inconclusive_and_exit_2():
 
 def test_error_wins_over_violation_in_the_exit_code():
     rows = [_row("v", 2.0, 0.5), _row("bad", math.nan, 0.5, error="boom")]
-    rows, overall = _judge(rows, {"v": NormalEvidence(2.0, 0.01), "bad": None}, confidence=0.95)
+    rows, overall = _judge(rows, {"v": NormalEstimate(2.0, 0.01), "bad": None}, confidence=0.95)
     assert overall == "violation" and exit_code(rows, overall) == EXIT_ERROR
 
 
 def test_all_pass_exits_0():
     rows = [_row("a", 0.1, 0.5), _row("b", 0.2, 0.5)]
-    rows, overall = _judge(rows, {"a": NormalEvidence(0.1, 0.05), "b": NormalEvidence(0.2, 0.05)}, 0.95)
+    rows, overall = _judge(rows, {"a": NormalEstimate(0.1, 0.05), "b": NormalEstimate(0.2, 0.05)}, 0.95)
     assert overall == "pass" and exit_code(rows, overall) == EXIT_PASS
 
 
@@ -190,8 +181,8 @@ def test_violation_exactly_when_the_adjusted_p_value_is_at_most_the_level():
     rng = np.random.default_rng(1)
     estimates = rng.normal(0.5, 0.15, size=12)
     rows = [_row(f"t{i}", value, 0.5) for i, value in enumerate(estimates)]
-    evidence = {row.task: NormalEvidence(row.estimate, 0.05) for row in rows}
-    rows = assign_verdicts(rows, evidence, confidence=0.95)
+    evidence = {row.task: NormalEstimate(row.estimate, 0.05) for row in rows}
+    rows = _assign(rows, evidence, confidence=0.95)
     for row in rows:
         assert (row.verdict == "violation") == (row.p_adjusted <= 0.05)
         assert (row.verdict == "violation") == (row.ci_low > 0.5)
@@ -201,7 +192,7 @@ def test_a_caveat_row_is_inconclusive_with_p_1_and_keeps_the_family_size():
     """The caveat row's estimate is far above the claim: still no violation.  It stays in Holm's family with
     p = 1, so the trusted row "b" (p = 0.03) is judged at .05/2 and not rejected; dropped, it would be."""
     rows = [_row("flagged", 9.0, 0.5), _row("b", 0.5 + norm.isf(0.03) * 0.1, 0.5)]
-    evidence = {"flagged": CaveatEvidence(9.0, 0.01), "b": NormalEvidence(rows[1].estimate, 0.1)}
+    evidence = {"flagged": caveat_evidence(9.0, 0.01), "b": NormalEstimate(rows[1].estimate, 0.1)}
     rows, overall = _judge(rows, evidence, confidence=0.95)
     assert [row.verdict for row in rows] == ["inconclusive", "inconclusive"]
     assert "interval not trusted: three held-out terms" in rows[0].note
@@ -214,24 +205,24 @@ def test_a_caveat_row_is_inconclusive_with_p_1_and_keeps_the_family_size():
 
 def test_a_caveat_row_below_the_claim_is_not_a_pass():
     rows = [_row("flagged", -37.9, 0.5)]
-    rows, overall = _judge(rows, {"flagged": CaveatEvidence(-37.9, 0.1)}, confidence=0.95)
+    rows, overall = _judge(rows, {"flagged": caveat_evidence(-37.9, 0.1)}, confidence=0.95)
     assert rows[0].verdict == "inconclusive" and overall == "inconclusive"
 
 
 def test_evidence_with_caveat_none_is_trusted():
     rows = [_row("a", 2.0, 0.5)]
-    rows = assign_verdicts(rows, {"a": CaveatEvidence(2.0, 0.1, caveat=None)}, confidence=0.95)
+    rows = _assign(rows, {"a": caveat_evidence(2.0, 0.1, caveat=None)}, confidence=0.95)
     assert rows[0].verdict == "violation"
 
 
 @pytest.mark.parametrize(
     ("unbounded", "evidence"),
-    [(False, None), (True, NormalEvidence(math.inf, math.nan)), (False, NormalEvidence(math.inf, math.nan))],
+    [(False, None), (True, NormalEstimate(math.inf, math.nan)), (False, NormalEstimate(math.inf, math.nan))],
     ids=["not flagged", "flagged by an attack's score", "an attack's inf"],
 )
 def test_an_infinite_estimate_other_than_a_deterministic_release_is_an_error_not_a_violation(unbounded, evidence):
     rows = [_row("sep", math.inf, 12.0, unbounded=unbounded), _row("ok", 0.1, 12.0)]
-    rows, overall = _judge(rows, {"sep": evidence, "ok": NormalEvidence(0.1, 0.05)}, confidence=0.95)
+    rows, overall = _judge(rows, {"sep": evidence, "ok": NormalEstimate(0.1, 0.05)}, confidence=0.95)
     assert rows[0].verdict == "inconclusive" and rows[0].error == INFINITE_WITHOUT_RELEASE
     assert overall == "inconclusive" and exit_code(rows, overall) == EXIT_ERROR
 
@@ -243,7 +234,7 @@ def test_a_claim_whose_refuting_rows_all_failed_is_untested_not_a_pass():
         _row("ker", 0.1, 0.5, refutes=False, claim_class="linear", function_class="kernel"),
         _row("all", 0.1, 0.7, claim_class="all"),
     ]
-    rows, overall = _judge(rows, {"lin": None, "ker": NormalEvidence(0.1, 0.05), "all": NormalEvidence(0.1, 0.05)},
+    rows, overall = _judge(rows, {"lin": None, "ker": NormalEstimate(0.1, 0.05), "all": NormalEstimate(0.1, 0.05)},
                               confidence=0.95)
     claims = {claim["claim_class"]: claim for claim in summarize_claims(rows)}
     assert all(claim["verdict"] in CLAIM_VERDICTS for claim in claims.values())
@@ -255,14 +246,14 @@ def test_a_claim_whose_refuting_rows_all_failed_is_untested_not_a_pass():
 
 def test_a_claim_no_attack_class_can_refute_is_untested_and_exits_2():
     rows = [_row("tree", 0.1, 0.5, refutes=False, claim_class="linear", function_class="tree3")]
-    rows, overall = _judge(rows, {"tree": NormalEvidence(0.1, 0.05)}, confidence=0.95)
+    rows, overall = _judge(rows, {"tree": NormalEstimate(0.1, 0.05)}, confidence=0.95)
     (claim,) = summarize_claims(rows)
     assert claim["verdict"] == "untested" and "tree3" in claim["note"] and "'linear'" in claim["note"]
     assert overall == "inconclusive" and exit_code(rows, overall) == EXIT_ERROR
 
 
 def test_no_rows_is_not_a_pass():
-    assert overall_verdict(assign_verdicts([], {}, confidence=0.95)) == "inconclusive"
+    assert overall_verdict(_assign([], {}, confidence=0.95)) == "inconclusive"
     assert exit_code([], "inconclusive") == EXIT_ERROR
 
 
@@ -271,8 +262,8 @@ def test_claim_summary_names_the_strongest_row_and_the_smallest_detectable_exces
     four refuting rows), the one at 3.0 passes; its detectable excess is that of the row with the smallest error."""
     rows = [_row("a", 1.0, 0.5), _row("b", 0.4, 0.5), _row("a3", 1.0, 3.0), _row("b3", 0.4, 3.0)]
     errors = {"a": 0.1, "b": 0.02, "a3": 0.1, "b3": 0.02}
-    evidence = {row.task: NormalEvidence(row.estimate, errors[row.task]) for row in rows}
-    rows = assign_verdicts(rows, evidence, confidence=0.95)
+    evidence = {row.task: NormalEstimate(row.estimate, errors[row.task]) for row in rows}
+    rows = _assign(rows, evidence, confidence=0.95)
     low, high = summarize_claims(rows)
     assert (low["claim"], low["verdict"], low["strongest_task"]) == (0.5, "violation", "a")
     assert low["p_adjusted"] == pytest.approx(4 * norm.sf(5.0))
@@ -287,27 +278,27 @@ def test_detectable_excess_is_detected_with_the_stated_power(level):
     """A normal estimate centred at claim + detectable_excess exceeds its one-sided bound at ``level`` with
     probability POWER; 4000 draws estimate it within 4 binomial standard errors (sqrt(.8 .2 / 4000) = .0063)."""
     standard_error, claim = 0.07, 1.0
-    excess = detectable_excess(NormalEvidence(0.0, standard_error), level)
+    excess = detectable_excess(NormalEstimate(0.0, standard_error), level)
     assert excess == pytest.approx((norm.isf(level) + norm.ppf(POWER)) * standard_error)
     draws = np.random.default_rng(2).normal(claim + excess, standard_error, size=4000)
-    rejected = np.mean([NormalEvidence(x, standard_error).p_value(claim) <= level for x in draws])
+    rejected = np.mean([NormalEstimate(x, standard_error).p_value(claim) <= level for x in draws])
     assert abs(rejected - POWER) <= 4 * math.sqrt(POWER * (1 - POWER) / draws.size)
 
 
 def test_detectable_excess_is_infinite_without_a_finite_interval():
-    assert detectable_excess(NormalEvidence(-math.inf, 0.1), 0.05) == math.inf
-    assert detectable_excess(NormalEvidence(1.0, math.inf), 0.05) == math.inf
+    assert detectable_excess(NormalEstimate(-math.inf, 0.1), 0.05) == math.inf
+    assert detectable_excess(NormalEstimate(1.0, math.inf), 0.05) == math.inf
 
 
 def test_rows_outside_the_family_have_no_adjusted_p():
     rows = [_row("info", 0.3, 0.5, refutes=False), _row("bad", math.nan, 0.5, error="boom")]
-    rows = assign_verdicts(rows, {"info": NormalEvidence(0.3, 0.05), "bad": None}, confidence=0.95)
+    rows = _assign(rows, {"info": NormalEstimate(0.3, 0.05), "bad": None}, confidence=0.95)
     assert all(math.isnan(row.p_adjusted) and math.isnan(row.detectable_excess) for row in rows)
 
 
 def test_assign_verdicts_returns_new_rows_and_leaves_its_input_alone():
     rows = [_row("v", 2.0, 0.5), _row("info", 0.3, 0.5, refutes=False), _row("bad", math.nan, 0.5, error="boom")]
-    judged = assign_verdicts(rows, {"v": NormalEvidence(2.0, 0.01), "info": NormalEvidence(0.3, 0.05), "bad": None},
+    judged = _assign(rows, {"v": NormalEstimate(2.0, 0.01), "info": NormalEstimate(0.3, 0.05), "bad": None},
                              confidence=0.95)
     assert [row.verdict for row in judged] == ["violation", "info", "inconclusive"]
     assert all(row.verdict is None and row.note == "" and math.isnan(row.ci_low) for row in rows)

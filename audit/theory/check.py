@@ -35,6 +35,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from audit.schema import Row
+
 BOUND_RTOL = 1e-4
 """Relative accuracy of ``audit.theory.exact``: an exact value fails a bound only when above it by more than this."""
 HOLDS = "bound holds"
@@ -74,19 +76,15 @@ def exact_exceeds(exact: float | None, bound: float) -> bool:
     return exact is not None and not math.isnan(exact) and exact > bound + BOUND_RTOL * abs(exact)
 
 
-def check_bounds(
-    rows: Sequence[Mapping[str, Any]], evidence: Mapping[str, Any], confidence: float
-) -> list[dict[str, Any]]:
+def check_bounds(rows: Sequence[Row], confidence: float) -> list[dict[str, Any]]:
     """One entry per row with a finite published bound: the bound, exact value, lower bound and status.
 
     Parameters
     ----------
-    rows : sequence of mapping
-        Results rows (``task``, ``pair``, ``direction``, ``function_class``,
-        ``divergence``, ``alpha``, ``theory_bound``, ``exact``, ``estimate``).
-        Rows of one task (several claims) are compared once.
-    evidence : mapping
-        Task id -> the row's estimate (``lower_bound(level)``, ``caveat``) or None.
+    rows : sequence of Row
+        Results rows, each with its ``evidence`` (``lower_bound(level)``,
+        ``caveat``; None for a failed task).  Rows of one task (several
+        claims) are compared once.
     confidence : float
         The audit's confidence; the family-wise level of the comparisons.
 
@@ -98,9 +96,9 @@ def check_bounds(
         :data:`FAILS_EXACT`, "BOUND FAILS: lower confidence bound x > bound y
         at level z" or :data:`NOT_TESTED`, and ``fails`` (bool).
     """
-    compared = list({row["task"]: row for row in rows if _finite(row.get("theory_bound"))}.values())
+    compared = list({row.task: row for row in rows if math.isfinite(row.theory_bound)}.values())
     level = bonferroni_level(confidence, len(compared))
-    return [_entry(row, evidence.get(row["task"]), level) for row in compared]
+    return [_entry(row, level) for row in compared]
 
 
 def failures(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -108,10 +106,10 @@ def failures(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [entry for entry in entries if entry["fails"]]
 
 
-def _entry(row: Mapping[str, Any], evidence: Any, level: float) -> dict[str, Any]:
-    bound = float(row["theory_bound"])
-    exact = _number(row.get("exact"))
-    low = _lower_bound(row, evidence, level)
+def _entry(row: Row, level: float) -> dict[str, Any]:
+    bound = row.theory_bound
+    exact = _number(row.exact)
+    low = _lower_bound(row, level)
     if exact_exceeds(exact, bound):
         status = FAILS_EXACT
     elif low > bound:
@@ -121,12 +119,12 @@ def _entry(row: Mapping[str, Any], evidence: Any, level: float) -> dict[str, Any
     else:
         status = HOLDS
     return {
-        "task": row["task"],
-        "pair": row["pair"],
-        "direction": row["direction"],
-        "function_class": row["function_class"],
-        "divergence": row["divergence"],
-        "alpha": _number(row.get("alpha")),
+        "task": row.task,
+        "pair": row.pair,
+        "direction": row.direction,
+        "function_class": row.function_class,
+        "divergence": row.divergence,
+        "alpha": _number(row.alpha),
         "bound": bound,
         "exact": exact,
         "lower_bound": low,
@@ -136,17 +134,12 @@ def _entry(row: Mapping[str, Any], evidence: Any, level: float) -> dict[str, Any
     }
 
 
-def _lower_bound(row: Mapping[str, Any], evidence: Any, level: float) -> float:
+def _lower_bound(row: Row, level: float) -> float:
     """The row's one-sided lower confidence bound at ``level``; NaN without a trusted interval."""
-    estimate = _number(row.get("estimate"))
-    if evidence is None or estimate is None or math.isinf(estimate) or getattr(evidence, "caveat", None):
+    evidence = row.evidence
+    if evidence is None or math.isnan(row.estimate) or math.isinf(row.estimate) or evidence.caveat:
         return math.nan
     return float(evidence.lower_bound(level))
-
-
-def _finite(value: Any) -> bool:
-    number = _number(value)
-    return number is not None and math.isfinite(number)
 
 
 def _number(value: Any) -> float | None:

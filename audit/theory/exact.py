@@ -70,9 +70,9 @@ from scipy import integrate, linalg, optimize, stats
 from scipy.special import logsumexp
 
 from attacks.classes import FunctionClass, parse_function_class
-from attacks.divergences import check_alpha
+from attacks.vocabulary import IPM, KL, Divergence, Renyi, parse_divergence
 
-DIVERGENCES = ("kl", "renyi", "ipm")
+DIVERGENCES = (KL.name, Renyi.name, IPM.name)
 MAX_DEGREE = 10
 _CLASSES = "'linear', 'polyK' (1 <= K <= 10), 'threshold' (ipm only) or 'all'"
 
@@ -147,11 +147,10 @@ def restricted_divergence(
     >>> round(restricted_divergence(stats.bernoulli(0.7), stats.bernoulli(0.3), "linear", "kl"), 4)
     0.3389
     """
-    if divergence not in DIVERGENCES:
-        raise ValueError(f"divergence must be one of {DIVERGENCES}. Found {divergence!r}.")
-    hclass = _check_class(function_class, divergence)
-    if divergence == "renyi":
-        alpha = check_alpha(alpha)
+    kind = parse_divergence(divergence, alpha)
+    if kind.name not in DIVERGENCES:
+        raise ValueError(f"divergence must be one of {DIVERGENCES}. Found {kind.name!r}.")
+    hclass = _check_class(function_class, kind)
     p, q = _check_law(p, "p"), _check_law(q, "q")
     if _is_discrete(p) != _is_discrete(q):
         raise ValueError(
@@ -162,10 +161,16 @@ def restricted_divergence(
     if hclass.kind == "threshold":
         return _threshold_ipm(p, q)
     if hclass.kind == "all":
-        return {"kl": _kl, "renyi": _renyi, "ipm": _total_variation_ipm}[divergence](p, q, alpha)
-    if divergence == "kl":
+        match kind:
+            case KL():
+                return _kl(p, q)
+            case Renyi(alpha=alpha):
+                return _renyi(p, q, alpha)
+            case IPM():
+                return _total_variation_ipm(p, q)
+    if isinstance(kind, KL):
         return _polynomial_kl(p, q, hclass.degree)
-    return _polynomial_renyi(p, q, hclass.degree, alpha)
+    return _polynomial_renyi(p, q, hclass.degree, kind.alpha)
 
 
 # --------------------------------------------------------------------------- input checks
@@ -191,18 +196,18 @@ def exact_value(laws: tuple[object, object] | None, function_class: str, diverge
     except (ArithmeticError, ValueError, IndexError):
         return None
 
-def _check_class(function_class: str, divergence: str) -> FunctionClass:
+def _check_class(function_class: str, divergence: Divergence) -> FunctionClass:
     try:
         hclass = parse_function_class(function_class)
     except ValueError:
         raise ValueError(f"function_class must be {_CLASSES} for exact values. Found {function_class!r}.") from None
     if hclass.kind not in ("poly", "threshold", "all") or (hclass.kind == "poly" and hclass.degree > MAX_DEGREE):
         raise ValueError(f"function_class must be {_CLASSES} for exact values. Found {function_class!r}.")
-    if hclass.kind == "threshold" and divergence != "ipm":
+    if hclass.kind == "threshold" and not isinstance(divergence, IPM):
         raise ValueError(
-            f"function_class 'threshold' has exact values for divergence 'ipm' only. Found {divergence!r}."
+            f"function_class 'threshold' has exact values for divergence 'ipm' only. Found {divergence.name!r}."
         )
-    if hclass.kind == "poly" and divergence == "ipm":
+    if hclass.kind == "poly" and isinstance(divergence, IPM):
         raise ValueError(
             "divergence 'ipm' has exact values for function_class 'threshold' or 'all' only (a polynomial "
             f"with range [-1, 1] on the real line is constant). Found {function_class!r}."

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attacks.classes import parse_function_class
+from attacks.vocabulary import DP, IPM, KL, Divergence, Renyi, divergence_kind
 from audit.theory import bounds
 
 ANY = "any"
@@ -36,8 +37,17 @@ ANY = "any"
 # --------------------------------------------------------------------------- laws
 
 
+class _NoiseShift:
+    """A law of i.i.d. noise shifted by the default pair: its own noisy release (see :attr:`MatrixLaplace.release`)."""
+
+    @property
+    def release(self) -> _NoiseShift:
+        """The noisy release before any post-processing: the law itself."""
+        return self
+
+
 @dataclass(frozen=True)
-class LaplaceShift:
+class LaplaceShift(_NoiseShift):
     """Lap(0, b) against Lap(v, b), i.i.d. per coordinate: scale b, shift v (docs/theory.md section 6)."""
 
     scale: float
@@ -47,6 +57,11 @@ class LaplaceShift:
     def epsilon(self) -> float:
         """The pure-DP epsilon ||v||_1 / b of the pair."""
         return float(np.sum(np.abs(self.shift))) / self.scale
+
+    @property
+    def noise_scale(self) -> float:
+        """b, the scale of the noise on each coordinate."""
+        return self.scale
 
 
 @dataclass(frozen=True)
@@ -59,11 +74,16 @@ class FloatLaplace(LaplaceShift):
 
 
 @dataclass(frozen=True)
-class GaussianShift:
+class GaussianShift(_NoiseShift):
     """N(0, sigma^2 I) against N(v, sigma^2 I) (docs/theory.md section 6)."""
 
     sigma: float
     shift: tuple[float, ...]
+
+    @property
+    def noise_scale(self) -> float:
+        """sigma, the standard deviation of the noise on each coordinate."""
+        return self.sigma
 
 
 @dataclass(frozen=True)
@@ -75,6 +95,15 @@ class MatrixLaplace:
 
     epsilon: float
     A: tuple[tuple[float, ...], ...]
+
+    @property
+    def release(self) -> LaplaceShift:
+        """The release A x + ||A||_1 Lap_s(0, 1/epsilon) before the post-processing W A^+, on the default pair
+        (the moved count is the one of A's largest column L1 norm): Lap(0, b) against Lap(A e_j, b),
+        b = ||A||_1 / epsilon."""
+        A = np.asarray(self.A, dtype=float)
+        norms = np.abs(A).sum(axis=0)
+        return LaplaceShift(float(norms.max()) / self.epsilon, tuple(A[:, int(np.argmax(norms))].tolist()))
 
 
 @dataclass(frozen=True)
@@ -149,63 +178,64 @@ def _infinite(law, alpha=None) -> float:
     return bounds.non_private_release()
 
 
-TABLE: dict[tuple[type, str, str], Entry] = {
+TABLE: dict[tuple[type, str, type[Divergence]], Entry] = {
     # Laplace (CBDP appendix Thms 9, 11; Table 1 / Corollary 2 / Thm 5).
-    (LaplaceShift, "linear", "kl"): Entry(
+    (LaplaceShift, "linear", KL): Entry(
         lambda law, alpha: bounds.laplace_linear_kl(law.epsilon), "closed form", "CBDP Thm 9", _one_dimensional),
-    (LaplaceShift, ANY, "kl"): Entry(
+    (LaplaceShift, ANY, KL): Entry(
         lambda law, alpha: bounds.laplace_kl(1.0 / law.scale, law.shift), "closed form", "KL of the output laws"),
-    (LaplaceShift, "linear", "renyi"): Entry(
+    (LaplaceShift, "linear", Renyi): Entry(
         lambda law, alpha: bounds.laplace_linear_renyi_bound(1.0 / law.scale, alpha, law.shift),
         "upper bound", "CBDP Table 1", _corollary2),
-    (LaplaceShift, ANY, "renyi"): Entry(
+    (LaplaceShift, ANY, Renyi): Entry(
         lambda law, alpha: bounds.laplace_renyi(1.0 / law.scale, alpha, law.shift), "closed form",
         "Renyi DP, CBDP Thm 11"),
-    (LaplaceShift, ANY, "ipm"): Entry(_laplace_ipm, "closed form", "2 TV of the output laws"),
-    (LaplaceShift, ANY, "dp"): Entry(lambda law, alpha: law.epsilon, "closed form", "pure DP: ||v||_1 / b"),
+    (LaplaceShift, ANY, IPM): Entry(_laplace_ipm, "closed form", "2 TV of the output laws"),
+    (LaplaceShift, ANY, DP): Entry(lambda law, alpha: law.epsilon, "closed form", "pure DP: ||v||_1 / b"),
     # In float64 a single output (lowest set bit below 2^-53) has mass under D = 0 and none under D' = 1.
-    (FloatLaplace, "atoms", "dp"): Entry(_infinite, "closed form", "Mironov 2012: porous float support"),
-    (FloatLaplace, "floatbits", "dp"): Entry(_infinite, "closed form", "Mironov 2012: porous float support"),
-    (FloatLaplace, "atoms", "ipm"): Entry(lambda law, alpha: None, "closed form", "unknown for the float law"),
-    (FloatLaplace, "floatbits", "ipm"): Entry(lambda law, alpha: None, "closed form", "unknown for the float law"),
+    (FloatLaplace, "atoms", DP): Entry(_infinite, "closed form", "Mironov 2012: porous float support"),
+    (FloatLaplace, "floatbits", DP): Entry(_infinite, "closed form", "Mironov 2012: porous float support"),
+    (FloatLaplace, "atoms", IPM): Entry(lambda law, alpha: None, "closed form", "unknown for the float law"),
+    (FloatLaplace, "floatbits", IPM): Entry(lambda law, alpha: None, "closed form", "unknown for the float law"),
     # Gaussian (CBDP appendix Thms 10, 12; Table 1 / Corollary 2 / Thm 5).
-    (GaussianShift, "linear", "kl"): Entry(
+    (GaussianShift, "linear", KL): Entry(
         lambda law, alpha: bounds.gaussian_linear_kl(law.sigma, law.shift), "closed form", "CBDP Thm 10"),
-    (GaussianShift, ANY, "kl"): Entry(
+    (GaussianShift, ANY, KL): Entry(
         lambda law, alpha: bounds.gaussian_kl(law.sigma, law.shift), "closed form", "KL of the output laws"),
-    (GaussianShift, "linear", "renyi"): Entry(
+    (GaussianShift, "linear", Renyi): Entry(
         lambda law, alpha: bounds.gaussian_linear_renyi_bound(law.sigma, alpha, law.shift),
         "upper bound", "CBDP Table 1", _corollary2),
-    (GaussianShift, ANY, "renyi"): Entry(
+    (GaussianShift, ANY, Renyi): Entry(
         lambda law, alpha: bounds.gaussian_renyi(law.sigma, alpha, law.shift), "closed form",
         "Renyi DP, CBDP Thm 12"),
-    (GaussianShift, ANY, "ipm"): Entry(_gaussian_ipm, "closed form", "2 TV of the output laws"),
+    (GaussianShift, ANY, IPM): Entry(_gaussian_ipm, "closed form", "2 TV of the output laws"),
     # Matrix mechanism: Corollary 2 for (lin, Renyi); otherwise the noisy A x's unrestricted value
     # (an upper bound by post-processing, Thm 1), largest over the column that changes.
-    (MatrixLaplace, "linear", "renyi"): Entry(
+    (MatrixLaplace, "linear", Renyi): Entry(
         lambda law, alpha: bounds.matrix_linear_renyi_bound(law.epsilon, alpha, len(law.A)),
         "upper bound", "CBDP Corollary 2", _corollary2),
-    (MatrixLaplace, ANY, "renyi"): Entry(
+    (MatrixLaplace, ANY, Renyi): Entry(
         lambda law, alpha: max(bounds.laplace_renyi(_matrix_columns(law)[0], alpha, column)
                                for column in _matrix_columns(law)[1]),
         "upper bound", "Renyi DP of A x + noise, CBDP Thms 1, 11"),
-    (MatrixLaplace, ANY, "kl"): Entry(
+    (MatrixLaplace, ANY, KL): Entry(
         lambda law, alpha: max(bounds.laplace_kl(_matrix_columns(law)[0], column) for column in _matrix_columns(law)[1]),
         "upper bound", "KL of A x + noise, CBDP Thm 1"),
-    (MatrixLaplace, ANY, "dp"): Entry(lambda law, alpha: law.epsilon, "closed form", "pure DP: epsilon"),
+    (MatrixLaplace, ANY, DP): Entry(lambda law, alpha: law.epsilon, "closed form", "pure DP: epsilon"),
     # Point masses (CBDP Lemma 2): unbounded for every class that separates two points; the IPM is 2.
-    (PointMasses, ANY, "kl"): Entry(_infinite, "closed form", "CBDP Lemma 2"),
-    (PointMasses, ANY, "renyi"): Entry(_infinite, "closed form", "CBDP Lemma 2"),
-    (PointMasses, ANY, "dp"): Entry(_infinite, "closed form", "CBDP Lemma 2"),
-    (PointMasses, ANY, "ipm"): Entry(lambda law, alpha: 2.0, "closed form", "2 TV of disjoint laws"),
+    (PointMasses, ANY, KL): Entry(_infinite, "closed form", "CBDP Lemma 2"),
+    (PointMasses, ANY, Renyi): Entry(_infinite, "closed form", "CBDP Lemma 2"),
+    (PointMasses, ANY, DP): Entry(_infinite, "closed form", "CBDP Lemma 2"),
+    (PointMasses, ANY, IPM): Entry(lambda law, alpha: 2.0, "closed form", "2 TV of disjoint laws"),
     # A leaked value is an atom of P outside Q's support.
-    (LeakedValue, ANY, "kl"): Entry(_infinite, "upper bound", "an atom of P that Q lacks"),
-    (LeakedValue, ANY, "renyi"): Entry(_infinite, "upper bound", "an atom of P that Q lacks"),
-    (LeakedValue, ANY, "dp"): Entry(_infinite, "closed form", "an atom of P that Q lacks"),
+    (LeakedValue, ANY, KL): Entry(_infinite, "upper bound", "an atom of P that Q lacks"),
+    (LeakedValue, ANY, Renyi): Entry(_infinite, "upper bound", "an atom of P that Q lacks"),
+    (LeakedValue, ANY, DP): Entry(_infinite, "closed form", "an atom of P that Q lacks"),
     # A pure-DP epsilon bounds the DP divergence of every class.
-    (PureDP, ANY, "dp"): Entry(lambda law, alpha: law.epsilon, "upper bound", "pure DP"),
+    (PureDP, ANY, DP): Entry(lambda law, alpha: law.epsilon, "upper bound", "pure DP"),
 }
-"""(law type, class key, divergence) -> :class:`Entry`; class keys are canonical names, kinds or :data:`ANY`."""
+"""(law type, class key, divergence type) -> :class:`Entry`; class keys are canonical names, kinds or :data:`ANY`;
+divergences the types of :mod:`attacks.vocabulary` (a name is looked up as its type)."""
 
 
 def published(law, class_key: str, divergence: str) -> Entry | None:
@@ -214,8 +244,9 @@ def published(law, class_key: str, divergence: str) -> Entry | None:
     Reports show a published value as published, also where its source does
     not state it (``capaudit theory``); audits use :func:`lookup`.
     """
+    kind = divergence_kind(divergence)
     for law_type in type(law).__mro__:
-        entry = TABLE.get((law_type, class_key, divergence))
+        entry = TABLE.get((law_type, class_key, kind))
         if entry is not None:
             return entry
     return None
@@ -227,12 +258,12 @@ def lookup(law, function_class: str, divergence: str, alpha: float | None = None
     Raises
     ------
     ValueError
-        For an unknown class name (the accepted names are in the message).
+        For an unknown class or divergence name (the accepted names are in the message).
     """
-    hclass = parse_function_class(function_class)
+    hclass, kind = parse_function_class(function_class), divergence_kind(divergence)
     for law_type in type(law).__mro__:
         for class_key in dict.fromkeys((hclass.name, hclass.kind, ANY)):
-            entry = TABLE.get((law_type, class_key, divergence))
+            entry = TABLE.get((law_type, class_key, kind))
             if entry is not None and entry.stated(law, alpha):
                 return entry
     return None
