@@ -11,11 +11,12 @@ seed, it runs
   records ``outputs_drawn`` (results.json: every pair, dataset, stage and
   round) and the verdict;
 * the **fixed** design at the same power: ``n_samples`` = 4 000, 16 000,
-  64 000, ... (the sequential rounds' budgets) until the fixed audit reads
-  violation, and records that audit's ``outputs_drawn`` (so both columns catch
-  the bug in the seeds counted; a seed the fixed design misses up to the
-  last budget counts as missed): an oracle that knows the budget each seed
-  needs, so a lower bound on what any fixed design draws at that power;
+  64 000, ... (the sequential rounds' budgets), smallest first, until the
+  fixed audit reads violation, and records that audit's ``outputs_drawn`` (so
+  both columns catch the bug in the seeds counted; a seed the fixed design
+  misses up to the last budget counts as missed): an oracle that knows the
+  budget each seed needs, so a lower bound on what any fixed design draws at
+  that power;
 * the fixed design at the former default ``n_samples = 10 000``.
 
 The table gives, per mechanism, the median over seeds of outputs drawn to a
@@ -24,19 +25,31 @@ gives the wall time and outputs of a correct mechanism's sequential audit to
 PASS (the float-safe ``snapping_laplace`` at epsilon 1, claimed 1.5).
 Every number comes from :func:`audit.run_audit`; this script only builds
 configs and tabulates.
+
+Each audit is appended as one JSON line to ``--records`` (default: the
+``--out`` file with ``.jsonl``) as soon as it ends, and an audit already
+recorded there is not run again: a run stopped part way keeps what it did,
+runs of a few ``--mechanisms`` each add to one file, and the tables are
+rebuilt from every record after each mechanism (``--table`` rebuilds them
+without running anything).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from pathlib import Path
 
 from tabulate import tabulate
 
-from attacks.sequential import FIRST_BUDGET, RATIO
-from audit import run_audit
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from attacks.sequential import FIRST_BUDGET, RATIO, TIME_LIMIT  # noqa: E402
+from audit import run_audit  # noqa: E402
+from audit.config import RunSpec  # noqa: E402
+from results_file import append_record, machine, read_records  # noqa: E402
 
 CLAIMED_EPSILON = 0.1
 BUGGY = ["noisy_hist_2", "report_noisy_max_3", "report_noisy_max_4", "svt_3", "svt_4", "svt_5", "svt_6",
@@ -47,74 +60,157 @@ CORRECT = ("snapping_laplace", {"epsilon": 1.0}, 1.5)
 FORMER_DEFAULT = 10_000
 
 
-def config(name: str, params: dict, claim: float, seed: int, n_samples: int | None = None) -> dict:
+def config(name: str, params: dict, claim: float, seed: int, n_samples: int | None = None,
+           max_seconds: float | None = None) -> dict:
     attacks = {} if n_samples is None else {"n_samples": n_samples}
-    return {"mechanism": {"name": name, "params": params}, "attacks": attacks, "run": {"seed": seed},
+    run = {"seed": seed, **({} if max_seconds is None else {"max_seconds": max_seconds})}
+    return {"mechanism": {"name": name, "params": params}, "attacks": attacks, "run": run,
             "claims": [{"divergence": "dp", "function_class": "all", "epsilon": claim}]}
 
 
-def drawn(name: str, seed: int, n_samples: int | None = None) -> tuple[bool, int]:
-    """(caught, outputs drawn) of one audit of the mechanism at epsilon 0.1 claimed 0.1."""
-    params = {"epsilon": CLAIMED_EPSILON}
-    result = run_audit(config(name, params, CLAIMED_EPSILON, seed, n_samples), progress=False)
-    return result.verdict == "violation", int(result.table["outputs_drawn"].dropna().iloc[-1])
+class Records:
+    """The audits done so far, one JSON object a line in ``path``; :meth:`audit` runs only those not yet there."""
+
+    def __init__(self, path: Path, max_seconds: float | None = None):
+        self.path, self.max_seconds = path, max_seconds
+        self.done = {self.key(record): record for record in read_records(path)}  # a later line replaces an earlier
+
+    @staticmethod
+    def key(record: dict) -> tuple:
+        return record["mechanism"], record["seed"], record["n_samples"]
+
+    def audit(self, name: str, params: dict, claim: float, seed: int, n_samples: int | None = None) -> dict:
+        """The record of one audit: verdict, why the claim stopped, outputs drawn, seconds (run or read back)."""
+        key = (name, seed, n_samples)
+        max_seconds = self.max_seconds if n_samples is None and name != CORRECT[0] else None
+        if key not in self.done or self.stopped_early(self.done[key], max_seconds):
+            start = time.perf_counter()
+            result = run_audit(config(name, params, claim, seed, n_samples, max_seconds), progress=False)
+            row = result.table.iloc[-1]
+            record = {"mechanism": name, "seed": seed, "n_samples": n_samples, "verdict": result.verdict,
+                      "stop": row["stop"], "outputs": int(result.table["outputs_drawn"].dropna().iloc[-1]),
+                      "seconds": round(time.perf_counter() - start, 1), "machine": machine(),
+                      **({} if max_seconds is None else {"max_seconds": max_seconds})}
+            append_record(self.path, record)
+            self.done[key] = record
+            print(record, flush=True)
+        return self.done[key]
+
+    @staticmethod
+    def stopped_early(record: dict, max_seconds: float | None) -> bool:
+        """Whether a record stopped at a time limit below ``max_seconds``: the same audit with the larger limit
+        (the same outputs up to that look) must run again.  A record that stopped otherwise is that audit's."""
+        return (record["stop"] == TIME_LIMIT and max_seconds is not None
+                and record.get("max_seconds", RunSpec.max_seconds) < max_seconds)
+
+    def caught(self, name: str, seed: int, n_samples: int | None = None) -> tuple[bool, int]:
+        """(caught, outputs drawn) of one audit of the buggy mechanism at epsilon 0.1 claimed 0.1."""
+        record = self.audit(name, {"epsilon": CLAIMED_EPSILON}, CLAIMED_EPSILON, seed, n_samples)
+        return record["verdict"] == "violation", record["outputs"]
+
+    def fixed_to_violation(self, name: str, seed: int) -> tuple[bool, int]:
+        """The first fixed budget of FIXED_BUDGETS, smallest first, that catches the bug (caught, its outputs)."""
+        for budget in FIXED_BUDGETS:
+            caught, outputs = self.caught(name, seed, budget)
+            if caught:
+                return True, outputs
+        return False, outputs
+
+    def seeds(self, name: str) -> list[int]:
+        """The seeds with every audit of the mechanism's row recorded (the fixed budgets up to the first catch)."""
+        def fixed_done(seed: int) -> bool:
+            chain = [self.done.get((name, seed, budget)) for budget in FIXED_BUDGETS]
+            return all(chain) or any(r and r["verdict"] == "violation" and all(chain[:k]) for k, r in enumerate(chain))
+
+        return sorted({seed for mechanism, seed, n_samples in self.done if mechanism == name and n_samples is None
+                       and (name, seed, FORMER_DEFAULT) in self.done and fixed_done(seed)})
 
 
-def fixed_to_violation(name: str, seed: int) -> tuple[bool, int]:
-    """The first fixed budget of FIXED_BUDGETS that catches the bug (caught, that audit's outputs)."""
-    for budget in FIXED_BUDGETS:
-        caught, outputs = drawn(name, seed, budget)
-        if caught:
-            return True, outputs
-    return False, outputs
+def median(values: list[float], form: str = ",.0f") -> str:
+    return format(statistics.median(values), form) if values else "-"
 
 
-def median(values: list[int]) -> str:
-    return f"{statistics.median(values):,.0f}" if values else "-"
+def mechanism_row(records: Records, name: str, seeds: list[int]) -> list[str]:
+    sequential = [records.done[name, seed, None] for seed in seeds]
+    fixed = [records.fixed_to_violation(name, seed) for seed in seeds]
+    former = [records.caught(name, seed, FORMER_DEFAULT) for seed in seeds]
+    missed = [record["stop"] for record in sequential if record["verdict"] != "violation"]
+    cells = [name, median([r["outputs"] for r in sequential if r["verdict"] == "violation"]),
+             f"{len(seeds) - len(missed)}/{len(seeds)}", median([r["seconds"] for r in sequential], ".0f"),
+             ", ".join(f"{missed.count(stop)} {stop}" for stop in sorted(set(missed))) or "-"]
+    for runs in (fixed, former):
+        cells += [median([n for caught, n in runs if caught]), f"{sum(c for c, _ in runs)}/{len(seeds)}"]
+    return cells
+
+
+def write_tables(records: Records, out: Path, command: str) -> str:
+    names = [name for name in BUGGY if records.seeds(name)]
+    rows = [mechanism_row(records, name, records.seeds(name)) for name in names]
+    name, params, claim = CORRECT
+    correct = [r for (mechanism, _, n_samples), r in sorted(records.done.items(), key=lambda item: item[0][1])
+               if mechanism == name and n_samples is None]
+    timed = [[r["seed"], r["verdict"], r["stop"], f"{r['outputs']:,}", f"{r['seconds']:.1f}"] for r in correct]
+    passed = [r for r in correct if r["verdict"] == "pass"]
+    summary = [[f"{name} {params}", f"dp / all <= {claim}", f"{len(passed)}/{len(correct)}",
+                median([r["outputs"] for r in passed]), median([r["seconds"] for r in passed], ".1f"),
+                max((f"{r['seconds']:.1f}" for r in passed), key=float, default="-")]]
+    machines = sorted({r.get("machine", "?") for r in records.done.values()})
+    limits = sorted({r["max_seconds"] for r in records.done.values() if "max_seconds" in r})
+    text = "\n".join([
+        "# Sequential audits against the fixed design", "",
+        f"`{command}` (benchmarks/bench_sequential.py; every audit is a line of `{records.path.name}`, the "
+        f"tables are rebuilt from all of them). Claim dp / all <= {CLAIMED_EPSILON}, default pairs, classes, "
+        "confidence and limits (`max_outputs`, `max_seconds`: a sequential audit's time limit depends on the "
+        "machine" + (f"; the buggy mechanisms' sequential audits ran with `[run] max_seconds` = "
+                     f"{' / '.join(f'{limit:g}' for limit in limits)}, so that the load of the shared machine did not "
+                     "stop them" if limits else "") + "). Outputs drawn: results.json `outputs_drawn` (every pair, dataset, stage and round), median over "
+        "the seeds caught; seconds: median wall time of the sequential audits. Fixed: the smallest `n_samples` of "
+        f"{', '.join(f'{b:,}' for b in FIXED_BUDGETS)} whose audit reads violation, per seed (an oracle; tried "
+        f"smallest first); and the fixed design at the former default n_samples = {FORMER_DEFAULT:,}.", "",
+        tabulate(rows, headers=["mechanism", "sequential: outputs to violation", "caught", "sequential: seconds",
+                                "sequential missed: stop", "fixed (oracle budget): outputs", "caught",
+                                f"fixed n_samples {FORMER_DEFAULT:,}: outputs", "caught"],
+                 tablefmt="github", disable_numparse=True), "",
+        f"Correct mechanism to PASS (sequential, default limits): outputs and seconds over the seeds that pass; "
+        "then each seed.", "",
+        tabulate(summary, headers=["correct mechanism", "claim", "pass", "outputs drawn (median)",
+                                   "seconds (median)", "seconds (max)"], tablefmt="github", disable_numparse=True), "",
+        tabulate(timed, headers=["seed", "verdict", "stop", "outputs drawn", "seconds"], tablefmt="github",
+                 disable_numparse=True), "",
+        f"Machine: {'; '.join(machines)} (shared with other jobs; run with `nice -n 5`, run.n_jobs 1).", "",
+    ])
+    out.write_text(text)
+    return text
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"{', '.join(QUICK)}; 2 seeds")
-    parser.add_argument("--seeds", type=int, default=None, help="seeds per mechanism (default 10; --quick 2)")
-    parser.add_argument("--mechanisms", nargs="+", default=None)
-    parser.add_argument("--out", default="benchmarks/results/bench_sequential.md")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 per mechanism (default 10; --quick 2)")
+    parser.add_argument("--mechanisms", nargs="+", default=None, help=f"of {', '.join(BUGGY)}")
+    parser.add_argument("--correct-seeds", type=int, default=None, help="seeds of the correct audit (default --seeds)")
+    parser.add_argument("--max-seconds", type=float, default=None, help="[run] max_seconds of the buggy mechanisms' "
+                        "sequential audits (default: the config's, 120): a shared machine's load can make the time "
+                        "limit, not the outputs, stop them")
+    parser.add_argument("--table", action="store_true", help="only rebuild the tables from the records")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/bench_sequential.md"))
+    parser.add_argument("--records", type=Path, default=None, help="default: --out with suffix .jsonl")
+    parser.add_argument("--command", default="PYTHONPATH=. python benchmarks/bench_sequential.py",
+                        help="the command the results file names (several runs may have made it)")
     args = parser.parse_args()
+    records = Records(args.records or args.out.with_suffix(".jsonl"), args.max_seconds)
     seeds = range(args.seeds or (2 if args.quick else 10))
-    names = args.mechanisms or (QUICK if args.quick else BUGGY)
-    rows = []
-    for name in names:
-        sequential = [drawn(name, seed) for seed in seeds]
-        fixed = [fixed_to_violation(name, seed) for seed in seeds]
-        former = [drawn(name, seed, FORMER_DEFAULT) for seed in seeds]
-        rows.append([name] + [cell for runs in (sequential, fixed, former)
-                              for cell in (median([n for caught, n in runs if caught]),
-                                           f"{sum(c for c, _ in runs)}/{len(seeds)}")])
-        print(rows[-1], flush=True)
-    name, params, claim = CORRECT
-    timed = []
-    for seed in seeds:
-        start = time.perf_counter()
-        result = run_audit(config(name, params, claim, seed), progress=False)
-        row = result.table.iloc[-1]
-        timed.append([seed, result.verdict, row["stop"], int(row["outputs_drawn"]), f"{time.perf_counter() - start:.1f}"])
-    command = "PYTHONPATH=. python benchmarks/bench_sequential.py" + (" --quick" if args.quick else "") \
-        + (f" --seeds {args.seeds}" if args.seeds else "") + (f" --mechanisms {' '.join(args.mechanisms)}" if args.mechanisms else "")
-    text = "\n".join([
-        "# Sequential audits against the fixed design", "",
-        f"`{command}` (benchmarks/bench_sequential.py). Claim dp / all <= {CLAIMED_EPSILON}, default pairs, classes "
-        "and confidence. Outputs drawn: results.json `outputs_drawn` (every pair, dataset, stage and round), median "
-        "over the seeds caught. Fixed: the smallest `n_samples` of "
-        f"{', '.join(f'{b:,}' for b in FIXED_BUDGETS)} whose audit reads violation, per seed (an oracle); and the "
-        f"fixed design at the former default n_samples = {FORMER_DEFAULT:,}.", "",
-        tabulate(rows, headers=["mechanism", "sequential: outputs to violation", "caught",
-                                "fixed (oracle budget): outputs", "caught", f"fixed n_samples {FORMER_DEFAULT:,}: outputs",
-                                "caught"], tablefmt="github"), "",
-        f"Correct mechanism to PASS: {name} {params}, claim dp / all <= {claim} (sequential, default limits).", "",
-        tabulate(timed, headers=["seed", "verdict", "stop", "outputs drawn", "seconds"], tablefmt="github"), "",
-    ])
-    Path(args.out).write_text(text)
-    print(text)
+    if not args.table:
+        for name in args.mechanisms or (QUICK if args.quick else BUGGY):
+            for seed in seeds:
+                records.caught(name, seed)
+                records.fixed_to_violation(name, seed)
+                records.caught(name, seed, FORMER_DEFAULT)
+            write_tables(records, args.out, args.command)
+        name, params, claim = CORRECT
+        for seed in range(args.correct_seeds if args.correct_seeds is not None else len(seeds)):
+            records.audit(name, params, claim, seed)
+    print(write_tables(records, args.out, args.command))
 
 
 if __name__ == "__main__":

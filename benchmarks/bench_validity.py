@@ -61,6 +61,7 @@ from scipy import optimize, stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from attacks.sequential import FIRST_BUDGET, least_outputs, round_budgets  # noqa: E402
 from audit import run_audit  # noqa: E402
 from audit.mechanisms import make_mechanism  # noqa: E402
 from audit.theory import bounds  # noqa: E402
@@ -100,7 +101,7 @@ class Cell:
     mechanism: str
     params: dict = field(hash=False)
     label: str
-    n_samples: int
+    n_samples: int | None
     attack_class: str
     divergence: str
     alpha: float | None
@@ -109,11 +110,17 @@ class Cell:
     delta: float = 0.0
     buggy: bool = False
     policy: str | None = None
+    max_outputs: int | None = None
 
     @property
     def name(self) -> str:
         target = self.divergence + ("" if self.alpha is None else f"{self.alpha:g}")
-        return f"{self.label}|n={self.n_samples}|{self.attack_class}|{target}|{self.claim_class}"
+        size = f"n={self.n_samples}" if self.n_samples is not None else f"sequential<={self.max_outputs}"
+        return f"{self.label}|{size}|{self.attack_class}|{target}|{self.claim_class}"
+
+    def sequential(self, max_outputs: int) -> Cell:
+        """The cell without ``n_samples``: the audit draws in rounds until decided or ``max_outputs`` outputs."""
+        return replace(self, n_samples=None, max_outputs=max_outputs)
 
     def config(self, seed: int) -> dict[str, Any]:
         claim = {"divergence": self.divergence, "function_class": self.claim_class, "epsilon": self.claim}
@@ -124,7 +131,8 @@ class Cell:
         return {
             "mechanism": {"name": self.mechanism, "params": dict(self.params)},
             "claims": [claim],
-            "attacks": {"classes": [self.attack_class], "n_samples": self.n_samples, "confidence": CONFIDENCE,
+            "attacks": {"classes": [self.attack_class], "confidence": CONFIDENCE,
+                        **({"n_samples": self.n_samples} if self.max_outputs is None else {"max_outputs": self.max_outputs}),
                         **({} if self.policy is None else {"policy": self.policy})},
             "run": {"seed": seed, "n_jobs": 1},
         }
@@ -245,16 +253,20 @@ def audit_once(cell: Cell, seed: int) -> dict[str, Any]:
     # capaudit before per-claim summaries (the baseline of the power table) has only the overall verdict
     (claim,) = result.claims if hasattr(result, "claims") else ({"verdict": result.verdict, "detectable_excess": None},)
     notes = "; ".join(sorted({str(note) for note in result.table["note"] if note}))
+    stopped = result.table.dropna(subset=["stop"]) if "stop" in result.table else result.table.iloc[:0]
     return {"cell": cell.name, "seed": seed, "verdict": result.verdict, "claim_verdict": claim["verdict"],
             "exit_code": result.exit_code, "seconds": time.perf_counter() - start,
             "detail": notes[:200], "detectable_excess": claim["detectable_excess"],
-            "max_estimate": float(np.nanmax(result.table["estimate"].to_numpy(float)))}
+            "max_estimate": float(np.nanmax(result.table["estimate"].to_numpy(float))),
+            "stop": stopped["stop"].iloc[-1] if len(stopped) else None,
+            "outputs_drawn": stopped["outputs_drawn"].iloc[-1] if len(stopped) else None}
 
 
 def summarize(cells: list[Cell], outcomes: pd.DataFrame) -> pd.DataFrame:
     """Per cell: violations, their rate with its Clopper-Pearson interval, and the other outcomes' shares.
 
-    ``buggy`` marks the cells of the power table (a violation is a catch there).
+    ``buggy`` marks the cells of the power table (a violation is a catch there).  Sequential cells
+    (``max_outputs``) also give why their audits stopped and the median outputs drawn.
     """
     rows = []
     for cell in cells:
@@ -276,10 +288,24 @@ def summarize(cells: list[Cell], outcomes: pd.DataFrame) -> pd.DataFrame:
             "inconclusive": int((runs["claim_verdict"] == "inconclusive").sum()),
             "errors": errors,
             "s/audit": f"{runs['seconds'].mean():.2f}",
+            **({} if cell.max_outputs is None else {
+                "stops": ", ".join(f"{stop} {count}" for stop, count in runs["stop"].value_counts().sort_index().items()),
+                "median outputs": f"{runs['outputs_drawn'].median():,.0f}"}),
             "first note": next((d for d in runs["detail"] if d), ""),
             "buggy": cell.buggy,
         })
     return pd.DataFrame(rows)
+
+
+def sequential_note(max_outputs: int) -> str:
+    """What a ``--sequential`` run measures, and why it caps the outputs."""
+    budgets = round_budgets(FIRST_BUDGET, max_outputs, least_outputs(1))
+    return (f"Sequential: no `n_samples`; each audit runs the staged search in rounds (attacks.sequential) until the "
+            f"claim is decided or `[attacks] max_outputs` = {max_outputs:,} outputs (every pair, dataset, stage and "
+            f"round) would be passed; other limits at their defaults. Validity holds for any limit (the error is spent "
+            f"over the looks the limit schedules, whatever the stopping time); the cap keeps the run tractable. With "
+            f"one pair it schedules {len(budgets)} rounds of {', '.join(f'{b:,}' for b in budgets)} outputs per "
+            f"dataset; stops: why each audit stopped; median outputs: outputs drawn.")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -291,6 +317,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--power", action="store_true", help="also the known-buggy suite's catch rates")
     parser.add_argument("--policy", choices=("best", "every"), help="[attacks] policy of every audit (default: the "
                         "config's default, audit.config.default_policy)")
+    parser.add_argument("--sequential", action="store_true", help="drop each cell's n_samples: its audit draws in "
+                        "rounds until the claim is decided or --max-outputs outputs are drawn (the sequential default)")
+    parser.add_argument("--max-outputs", type=int, default=84_000, help="[attacks] max_outputs of a --sequential "
+                        "audit (default 84 000: rounds of 4 000 and 16 000 outputs per dataset of one pair)")
     parser.add_argument("--list", action="store_true", help="print the selected cells and stop")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "bench_validity.md")
     args = parser.parse_args(argv)
@@ -301,26 +331,35 @@ def main(argv: list[str] | None = None) -> None:
 
     cells = validity_cells(keep) + [cell for cell in (suite_cells() if args.power else []) if keep(cell)]
     cells = [replace(cell, policy=args.policy) for cell in cells]
+    if args.sequential:
+        if args.policy == "every":
+            parser.error("--sequential audits run the staged search of policy best, not --policy every")
+        cells = list({cell.name: cell for cell in (cell.sequential(args.max_outputs) for cell in cells)}.values())
     if args.list:
         print("\n".join(cell.name for cell in cells), f"\n{len(cells)} cells", sep="")
         return
-    start = time.perf_counter()
-    outcomes = pd.DataFrame(
-        Parallel(n_jobs=args.n_jobs, verbose=5)(
-            delayed(audit_once)(cell, seed) for cell in cells for seed in range(seeds)
-        )
-    )
-    seconds = time.perf_counter() - start
+    start, outcomes = time.perf_counter(), []
+    for seed in range(seeds):  # seed by seed, the file rewritten after each: a run stopped part way keeps its seeds
+        outcomes += Parallel(n_jobs=args.n_jobs, verbose=5)(delayed(audit_once)(cell, seed) for cell in cells)
+        text = write_results(args, argv, cells, seed + 1, seeds, pd.DataFrame(outcomes), time.perf_counter() - start)
+    print(text)
+
+
+def write_results(args: argparse.Namespace, argv: list[str] | None, cells: list[Cell], done: int, seeds: int,
+                  outcomes: pd.DataFrame, seconds: float) -> str:
+    """The results file of the ``done`` seeds of ``seeds`` run so far (every cell has them); its text."""
     table = summarize(cells, outcomes)
     validity, power = (table[table["buggy"] == flag].drop(columns="buggy") for flag in (False, True))
     text = [
         "# bench_validity",
         "",
         f"Command: `python benchmarks/bench_validity.py {shlex.join(argv if argv is not None else sys.argv[1:])}` "
-        f"({len(cells)} cells x {seeds} seeds, {seconds:.0f} s with --n-jobs {args.n_jobs}). Claims at their true "
+        f"({len(cells)} cells x {done} seeds{'' if done == seeds else f' of {seeds} (a run stopped there)'}, "
+        f"{seconds:.0f} s with --n-jobs {args.n_jobs}). Claims at their true "
         f"value, confidence {CONFIDENCE}; `**`: false-violation rate significantly above {FALSE_RATE:.0%} "
         "(one-sided binomial p < 0.05). pass / inconclusive: the claim's verdict; errors: exit 2 or a crash.",
         "",
+        *([sequential_note(args.max_outputs), ""] if args.sequential else []),
         "## False violations of true claims",
         "",
         validity.to_markdown(index=False),
@@ -331,7 +370,8 @@ def main(argv: list[str] | None = None) -> None:
                  power.drop(columns=["p(rate<=5%)"]).to_markdown(index=False), ""]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(text))
-    print("\n".join(text))
+    print(f"wrote {args.out} ({done} of {seeds} seeds)", flush=True)
+    return "\n".join(text)
 
 
 if __name__ == "__main__":

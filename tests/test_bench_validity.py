@@ -80,6 +80,18 @@ def test_grid_covers_the_brief():
                                                         for name in names}
 
 
+def test_a_sequential_cell_drops_n_samples_and_stops_within_its_cap():
+    """--sequential: the audit runs in rounds (no n_samples) until decided or max_outputs, and says why it stopped."""
+    (fixed,) = _cells(["laplace eps=1|n=1000|threshold|dp|all"])
+    cell = fixed.sequential(84_000)
+    assert cell.name == "laplace eps=1|sequential<=84000|threshold|dp|all"
+    attacks = cell.config(0)["attacks"]
+    assert "n_samples" not in attacks and attacks["max_outputs"] == 84_000
+    outcome = bench.audit_once(cell, 0)
+    assert outcome["stop"] in ("violation", "decided", "output limit", "time limit")
+    assert 8_000 <= outcome["outputs_drawn"] <= 84_000
+
+
 # Issue 11's failing configs at small n (dp over thresholds and KL over all functions at eps = 8: finite samples
 # that looked unbounded), and the tight claims of the report's "inconclusive" rule.
 FAST_CELLS = [
