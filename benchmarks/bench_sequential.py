@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -58,6 +59,13 @@ QUICK = ["noisy_hist_2", "report_noisy_max_4", "textbook_laplace"]
 FIXED_BUDGETS = [FIRST_BUDGET * RATIO ** k for k in range(4)]  # 4 000 .. 256 000
 CORRECT = ("snapping_laplace", {"epsilon": 1.0}, 1.5)
 FORMER_DEFAULT = 10_000
+
+
+def commit() -> str:
+    """The short hash of the checkout's HEAD ("+" when its tracked files differ from it): the code that ran."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=Path(__file__).parent).stdout.strip()
+    return (git("rev-parse", "--short", "HEAD") or "?") + ("+" if git("status", "--porcelain", "-uno") else "")
 
 
 def config(name: str, params: dict, claim: float, seed: int, n_samples: int | None = None,
@@ -89,7 +97,7 @@ class Records:
             row = result.table.iloc[-1]
             record = {"mechanism": name, "seed": seed, "n_samples": n_samples, "verdict": result.verdict,
                       "stop": row["stop"], "outputs": int(result.table["outputs_drawn"].dropna().iloc[-1]),
-                      "seconds": round(time.perf_counter() - start, 1), "machine": machine(),
+                      "seconds": round(time.perf_counter() - start, 1), "machine": machine(), "commit": commit(),
                       **({} if max_seconds is None else {"max_seconds": max_seconds})}
             append_record(self.path, record)
             self.done[key] = record
@@ -156,6 +164,10 @@ def write_tables(records: Records, out: Path, command: str) -> str:
                 max((f"{r['seconds']:.1f}" for r in passed), key=float, default="-")]]
     machines = sorted({r.get("machine", "?") for r in records.done.values()})
     limits = sorted({r["max_seconds"] for r in records.done.values() if "max_seconds" in r})
+    commits = {}
+    for (mechanism, _, n_samples), r in records.done.items():
+        commits.setdefault(r.get("commit", "not recorded"), set()).add(
+            f"{mechanism} {'sequential' if n_samples is None else 'fixed'}")
     text = "\n".join([
         "# Sequential audits against the fixed design", "",
         f"`{command}` (benchmarks/bench_sequential.py; every audit is a line of `{records.path.name}`, the "
@@ -177,6 +189,8 @@ def write_tables(records: Records, out: Path, command: str) -> str:
                                    "seconds (median)", "seconds (max)"], tablefmt="github", disable_numparse=True), "",
         tabulate(timed, headers=["seed", "verdict", "stop", "outputs drawn", "seconds"], tablefmt="github",
                  disable_numparse=True), "",
+        "Code each record ran (`commit` of its record; records without one predate the field): "
+        + "; ".join(f"{c}: {', '.join(sorted(rows))}" for c, rows in sorted(commits.items())) + ".", "",
         f"Machine: {'; '.join(machines)} (shared with other jobs; run with `nice -n 5`, run.n_jobs 1).", "",
     ])
     out.write_text(text)
