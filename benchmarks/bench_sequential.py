@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -50,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attacks.sequential import FIRST_BUDGET, RATIO, TIME_LIMIT  # noqa: E402
 from audit import run_audit  # noqa: E402
 from audit.config import RunSpec  # noqa: E402
-from results_file import append_record, machine, read_records  # noqa: E402
+from results_file import append_record, commit, machine, read_records  # noqa: E402
 
 CLAIMED_EPSILON = 0.1
 BUGGY = ["noisy_hist_2", "report_noisy_max_3", "report_noisy_max_4", "svt_3", "svt_4", "svt_5", "svt_6",
@@ -59,13 +58,6 @@ QUICK = ["noisy_hist_2", "report_noisy_max_4", "textbook_laplace"]
 FIXED_BUDGETS = [FIRST_BUDGET * RATIO ** k for k in range(4)]  # 4 000 .. 256 000
 CORRECT = ("snapping_laplace", {"epsilon": 1.0}, 1.5)
 FORMER_DEFAULT = 10_000
-
-
-def commit() -> str:
-    """The short hash of the checkout's HEAD ("+" when its tracked files differ from it): the code that ran."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=Path(__file__).parent).stdout.strip()
-    return (git("rev-parse", "--short", "HEAD") or "?") + ("+" if git("status", "--porcelain", "-uno") else "")
 
 
 def config(name: str, params: dict, claim: float, seed: int, n_samples: int | None = None,
