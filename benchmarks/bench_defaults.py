@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from audit import run_audit  # noqa: E402
 from audit.mechanisms import make_mechanism  # noqa: E402
-from results_file import append_record, machine, read_records  # noqa: E402
+from results_file import append_record, commit, machine, read_records  # noqa: E402
 
 OUTPUTS_TARGET = 40_000
 GRID = 2.0**30
@@ -110,7 +110,7 @@ def audit(case: Case, seed: int) -> dict:
     result = run_audit(config, progress=False)
     return {"case": case.label, "seed": seed, "verdict": result.verdict, "stop": result.table["stop"].dropna().iloc[-1],
             "outputs": int(result.table["outputs_drawn"].dropna().iloc[-1]),
-            "seconds": round(time.perf_counter() - start, 1), "machine": machine()}
+            "seconds": round(time.perf_counter() - start, 1), "machine": machine(), "commit": commit()}
 
 
 def importable(case: Case) -> str | None:
@@ -157,6 +157,9 @@ def main() -> None:
     rows = [row(case, [done[key] for key in sorted(done) if key[0] == case.label])
             for case in CASES if any(key[0] == case.label for key in done)]
     machines = sorted({record["machine"] for record in done.values()})
+    commits: dict[str, set[str]] = {}
+    for record in done.values():
+        commits.setdefault(record.get("commit", "not recorded"), set()).add(record["case"])
     text = "\n".join([
         "# Issue 23's targets at default settings", "",
         "`PYTHONPATH=. python benchmarks/bench_defaults.py` (benchmarks/bench_defaults.py; every audit is a line of "
@@ -167,6 +170,8 @@ def main() -> None:
         tabulate(rows, headers=["case", "mechanism", "claim", "target", "seeds", "violation", "pass", "inconclusive",
                                 "error", "outputs (median)", "outputs (max)", "seconds", "met"],
                  tablefmt="github", disable_numparse=True), "",
+        "Code each case ran (`commit` of its records; records without one predate the field): "
+        + "; ".join(f"{c}: {', '.join(sorted(cases))}" for c, cases in sorted(commits.items())) + ".", "",
         f"Machine: {'; '.join(machines)} (shared with other jobs; run with `nice -n 5`, run.n_jobs 1).", "",
     ])
     args.out.write_text(text)

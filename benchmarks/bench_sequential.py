@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attacks.sequential import FIRST_BUDGET, RATIO, TIME_LIMIT  # noqa: E402
 from audit import run_audit  # noqa: E402
 from audit.config import RunSpec  # noqa: E402
-from results_file import append_record, machine, read_records  # noqa: E402
+from results_file import append_record, commit, machine, read_records  # noqa: E402
 
 CLAIMED_EPSILON = 0.1
 BUGGY = ["noisy_hist_2", "report_noisy_max_3", "report_noisy_max_4", "svt_3", "svt_4", "svt_5", "svt_6",
@@ -89,7 +89,7 @@ class Records:
             row = result.table.iloc[-1]
             record = {"mechanism": name, "seed": seed, "n_samples": n_samples, "verdict": result.verdict,
                       "stop": row["stop"], "outputs": int(result.table["outputs_drawn"].dropna().iloc[-1]),
-                      "seconds": round(time.perf_counter() - start, 1), "machine": machine(),
+                      "seconds": round(time.perf_counter() - start, 1), "machine": machine(), "commit": commit(),
                       **({} if max_seconds is None else {"max_seconds": max_seconds})}
             append_record(self.path, record)
             self.done[key] = record
@@ -156,6 +156,10 @@ def write_tables(records: Records, out: Path, command: str) -> str:
                 max((f"{r['seconds']:.1f}" for r in passed), key=float, default="-")]]
     machines = sorted({r.get("machine", "?") for r in records.done.values()})
     limits = sorted({r["max_seconds"] for r in records.done.values() if "max_seconds" in r})
+    commits = {}
+    for (mechanism, _, n_samples), r in records.done.items():
+        commits.setdefault(r.get("commit", "not recorded"), set()).add(
+            f"{mechanism} {'sequential' if n_samples is None else 'fixed'}")
     text = "\n".join([
         "# Sequential audits against the fixed design", "",
         f"`{command}` (benchmarks/bench_sequential.py; every audit is a line of `{records.path.name}`, the "
@@ -177,6 +181,8 @@ def write_tables(records: Records, out: Path, command: str) -> str:
                                    "seconds (median)", "seconds (max)"], tablefmt="github", disable_numparse=True), "",
         tabulate(timed, headers=["seed", "verdict", "stop", "outputs drawn", "seconds"], tablefmt="github",
                  disable_numparse=True), "",
+        "Code each record ran (`commit` of its record; records without one predate the field): "
+        + "; ".join(f"{c}: {', '.join(sorted(rows))}" for c, rows in sorted(commits.items())) + ".", "",
         f"Machine: {'; '.join(machines)} (shared with other jobs; run with `nice -n 5`, run.n_jobs 1).", "",
     ])
     out.write_text(text)

@@ -16,6 +16,7 @@ import os
 import platform
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -41,6 +42,15 @@ def machine() -> str:
     models = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.M) if cpuinfo.exists() else []
     return (f"{models[0] if models else platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
             f"{platform.system()}, Python {platform.python_version()}")
+
+
+def commit() -> str:
+    """The short hash of the checkout's HEAD, with "+" when tracked files outside ``benchmarks/results`` differ
+    from it: the code an audit ran (a record's ``commit``; the results files themselves change as a run goes)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=RESULTS.parent.parent).stdout.strip()
+    dirty = git("status", "--porcelain", "-uno", "--", ".", ":(exclude)benchmarks/results")
+    return (git("rev-parse", "--short", "HEAD") or "?") + ("+" if dirty else "")
 
 
 def read_records(path: Path) -> list[dict]:
