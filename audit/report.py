@@ -46,7 +46,7 @@ from audit.results_file import SCHEMA_VERSION, json_value, write_results
 from audit.theory.check import failures
 
 from audit.schema import ROW_COLUMNS, STAGE_SIZE_COLUMNS, Row, column_order  # noqa: E402
-from audit.verdicts import POWER  # noqa: E402
+from attacks.sequential import POWER  # noqa: E402
 from audit.families import claim_summaries  # noqa: E402
 from audit.tradeoff_report import LEVELS as TRADEOFF_LEVELS, Panel, tradeoff_panels  # noqa: E402
 from audit.config import AttackSpec  # noqa: E402
@@ -184,7 +184,7 @@ def _tight_note(claim: Mapping[str, Any], row: Row | None, confidence: float | N
     ``detectable_excess`` above the value expected reads pass at least as
     often as the audit's confidence: its estimate falls below the claim
     unless it errs by z(1 - a) + z(0.8) standard errors (the standard error
-    as observed; :func:`audit.verdicts.detectable_excess`).
+    as observed; :func:`attacks.sequential.detectable_excess`).
     """
     if row is None or claim["verdict"] not in ("pass", "inconclusive"):
         return ""

@@ -387,12 +387,3 @@ def _or(value: float, default: float) -> float:
 def _join(note: str | None, text: str) -> str:
     return f"{note}; {text}" if note else text
 
-
-def __getattr__(name: str) -> Any:
-    """``POWER`` and ``detectable_excess``, the sequential search's (:mod:`attacks.sequential`), loaded when first
-    asked for: the attacks import scikit-learn, which ``import audit.api`` does not need."""
-    if name in ("POWER", "detectable_excess"):
-        from attacks import sequential
-
-        return getattr(sequential, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

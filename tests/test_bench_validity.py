@@ -146,7 +146,7 @@ def test_an_excess_of_the_detectable_size_is_detected_with_the_stated_power(name
     """The claim lowered by the median detectable excess of 20 audits at the truth: 60 more audits (fresh seeds)
     read violation at a rate not significantly below POWER = 0.8 (one-sided binomial p >= 0.01).  Measured:
     53 / 60 (kl) and 50 / 60 (dp); both directions can detect, so the rate is at least the single row's."""
-    from audit.verdicts import POWER
+    from attacks.sequential import POWER
 
     (cell,) = _cells([name])
     excess = float(np.median([bench.audit_once(cell, seed)["detectable_excess"] for seed in range(20)]))

@@ -7,15 +7,14 @@ import pytest
 from scipy.stats import norm
 
 from attacks.evidence import NormalEstimate
+from attacks.sequential import POWER, detectable_excess
 from audit.verdicts import (
     CLAIM_VERDICTS,
     EXIT_ERROR,
     EXIT_PASS,
     EXIT_VIOLATION,
     INFINITE_WITHOUT_RELEASE,
-    POWER,
     assign_verdicts,
-    detectable_excess,
     exit_code,
     holm_adjusted,
     holm_levels,
