@@ -94,7 +94,7 @@ a violation, else 0 (an inconclusive audit found no violation).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
