@@ -241,8 +241,10 @@ def run_audit(
 
 
 ARTEFACTS = ("report.md", "report.html", "results.json", "results.csv", "tasks.jsonl")
-"""The files an audit writes in its output directory (besides ``figures/*.png`` and :data:`LOCK_FILE`)."""
+"""The files an audit writes in its output directory (besides ``figures/*.svg`` and :data:`LOCK_FILE`)."""
 FIGURES = "figures"
+FIGURE_SUFFIXES = (".svg", ".png")
+"""The figures an audit writes (SVG) and those of older versions (PNG), cleared by the next run into the directory."""
 LOCK_FILE = ".capaudit.lock"
 """Held (``flock``) by the run writing the directory: a second run into it is refused."""
 _HELD: dict[Path, int] = {}  # output directory -> the descriptor of its lock, while this process writes it
@@ -252,7 +254,7 @@ def output_directory(out_dir: str | os.PathLike, resume: bool = False) -> Path:
     """``out_dir``, created if needed, locked and cleared of an earlier audit's artefacts.
 
     The directory must be empty or hold only what an audit writes
-    (:data:`ARTEFACTS`, ``figures/*.png``): a directory with other files is
+    (:data:`ARTEFACTS`, ``figures/*.svg`` or ``*.png``): a directory with other files is
     refused rather than mixed with a report.  The run takes the directory's
     lock (:data:`LOCK_FILE`; released by :func:`release_directory` or when
     the process ends), so that two runs never write one directory.  The
@@ -302,12 +304,12 @@ def clear_artefacts(path: Path, keep: Sequence[str] = ()) -> None:
         figures.unlink()
     elif figures.is_dir():
         for figure in figures.iterdir():
-            if figure.suffix == ".png" and (figure.is_file() or figure.is_symlink()):
+            if figure.suffix in FIGURE_SUFFIXES and (figure.is_file() or figure.is_symlink()):
                 figure.unlink()
 
 
 def _foreign_entries(path: Path) -> list[str]:
-    """What in ``path`` no audit writes: names other than the artefacts, ``figures/`` with other than PNGs."""
+    """What in ``path`` no audit writes: names other than the artefacts, ``figures/`` with other than figures."""
     foreign = []
     for entry in sorted(path.iterdir()):
         if entry.name in (*ARTEFACTS, LOCK_FILE):
@@ -315,7 +317,7 @@ def _foreign_entries(path: Path) -> list[str]:
                 foreign.append(entry.name + "/")
         elif entry.name == FIGURES and entry.is_dir() and not entry.is_symlink():
             foreign += [f"{FIGURES}/{figure.name}" for figure in sorted(entry.iterdir())
-                        if figure.suffix != ".png" or figure.is_dir()]
+                        if figure.suffix not in FIGURE_SUFFIXES or figure.is_dir()]
         elif entry.name != FIGURES:
             foreign.append(entry.name)
     return foreign

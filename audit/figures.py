@@ -1,48 +1,54 @@
 """The figures of an audit report: estimates with intervals, beside the claims and the theory.
 
-One PNG per (divergence, alpha), with one panel per claim on that divergence.
-A results row is one (task, claim) pair, so a task audited against two claims
-has two rows whose intervals can differ (Holm's levels depend on the claim,
-:mod:`audit.verdicts`); drawing each row in its own claim's panel shows every
-row exactly once, with its own interval and verdict, and never draws a point
-over another.
+One SVG per (divergence, alpha), with one panel per claim on that divergence,
+drawn by :mod:`audit.svg` (no matplotlib: an audit's report costs no plotting
+library's import).  A results row is one (task, claim) pair, so a task
+audited against two claims has two rows whose intervals can differ (Holm's
+levels depend on the claim, :mod:`audit.verdicts`); drawing each row in its
+own claim's panel shows every row exactly once, with its own interval and
+verdict, and never draws a point over another.
 
 Every point is labelled by its pair and direction; the claim is a black
 dashed line (red is kept for violations), the exact restricted divergence a
 black cross and the paper's closed-form bound a blue bar, and the legend lists
 only what the figure draws.  Titles name the divergence in words and the
-mechanism.  The interval level is stated: the one of the ``level`` column when
-the rows carry it, else "per-row level, see table".
+mechanism, and say that each row has its own interval level (in the table).
 """
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+import itertools
 import math
 import pathlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
-import matplotlib.figure
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+from attacks.vocabulary import DP, ZCDP, divergence_kind
+from audit.svg import TAB10, Axes, Figure, Style
 
-from attacks.vocabulary import DP, ZCDP, divergence_kind  # noqa: E402
+if TYPE_CHECKING:
+    from audit.schema import Row
+    from audit.tradeoff_report import Panel
 
 VERDICT_COLOURS = {
-    "violation": "tab:red",
-    "unbounded": "tab:purple",
-    "inconclusive": "tab:orange",
-    "pass": "tab:green",
-    "info": "tab:gray",
+    "violation": TAB10["red"],
+    "unbounded": TAB10["purple"],
+    "inconclusive": TAB10["orange"],
+    "pass": TAB10["green"],
+    "info": TAB10["gray"],
 }
 """Marker colour of a row by its verdict; no other element of a figure is red."""
-CLAIM_COLOUR = "black"
-EXACT_COLOUR = "black"
-BOUND_COLOUR = "tab:blue"
+CLAIM = Style(colour="#000000", width=1.0, line="dashed")
+EXACT = Style(colour="#000000", width=1.5, line=None, marker="x", size=8)
+BOUND = Style(colour=TAB10["blue"], width=2.5, line=None, marker="_", size=16)
+INTERVAL_LEVEL = "intervals at the per-row level, see table"
+"""Holm's procedure gives each row its own level (:mod:`audit.verdicts`): the table states it."""
+CLASS_COLOURS = [TAB10[name] for name in ("orange", "green", "purple", "brown", "pink", "olive", "cyan")]
+"""The trade-off figure's colour per attack class (tab10 without blue, red and gray, used for other lines)."""
 
 
 def figure_name(divergence: str, alpha: Any) -> str:
@@ -100,31 +106,15 @@ def mechanism_label(config: Mapping[str, Any]) -> str:
     return f"{name} ({shown})" if shown else name
 
 
-def interval_level_text(rows: pd.DataFrame) -> str:
-    """How confident the drawn intervals are: the ``level`` column's value(s), else a pointer to the table.
-
-    Holm's procedure gives each row its own level (:mod:`audit.verdicts`), so a
-    single level is stated only when the rows say so.
-    """
-    if "level" in rows.columns:
-        levels = pd.to_numeric(rows["level"], errors="coerce").dropna().unique()
-        if len(levels) == 1:
-            return f"intervals at level {levels[0]:.4g}"
-        if len(levels) > 1:
-            return f"intervals at levels {min(levels):.4g} to {max(levels):.4g} (per row, see table)"
-    return "intervals at the per-row level, see table"
-
-
-def write_figures(table: pd.DataFrame, figure_dir: pathlib.Path, *, mechanism: str) -> list[pathlib.Path]:
-    """Write one figure per (divergence, alpha) of ``table`` into ``figure_dir``.
+def write_figures(rows: Sequence[Row], figure_dir: pathlib.Path, *, mechanism: str) -> list[pathlib.Path]:
+    """Write one figure per (divergence, alpha) of ``rows`` into ``figure_dir``.
 
     Parameters
     ----------
-    table : pandas.DataFrame
-        Results rows (:data:`audit.schema.ROW_COLUMNS`); an optional ``level``
-        column gives each row's interval level.
+    rows : sequence of audit.schema.Row
+        The results rows.
     figure_dir : Path
-        Existing directory for the PNGs.
+        Existing directory for the SVGs.
     mechanism : str
         The mechanism's name as shown in titles (:func:`mechanism_label`).
 
@@ -134,116 +124,101 @@ def write_figures(table: pd.DataFrame, figure_dir: pathlib.Path, *, mechanism: s
         The written files, sorted by divergence and alpha; none for a group
         whose rows all lack an estimate (failed tasks): no empty figures.
     """
+    groups: dict[tuple[str, float | None], list[Row]] = {}
+    for row in rows:
+        groups.setdefault((row.divergence, _key(row.alpha)), []).append(row)
     paths = []
-    for (divergence, alpha), rows in table.groupby(["divergence", "alpha"], dropna=False, sort=True):
-        if pd.to_numeric(rows["estimate"], errors="coerce").isna().all():
+    for divergence, alpha in sorted(groups, key=lambda key: (key[0], key[1] is None, key[1] or 0.0)):
+        members = groups[divergence, alpha]
+        if all(math.isnan(row.estimate) for row in members):
             continue
-        path = figure_dir / f"{figure_name(divergence, alpha)}.png"
-        fig = plot_group(rows, f"{divergence_title(divergence, alpha)} — {mechanism}")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
+        fig = plot_group(members, f"{divergence_title(divergence, alpha)} — {mechanism}")
+        paths.append(fig.save(figure_dir / f"{figure_name(divergence, alpha)}.svg"))
     return paths
 
 
-def plot_group(rows: pd.DataFrame, title: str) -> matplotlib.figure.Figure:
+def plot_group(rows: Sequence[Row], title: str) -> Figure:
     """One figure: a panel per claim, the attack classes along x, one labelled point per row.
 
     Each point's annotation is ``"<pair> <direction>"`` (plus ``" unbounded"``
     for an infinite estimate drawn as a triangle at the top).
     """
-    claims = rows[["claim_class", "claim"]].drop_duplicates().itertuples(index=False)
-    claims = list(claims)
+    claims = list(dict.fromkeys((row.claim_class, _key(row.claim)) for row in rows))
     bottom, ceiling = _value_range(rows)
-    classes = sorted(set(rows["function_class"]), key=lambda name: (name != "linear", name))
-    points = rows.groupby(["function_class"]).size().max()
-    width = max(4.5, 0.9 * len(classes) * max(1, points) ** 0.5 + 2.0)
-    fig, axes = plt.subplots(
-        1, len(claims), figsize=(width * len(claims) + 2.2, 4.4), sharey=True, squeeze=False
-    )
+    classes = sorted({row.function_class for row in rows}, key=lambda name: (name != "linear", name))
+    points = max(collections.Counter((row.claim_class, _key(row.claim), row.function_class) for row in rows).values())
+    width = max(320.0, 90.0 * len(classes) * points ** 0.5 + 120.0)
+    fig = Figure(1, len(claims), panel=(width, 280.0), title=f"{title}\n{INTERVAL_LEVEL}", sharey=True)
     drawn: set[str] = set()
-    for ax, claim in zip(axes[0], claims):
-        members = rows[(rows["claim_class"] == claim.claim_class) & _same(rows["claim"], claim.claim)]
+    for ax, (claim_class, claim) in zip(fig.axes[0], claims):
+        members = [row for row in rows if row.claim_class == claim_class and _key(row.claim) == claim]
         drawn |= _plot_panel(ax, members, classes, ceiling)
-        if np.isfinite(claim.claim):
-            ax.axhline(claim.claim, color=CLAIM_COLOUR, linestyle="--", linewidth=1)
+        if claim is not None and math.isfinite(claim):
+            ax.hline(claim, CLAIM)
             drawn.add("claim")
-        ax.set_title(f"claim: class {claim.claim_class}, at most {format_number(claim.claim)}", fontsize=9)
-        ax.set_xlim(-0.6, len(classes) - 0.4)
-        ax.set_xlabel("function class (attack)")
-    axes[0][0].set_ylim(bottom, ceiling + 0.08 * (ceiling - bottom))
-    axes[0][0].set_ylabel("held-out estimate")
-    fig.suptitle(f"{title}\n{interval_level_text(rows)}", fontsize=10)
-    axes[0][-1].legend(
-        handles=_legend_handles(drawn), fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0)
-    )
-    fig.tight_layout()
+        ax.title = f"claim: class {claim_class}, at most {format_number(claim)}"
+        ax.xlim = (-0.6, len(classes) - 0.4)
+        ax.xticks = list(enumerate(classes))
+        ax.xlabel = "function class (attack)"
+    fig.axes[0][0].ylim = (bottom, ceiling + 0.08 * (ceiling - bottom))
+    fig.axes[0][0].ylabel = "held-out estimate"
+    fig.axes[0][-1].legend("right", _legend_entries(drawn))
     return fig
 
 
-def _plot_panel(ax: Any, rows: pd.DataFrame, classes: list[str], ceiling: float) -> set[str]:
+def _plot_panel(ax: Axes, rows: Sequence[Row], classes: list[str], ceiling: float) -> set[str]:
     """Draw one claim's rows; return the names of the legend entries drawn."""
     drawn = set()
     for i, function_class in enumerate(classes):
-        members = rows[rows["function_class"] == function_class].sort_values(["pair", "direction"])
+        members = sorted((row for row in rows if row.function_class == function_class),
+                         key=lambda row: (row.pair, row.direction))
         offsets = np.linspace(-0.3, 0.3, len(members)) if len(members) > 1 else [0.0]
-        for x, row in zip(i + np.asarray(offsets), members.itertuples()):
-            colour = VERDICT_COLOURS.get(row.verdict, "black")
-            drawn.add(f"verdict:{row.verdict}")
-            y = ceiling if np.isposinf(row.estimate) else row.estimate
-            if np.isposinf(row.estimate):
-                ax.plot(x, y, marker="^", color=colour, markersize=9, linestyle="")
-            elif np.isfinite(row.estimate):
-                low = row.estimate - row.ci_low if np.isfinite(row.ci_low) else 0.0
-                high = min(row.ci_high, ceiling) - row.estimate if not math.isnan(row.ci_high) else 0.0
-                ax.errorbar(x, y, yerr=[[max(low, 0.0)], [max(high, 0.0)]], fmt="o", color=colour, capsize=3)
+        for x, row in zip(i + np.asarray(offsets), members):
+            marker = Style(colour=VERDICT_COLOURS.get(row.verdict, "#000000"), line=None, marker="o", size=7)
+            unbounded = row.estimate == math.inf
+            if unbounded:
+                y = ceiling
+                ax.plot([x], [y], dataclasses.replace(marker, marker="^", size=11))
+            elif math.isfinite(row.estimate):
+                y = row.estimate
+                low = min(row.ci_low, y) if math.isfinite(row.ci_low) else y
+                high = max(min(row.ci_high, ceiling), y) if not math.isnan(row.ci_high) else y
+                ax.errorbar([x], [y], [low], [high], marker, cap=3.5)
             else:
                 continue
-            label = f"{row.pair} {row.direction}" + (" unbounded" if np.isposinf(row.estimate) else "")
-            ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=6.5, rotation=30)
-            if np.isfinite(row.exact):
-                ax.plot(x, row.exact, marker="x", color=EXACT_COLOUR, markersize=7, linestyle="")
+            drawn.add(f"verdict:{row.verdict}")
+            ax.text(x, y, f"{row.pair} {row.direction}" + (" unbounded" if unbounded else ""), offset=(9.0, -4.0),
+                    angle=30)
+            if math.isfinite(row.exact):
+                ax.plot([x], [row.exact], EXACT)
                 drawn.add("exact")
-            if np.isfinite(row.theory_bound):
-                ax.plot(x, row.theory_bound, marker="_", color=BOUND_COLOUR, markersize=14,
-                        markeredgewidth=2, linestyle="")
+            if math.isfinite(row.theory_bound):
+                ax.plot([x], [row.theory_bound], BOUND)
                 drawn.add("theory bound")
-    ax.set_xticks(range(len(classes)), classes)
     return drawn
 
 
-def _legend_handles(drawn: set[str]) -> list[Any]:
-    handles = [
-        plt.Line2D([], [], marker="o", linestyle="", color=colour, label=verdict)
-        for verdict, colour in VERDICT_COLOURS.items()
-        if f"verdict:{verdict}" in drawn
-    ]
-    if "claim" in drawn:
-        handles.append(plt.Line2D([], [], color=CLAIM_COLOUR, linestyle="--", linewidth=1, label="claim"))
-    if "exact" in drawn:
-        handles.append(plt.Line2D([], [], marker="x", linestyle="", color=EXACT_COLOUR, label="exact"))
-    if "theory bound" in drawn:
-        handles.append(plt.Line2D([], [], marker="_", linestyle="", color=BOUND_COLOUR, markersize=14,
-                                  markeredgewidth=2, label="theory bound"))
-    return handles
+def _legend_entries(drawn: set[str]) -> list[tuple[str, Style]]:
+    """The legend of a group figure: the verdicts drawn, then the claim, exact and theory bound where drawn."""
+    entries = [(verdict, Style(colour=colour, line=None, marker="o", size=7))
+               for verdict, colour in VERDICT_COLOURS.items() if f"verdict:{verdict}" in drawn]
+    return entries + [(name, style) for name, style in (("claim", CLAIM), ("exact", EXACT), ("theory bound", BOUND))
+                      if name in drawn]
 
 
-def _value_range(rows: pd.DataFrame) -> tuple[float, float]:
+def _value_range(rows: Sequence[Row]) -> tuple[float, float]:
     """(bottom, ceiling) of the y axis: every finite value drawn, with room above for unbounded rows."""
-    bounded = rows[np.isfinite(rows["estimate"].astype(float))]
-    values = pd.concat(
-        [bounded[c] for c in ("estimate", "ci_low", "ci_high")] + [rows[c] for c in ("claim", "theory_bound", "exact")]
-    ).astype(float)
-    values = values[np.isfinite(values)]
-    top = float(values.max()) if len(values) else 1.0
-    bottom = min(0.0, float(values.min())) if len(values) else 0.0
+    values = [v for row in rows if math.isfinite(row.estimate) for v in (row.estimate, row.ci_low, row.ci_high)]
+    values += [v for row in rows for v in (row.claim, row.theory_bound, row.exact)]
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    top = max(values, default=1.0)
+    bottom = min(0.0, min(values, default=0.0))
     return bottom, top + 0.1 * (top - bottom or 1.0)
 
 
-def _same(column: pd.Series, value: float) -> pd.Series:
-    """Equality that also matches NaN with NaN (a claim without a value)."""
-    values = column.astype(float)
-    return values.isna() if math.isnan(value) else values == value
+def _key(value: float | None) -> float | None:
+    """A number usable as a key: None for a missing one (NaN never equals itself)."""
+    return None if value is None or math.isnan(value) else value
 
 
 def format_number(value: Any) -> str:
@@ -253,15 +228,16 @@ def format_number(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, (int, float, np.number)) else str(value)
 
 
-def write_evidence_figures(strongest: pd.DataFrame, figure_dir: pathlib.Path, *, mechanism: str) -> list[pathlib.Path]:
-    """The held-out scores behind each claim's strongest row: ``witness.png`` and, for dp and ipm, ``roc.png``.
+def write_evidence_figures(strongest: Sequence[tuple[Row, Mapping[str, Any] | None]], figure_dir: pathlib.Path, *,
+                           mechanism: str) -> list[pathlib.Path]:
+    """The held-out scores behind each claim's strongest row: ``witness.svg`` and, for dp and ipm, ``roc.svg``.
 
     Parameters
     ----------
-    strongest : pandas.DataFrame
-        One row per claim (the Claims table's strongest rows, :mod:`audit.report`) with a
-        ``held_out_scores`` column (:func:`attacks.estimate.score_histogram`'s
-        dict, or None where the row has no scores, e.g. a failed task).
+    strongest : sequence of (audit.schema.Row, mapping or None)
+        One row per claim (the Claims table's strongest rows, :mod:`audit.report`) with its
+        held-out scores (:func:`attacks.estimate.score_histogram`'s dict, or None where the
+        row has no scores, e.g. a failed task).
     figure_dir : Path
     mechanism : str
 
@@ -270,42 +246,38 @@ def write_evidence_figures(strongest: pd.DataFrame, figure_dir: pathlib.Path, *,
     list of Path
         The files written (none when no row has scores).
     """
-    rows = strongest[strongest["held_out_scores"].map(_has_scores)]
-    figures = {"witness": (rows, plot_witness_histograms, "Held-out scores of the winning witness, per claim")}
-    attack_sets = rows["divergence"].map(lambda name: not divergence_kind(name).weighted).astype(bool)
-    figures["roc"] = (rows[attack_sets], plot_roc, "ROC of the winning attack set, per claim")
-    paths = []
-    for name, (members, plot, title) in figures.items():
-        if len(members):
-            fig = plot(members, f"{title} — {mechanism}")
-            fig.savefig(figure_dir / f"{name}.png", dpi=110)
-            plt.close(fig)
-            paths.append(figure_dir / f"{name}.png")
-    return paths
+    shown = [(row, scores) for row, scores in strongest if _has_scores(scores)]
+    attack_sets = [(row, scores) for row, scores in shown if not divergence_kind(row.divergence).weighted]
+    figures = {
+        "witness": (shown, plot_witness_histograms, "Held-out scores of the winning witness, per claim"),
+        "roc": (attack_sets, plot_roc, "ROC of the winning attack set, per claim"),
+    }
+    return [plot(members, f"{title} — {mechanism}").save(figure_dir / f"{name}.svg")
+            for name, (members, plot, title) in figures.items() if members]
 
 
-def plot_witness_histograms(rows: pd.DataFrame, title: str) -> matplotlib.figure.Figure:
+def plot_witness_histograms(shown: Sequence[tuple[Row, Mapping[str, Any]]], title: str) -> Figure:
     """A panel per row: densities of the held-out score on P and on Q, and the attack set's threshold."""
-    fig, axes = plt.subplots(1, len(rows), figsize=(4.6 * len(rows) + 1.0, 3.8), squeeze=False)
-    for ax, row in zip(axes[0], rows.to_dict(orient="records")):
-        scores = row["held_out_scores"]
-        edges = np.asarray(scores["edges"])
-        for law, colour in (("p", "tab:blue"), ("q", "tab:brown")):
+    fig = Figure(1, len(shown), panel=(400.0, 240.0), title=title)
+    for ax, (row, scores) in zip(fig.axes[0], shown):
+        edges = np.asarray(scores["edges"], dtype=float)
+        top = 0.0
+        for law, colour in (("p", TAB10["blue"]), ("q", TAB10["brown"])):
             counts = np.asarray(scores[law], dtype=float)
-            ax.stairs(counts / max(counts.sum(), 1.0) / np.diff(edges), edges, color=colour,
-                      label=f"{law.upper()} (held out, {int(counts.sum())})")
+            density = counts / max(counts.sum(), 1.0) / np.diff(edges)
+            ax.stairs(density, edges, Style(colour=colour), label=f"{law.upper()} (held out, {int(counts.sum())})")
+            top = max(top, float(density.max(initial=0.0)))
         if scores.get("threshold") is not None:
-            ax.axvline(scores["threshold"], color="black", linestyle=":", label="attack set: score > t")
-        ax.set_title(_row_title(row), fontsize=8)
-        ax.set_xlabel("witness score (large on P)")
-        ax.legend(fontsize=7)
-    axes[0][0].set_ylabel("density")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+            ax.vline(scores["threshold"], Style(line="dotted"), label="attack set: score > t")
+        ax.ylim = (0.0, 1.45 * top or 1.0)  # room for the legend above the bars
+        ax.title = _row_title(row)
+        ax.xlabel = "witness score (large on P)"
+        ax.legend("upper left")
+    fig.axes[0][0].ylabel = "density"
     return fig
 
 
-def plot_roc(rows: pd.DataFrame, title: str) -> matplotlib.figure.Figure:
+def plot_roc(shown: Sequence[tuple[Row, Mapping[str, Any]]], title: str) -> Figure:
     """Per row, the ROC of the sets {score > t} on linear and on log axes; for dp the claim's epsilon-DP region.
 
     A set S with P(S) = TPR and Q(S) = FPR is allowed by epsilon-DP (delta = 0)
@@ -314,31 +286,27 @@ def plot_roc(rows: pd.DataFrame, title: str) -> matplotlib.figure.Figure:
     Points come from the binned held-out scores, without confidence intervals:
     the verdict is in the table.
     """
-    fig, axes = plt.subplots(len(rows), 2, figsize=(9.5, 4.0 * len(rows)), squeeze=False)
-    for (linear, log), row in zip(axes, rows.to_dict(orient="records")):
-        fpr, tpr, chosen = roc_points(row["held_out_scores"])
+    fig = Figure(len(shown), 2, panel=(380.0, 260.0), title=title)
+    for (linear, log), (row, scores) in zip(fig.axes, shown):
+        fpr, tpr, chosen = roc_points(scores)
         for ax, scale in ((linear, "linear"), (log, "log")):
             grid = np.linspace(0.0, 1.0, 201) if scale == "linear" else np.logspace(-4, 0, 201)
-            if divergence_kind(row["divergence"]) is DP and np.isfinite(row["claim"]):
-                epsilon = float(row["claim"])
+            if divergence_kind(row.divergence) is DP and math.isfinite(row.claim):
+                epsilon = row.claim
                 bound = np.minimum(np.exp(epsilon) * grid, 1.0 - np.exp(-epsilon) * (1.0 - grid))
-                ax.fill_between(grid, 0.0, bound, color="tab:green", alpha=0.15,
+                ax.fill_between(grid, 0.0, bound, TAB10["green"], alpha=0.15,
                                 label=f"{format_number(epsilon)}-DP region (delta = 0)")
-            ax.plot(grid, grid, color="gray", linewidth=0.8, label="chance")
-            ax.plot(fpr, tpr, marker=".", color="tab:blue", label="sets {score > t}, held out")
+            ax.plot(grid, grid, Style(colour=TAB10["gray"], width=0.8), label="chance")
+            ax.plot(fpr, tpr, Style(colour=TAB10["blue"], marker=".", size=7), label="sets {score > t}, held out")
             if chosen is not None:
-                ax.plot(*chosen, marker="*", markersize=12, color="tab:red", linestyle="",
-                        label="the attack set")
-            ax.set_xscale(scale)
-            ax.set_yscale(scale)
-            ax.set_xlabel("FPR = Q(S)")
-            ax.set_ylabel("TPR = P(S)")
-            ax.set_title(f"{_row_title(row)}\n({scale} axes)", fontsize=8)
-        log.set_xlim(left=max(1e-4, 0.5 * min([x for x in fpr if x > 0], default=1e-4)))
-        log.set_ylim(bottom=max(1e-4, 0.5 * min([y for y in tpr if y > 0], default=1e-4)))
-        linear.legend(fontsize=7, loc="lower right")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+                ax.plot([chosen[0]], [chosen[1]], Style(line=None, marker="*", size=16), label="the attack set")
+            ax.xscale = ax.yscale = scale
+            ax.xlabel, ax.ylabel = "FPR = Q(S)", "TPR = P(S)"
+            ax.title = f"{_row_title(row)}\n({scale} axes)"
+        linear.xlim = linear.ylim = (-0.05, 1.05)
+        log.xlim = (max(1e-4, 0.5 * fpr[fpr > 0].min(initial=1e-4)), 1.2)
+        log.ylim = (max(1e-4, 0.5 * tpr[tpr > 0].min(initial=1e-4)), 1.2)
+        linear.legend("lower right")
     return fig
 
 
@@ -367,11 +335,11 @@ def roc_points(scores: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, tuple
     return fpr, tpr, (float(fpr[min(index, fpr.size - 1)]), float(tpr[min(index, tpr.size - 1)]))
 
 
-def _row_title(row: Mapping[str, Any]) -> str:
+def _row_title(row: Row) -> str:
     return (
-        f"{divergence_title(row['divergence'], row['alpha'])}, class {row['claim_class']} "
-        f"at most {format_number(row['claim'])}\n{row['function_class']} {row['pair']} {row['direction']}: "
-        f"estimate {format_number(row['estimate'])}, lower bound {format_number(row['ci_low'])}, {row['verdict']}"
+        f"{divergence_title(row.divergence, row.alpha)}, class {row.claim_class} "
+        f"at most {format_number(row.claim)}\n{row.function_class} {row.pair} {row.direction}: "
+        f"estimate {format_number(row.estimate)}, lower bound {format_number(row.ci_low)}, {row.verdict}"
     )
 
 
@@ -379,17 +347,14 @@ def _has_scores(value: Any) -> bool:
     return isinstance(value, Mapping) and len(value.get("edges", ())) >= 2
 
 
-def write_tradeoff_figure(panels: Sequence[Any], figure_dir: pathlib.Path, *, mechanism: str) -> list[pathlib.Path]:
-    """``tradeoff.png``: a panel per curve claim (:func:`audit.tradeoff_report.tradeoff_panels`); none without one."""
+def write_tradeoff_figure(panels: Sequence[Panel], figure_dir: pathlib.Path, *, mechanism: str) -> list[pathlib.Path]:
+    """``tradeoff.svg``: a panel per curve claim (:func:`audit.tradeoff_report.tradeoff_panels`); none without one."""
     if not panels:
         return []
-    fig = plot_tradeoff(panels, f"Trade-off curves per attack class — {mechanism}")
-    fig.savefig(figure_dir / "tradeoff.png", dpi=110)
-    plt.close(fig)
-    return [figure_dir / "tradeoff.png"]
+    return [plot_tradeoff(panels, f"Trade-off curves per attack class — {mechanism}").save(figure_dir / "tradeoff.svg")]
 
 
-def plot_tradeoff(panels: Sequence[Any], title: str) -> matplotlib.figure.Figure:
+def plot_tradeoff(panels: Sequence[Panel], title: str) -> Figure:
     """Per curve claim: the claimed trade-off function, the exact and the linear class's curves where the output
     laws are known, and per attack class its empirical curve (thin) and upper confidence band (thick).
 
@@ -399,31 +364,26 @@ def plot_tradeoff(panels: Sequence[Any], title: str) -> matplotlib.figure.Figure
     """
     from audit.tradeoff_report import LEVELS
 
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 0.6, 5.0), squeeze=False)
-    for ax, panel in zip(axes[0], panels):
+    fig = Figure(1, len(panels), panel=(360.0, 360.0), title=title)
+    for ax, panel in zip(fig.axes[0], panels):
         if panel.exact is not None:
-            ax.plot(LEVELS, panel.exact, color="tab:gray", linewidth=2.5, alpha=0.6, label="exact T(P, Q)")
+            ax.plot(LEVELS, panel.exact, Style(colour=TAB10["gray"], width=2.5, alpha=0.6), label="exact T(P, Q)")
         if panel.linear is not None:
-            ax.plot(LEVELS, panel.linear, color="tab:gray", linestyle=":", linewidth=1.4,
+            ax.plot(LEVELS, panel.linear, Style(colour=TAB10["gray"], line="dotted", width=1.4),
                     label="exact, linear class (restricted)")
         implied = " (its Renyi bounds on tests)" if isinstance(panel.family.curve, ZCDP) else ""
-        ax.plot(LEVELS, panel.family.tradeoff(LEVELS), color=CLAIM_COLOUR, linestyle="--", linewidth=1.6,
+        ax.plot(LEVELS, panel.family.tradeoff(LEVELS), dataclasses.replace(CLAIM, width=1.6),
                 label=f"claimed curve{implied}")
-        for evidence, colour in zip(panel.classes, plt.rcParams["axes.prop_cycle"].by_key()["color"][1:]):
+        for evidence, colour in zip(panel.classes, itertools.cycle(CLASS_COLOURS)):
             curve = evidence.curve
-            ax.plot(curve.type_one, curve.type_two, color=colour, linewidth=0.9, alpha=0.8,
+            ax.plot(curve.type_one, curve.type_two, Style(colour=colour, width=0.9, alpha=0.8),
                     label=f"{evidence.function_class}: empirical ({evidence.pair} {evidence.direction})")
             crossed = " — below the claim" if evidence.crossing else ""
-            ax.plot(LEVELS, curve.band(LEVELS), color=colour, linewidth=2.0,
+            ax.plot(LEVELS, curve.band(LEVELS), Style(colour=colour, width=2.0),
                     label=f"{evidence.function_class}: {curve.confidence:g} band{crossed}")
-        ax.plot([0, 1], [1, 0], color="lightgray", linewidth=0.8, label="no privacy loss (b = 1 - a)")
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
-        ax.set_aspect("equal")
-        ax.set_xlabel("type-I error a")
-        ax.set_ylabel("type-II error b")
-        ax.set_title(panel.family.label, fontsize=9)
-        ax.legend(fontsize=6.5, loc="upper right")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+        ax.plot([0.0, 1.0], [1.0, 0.0], Style(colour="#d3d3d3", width=0.8), label="no privacy loss (b = 1 - a)")
+        ax.xlim = ax.ylim = (0.0, 1.0)
+        ax.xlabel, ax.ylabel = "type-I error a", "type-II error b"
+        ax.title = panel.family.label
+        ax.legend("upper right", size=8.0)
     return fig

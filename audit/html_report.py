@@ -2,7 +2,7 @@
 
 The page is rendered from report.md itself, with markdown-it-py's CommonMark
 parser and GitHub-flavoured tables, so that the two can never say different
-things.  Figures are embedded as base64 PNG data URIs, so the file can be
+things.  Figures (SVG or PNG) are embedded as base64 data URIs, so the file can be
 mailed or attached to a CI run on its own.  Raw HTML in the markdown is not
 passed through (a mechanism's error message could contain any text), it is
 shown escaped.
@@ -16,6 +16,8 @@ import pathlib
 
 from markdown_it import MarkdownIt
 
+IMAGE_TYPES = {".svg": "image/svg+xml", ".png": "image/png"}
+"""The figures embedded, by suffix: an audit's SVGs, the theory and OAKL reports' PNGs."""
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem;
        line-height: 1.45; color: #1b1b1b; }
@@ -72,8 +74,9 @@ def write_html_report(report_md: pathlib.Path) -> pathlib.Path:
 
 
 def _data_uri(base_dir: pathlib.Path, src: str) -> str:
-    """``data:image/png;base64,...`` for a PNG under ``base_dir``; other sources are left as they are."""
+    """``data:image/svg+xml;base64,...`` (or ``image/png``) for a figure under ``base_dir``; other sources as they are."""
     path = base_dir / src
-    if not src.lower().endswith(".png") or not path.is_file():
+    media = IMAGE_TYPES.get(path.suffix.lower())
+    if media is None or not path.is_file():
         return src
-    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+    return f"data:{media};base64," + base64.b64encode(path.read_bytes()).decode("ascii")

@@ -55,7 +55,8 @@ def safe_worker_path() -> Iterator[None]:
 
 
 AUDIT_MODULES = ("audit.api", "audit.engine", "audit.report")
-"""What an audit imports before its report is written (the attacks, scikit-learn, matplotlib)."""
+"""What an audit imports before its report is written (the attacks, scikit-learn; no plotting library: the report's
+figures are SVG written by :mod:`audit.svg`)."""
 
 
 def import_frozen(modules: tuple[str, ...] = AUDIT_MODULES) -> None:

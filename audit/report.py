@@ -78,7 +78,7 @@ def write_audit_report(
     checks: Sequence[Mapping[str, Any]] = (),
     search: Sequence[Mapping[str, Any]] = (),
 ) -> pathlib.Path:
-    """Write results.json, results.csv, report.md, report.html and figures/*.png for an audit.
+    """Write results.json, results.csv, report.md, report.html and figures/*.svg for an audit.
 
     Parameters
     ----------
@@ -153,10 +153,11 @@ def write_audit_report(
         **({"search": [dict(entry) for entry in search]} if search else {}),  # only strategy = "search"
     }
     write_results(out_dir, meta, table)
-    figures = write_figures(table, out_dir / "figures", mechanism=mechanism_label(config))
-    shown = [rows.index(row) for row in strongest if row is not None]  # the rows the Claims table names
-    if "held_out_scores" in table.columns and shown:  # a config of checks only has no rows
-        figures += write_evidence_figures(table.loc[shown], out_dir / "figures", mechanism=mechanism_label(config))
+    figures = write_figures(rows, out_dir / "figures", mechanism=mechanism_label(config))
+    if "held_out_scores" in table.columns:  # a config of checks only has no rows
+        scores = table["held_out_scores"].tolist()  # the rows the Claims table names, with their scores:
+        shown = [(row, scores[rows.index(row)]) for row in strongest if row is not None]
+        figures += write_evidence_figures(shown, out_dir / "figures", mechanism=mechanism_label(config))
     panels = tradeoff_panels(table, config, pairs, meta["claims"])  # gdp / zcdp / profile claims only
     figures += write_tradeoff_figure(panels, out_dir / "figures", mechanism=mechanism_label(config))
     report = out_dir / "report.md"
@@ -412,7 +413,7 @@ def _tradeoff_section(panels: Sequence[Panel], confidence: float) -> list[str]:
         "(docs/theory.md section 9); a refuted member refutes it. Per attack class, the held-out scores of "
         "its strongest member row give an empirical trade-off curve (type-II error b at type-I error a of the "
         f"tests {{score <= t}}) and an upper confidence band on the class's trade-off curve (DKW, simultaneous "
-        f"over all a at confidence {confidence:g}), drawn in figures/tradeoff.png beside the claimed curve. A band "
+        f"over all a at confidence {confidence:g}), drawn in figures/tradeoff.svg beside the claimed curve. A band "
         "below the claimed curve shows the class's tests beating it; the band is evidence beside the verdict "
         "(the row was chosen by its p-value), the verdict is the members'.", "",
     ]

@@ -1,4 +1,4 @@
-"""The evidence of report.md's "Trade-off curves" section and figures/tradeoff.png, for curve claims (gdp, zcdp, profile).
+"""The evidence of report.md's "Trade-off curves" section and figures/tradeoff.svg, for curve claims (gdp, zcdp, profile).
 
 For each curve claim (:mod:`audit.families`) and each attack class among the
 rows of its members, the member row of that class with the smallest adjusted

@@ -546,7 +546,7 @@ def test_no_figure_is_drawn_without_data(tmp_path):
     config["pairs"] = [{"d": [[1.0]], "d_prime": [[2.0]]}]  # a pair failing on both datasets: no row has an estimate
     result = run_audit(config, out_dir=tmp_path / "out", progress=False)
     assert result.verdict == "error" and result.exit_code == 2
-    assert not list((tmp_path / "out" / "figures").glob("*.png"))
+    assert not list((tmp_path / "out" / "figures").iterdir())
     assert "## Figures" not in (tmp_path / "out" / "report.md").read_text()
 
 

@@ -1,16 +1,23 @@
-"""audit.figures: one labelled point per row, a panel per claim, a legend of what is drawn; ROC and witness."""
+"""audit.figures: one labelled point per row, a panel per claim, a legend of what is drawn; ROC and witness.
 
+The figures are SVG (:mod:`audit.svg`), read back here with ElementTree; no matplotlib is imported.
+"""
+
+import dataclasses
 import math
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree
 
-import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import pytest
 
 from attacks.estimate import score_histogram
 from audit.figures import (
+    INTERVAL_LEVEL,
+    VERDICT_COLOURS,
     divergence_title,
-    interval_level_text,
     mechanism_label,
     plot_group,
     plot_roc,
@@ -18,18 +25,19 @@ from audit.figures import (
     write_evidence_figures,
     write_figures,
 )
+from audit.schema import Row
 
 NAN, INF = math.nan, math.inf
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 def _row(pair, direction, function_class, estimate, claim, claim_class, verdict, **extra):
-    return {
-        "pair": pair, "direction": direction, "function_class": function_class, "divergence": "kl",
-        "alpha": NAN, "estimate": estimate, "ci_low": estimate - 0.05, "ci_high": estimate + 0.05,
-        "n_samples": 1000, "claim": claim, "claim_class": claim_class, "refutes_claim": True,
-        "theory_bound": extra.get("theory_bound", NAN), "exact": extra.get("exact", NAN),
-        "verdict": verdict, "note": "", "task": f"{pair}|{direction}|{function_class}",
-    }
+    return Row(
+        pair=pair, direction=direction, function_class=function_class, divergence=extra.get("divergence", "kl"),
+        estimate=estimate, ci_low=estimate - 0.05, ci_high=estimate + 0.05, n_samples=1000, claim=claim,
+        claim_class=claim_class, refutes_claim=True, theory_bound=extra.get("theory_bound", NAN),
+        exact=extra.get("exact", NAN), verdict=verdict, task=f"{pair}|{direction}|{function_class}",
+    )
 
 
 @pytest.fixture
@@ -39,42 +47,47 @@ def two_claims():
     rows = [_row(*task, 0.2, "all", "violation") for task in tasks]
     rows += [_row(*task, 0.5, "linear", "pass") for task in tasks[:2]]
     rows += [_row(*tasks[2], 0.5, "linear", "info")]
-    return pd.DataFrame(rows)
+    return rows
 
 
-def _labels(fig):
-    return [[text.get_text() for text in ax.texts] for ax in fig.axes]
+def _panels(fig):
+    return ElementTree.fromstring(fig.to_svg()).findall(f"{SVG}g[@class='axes']")
+
+
+def _texts(element, kind=None):
+    return ["".join(text.itertext()) for text in element.iter(f"{SVG}text") if kind is None or text.get("class") == kind]
+
+
+def _legend(fig):
+    return [_texts(legend) for panel in _panels(fig) for legend in panel.iter(f"{SVG}g") if legend.get("class") == "legend"]
 
 
 def test_each_row_is_one_labelled_point_in_its_claims_panel(two_claims):
-    fig = plot_group(two_claims, "KL divergence — laplace")
-    try:
-        assert len(fig.axes) == 2  # one panel per claim, never two points of one task in a panel
-        expected = sorted(["p0 P|Q", "p0 Q|P", "p1 P|Q unbounded"])
-        assert [sorted(labels) for labels in _labels(fig)] == [expected, expected]
-        assert [ax.get_title() for ax in fig.axes] == [
-            "claim: class all, at most 0.2", "claim: class linear, at most 0.5"
-        ]
-    finally:
-        plt.close(fig)
+    panels = _panels(plot_group(two_claims, "KL divergence — laplace"))
+    assert len(panels) == 2  # one panel per claim, never two points of one task in a panel
+    expected = sorted(["p0 P|Q", "p0 Q|P", "p1 P|Q unbounded"])
+    assert [sorted(_texts(panel, "annotation")) for panel in panels] == [expected, expected]
+    assert [_texts(panel)[0] for panel in panels] == ["claim: class all, at most 0.2", "claim: class linear, at most 0.5"]
+    for panel, colours in zip(panels, (["violation"] * 2, ["pass"] * 2)):
+        data = panel.find(f"{SVG}g[@class='data']")
+        assert [circle.get("fill") for circle in data.iter(f"{SVG}circle")] == [VERDICT_COLOURS[c] for c in colours]
+        (triangle,) = data.iter(f"{SVG}polygon")  # the unbounded row: a triangle at the top
+        corners = [tuple(map(float, point.split(","))) for point in triangle.get("points").split()]
+        assert len(corners) == 3 and max(y for _, y in corners) < min(float(c.get("cy")) for c in data.iter(f"{SVG}circle"))
 
 
 def test_legend_lists_only_what_is_drawn_and_the_claim_is_not_red(two_claims):
     fig = plot_group(two_claims, "KL divergence — laplace")
-    try:
-        legend = fig.axes[-1].get_legend()
-        assert [text.get_text() for text in legend.get_texts()] == ["violation", "pass", "info", "claim"]
-        claim_lines = [line for ax in fig.axes for line in ax.get_lines() if line.get_linestyle() == "--"]
-        assert len(claim_lines) == 2 and {line.get_color() for line in claim_lines} == {"black"}
-    finally:
-        plt.close(fig)
-    with_theory = two_claims.assign(exact=0.26, theory_bound=0.4)
-    fig = plot_group(with_theory, "KL divergence — laplace")
-    try:
-        texts = [text.get_text() for text in fig.axes[-1].get_legend().get_texts()]
-        assert texts[-2:] == ["exact", "theory bound"]
-    finally:
-        plt.close(fig)
+    assert _legend(fig) == [["violation", "pass", "info", "claim"]]
+    for panel in _panels(fig):  # one black dashed claim line per panel
+        data = panel.find(f"{SVG}g[@class='data']")
+        dashed = [line.get("stroke") for line in data.iter(f"{SVG}line") if line.get("stroke-dasharray")]
+        assert dashed == ["#000000"]
+    red = [VERDICT_COLOURS["violation"] in ElementTree.tostring(panel.find(f"{SVG}g[@class='data']"), "unicode")
+           for panel in _panels(fig)]
+    assert red == [True, False]  # the panel of violations; the other panel has none: nothing else is red
+    with_theory = [dataclasses.replace(row, exact=0.26, theory_bound=0.4) for row in two_claims]
+    assert _legend(plot_group(with_theory, "KL divergence — laplace"))[0][-2:] == ["exact", "theory bound"]
 
 
 def test_titles_are_words_with_the_mechanism_and_the_level(tmp_path, two_claims):
@@ -82,11 +95,12 @@ def test_titles_are_words_with_the_mechanism_and_the_level(tmp_path, two_claims)
     assert divergence_title("kl") == "KL divergence"
     assert mechanism_label({"mechanism": {"name": "laplace", "params": {"epsilon": 1.0}}}) == "laplace (epsilon=1.0)"
     assert mechanism_label({"mechanism": {"callable": "mod:f"}}) == "mod:f"
-    assert interval_level_text(two_claims) == "intervals at the per-row level, see table"
-    assert interval_level_text(two_claims.assign(level=0.9)) == "intervals at level 0.9"
-    paths = write_figures(two_claims, tmp_path, mechanism="laplace (epsilon=1.0)")
-    assert [path.name for path in paths] == ["kl.png"]
-    assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    paths = write_figures(two_claims, tmp_path, mechanism="<laplace> & (epsilon=1.0)")
+    assert [path.name for path in paths] == ["kl.svg"]
+    root = ElementTree.parse(paths[0]).getroot()
+    assert _texts(root)[0] == f"KL divergence — <laplace> & (epsilon=1.0){INTERVAL_LEVEL}"  # two tspans
+    failed = [dataclasses.replace(row, estimate=NAN, divergence="dp") for row in two_claims]
+    assert [path.name for path in write_figures(failed + two_claims, tmp_path, mechanism="m")] == ["kl.svg"]
 
 
 def test_score_histogram_keeps_every_held_out_score_and_discrete_values_apart():
@@ -106,15 +120,30 @@ def test_roc_points_are_the_shares_above_each_edge():
 
 def test_evidence_figures_cover_each_claims_strongest_row(tmp_path, two_claims):
     scores = {"edges": [-0.5, 0.5, 1.5], "p": [1, 3], "q": [3, 1], "threshold": 0.5}
-    rows = two_claims.assign(held_out_scores=[scores] * len(two_claims)).iloc[[0, 3]]
-    assert [path.name for path in write_evidence_figures(rows, tmp_path, mechanism="m")] == ["witness.png"]
-    dp = rows.assign(divergence="dp")
-    assert [path.name for path in write_evidence_figures(dp, tmp_path, mechanism="m")] == ["witness.png", "roc.png"]
-    fig = plot_roc(dp, "ROC")
-    try:
-        legend = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
-        assert legend[0] == "0.2-DP region (delta = 0)" and "the attack set" in legend
-    finally:
-        plt.close(fig)
-    none = rows.assign(held_out_scores=None)
-    assert write_evidence_figures(none, tmp_path, mechanism="m") == []
+    shown = [(two_claims[0], scores), (two_claims[3], scores)]
+    assert [path.name for path in write_evidence_figures(shown, tmp_path, mechanism="m")] == ["witness.svg"]
+    dp = [(dataclasses.replace(row, divergence="dp"), scores) for row, _ in shown]
+    assert [path.name for path in write_evidence_figures(dp, tmp_path, mechanism="m")] == ["witness.svg", "roc.svg"]
+    legend = _legend(plot_roc(dp, "ROC"))[0]
+    assert legend[0] == "0.2-DP region (delta = 0)" and "the attack set" in legend
+    assert write_evidence_figures([(row, None) for row, _ in shown], tmp_path, mechanism="m") == []
+
+
+def test_an_audit_report_imports_no_plotting_library(tmp_path):
+    """`capaudit run` draws its figures without matplotlib: a small audit leaves it out of sys.modules."""
+    config = tmp_path / "audit.toml"
+    config.write_text(
+        "[mechanism]\nname = 'laplace'\nparams = { epsilon = 1.0 }\n"
+        "[[claims]]\ndivergence = 'kl'\nfunction_class = 'linear'\nepsilon = 1.0\n"
+        "[attacks]\nclasses = ['linear']\nn_samples = 2000\n[run]\nseed = 0\nn_jobs = 1\n"
+    )
+    code = (
+        "import sys\nfrom audit.cli import main\n"
+        f"code = main(['run', {str(config)!r}, '--out', {str(tmp_path / 'out')!r}, '--quiet'])\n"
+        "assert code in (0, 1), code\n"
+        "assert 'matplotlib' not in sys.modules, 'matplotlib was imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    assert sorted(path.name for path in (tmp_path / "out" / "figures").iterdir()) == ["kl.svg", "witness.svg"]

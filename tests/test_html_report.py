@@ -99,8 +99,8 @@ def test_html_is_self_contained_and_every_table_number_matches_results_json(audi
             assert any(_matches(cells, row) for row in rows), f"no results.json row shows as {cells}"
             shown += 1
     assert shown >= len(rows)  # every row is shown at least once (per-claim tables hold them all)
-    assert page.images and all(src.startswith("data:image/png;base64,") for src in page.images)
-    assert len(page.images) == len(list((audit_dir / "figures").glob("*.png")))
+    assert page.images and all(src.startswith("data:image/svg+xml;base64,") for src in page.images)
+    assert len(page.images) == len(list((audit_dir / "figures").glob("*.svg")))
 
 
 def test_a_changed_number_is_caught(audit_dir):

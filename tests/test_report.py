@@ -2,6 +2,7 @@
 
 import json
 import math
+from xml.etree import ElementTree
 
 import numpy as np
 import pandas as pd
@@ -113,10 +114,10 @@ def test_report_puts_the_verdict_first_then_violations(written):
 
 def test_figures_are_written_and_embedded(written):
     out, report = written
-    pngs = sorted(path.name for path in (out / "figures").glob("*.png"))
-    assert pngs == ["kl.png", "renyi_alpha4.png"]
-    for name in pngs:
-        assert (out / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    svgs = sorted(path.name for path in (out / "figures").iterdir())
+    assert svgs == ["kl.svg", "renyi_alpha4.svg"]
+    for name in svgs:
+        assert ElementTree.parse(out / "figures" / name).getroot().tag == "{http://www.w3.org/2000/svg}svg"
         assert f"(figures/{name})" in report.read_text()
 
 

@@ -81,7 +81,8 @@ def test_a_mechanism_that_ignores_rng_is_reported_not_reproducible(tmp_path):
 
 def test_a_run_clears_its_earlier_artefacts(tmp_path):
     (tmp_path / "figures").mkdir()
-    (tmp_path / "figures" / "renyi_alpha4.png").write_bytes(b"old")
+    (tmp_path / "figures" / "renyi_alpha4.png").write_bytes(b"old")  # an older version's figure
+    (tmp_path / "figures" / "renyi_alpha4.svg").write_text("<svg/>")
     (tmp_path / "report.html").write_text("an earlier PASS")
     (tmp_path / "tasks.jsonl").write_text("{}\n")
     output_directory(tmp_path, resume=True)

@@ -504,14 +504,14 @@ def test_stages_that_do_not_fit_in_memory_are_refused(monkeypatch):
 def test_the_confirm_stage_bins_the_winners_scores_for_the_figures(tmp_path):
     """Each row's held_out_scores bin the winner's scores on the confirm sample (n_confirm = 3 000 outputs per
     dataset here, all in the first block); the dp row's threshold is one of its attack's cuts, the kl row has none;
-    the report draws witness.png and roc.png from them."""
+    the report draws witness.svg and roc.svg from them."""
     result = run_audit(staged_config(1.0, 0), out_dir=tmp_path, progress=False)
     for row in result.table.itertuples():
         scores = row.held_out_scores
         assert sum(scores["p"]) == sum(scores["q"]) == row.n_confirm == 3_000
         assert len(scores["edges"]) == len(scores["p"]) + 1
         assert (scores["threshold"] is None) == (row.divergence == "kl")
-    assert {"witness.png", "roc.png"} <= {path.name for path in (tmp_path / "figures").iterdir()}
+    assert {"witness.svg", "roc.svg"} <= {path.name for path in (tmp_path / "figures").iterdir()}
 
 
 def test_a_pair_whose_probe_failed_is_not_sampled_again():

@@ -121,7 +121,7 @@ def test_false_claims_are_caught_at_default_settings(tmp_path):
     assert list(jsonschema.Draft202012Validator(schema).iter_errors(json.loads((tmp_path / "results.json").read_text()))) == []
     report = (tmp_path / "report.md").read_text()
     assert "## Trade-off curves" in report and "the claim is false at this pair" in report
-    assert (tmp_path / "figures" / "tradeoff.png").exists()
+    assert (tmp_path / "figures" / "tradeoff.svg").exists()
 
 
 @pytest.mark.slow
