@@ -351,7 +351,8 @@ def write_tradeoff_figure(panels: Sequence[Panel], figure_dir: pathlib.Path, *, 
     """``tradeoff.svg``: a panel per curve claim (:func:`audit.tradeoff_report.tradeoff_panels`); none without one."""
     if not panels:
         return []
-    return [plot_tradeoff(panels, f"Trade-off curves per attack class — {mechanism}").save(figure_dir / "tradeoff.svg")]
+    fig = plot_tradeoff(panels, f"Trade-off curves per attack class — {mechanism}")
+    return [fig.save(figure_dir / "tradeoff.svg")]
 
 
 def plot_tradeoff(panels: Sequence[Panel], title: str) -> Figure:

@@ -110,7 +110,8 @@ class _Scale:
         with np.errstate(divide="ignore", invalid="ignore"):
             values = np.where(values > 0, np.log10(np.where(values > 0, values, 1.0)), np.nan) if self.log else values
             pixels = self.start + (values - self.low) / (self.high - self.low) * (self.end - self.start)
-        return np.where(np.isfinite(pixels), pixels, np.nan)
+        # far outside the box (clipped anyway), a pixel is held within 1e6 px: no 300-digit coordinates
+        return np.where(np.isfinite(pixels), np.clip(pixels, -1e6, 1e6), np.nan)
 
 
 @dataclasses.dataclass
@@ -178,10 +179,10 @@ class Axes:
 
     def text(self, x: float, y: float, text: str, *, offset: tuple[float, float] = (4.0, -3.0),
              size: float = 8.0, angle: float = 0.0) -> None:
-        """``text`` at data point (x, y) shifted ``offset`` px (right, down), rotated ``angle`` degrees counter-clockwise;
-        not drawn when the point is outside the box."""
+        """``text`` at data point (x, y) shifted ``offset`` px (right, down), rotated ``angle`` degrees
+        counter-clockwise; not drawn when the point is outside the box."""
         self._items.append(_Item("text", np.atleast_1d(float(x)), np.atleast_1d(float(y)), Style(),
-                                 {"text": str(text), "offset": offset, "size": size, "angle": angle, "label": None}))
+                                 {"text": str(text), "offset": offset, "size": size, "angle": angle}))
 
     def legend(self, loc: str = "upper right", entries: list[tuple[str, Style | str]] | None = None,
                size: float = FONT["legend"]) -> None:
@@ -257,14 +258,14 @@ class Figure:
     def to_svg(self) -> str:
         """The figure as a standalone SVG 1.1 document."""
         limits = {id(ax): self._limits(ax) for row in self.axes for ax in row}
-        ticks = {key: _ticks(ax, *limits[key]) for key, ax in ((id(ax), ax) for row in self.axes for ax in row)}
+        ticks = {id(ax): _ticks(ax, *limits[id(ax)]) for row in self.axes for ax in row}
         width, height = self.panel
         title_height = _lines(self.title) * (FONT["title"] + 3) + (10 if self.title else 4)
         lefts, column_widths = [], []
         for j in range(len(self.axes[0])):
             labelled = not self.sharey or j == 0
-            tick_space = max((text_width(label, FONT["tick"]) for row in self.axes for _, label in ticks[id(row[j])][1]),
-                             default=0.0) if labelled else 0.0
+            labels = [label for row in self.axes for _, label in ticks[id(row[j])][1]] if labelled else []
+            tick_space = max((text_width(label, FONT["tick"]) for label in labels), default=0.0)
             ylabel = labelled and any(row[j].ylabel for row in self.axes)
             lefts.append(tick_space + 10 + (FONT["label"] + 8 if ylabel else 0) + 8)
             outside = max((_legend_size(row[j])[0] + 12 for row in self.axes
@@ -296,13 +297,17 @@ class Figure:
         return "\n".join(part for part in parts if part) + "\n"
 
     def _limits(self, ax: Axes) -> tuple[tuple[float, float], tuple[float, float]]:
-        """(xlim, ylim) of ``ax``: set, else its data's; with ``sharey`` one y range (the first set, else the union)."""
-        xlim = ax.xlim or ax.data_limits("x") or (0.0, 1.0)
+        """(xlim, ylim) of ``ax``: set, else its data's, else [0, 1] ([1, 10] on a log axis); with ``sharey`` one
+        y range (the first set, else the union of the panels' data)."""
+        empty = {"linear": (0.0, 1.0), "log": (1.0, 10.0)}
+        if not {ax.xscale, ax.yscale} <= set(empty):
+            raise ValueError(f"an axis scale must be 'linear' or 'log'. Found {ax.xscale!r} and {ax.yscale!r}.")
+        xlim = ax.xlim or ax.data_limits("x") or empty[ax.xscale]
         panels = [other for row in self.axes for other in row] if self.sharey else [ax]
         ylim = next((other.ylim for other in panels if other.ylim), None)
         if ylim is None:
             found = [limits for other in panels if (limits := other.data_limits("y"))]
-            ylim = (min(f[0] for f in found), max(f[1] for f in found)) if found else (0.0, 1.0)
+            ylim = (min(f[0] for f in found), max(f[1] for f in found)) if found else empty[ax.yscale]
         return xlim, ylim
 
 
@@ -397,8 +402,8 @@ def _draw_axes(ax: Axes, box, limits, ticks, clip_id: str, *, labelled: bool) ->
     right, bottom = left + width, top + height
     sx = _Scale(ax.xscale, limits[0], left, right)
     sy = _Scale(ax.yscale, limits[1], bottom, top)
-    out = [f'<g class="axes"><clipPath id="{clip_id}"><rect x="{_number(left)}" y="{_number(top)}" width="{_number(width)}" '
-           f'height="{_number(height)}"/></clipPath>']
+    out = [f'<g class="axes"><clipPath id="{clip_id}"><rect x="{_number(left)}" y="{_number(top)}" '
+           f'width="{_number(width)}" height="{_number(height)}"/></clipPath>']
     out.append(_text(left + width / 2, top - 6 - (_lines(ax.title) - 1) * FONT["panel"] * 1.2, ax.title,
                      FONT["panel"], anchor="middle"))
     for value, label in ticks[0]:

@@ -55,11 +55,13 @@ def _panels(fig):
 
 
 def _texts(element, kind=None):
-    return ["".join(text.itertext()) for text in element.iter(f"{SVG}text") if kind is None or text.get("class") == kind]
+    texts = element.iter(f"{SVG}text")
+    return ["".join(text.itertext()) for text in texts if kind is None or text.get("class") == kind]
 
 
 def _legend(fig):
-    return [_texts(legend) for panel in _panels(fig) for legend in panel.iter(f"{SVG}g") if legend.get("class") == "legend"]
+    return [_texts(group) for panel in _panels(fig) for group in panel.iter(f"{SVG}g")
+            if group.get("class") == "legend"]
 
 
 def test_each_row_is_one_labelled_point_in_its_claims_panel(two_claims):
@@ -67,13 +69,15 @@ def test_each_row_is_one_labelled_point_in_its_claims_panel(two_claims):
     assert len(panels) == 2  # one panel per claim, never two points of one task in a panel
     expected = sorted(["p0 P|Q", "p0 Q|P", "p1 P|Q unbounded"])
     assert [sorted(_texts(panel, "annotation")) for panel in panels] == [expected, expected]
-    assert [_texts(panel)[0] for panel in panels] == ["claim: class all, at most 0.2", "claim: class linear, at most 0.5"]
+    titles = [_texts(panel)[0] for panel in panels]
+    assert titles == ["claim: class all, at most 0.2", "claim: class linear, at most 0.5"]
     for panel, colours in zip(panels, (["violation"] * 2, ["pass"] * 2)):
         data = panel.find(f"{SVG}g[@class='data']")
         assert [circle.get("fill") for circle in data.iter(f"{SVG}circle")] == [VERDICT_COLOURS[c] for c in colours]
         (triangle,) = data.iter(f"{SVG}polygon")  # the unbounded row: a triangle at the top
         corners = [tuple(map(float, point.split(","))) for point in triangle.get("points").split()]
-        assert len(corners) == 3 and max(y for _, y in corners) < min(float(c.get("cy")) for c in data.iter(f"{SVG}circle"))
+        circles = [float(circle.get("cy")) for circle in data.iter(f"{SVG}circle")]
+        assert len(corners) == 3 and max(y for _, y in corners) < min(circles)  # above every bounded point
 
 
 def test_legend_lists_only_what_is_drawn_and_the_claim_is_not_red(two_claims):

@@ -1,6 +1,7 @@
 """audit.svg: valid SVG, data at the right pixels on linear and log axes, nice ticks, escaped text, no NaN drawn."""
 
 import math
+import re
 from xml.etree import ElementTree
 
 import numpy as np
@@ -145,6 +146,17 @@ def test_shared_y_takes_one_range_and_labels_the_first_column_only():
     assert not [t for t in second.iter(f"{SVG}text") if t.get("text-anchor") == "end"]  # no y tick labels
 
 
+def test_far_values_and_empty_panels_still_make_a_figure():
+    fig = Figure(1, 2)
+    near, empty = fig.axes[0]
+    near.ylim = (0.0, 1.0)
+    near.plot([0.0, 1.0], [0.5, 1e300])  # leaves the box far above: held within 1e6 px
+    empty.xscale = empty.yscale = "log"
+    path = _data(_parse(fig)).find(f"{SVG}path").get("d")
+    coordinates = [float(v) for v in re.findall(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?", path)]
+    assert max(abs(v) for v in coordinates) <= 1e6
+
+
 def test_bad_styles_are_refused():
     with pytest.raises(ValueError, match="marker"):
         Style(marker="s")
@@ -152,3 +164,7 @@ def test_bad_styles_are_refused():
         Style(line="dashdot")
     with pytest.raises(ValueError, match="legend loc"):
         Figure(1, 1).axes[0][0].legend("best")
+    fig = Figure(1, 1)
+    fig.axes[0][0].xscale = "symlog"
+    with pytest.raises(ValueError, match="'linear' or 'log'"):
+        fig.to_svg()
