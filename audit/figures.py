@@ -12,7 +12,8 @@ Every point is labelled by its pair and direction; the claim is a black
 dashed line (red is kept for violations), the exact restricted divergence a
 black cross and the paper's closed-form bound a blue bar, and the legend lists
 only what the figure draws.  Titles name the divergence in words and the
-mechanism, and say that each row has its own interval level (in the table).
+mechanism, and say that each row has its own interval level (in the table);
+an on-average claim has its own panel beside a worst-case claim of the same value.
 """
 
 from __future__ import annotations
@@ -143,20 +144,20 @@ def plot_group(rows: Sequence[Row], title: str) -> Figure:
     Each point's annotation is ``"<pair> <direction>"`` (plus ``" unbounded"``
     for an infinite estimate drawn as a triangle at the top).
     """
-    claims = list(dict.fromkeys((row.claim_class, _key(row.claim)) for row in rows))
+    claims = list(dict.fromkeys(_claim(row) for row in rows))
     bottom, ceiling = _value_range(rows)
     classes = sorted({row.function_class for row in rows}, key=lambda name: (name != "linear", name))
-    points = max(collections.Counter((row.claim_class, _key(row.claim), row.function_class) for row in rows).values())
+    points = max(collections.Counter((_claim(row), row.function_class) for row in rows).values())
     width = max(320.0, 90.0 * len(classes) * points ** 0.5 + 120.0)
     fig = Figure(1, len(claims), panel=(width, 280.0), title=f"{title}\n{INTERVAL_LEVEL}", sharey=True)
     drawn: set[str] = set()
-    for ax, (claim_class, claim) in zip(fig.axes[0], claims):
-        members = [row for row in rows if row.claim_class == claim_class and _key(row.claim) == claim]
+    for ax, (claim_class, claim, on_average) in zip(fig.axes[0], claims):
+        members = [row for row in rows if _claim(row) == (claim_class, claim, on_average)]
         drawn |= _plot_panel(ax, members, classes, ceiling)
         if claim is not None and math.isfinite(claim):
             ax.hline(claim, CLAIM)
             drawn.add("claim")
-        ax.title = f"claim: class {claim_class}, at most {format_number(claim)}"
+        ax.title = f"claim: class {claim_class}, at most {format_number(claim)}" + (" on average" if on_average else "")
         ax.xlim = (-0.6, len(classes) - 0.4)
         ax.xticks = list(enumerate(classes))
         ax.xlabel = "function class (attack)"
@@ -214,6 +215,11 @@ def _value_range(rows: Sequence[Row]) -> tuple[float, float]:
     top = max(values, default=1.0)
     bottom = min(0.0, min(values, default=0.0))
     return bottom, top + 0.1 * (top - bottom or 1.0)
+
+
+def _claim(row: Row) -> tuple[str, float | None, bool]:
+    """The claim a row is judged against, as far as a figure tells claims apart: a panel each."""
+    return row.claim_class, _key(row.claim), row.on_average
 
 
 def _key(value: float | None) -> float | None:

@@ -80,6 +80,15 @@ def test_each_row_is_one_labelled_point_in_its_claims_panel(two_claims):
         assert len(corners) == 3 and max(y for _, y in corners) < min(circles)  # above every bounded point
 
 
+def test_an_on_average_claim_has_its_own_panel(two_claims):
+    """Two claims of one class and value, one on average: their rows are never drawn in one panel."""
+    on_average = [dataclasses.replace(row, on_average=True) for row in two_claims[:3]]
+    panels = _panels(plot_group(two_claims[:3] + on_average, "KL divergence — laplace"))
+    assert [_texts(panel)[0] for panel in panels] == ["claim: class all, at most 0.2",
+                                                      "claim: class all, at most 0.2 on average"]
+    assert [len(_texts(panel, "annotation")) for panel in panels] == [3, 3]
+
+
 def test_legend_lists_only_what_is_drawn_and_the_claim_is_not_red(two_claims):
     fig = plot_group(two_claims, "KL divergence — laplace")
     assert _legend(fig) == [["violation", "pass", "info", "claim"]]
