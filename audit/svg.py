@@ -61,11 +61,12 @@ def text_width(text: str, size: float) -> float:
     return EM * size * max((len(line) for line in str(text).split("\n")), default=0)
 
 
-def nice_ticks(low: float, high: float, target: int = 6) -> list[float]:
-    """Multiples of a 1-2-5 step (1, 2 or 5 times a power of ten) in [low, high], about ``target`` of them."""
+def nice_ticks(low: float, high: float, most: int = 8) -> list[float]:
+    """Multiples of a 1-2-5 step (1, 2 or 5 times a power of ten) in [low, high]: the smallest step that cuts
+    the range into at most ``most`` intervals (so 4 to 9 ticks)."""
     if not (math.isfinite(low) and math.isfinite(high) and high > low):
         raise ValueError(f"ticks need a finite range with high > low. Found [{low}, {high}].")
-    raw = (high - low) / max(target, 1)
+    raw = (high - low) / max(most, 1)
     magnitude = 10.0 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw * (1 - 1e-9))
     first, last = math.ceil(low / step - 1e-9), math.floor(high / step + 1e-9)
@@ -267,13 +268,16 @@ class Figure:
             labels = [label for row in self.axes for _, label in ticks[id(row[j])][1]] if labelled else []
             tick_space = max((text_width(label, FONT["tick"]) for label in labels), default=0.0)
             ylabel = labelled and any(row[j].ylabel for row in self.axes)
-            lefts.append(tick_space + 10 + (FONT["label"] + 8 if ylabel else 0) + 8)
+            # a panel title wider than its box (centred on it) widens the column on both sides
+            overhang = max((text_width(row[j].title, FONT["panel"]) - width) / 2 + 6 for row in self.axes)
+            lefts.append(max(tick_space + 10 + (FONT["label"] + 8 if ylabel else 0) + 8, overhang))
             outside = max((_legend_size(row[j])[0] + 12 for row in self.axes
                            if row[j]._legend and row[j]._legend[0] == "right"), default=0.0)
-            column_widths.append(lefts[-1] + width + 12 + outside)
+            column_widths.append(lefts[-1] + width + max(12 + outside, overhang))
         heads = [max(_lines(ax.title) for ax in row) * (FONT["panel"] + 3) + 8 for row in self.axes]
         bottom = FONT["tick"] + 10 + (FONT["label"] + 10 if any(ax.xlabel for row in self.axes for ax in row) else 0)
-        total_width = sum(column_widths) + 8
+        grid_width = sum(column_widths) + 8
+        total_width = max(grid_width, text_width(self.title, FONT["title"]) + 20)
         total_height = title_height + sum(heads) + len(self.axes) * (height + bottom) + 4
         parts = [
             '<?xml version="1.0" encoding="UTF-8"?>',
@@ -286,7 +290,7 @@ class Figure:
         top = title_height
         for i, row in enumerate(self.axes):
             top += heads[i]
-            left = 0.0
+            left = (total_width - grid_width) / 2  # the panels centred under a wider title
             for j, ax in enumerate(row):
                 box = (left + lefts[j], top, width, height)
                 parts.append(_draw_axes(ax, box, limits[id(ax)], ticks[id(ax)], f"clip{i}_{j}",

@@ -75,7 +75,7 @@ def test_ticks_are_one_two_five_steps_covering_the_range(low, high):
     mantissa = step / 10.0 ** math.floor(math.log10(step))
     assert min(abs(mantissa - m) for m in (1, 2, 5)) < 1e-9
     assert ticks[0] - step < low <= ticks[0] + 1e-12 and ticks[-1] - 1e-12 <= high < ticks[-1] + step
-    assert 3 <= len(ticks) <= 12
+    assert 3 <= len(ticks) <= 9  # at most 8 intervals, and a step at most 2.5 times the smallest allowed
     labels = [tick_label(value, ticks, "linear") for value in ticks]
     assert len(set(labels)) == len(labels)  # enough decimals to tell ticks apart
     assert [float(label) for label in labels] == pytest.approx(ticks, abs=step / 100)
@@ -144,6 +144,16 @@ def test_shared_y_takes_one_range_and_labels_the_first_column_only():
     first, second = root.findall(f"{SVG}g[@class='axes']")
     assert "10" in ["".join(t.itertext()) for t in first.iter(f"{SVG}text")]  # the union of both ranges
     assert not [t for t in second.iter(f"{SVG}text") if t.get("text-anchor") == "end"]  # no y tick labels
+
+
+def test_long_titles_widen_the_figure_instead_of_running_off_it():
+    title = "x" * 200
+    fig = Figure(1, 2, panel=(100.0, 100.0), title=title)
+    fig.axes[0][0].title = fig.axes[0][1].title = "y" * 60
+    root = _parse(fig)
+    assert float(root.get("width").removesuffix("px")) >= 200 * 0.55 * 13  # the title's estimated width
+    boxes = [float(rect.get("x")) for rect in root.iter(f"{SVG}rect") if rect.get("width") == "100"]
+    assert boxes[2] - boxes[0] >= 60 * 0.55 * 10.5  # boxes (clip, frame) centre the titles: side by side
 
 
 def test_far_values_and_empty_panels_still_make_a_figure():
