@@ -6,6 +6,7 @@ Same semantics as ``capaudit run`` (docs/design.md, "Contract: Python").
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.metadata
 import os
 import platform
@@ -24,7 +25,7 @@ from audit.families import claim_summaries
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.on_average import aggregate_rows
 from audit.provenance import describe_audit, pair_records, screening_records
-from audit.results_file import write_results
+from audit.results_file import results_table, write_results
 from audit.structure import fix_layout
 from audit.plan import task_seed
 from audit.sampling import one_line
@@ -56,10 +57,12 @@ class AuditResult:
     ----------
     verdict : str
         ``"pass"``, ``"violation"`` or ``"inconclusive"`` (see :mod:`audit.verdicts`).
+    rows : tuple of Row
+        The results rows (:class:`audit.schema.Row`), each carrying its evidence, as the engine and the
+        verdicts built them; the report is written from them.
     table : pandas.DataFrame
-        One row per results.json row (docs/design.md schema, plus ``task`` and ``error``).
-    rows : list of Row
-        The same rows typed (:class:`audit.schema.Row`, a property read off ``table``).
+        The same rows as one table, as results.json holds them (docs/results.md: the schema's columns,
+        ``task``, ``error``, the staged fields and ``held_out_scores``; a property built from ``rows``).
     exit_code : int
         What ``capaudit run`` exits with: 0 pass or inconclusive, 1 violation,
         2 when a task failed (a mechanism error) or a claim went untested.
@@ -88,7 +91,7 @@ class AuditResult:
     """
 
     verdict: str
-    table: pd.DataFrame
+    rows: Sequence[Row]
     exit_code: int
     seed: int
     seconds: float
@@ -100,10 +103,10 @@ class AuditResult:
     checks: Sequence[Mapping[str, Any]] = ()
     search: Sequence[Mapping[str, Any]] = ()
 
-    @property
-    def rows(self) -> list[Row]:
-        """The table's rows as typed rows (:class:`audit.schema.Row`; ``held_out_scores`` stays in the table)."""
-        return [Row.from_record(record) for record in self.table.to_dict(orient="records")]
+    @functools.cached_property
+    def table(self) -> pd.DataFrame:
+        """The rows as a pandas table, as results.json holds them (:func:`audit.results_file.results_table`)."""
+        return results_table(self.rows)
 
     @property
     def claims(self) -> list[dict[str, Any]]:
@@ -123,7 +126,7 @@ class AuditResult:
         out = output_directory(out_dir, resume=True)
         try:
             return write_audit_report(
-                out, table=self.table, verdict=self.verdict, seed=self.seed, seconds=self.seconds,
+                out, rows=self.rows, verdict=self.verdict, seed=self.seed, seconds=self.seconds,
                 versions=dict(self.versions), config=dict(self.config), pairs=list(self.pairs),
                 audited=dict(self.audited), theory=list(self.theory), checks=list(self.checks), search=list(self.search),
             )
@@ -205,12 +208,9 @@ def run_audit(
         checks = run_checks(audit_config)
         claims = (verdict, exit_code(rows, verdict)) if audit_config.claims else (None, None)
         verdict, code = combine(*claims, checks)
-        table = pd.DataFrame([row.to_record() for row in rows], columns=[*TABLE_COLUMNS, *STAGED_COLUMNS])
-        # The binned held-out scores behind each row: the report's ROC curves and witness histograms.
-        table["held_out_scores"] = [getattr(row.evidence, "details", {}).get("scores") for row in rows]
         result = AuditResult(
             verdict=verdict,
-            table=table,
+            rows=tuple(rows),
             exit_code=code,
             seed=audit_config.run.seed,
             seconds=time.perf_counter() - start,

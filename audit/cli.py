@@ -75,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     oakl.add_argument("--quick", action="store_true", help="a small budget (fewer n, pairs and datasets)")
     oakl.add_argument("--n-jobs", type=int,
                       help="parallel workers of the sampling and the attacks (default 1; -1: all cores)")
-    oakl.add_argument("--backend", help="joblib backend: loky, threading, dask, ray (default loky)")
+    oakl.add_argument("--backend", help="joblib backend: threading, loky, dask, ray (default threading)")
     oakl.add_argument("--sample-timeout", type=float,
                       help="seconds a chunk of a mechanism's outputs may take (default 600)")
 
@@ -83,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("config", help="the audit config (TOML); see examples/")
     run.add_argument("--out", help="output directory (default: reports/<config name>)")
     run.add_argument("--n-jobs", type=int, help="parallel workers (overrides [run] n_jobs; -1: all cores)")
-    run.add_argument("--backend", help="joblib backend: loky, threading, dask, ray (overrides [run] backend)")
+    run.add_argument("--backend", help="joblib backend: threading, loky, dask, ray (overrides [run] backend)")
     run.add_argument("--seed", type=int, help="the audit's seed (overrides [run] seed)")
     run.add_argument("--resume", action="store_true", help="continue the interrupted run in --out")
     run.add_argument("--strict", action="store_true", help="exit 3 when the overall verdict is inconclusive")

@@ -47,7 +47,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-BACKENDS = {"loky": None, "threading": None, "dask": ("distributed", "dask"), "ray": ("ray", "ray")}
+BACKENDS = {"threading": None, "loky": None, "dask": ("distributed", "dask"), "ray": ("ray", "ray")}
 """Backend name -> (module it needs, capaudit extra that installs it), None for joblib's own."""
 MIN_SAMPLES = 100
 """Smallest n_samples: the held-out split must hold enough points for a confidence interval."""
@@ -188,7 +188,7 @@ class RunSpec:
 
     seed: int = 0
     n_jobs: int = 1
-    backend: str = "loky"
+    backend: str = "threading"
     sample_timeout: float = 600.0
     max_seconds: float = 120.0
 
@@ -949,7 +949,7 @@ def _run(table: dict) -> RunSpec:
 
         raise ConfigError(
             f"run.backend: {backend!r} needs the {needs[0]!r} package, which is not installed; "
-            f"{install_hint(needs[1])}; or use backend = \"loky\"."
+            f"{install_hint(needs[1])}; or use backend = \"threading\"."
         )
     timeout = float(_number(table.get("sample_timeout", defaults.sample_timeout), "run.sample_timeout"))
     if timeout <= 0:

@@ -1,46 +1,43 @@
-"""Where the attacks run: joblib backends (loky, threading, dask, ray), their clusters, results as they finish, progress.
+"""Where the attacks run: joblib backends (threading, loky, dask, ray), their clusters, progress.
 
-The attacks of a pair are joblib jobs; :func:`finished` yields their results
-as they finish so that each reaches ``tasks.jsonl`` and the progress bar at
-once.  Sampling does not go through joblib (:mod:`audit.sampling`): with
-loky and threading it runs in children forked from this process, so the
-mechanism is never pickled; with dask and ray each chunk is a job of the
-cluster :func:`cluster` connects to.
+The attacks' fits and summaries are joblib jobs of the chosen backend:
+threads of the audit's process by default (``threading``), fresh worker
+processes with ``loky``, the cluster's workers with ``dask`` and ``ray``.
+Sampling does not go through joblib (:mod:`audit.sampling`): with threading
+and loky it runs in children forked from this process, so the mechanism is
+never pickled; with dask and ray each chunk is a job of the cluster
+:func:`cluster` connects to.
+
+In the audit's process every BLAS and OpenMP library runs one thread
+(:func:`backend`): a fit is one thread and the audit's parallelism is
+``n_jobs``, as joblib arranges in loky's workers.  Measured on the 2-core
+development machine (``docs/speed.md``): OpenBLAS's own threads cost a
+one-worker audit 50 % more CPU for the same wall time (poly3, tree3 and
+kernel at 400 000 outputs) and made an mlp audit 1.6 times slower.
 """
 
 from __future__ import annotations
 
-import itertools
-import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
-
 import joblib
-from tqdm import tqdm
+from threadpoolctl import threadpool_limits
 
 from audit.import_path import import_frozen, safe_worker_path
 
 
-def progress_bar(total: int, initial: int, enabled: bool) -> tqdm:
-    """The audit's bar on stderr: chunks sampled plus tasks attacked; off when not ``enabled`` (``--quiet``).
-
-    When stderr is not a terminal it redraws at most every 30 s, so CI logs are not flooded.
-    """
-    options = {} if sys.stderr.isatty() else {"mininterval": 30.0}
-    return tqdm(total=total, initial=initial, desc="audit", unit="step", file=sys.stderr, disable=not enabled,
-                **options)
-
-
 @contextmanager
 def backend(name: str, n_jobs: int) -> Iterator[None]:
-    """joblib's backend ``name``; dask and ray need their packages (checked by the config).
+    """joblib's backend ``name``, with one BLAS / OpenMP thread in this process; dask and ray need their
+    packages (checked by the config).
 
     Workers started meanwhile do not put their current directory on
-    ``sys.path`` (:func:`audit.import_path.safe_worker_path`).
+    ``sys.path`` (:func:`audit.import_path.safe_worker_path`).  The thread
+    limit is restored on exit (``threadpoolctl``); children forked for
+    sampling inherit it.
     """
-    with safe_worker_path(), cluster(name, joblib.effective_n_jobs(n_jobs)), joblib.parallel_config(backend=name), \
+    with safe_worker_path(), threadpool_limits(limits=1), cluster(name, joblib.effective_n_jobs(n_jobs)), joblib.parallel_config(backend=name), \
             _started(name, n_jobs):
         yield
 
@@ -103,19 +100,3 @@ def cluster(name: str, workers: int) -> Iterator[None]:
                 ray.shutdown()
             return
     yield
-
-
-def finished(jobs: Iterable, backend: str, n_jobs: int) -> Iterator[Any]:
-    """The jobs' results as they finish.
-
-    joblib's ray backend returns whole lists only: there the jobs go in
-    batches of one per worker to one pool, so that finished tasks still reach
-    ``tasks.jsonl`` (and the progress bar) before the audit ends.
-    """
-    if backend != "ray":
-        yield from joblib.Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
-        return
-    jobs = iter(jobs)
-    with joblib.Parallel(n_jobs=n_jobs) as parallel:
-        while batch := list(itertools.islice(jobs, joblib.effective_n_jobs(n_jobs))):
-            yield from parallel(batch)

@@ -1,14 +1,14 @@
 """Write an audit's results: results.json, results.csv, report.md, report.html and figures.
 
-The writer's input is the results table (one row per results.json row,
-docs/design.md "Contract: results.json") and the audit's metadata; it computes
-nothing about privacy itself, it only lays the evidence out so that the
-verdict comes first and every refuting row can be traced to its numbers.
-The table is written as it is (results.json, results.csv) and drawn by the
-figures; the claims and report.md read its rows typed
-(:class:`audit.schema.Row`), and the Method notes take the policy and the
-outputs per dataset off the rows rather than off the config as written
-(where a default leaves them out).
+The writer's input is the results rows, typed (:class:`audit.schema.Row`,
+one per results.json row, each carrying its evidence as the engine built it),
+and the audit's metadata; it computes nothing about privacy itself, it only
+lays the evidence out so that the verdict comes first and every refuting row
+can be traced to its numbers.  The rows become a table only at the files'
+boundary (:func:`audit.results_file.results_table`); the claims, the figures
+(a row's held-out scores come from its evidence) and report.md read the rows,
+and the Method notes take the policy and the outputs per dataset off the rows
+rather than off the config as written (where a default leaves them out).
 
 results.json and results.csv are written by :func:`audit.results_file.write_results`,
 which converts the numbers JSON cannot hold (NaN -> null, +-inf -> "inf" / "-inf")
@@ -42,10 +42,10 @@ from attacks.vocabulary import divergence_kind
 from audit.figures import mechanism_label, row_label, write_evidence_figures, write_figures, write_tradeoff_figure
 from audit.html_report import write_html_report
 from audit.provenance import NOT_REPRODUCIBLE
-from audit.results_file import SCHEMA_VERSION, json_value, write_results
+from audit.results_file import SCHEMA_VERSION, json_value, results_table, write_results
 from audit.theory.check import failures
 
-from audit.schema import ROW_COLUMNS, STAGE_SIZE_COLUMNS, Row, column_order  # noqa: E402
+from audit.schema import STAGE_SIZE_COLUMNS, Row  # noqa: E402
 from attacks.sequential import POWER  # noqa: E402
 from audit.families import claim_summaries  # noqa: E402
 from audit.tradeoff_report import LEVELS as TRADEOFF_LEVELS, Panel, tradeoff_panels  # noqa: E402
@@ -66,7 +66,7 @@ _HEADLINES = {
 def write_audit_report(
     out_dir: str | pathlib.Path,
     *,
-    table: pd.DataFrame,
+    rows: Sequence[Row],
     verdict: str,
     seed: int | None,
     seconds: float,
@@ -85,10 +85,10 @@ def write_audit_report(
     out_dir : str or Path
         Output directory, created if needed; existing files of the same names
         are overwritten.
-    table : pandas.DataFrame
-        One row per results row with the columns of docs/design.md's schema
-        (:data:`ROW_COLUMNS`); extra columns (``task``, ``error``, ...) are
-        kept in results.json and results.csv.
+    rows : sequence of Row
+        The results rows (:class:`audit.schema.Row`); a row's evidence gives
+        its held-out scores (:attr:`Row.held_out_scores`) to the figures and to
+        results.json.
     verdict : {"pass", "violation", "inconclusive", "error"}
         The overall verdict (``"error"``: the exit code is 2).
     seed : int or None
@@ -124,17 +124,13 @@ def write_audit_report(
     Raises
     ------
     ValueError
-        If ``verdict`` is unknown or ``table`` lacks a column of the schema.
+        If ``verdict`` is unknown.
     """
     if verdict not in VERDICTS:
         raise ValueError(f"verdict must be one of {VERDICTS}. Found {verdict!r}.")
-    missing = [column for column in ROW_COLUMNS if column not in table.columns]
-    if missing:
-        raise ValueError(f"table lacks the results columns {missing}. Found columns {list(table.columns)!r}.")
     out_dir = pathlib.Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
-    table = table[column_order(table.columns)].reset_index(drop=True)
-    rows = [Row.from_record(record) for record in table.to_dict(orient="records")]
+    rows = list(rows)
     claims = claim_summaries(rows, config)
     strongest = [_strongest_row(rows, claim) for claim in claims]
     confidence = float((config.get("attacks") or {}).get("confidence", 0.95))
@@ -152,13 +148,11 @@ def write_audit_report(
         **({"checks": [dict(check) for check in checks]} if checks else {}),  # only configs with [[checks]]
         **({"search": [dict(entry) for entry in search]} if search else {}),  # only strategy = "search"
     }
-    write_results(out_dir, meta, table)
+    write_results(out_dir, meta, results_table(rows))
     figures = write_figures(rows, out_dir / "figures", mechanism=mechanism_label(config))
-    if "held_out_scores" in table.columns:  # a config of checks only has no rows
-        scores = table["held_out_scores"].tolist()  # the rows the Claims table names, with their scores:
-        shown = [(row, scores[rows.index(row)]) for row in strongest if row is not None]
-        figures += write_evidence_figures(shown, out_dir / "figures", mechanism=mechanism_label(config))
-    panels = tradeoff_panels(table, config, pairs, meta["claims"])  # gdp / zcdp / profile claims only
+    shown = [(row, row.held_out_scores) for row in strongest if row is not None]  # the rows the Claims table names
+    figures += write_evidence_figures(shown, out_dir / "figures", mechanism=mechanism_label(config))
+    panels = tradeoff_panels(rows, config, pairs, meta["claims"])  # gdp / zcdp / profile claims only
     figures += write_tradeoff_figure(panels, out_dir / "figures", mechanism=mechanism_label(config))
     report = out_dir / "report.md"
     report.write_text(_markdown(_by_importance(rows), meta, [path.relative_to(out_dir) for path in figures],

@@ -21,13 +21,14 @@ from __future__ import annotations
 import json
 import math
 import pathlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from audit.schema import NUMERIC_COLUMNS, ROW_COLUMNS, VERDICT_COLUMNS, column_order
+from audit.schema import (NUMERIC_COLUMNS, ROW_COLUMNS, STAGED_COLUMNS, TABLE_COLUMNS, VERDICT_COLUMNS, Row,
+                          column_order)
 
 SCHEMA_VERSION = "1.0"
 """Version of results.json's layout: the minor part grows with added fields, the major with changed ones."""
@@ -63,6 +64,17 @@ def json_text(document: Mapping[str, Any], indent: int | None = 2) -> str:
     a config) are written as text.  ``indent=None``: one line without spaces."""
     separators = None if indent is not None else (",", ":")
     return json.dumps(json_value(document), indent=indent, separators=separators, allow_nan=False, default=str)
+
+
+def results_table(rows: Sequence[Row]) -> pd.DataFrame:
+    """The rows as ``AuditResult.table`` and the results files hold them: :data:`audit.schema.TABLE_COLUMNS`,
+    :data:`audit.schema.STAGED_COLUMNS` when a row carries them (NaN in the rows that do not), then
+    ``held_out_scores`` (:attr:`audit.schema.Row.held_out_scores`, results.json only)."""
+    records = [row.to_record() for row in rows]
+    staged = [column for column in STAGED_COLUMNS if any(column in record for record in records)]
+    table = pd.DataFrame(records, columns=[*TABLE_COLUMNS, *staged])
+    table["held_out_scores"] = [row.held_out_scores for row in rows]
+    return table
 
 
 def write_results(out_dir: str | pathlib.Path, meta: Mapping[str, Any], table: pd.DataFrame) -> None:

@@ -130,6 +130,12 @@ class Row:
     unbounded: bool = _column("internal", False)
     evidence: Evidence | None = dataclasses.field(default=None, compare=False, repr=False, metadata={"group": "internal"})
 
+    @property
+    def held_out_scores(self) -> Mapping[str, Any] | None:
+        """The binned held-out scores behind the estimate (:func:`attacks.estimate.score_histogram`'s dict, kept
+        in the evidence's ``details``), None for a row without them (an error, a row read back from a file)."""
+        return getattr(self.evidence, "details", {}).get("scores")
+
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Row:
         """The row of a plain record: a results.json / table row read back (without its evidence).

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from attacks.tradeoff import TradeoffCurve, tradeoff_curve
 from audit.families import Family, families
+from audit.schema import Row
 from audit.theory.tradeoff import exact_tradeoff, linear_tradeoff
 
 LEVELS = np.linspace(0.0, 1.0, 401)
@@ -53,14 +53,14 @@ class Panel:
     linear: np.ndarray | None
 
 
-def tradeoff_panels(table: pd.DataFrame, config: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]],
+def tradeoff_panels(rows: Sequence[Row], config: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]],
                     claims: Sequence[Mapping[str, Any]]) -> list[Panel]:
     """One :class:`Panel` per curve claim of ``config`` (none without curve claims).
 
     Parameters
     ----------
-    table : pandas.DataFrame
-        The judged rows with their ``held_out_scores``.
+    rows : sequence of Row
+        The judged rows (:class:`audit.schema.Row`), with their held-out scores.
     config : mapping
         The config as run (results.json ``config``).
     pairs : sequence of mapping
@@ -72,12 +72,12 @@ def tradeoff_panels(table: pd.DataFrame, config: Mapping[str, Any], pairs: Seque
     lines = [claim for claim in claims if "members" in claim]
     panels = []
     for family, line in zip(families(config), lines):
-        rows = _member_rows(table, family)
+        members = _member_rows(rows, family)
         classes = []
-        for function_class, group in rows.groupby("function_class", sort=True):
-            row = group.sort_values(["p_adjusted", "estimate"], ascending=[True, False], na_position="last").iloc[0]
-            curve = tradeoff_curve(row["held_out_scores"], confidence)
-            classes.append(ClassCurve(function_class, row["task"], row["pair"], row["direction"], curve,
+        for function_class in sorted({row.function_class for row in members}):
+            row = min((row for row in members if row.function_class == function_class), key=_strongest_first)
+            curve = tradeoff_curve(row.held_out_scores, confidence)
+            classes.append(ClassCurve(function_class, row.task, row.pair, row.direction, curve,
                                       curve.below(family.tradeoff, LEVELS)))
         laws = _laws(config, pairs, classes[0]) if classes else None
         panels.append(Panel(family, line["members"], classes,
@@ -86,18 +86,24 @@ def tradeoff_panels(table: pd.DataFrame, config: Mapping[str, Any], pairs: Seque
     return panels
 
 
-def _member_rows(table: pd.DataFrame, family: Family) -> pd.DataFrame:
+def _strongest_first(row: Row) -> tuple[float, float]:
+    """Sort key: the smallest adjusted p-value first (NaN last), then the largest estimate."""
+    return (math.inf if math.isnan(row.p_adjusted) else row.p_adjusted,
+            math.inf if math.isnan(row.estimate) else -row.estimate)
+
+
+def _member_rows(rows: Sequence[Row], family: Family) -> list[Row]:
     """The rows of the family's members that can refute it (class contained in the claim's), ran and kept their scores."""
-    if "held_out_scores" not in table.columns or not len(table):
-        return table.iloc[0:0]
     keys = {(d, None if a is None else round(a, 9), c, round(e, 9)) for d, a, c, e, _ in family.member_keys()}
-    alpha = table["alpha"].astype(float)
-    row_keys = zip(table["divergence"], [None if math.isnan(a) else round(a, 9) for a in alpha],
-                   table["claim_class"], table["claim"].astype(float).round(9))
-    mask = np.array([key in keys for key in row_keys], dtype=bool)
-    has_scores = table["held_out_scores"].map(lambda s: isinstance(s, Mapping) and len(s.get("p", ())) > 0)
-    refuting = table["refutes_claim"].astype(bool).to_numpy()
-    return table[mask & refuting & has_scores.to_numpy(dtype=bool)]
+
+    def key(row: Row) -> tuple:
+        return row.divergence, None if math.isnan(row.alpha) else round(row.alpha, 9), row.claim_class, round(row.claim, 9)
+
+    return [row for row in rows if key(row) in keys and row.refutes_claim and _has_scores(row.held_out_scores)]
+
+
+def _has_scores(scores: Any) -> bool:
+    return isinstance(scores, Mapping) and len(scores.get("p", ())) > 0
 
 
 def _laws(config: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]], evidence: ClassCurve) -> tuple | None:

@@ -6,15 +6,16 @@ or ``python -m audit.cli run``) and reads its wall time and its CPU time
 ``resource.getrusage(RUSAGE_CHILDREN)``):
 
 - a sleep-bound mechanism (50 us per output, :func:`sleep_bound`): 1 worker
-  against 4 threads and 4 loky workers, policies best and every; sleeping
-  needs no core, so the speed-up measures the sampler, not the machine;
-- a CPU-bound audit (the built-in Laplace mechanism, three attack classes,
-  policy every) on 1 and 2 loky workers;
+  against 4 threads (the default backend) and 4 loky workers, policies best
+  and every; sleeping needs no core, so the speed-up measures the sampler,
+  not the machine;
+- CPU-bound audits of the built-in Laplace mechanism on 1 and 2 workers, threads and loky: three classes
+  whose fits release the GIL (poly3, tree3, kernel) and the mlp class, whose fits hold it longer;
 - the fixed cost: ``import audit.api``, ``capaudit --version`` and
   ``--help``, and a whole 10 000-sample audit of the built-in Laplace
   mechanism (``capaudit run``, default policy and classes).
 
-Run by hand (about 2 minutes and 1 CPU minute on a quiet 2-core machine)::
+Run by hand (about 8 minutes on a quiet 2-core machine)::
 
     python benchmarks/bench_scaling.py      # writes benchmarks/results/bench_scaling.md
 
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from results_file import commit, machine
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "bench_scaling.md"
@@ -51,26 +52,48 @@ def sleep_bound(dataset, n, rng):
 
 
 CHILD = """
-import json, sys
+import json, sys, time
 sys.path.insert(0, sys.argv[2])
 from audit.api import run_audit
+import audit.engine  # what run_audit imports when it starts (scikit-learn): the fixed cost, outside the timing
+start = time.perf_counter()
 result = run_audit(json.loads(sys.argv[1]), progress=False)
+print(time.perf_counter() - start)
 assert result.exit_code in (0, 1), result.table["error"].dropna().tolist()
 """
+REPEATS = 3
+"""Runs of each audit; a row gives their medians."""
 
 
-def measure(command: list[str], **options) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of the process and its reaped descendants) of one command."""
+def measure(command: list[str], **options) -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds of the process and its reaped descendants, stdout) of one command."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, **options)
+    done = subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True,
+                          stdout=subprocess.PIPE, **options)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.stdout
 
 
-def audit(config: dict) -> tuple[float, float]:
-    return measure([sys.executable, "-c", CHILD, json.dumps(config), str(Path(__file__).parent)])
+def audit(config: dict) -> tuple[float, float, float]:
+    """Medians over :data:`REPEATS` fresh processes: (process wall, its CPU, ``run_audit``'s own wall time)."""
+    runs = []
+    for _ in range(REPEATS):
+        wall, cpu, out = measure([sys.executable, "-c", CHILD, json.dumps(config), str(Path(__file__).parent)])
+        runs.append((wall, cpu, float(out.split()[-1])))
+    return tuple(float(np.median(column)) for column in zip(*runs))
+
+
+def scaling_rows(label: str, configs: list[tuple[int, str, dict]]) -> list[str]:
+    """Table rows of one audit on several worker counts; speed-ups against the first."""
+    rows, first = [], None
+    for n_jobs, backend, config in configs:
+        wall, cpu, inside = audit(config)
+        first = first or (wall, inside)
+        rows.append(f"| {label} | {n_jobs} {backend} | {wall:.1f} | {cpu:.1f} | {first[0] / wall:.2f}x "
+                    f"| {inside:.1f} | {first[1] / inside:.2f}x |")
+    return rows
 
 
 def sleep_config(policy: str, n_jobs: int, backend: str) -> dict:
@@ -84,13 +107,18 @@ def sleep_config(policy: str, n_jobs: int, backend: str) -> dict:
     }
 
 
-def cpu_config(n_jobs: int) -> dict:
-    """The built-in Laplace mechanism, its default pair, a KL claim attacked by three costly classes (6 attacks)."""
+CPU_AUDITS = {"poly3, tree3, kernel; n_samples = 400 000": (["poly3", "tree3", "kernel"], 400_000),
+              "mlp, poly2; n_samples = 100 000": (["mlp", "poly2"], 100_000)}
+"""The CPU-bound audits: attack classes and outputs per dataset."""
+
+
+def cpu_config(classes: list[str], n_samples: int, n_jobs: int, backend: str) -> dict:
+    """The built-in Laplace mechanism, its default pair, a KL claim attacked by costly classes, policy every."""
     return {
         "mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
         "claims": [{"divergence": "kl", "function_class": "all", "epsilon": 0.3679}],
-        "attacks": {"classes": ["poly3", "tree3", "kernel"], "n_samples": 400_000, "policy": "every"},
-        "run": {"seed": 0, "n_jobs": n_jobs, "backend": "loky"},
+        "attacks": {"classes": classes, "n_samples": n_samples, "policy": "every"},
+        "run": {"seed": 0, "n_jobs": n_jobs, "backend": backend},
     }
 
 
@@ -113,42 +141,35 @@ def load() -> str:
     return ", ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
-def machine() -> str:
-    return (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"load average (1, 5, 15 min) {load()} at the start")
-
-
 def main() -> None:
-    lines = ["# Scaling and fixed cost", "", f"Machine: {machine()}.", "",
-             "Produced by `python benchmarks/bench_scaling.py`: each row one fresh process; CPU = user + sys "
-             "of the process and the workers it reaped.", ""]
-    lines += ["## Sleep-bound mechanism (50 us per output, 4 pairs, n_samples = 40 000)", "",
-              "| policy | workers | wall (s) | CPU (s) | speed-up |", "|---|---|---|---|---|"]
+    lines = ["# Scaling and fixed cost", "", f"Machine: {machine()}, load average (1, 5, 15 min) {load()} at the start.",
+             "", f"Code: {commit()}.", "",
+             "Produced by `python benchmarks/bench_scaling.py`. Each audit ran in "
+             f"{REPEATS} fresh processes; a row gives the medians of the process's wall time, its CPU time "
+             "(user + sys of the process and the workers it reaped) and the wall time of `run_audit` itself "
+             "(after the imports every audit pays once, about 1 s: see Fixed cost).", ""]
+    header = ["| audit | workers | process wall (s) | CPU (s) | speed-up | run_audit wall (s) | speed-up |",
+              "|---|---|---|---|---|---|---|"]
+    lines += ["## Sleep-bound mechanism (50 us per output, 4 pairs, n_samples = 40 000)", "", *header]
     for policy in ("best", "every"):
-        one = None
-        for n_jobs, backend in ((1, "loky"), (4, "threading"), (4, "loky")):
-            wall, cpu = audit(sleep_config(policy, n_jobs, backend))
-            one = one or wall
-            lines.append(f"| {policy} | {n_jobs} {backend} | {wall:.1f} | {cpu:.1f} | {one / wall:.2f}x |")
-    lines += ["", "## CPU-bound audit (Laplace, poly3 / tree3 / kernel x 2 directions, n_samples = 400 000, every)",
-              "", "| workers | wall (s) | CPU (s) | speed-up |", "|---|---|---|---|"]
-    one = None
-    for n_jobs in (1, 2):
-        wall, cpu = audit(cpu_config(n_jobs))
-        one = one or wall
-        lines.append(f"| {n_jobs} loky | {wall:.1f} | {cpu:.1f} | {one / wall:.2f}x |")
+        lines += scaling_rows(f"policy {policy}", [(n_jobs, backend, sleep_config(policy, n_jobs, backend))
+                                                   for n_jobs, backend in ((1, "threading"), (4, "threading"),
+                                                                           (4, "loky"))])
+    lines += ["", "## CPU-bound audits (Laplace, KL, policy every, 2 directions per class)", "", *header]
+    for label, (classes, n_samples) in CPU_AUDITS.items():
+        lines += scaling_rows(label, [(n_jobs, backend, cpu_config(classes, n_samples, n_jobs, backend))
+                                      for n_jobs, backend in ((1, "threading"), (2, "threading"), (2, "loky"))])
     lines += ["", "## Fixed cost", "", "| what | wall (s) | CPU (s) |", "|---|---|---|"]
     python = [sys.executable]
     for label, command in (("`import audit.api`", [*python, "-c", "import audit.api"]),
                            ("`capaudit --version`", [*python, "-m", "audit.cli", "--version"]),
                            ("`capaudit --help`", [*python, "-m", "audit.cli", "--help"])):
-        wall, cpu = measure(command, stdout=subprocess.DEVNULL)
+        wall, cpu, _ = measure(command)
         lines.append(f"| {label} | {wall:.2f} | {cpu:.2f} |")
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "laplace_10k.toml"
         config.write_text(FIXED_CONFIG)
-        wall, cpu = measure([*python, "-m", "audit.cli", "run", str(config), "--quiet", "--out", f"{folder}/out"],
-                            stdout=subprocess.DEVNULL)
+        wall, cpu, _ = measure([*python, "-m", "audit.cli", "run", str(config), "--quiet", "--out", f"{folder}/out"])
     lines.append(f"| `capaudit run` of a 10 000-sample Laplace audit (one KL claim, default classes and policy) "
                  f"| {wall:.2f} | {cpu:.2f} |")
     lines[2] = lines[2].rstrip(".") + f", {load()} at the end."

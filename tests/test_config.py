@@ -42,7 +42,7 @@ def test_valid_config_is_parsed_with_defaults():
     assert config.attacks.classes == ("linear", "poly2")
     assert config.attacks.confidence == 0.95 and config.attacks.train_fraction == 0.5
     assert config.attacks.coupled is False
-    assert (config.run.seed, config.run.n_jobs, config.run.backend) == (3, 1, "loky")
+    assert (config.run.seed, config.run.n_jobs, config.run.backend) == (3, 1, "threading")
     assert config.pairs == () and config.neighbours is None
 
 
@@ -120,7 +120,7 @@ def test_config_error_is_a_value_error():
 
 def test_overrides_replace_run_fields():
     config = load_config(BASE, {"seed": 11, "n_jobs": 2, "backend": None})
-    assert (config.run.seed, config.run.n_jobs, config.run.backend) == (11, 2, "loky")
+    assert (config.run.seed, config.run.n_jobs, config.run.backend) == (11, 2, "threading")
     assert config.raw["run"]["seed"] == 11
     with pytest.raises(ConfigError, match="run.backend"):
         load_config(BASE, {"backend": "nope"})

@@ -22,6 +22,13 @@ from audit.provenance import command_line, describe_audit, pair_records
 from audit.report import write_audit_report
 from audit.plan import task_seed
 
+from audit.schema import Row
+
+
+def rows_of(table):
+    """Typed rows of a results table (:meth:`audit.schema.Row.from_record`), as write_audit_report takes them."""
+    return [Row.from_record(record) for record in table.to_dict(orient="records")]
+
 markdown_it = pytest.importorskip("markdown_it")
 
 NAN, INF = math.nan, math.inf
@@ -116,12 +123,12 @@ def _check_tables_match_results(out_dir) -> None:
 
 
 def test_tables_parse_back_to_the_results_rows(tmp_path):
-    write_audit_report(tmp_path, table=TABLE, verdict="violation", seed=0, seconds=1.0, versions={}, config=CONFIG)
+    write_audit_report(tmp_path, rows=rows_of(TABLE), verdict="violation", seed=0, seconds=1.0, versions={}, config=CONFIG)
     _check_tables_match_results(tmp_path)
 
 
 def test_summary_and_error_tables_keep_pipes_and_newlines_in_one_cell(tmp_path):
-    write_audit_report(tmp_path, table=TABLE, verdict="violation", seed=0, seconds=1.0, versions={}, config=CONFIG)
+    write_audit_report(tmp_path, rows=rows_of(TABLE), verdict="violation", seed=0, seconds=1.0, versions={}, config=CONFIG)
     tables = {}  # header -> the rows of every table with that header (violations, inconclusive, ...)
     for header, body in _tables((tmp_path / "report.md").read_text()):
         tables.setdefault(tuple(header), []).extend(body)
@@ -146,7 +153,7 @@ def test_audited_block_names_a_library_mechanism_and_large_pairs(tmp_path, monke
     large = SimpleNamespace(name="p1", d=np.zeros((30, 2)), d_prime=np.r_[np.zeros((29, 2)), np.ones((1, 2))])
     far = SimpleNamespace(name="p2", d=np.array([[0.0], [0.0]]), d_prime=np.array([[1.0], [1.0]]))
     pairs = pair_records([small, large, far])
-    write_audit_report(tmp_path, table=TABLE, verdict="violation", seed=0, seconds=1.0, versions={},
+    write_audit_report(tmp_path, rows=rows_of(TABLE), verdict="violation", seed=0, seconds=1.0, versions={},
                        config=CONFIG, pairs=pairs, audited=audited)
     report = (tmp_path / "report.md").read_text()
     block = report.split("## What was audited", 1)[1].split("\n## ", 1)[0]

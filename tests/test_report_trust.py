@@ -29,6 +29,13 @@ from audit.provenance import describe_audit, reproducibility_probe
 from audit.report import write_audit_report
 from audit.summary import summary_table
 
+from audit.schema import Row
+
+
+def rows_of(table):
+    """Typed rows of a results table (:meth:`audit.schema.Row.from_record`), as write_audit_report takes them."""
+    return [Row.from_record(record) for record in table.to_dict(orient="records")]
+
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = NeighbourPair("p0", np.array([[0.0]]), np.array([[1.0]]))
 
@@ -168,7 +175,7 @@ def test_a_claim_consistent_with_equality_says_how_much_margin_passes(tmp_path):
     config = {"mechanism": {"name": "laplace"}, "attacks": {"confidence": 0.95},
               "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 1.0,
                           "reason": "epsilon - 1 + exp(-epsilon) at <i>epsilon</i> = 1"}]}
-    write_audit_report(tmp_path, table=pd.DataFrame([_row(0.98, (0.9, 1.1))]), verdict="pass", seed=0,
+    write_audit_report(tmp_path, rows=rows_of(pd.DataFrame([_row(0.98, (0.9, 1.1))])), verdict="pass", seed=0,
                        seconds=0.0, versions={"numpy": "2", "mechanism_library": None}, config=config)
     (claim,) = json.loads((tmp_path / "results.json").read_text())["claims"]
     assert claim["strongest_row"] == "pair p0, M(d) against M(d'), linear functions (linear)"
@@ -179,7 +186,7 @@ def test_a_claim_consistent_with_equality_says_how_much_margin_passes(tmp_path):
     assert "mechanism_library" not in report and "numpy 2" in report  # no "None" in the header
     assert "- (linear, KL) <= 1: epsilon - 1 + exp(-epsilon) at &lt;i>epsilon&lt;/i> = 1" in report
     separated = tmp_path / "separated"
-    write_audit_report(separated, table=pd.DataFrame([_row(0.5, (0.4, 0.6))]), verdict="pass", seed=0,
+    write_audit_report(separated, rows=rows_of(pd.DataFrame([_row(0.5, (0.4, 0.6))])), verdict="pass", seed=0,
                        seconds=0.0, versions={}, config=config)
     assert json.loads((separated / "results.json").read_text())["claims"][0]["note"] == ""
 
@@ -192,7 +199,7 @@ def test_user_text_never_splits_a_row_or_lands_as_html(tmp_path, capsys):
     config = {"mechanism": {"name": "laplace", "params": {"label": label}}, "attacks": {"confidence": 0.95}}
     audited = {"mechanism": {"name": "laplace", "params": {"label": label}, "seedable": True}}
     out = tmp_path / "audits" / "one" / "deeper"
-    write_audit_report(out, table=pd.DataFrame([_row(0.5, (0.4, 0.6))]), verdict="pass", seed=0, seconds=0.0,
+    write_audit_report(out, rows=rows_of(pd.DataFrame([_row(0.5, (0.4, 0.6))])), verdict="pass", seed=0, seconds=0.0,
                        versions={}, config=config, audited=audited)
     report = (out / "report.md").read_text()
     assert "<script>" not in re.sub(r"(`+).*?\1", "", report)  # only inside code spans

@@ -17,6 +17,13 @@ from audit import run_audit
 from audit.config import ConfigError, load_config
 from audit.report import write_audit_report
 
+from audit.schema import Row
+
+
+def rows_of(table):
+    """Typed rows of a results table (:meth:`audit.schema.Row.from_record`), as write_audit_report takes them."""
+    return [Row.from_record(record) for record in table.to_dict(orient="records")]
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -134,7 +141,7 @@ def test_results_with_infinite_unknown_and_failed_rows_validate(tmp_path):
         "verdict": "unbounded", "note": "samples separable", "task": "p0|P|Q|linear|kl", "error": None,
     }
     failed = {**row, "estimate": math.nan, "ci_low": math.nan, "verdict": "inconclusive", "error": "ValueError: x"}
-    write_audit_report(tmp_path, table=pd.DataFrame([row, failed]), verdict="inconclusive", seed=0, seconds=0.1,
+    write_audit_report(tmp_path, rows=rows_of(pd.DataFrame([row, failed])), verdict="inconclusive", seed=0, seconds=0.1,
                        versions={"capaudit": None, "mechanism_seedable": True}, config=VALID)
     document = json.loads((tmp_path / "results.json").read_text())
     assert _errors(_validator("results.schema.json"), document) == []

@@ -110,8 +110,8 @@ def test_false_claims_are_caught_at_default_settings(tmp_path):
     verdicts = {c["divergence"]: c["verdict"] for c in result.claims}
     assert verdicts == {"gdp": "violation", "zcdp": "violation"}
     assert result.exit_code == 1
-    table, meta = load_results(tmp_path)
-    panels = tradeoff_panels(table, meta["config"], meta["pairs"], meta["claims"])
+    meta = load_results(tmp_path)[1]
+    panels = tradeoff_panels(result.rows, meta["config"], meta["pairs"], meta["claims"])
     assert [p.family.divergence for p in panels] == ["gdp", "zcdp"]
     assert_allclose(panels[0].exact, gaussian_tradeoff(LEVELS, 2.0), atol=1e-12)  # mu = 1 / sigma
     assert_allclose(panels[0].linear, panels[0].exact, atol=1e-9)
