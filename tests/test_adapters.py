@@ -27,7 +27,7 @@ import pytest
 from scipy import stats
 
 from audit.mechanisms import base, list_mechanisms, make_mechanism
-from audit.mechanisms.adapters import CHUNK_SIZE, _diffprivlib_hint
+from audit.mechanisms.adapters.library import CHUNK_SIZE, diffprivlib_hint
 from audit.theory.table import theory_bound
 
 N = 20_000
@@ -258,13 +258,13 @@ def test_broken_diffprivlib_is_unavailable_with_the_error(monkeypatch, fresh_imp
 
 def test_diffprivlib_hint_names_both_versions(monkeypatch):
     versions = {"diffprivlib": "0.6.6", "scikit-learn": "1.9.0"}
-    monkeypatch.setattr("audit.mechanisms.adapters.installed_version", versions.get)
+    monkeypatch.setattr("audit.mechanisms.adapters.library.installed_version", versions.get)
     checkout = 'install the extra capaudit[diffprivlib]: pip install ".[diffprivlib]" in a capaudit checkout'
-    assert _diffprivlib_hint() == (
+    assert diffprivlib_hint() == (
         f"diffprivlib 0.6.6 failed to import with scikit-learn 1.9.0; the extra pins a compatible one: {checkout}"
     )
-    monkeypatch.setattr("audit.mechanisms.adapters.installed_version", {}.get)
-    assert _diffprivlib_hint() == checkout
+    monkeypatch.setattr("audit.mechanisms.adapters.library.installed_version", {}.get)
+    assert diffprivlib_hint() == checkout
 
 
 def test_importing_capaudit_never_needs_the_libraries():

@@ -410,9 +410,9 @@ def _import_graph() -> dict[str, set[str]]:
     return graph
 
 
-def test_the_engine_modules_sit_in_no_import_cycle():
-    """No module reaches back to the orchestrator or its callers (api -> engine -> config, plan, store, sampling,
-    attacks.staged): nothing they import, directly or not, imports them."""
+def test_no_module_of_audit_or_attacks_sits_in_an_import_cycle():
+    """No module reaches back to itself through its imports, module-level or inside functions (the adapters'
+    package once did: it imported its submodules, which imported their base class from it)."""
     graph = _import_graph()
 
     def reachable(start):
@@ -424,6 +424,5 @@ def test_the_engine_modules_sit_in_no_import_cycle():
                 todo += graph[module]
         return seen
 
-    owned = ["audit.api", "audit.engine", "audit.config", "audit.plan", "audit.store", "attacks.staged",
-             "audit.structure", "audit.mechanisms.base"]  # the output checks and the mechanisms: audit.errors between
-    assert [module for module in owned if module in reachable(module)] == []
+    assert {"audit.api", "audit.engine", "attacks.staged", "audit.mechanisms.adapters"} <= set(graph)
+    assert [module for module in graph if module in reachable(module)] == []

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from audit.mechanisms.adapters import DiscreteLaplaceNoise, GaussianNoise, LaplaceNoise, LibraryAdapter
+from audit.mechanisms.adapters.library import DiscreteLaplaceNoise, GaussianNoise, LaplaceNoise, LibraryAdapter
 
 
 class OpenDPAdapter(LibraryAdapter):

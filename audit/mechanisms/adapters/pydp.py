@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from audit.mechanisms.adapters import GaussianNoise, LaplaceNoise, LibraryAdapter, per_call
+from audit.mechanisms.adapters.library import GaussianNoise, LaplaceNoise, LibraryAdapter, per_call
 
 
 class PyDPAdapter(LibraryAdapter):
