@@ -141,15 +141,22 @@ def test_true_claims_rarely_read_violation_in_the_riskiest_cells_of_the_grid(nam
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["laplace eps=1|n=1000|linear|kl|linear", "laplace eps=1|n=1000|threshold|dp|all"])
-def test_an_excess_of_the_detectable_size_is_detected_with_the_stated_power(name):
-    """The claim lowered by the median detectable excess of 20 audits at the truth: 60 more audits (fresh seeds)
-    read violation at a rate not significantly below POWER = 0.8 (one-sided binomial p >= 0.01).  Measured:
-    53 / 60 (kl) and 50 / 60 (dp); both directions can detect, so the rate is at least the single row's."""
+def test_an_excess_of_the_detectable_size_over_the_estimand_is_detected_with_the_stated_power():
+    """The detectable excess speaks of the confirmed attack's estimand (:func:`attacks.sequential.detectable_excess`):
+    what its fitted witness attains, below the restricted divergence when the fit is poor (at n = 1000 the
+    staged search fits on 200 outputs per law).  Twenty audits at the true value give the median detectable
+    excess and the mean estimate, which estimates the estimand (a held-out estimate is unbiased for its
+    witness's objective); the claim lowered to that mean minus the excess, 60 more audits (fresh seeds) read
+    violation at a rate not significantly below POWER = 0.8 (one-sided binomial p >= 0.01).  Measured: 48 / 60.
+    Lowered from the true value (0.226) instead, 30 / 60: the excess is no power against the restricted
+    divergence itself, and docs/validity.md says so with these numbers."""
     from attacks.sequential import POWER
 
-    (cell,) = _cells([name])
-    excess = float(np.median([bench.audit_once(cell, seed)["detectable_excess"] for seed in range(20)]))
-    lowered = replace(cell, claim=cell.claim - excess)
+    (cell,) = _cells(["laplace eps=1|n=1000|linear|kl|linear"])
+    at_truth = [bench.audit_once(cell, seed) for seed in range(20)]
+    excess = float(np.median([audit["detectable_excess"] for audit in at_truth]))
+    estimand = float(np.mean([audit["max_estimate"] for audit in at_truth]))
+    assert estimand < cell.claim  # the witness fitted on 200 outputs attains less than the restricted value
+    lowered = replace(cell, claim=estimand - excess)
     caught = sum(bench.audit_once(lowered, 100 + seed)["verdict"] == "violation" for seed in range(60))
     assert stats.binomtest(caught, 60, POWER, alternative="less").pvalue >= 0.01, f"{caught} / 60 caught"
