@@ -77,7 +77,7 @@ def estimate_memory(
     n_workers: int,
     *,
     class_params: Mapping[str, Mapping[str, Any]] | None = None,
-    backend: str = "loky",
+    backend: str = "threading",
 ) -> int:
     """Bytes an audit needs at its peak; within a factor 1.5 of the peaks measured by benchmarks/bench_memory.py.
 

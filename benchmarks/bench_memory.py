@@ -24,6 +24,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from audit.config import RunSpec  # noqa: E402
 from audit.plan import estimate_memory  # noqa: E402
 
 CHILD = """
@@ -79,7 +80,8 @@ def measure(audit: dict) -> dict:
     maxrss = json.loads(output[-1])["ru_maxrss_kib"] * 1024
     attacks, run = audit["attacks"], audit["run"]
     dim = len(audit["pairs"][0]["d"][0])
-    estimate = estimate_memory(attacks["n_samples"], dim, len(audit["pairs"]), attacks["classes"], run["n_jobs"])
+    estimate = estimate_memory(attacks["n_samples"], dim, len(audit["pairs"]), attacks["classes"], run["n_jobs"],
+                               backend=run.get("backend", RunSpec.backend))
     measured = max(peak, maxrss)
     return {
         "n_samples": attacks["n_samples"], "d": dim, "pairs": len(audit["pairs"]),
