@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attacks.vocabulary import DP, ZCDP, divergence_kind
+from audit.schema import Row, has_scores
 from audit.svg import TAB10, Axes, Figure, Style
 
 if TYPE_CHECKING:
-    from audit.schema import Row
     from audit.tradeoff_report import Panel
 
 VERDICT_COLOURS = {
@@ -252,7 +252,7 @@ def write_evidence_figures(strongest: Sequence[tuple[Row, Mapping[str, Any] | No
     list of Path
         The files written (none when no row has scores).
     """
-    shown = [(row, scores) for row, scores in strongest if _has_scores(scores)]
+    shown = [(row, scores) for row, scores in strongest if has_scores(scores)]
     attack_sets = [(row, scores) for row, scores in shown if not divergence_kind(row.divergence).weighted]
     figures = {
         "witness": (shown, plot_witness_histograms, "Held-out scores of the winning witness, per claim"),
@@ -347,10 +347,6 @@ def _row_title(row: Row) -> str:
         f"at most {format_number(row.claim)}\n{row.function_class} {row.pair} {row.direction}: "
         f"estimate {format_number(row.estimate)}, lower bound {format_number(row.ci_low)}, {row.verdict}"
     )
-
-
-def _has_scores(value: Any) -> bool:
-    return isinstance(value, Mapping) and len(value.get("edges", ())) >= 2
 
 
 def write_tradeoff_figure(panels: Sequence[Panel], figure_dir: pathlib.Path, *, mechanism: str) -> list[pathlib.Path]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+
 import joblib
 from threadpoolctl import threadpool_limits
 
@@ -37,8 +38,8 @@ def backend(name: str, n_jobs: int) -> Iterator[None]:
     limit is restored on exit (``threadpoolctl``); children forked for
     sampling inherit it.
     """
-    with safe_worker_path(), threadpool_limits(limits=1), cluster(name, joblib.effective_n_jobs(n_jobs)), joblib.parallel_config(backend=name), \
-            _started(name, n_jobs):
+    with safe_worker_path(), threadpool_limits(limits=1), cluster(name, joblib.effective_n_jobs(n_jobs)), \
+            joblib.parallel_config(backend=name), _started(name, n_jobs):
         yield
 
 

@@ -169,6 +169,12 @@ class Row:
         }
 
 
+def has_scores(scores: Any) -> bool:
+    """Whether ``scores`` is a binned histogram of held-out scores with at least one bin (what
+    :attr:`Row.held_out_scores` holds when the row has scores): what its figures and trade-off curve need."""
+    return isinstance(scores, Mapping) and len(scores.get("edges", ())) >= 2
+
+
 def _columns(group: str) -> tuple[str, ...]:
     """The :class:`Row` fields of column list ``group``, in order."""
     return tuple(field.name for field in dataclasses.fields(Row) if field.metadata["group"] == group)

@@ -344,10 +344,10 @@ def _number(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
-def _stroke(style: Style, width: float | None = None) -> str:
+def _stroke(style: Style) -> str:
     """Stroke attributes of ``style`` (its dash, width, colour and opacity)."""
     dash = DASHES.get(style.line or "solid")
-    return (f'stroke={quoteattr(style.colour)} stroke-width="{_number(width or style.width)}"'
+    return (f'stroke={quoteattr(style.colour)} stroke-width="{_number(style.width)}"'
             + (f' stroke-dasharray="{dash}"' if dash else "")
             + (f' stroke-opacity="{_number(style.alpha)}"' if style.alpha < 1 else ""))
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from attacks.tradeoff import TradeoffCurve, tradeoff_curve
 from audit.families import Family, families
-from audit.schema import Row
+from audit.schema import Row, has_scores
 from audit.theory.tradeoff import exact_tradeoff, linear_tradeoff
 
 LEVELS = np.linspace(0.0, 1.0, 401)
@@ -97,13 +97,10 @@ def _member_rows(rows: Sequence[Row], family: Family) -> list[Row]:
     keys = {(d, None if a is None else round(a, 9), c, round(e, 9)) for d, a, c, e, _ in family.member_keys()}
 
     def key(row: Row) -> tuple:
-        return row.divergence, None if math.isnan(row.alpha) else round(row.alpha, 9), row.claim_class, round(row.claim, 9)
+        alpha = None if math.isnan(row.alpha) else round(row.alpha, 9)
+        return row.divergence, alpha, row.claim_class, round(row.claim, 9)
 
-    return [row for row in rows if key(row) in keys and row.refutes_claim and _has_scores(row.held_out_scores)]
-
-
-def _has_scores(scores: Any) -> bool:
-    return isinstance(scores, Mapping) and len(scores.get("p", ())) > 0
+    return [row for row in rows if key(row) in keys and row.refutes_claim and has_scores(row.held_out_scores)]
 
 
 def _laws(config: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]], evidence: ClassCurve) -> tuple | None:

@@ -142,8 +142,8 @@ def load() -> str:
 
 
 def main() -> None:
-    lines = ["# Scaling and fixed cost", "", f"Machine: {machine()}, load average (1, 5, 15 min) {load()} at the start.",
-             "", f"Code: {commit()}.", "",
+    lines = ["# Scaling and fixed cost", "",
+             f"Machine: {machine()}, load average (1, 5, 15 min) {load()} at the start.", "", f"Code: {commit()}.", "",
              "Produced by `python benchmarks/bench_scaling.py`. Each audit ran in "
              f"{REPEATS} fresh processes; a row gives the medians of the process's wall time, its CPU time "
              "(user + sys of the process and the workers it reaped) and the wall time of `run_audit` itself "

@@ -12,7 +12,6 @@ allows: a tight claim reads violation in up to 5 % of audits).
 
 import json
 
-import numpy as np
 import pytest
 from scipy import stats
 

@@ -21,7 +21,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from audit.mechanisms.adapters.library import DiscreteLaplaceNoise, GaussianNoise, LaplaceNoise, LibraryAdapter, per_call
+from audit.mechanisms.adapters.library import (DiscreteLaplaceNoise, GaussianNoise, LaplaceNoise, LibraryAdapter,
+                                              per_call)
 
 
 class DiffprivlibAdapter(LibraryAdapter):
