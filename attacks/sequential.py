@@ -193,6 +193,10 @@ class SequentialEstimate:
     def p_value(self, claim: float) -> float:
         return min(1.0, float(self.evidence.p_value(claim)) / self.weight)
 
+    def ceiling(self, level: float = 0.95) -> float:
+        """The look's ceiling (:meth:`attacks.estimate.DivergenceEstimate.ceiling`) at its spent confidence."""
+        return self.evidence.ceiling(self.spent(level))
+
     def to_record(self) -> dict:
         """Plain JSON: ``kind = "sequential"``, the look's own record, the weight and the looks."""
         return dict(kind=SEQUENTIAL, evidence=self.evidence.to_record(), weight=float(self.weight),
