@@ -213,7 +213,10 @@ def decide(evidence: SequentialEstimate, claim: float, level: float, tolerance: 
            budget: int = PASS_BUDGET) -> str | None:
     """``"violation"`` when the spent p-value is at most ``level``; ``"decided"`` when an excess of ``tolerance``
     would have been detected at ``level`` with probability :data:`POWER` by a round of at least
-    :data:`PASS_BUDGET` outputs (``budget``: the round's); else None (look again)."""
+    :data:`PASS_BUDGET` outputs (``budget``: the round's); else None (look again).  A look whose interval is not
+    trusted (a ``caveat``) decides nothing: the verdicts read its row inconclusive whatever its p-value."""
+    if evidence.caveat:
+        return None
     if evidence.p_value(claim) <= level:
         return VIOLATION
     if budget >= PASS_BUDGET and detectable_excess(evidence, level) <= tolerance:

@@ -96,3 +96,19 @@ def test_true_claims_at_epsilon_8_are_not_violated_through_the_event_bounds(seed
     assert all(len(_event_rows(result)) for result in results)  # the event path was taken
     assert event_divergence_ceiling(100_000, 100_000, KL(), 0.95) > 9.5
     assert sum(result.verdict == "violation" for result in results) <= (0 if len(seeds) == 3 else 3)
+
+
+def test_a_search_whose_winning_probe_separates_perfectly_reads_as_it_stopped():
+    """Issue 32: the unclipped sum on a record of +inf outputs inf against finite outputs; the search stopped
+    "violation" while the row read inconclusive ("standard error is 0").  Now the separating event's counts give
+    the row a finite bound: violation, exit 1, and the stop agrees."""
+    config = {"mechanism": {"callable": "probe_mechanisms:unclipped_sum"},
+              "neighbours": {"strategy": "search", "relation": "replace-one", "count": 2, "candidates": 2,
+                             "screen_samples": 200, "domain": {"low": [0], "high": [1], "size": 5}},
+              "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 1.0}],
+              "attacks": {"classes": ["linear"]}, "run": {"n_jobs": 1}}
+    result = run_audit(config, progress=False)
+    assert (result.verdict, result.exit_code) == ("violation", 1)
+    [row] = result.table.to_dict("records")
+    assert (row["verdict"], row["stop"]) == ("violation", "violation") and EVENT_NOTE in row["note"]
+    assert 1.0 < row["ci_low"] < np.log(row["n_confirm"])
