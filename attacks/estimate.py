@@ -79,8 +79,10 @@ sample size of the weights is below 30
 estimate + Phi^-1(level) se.  p-values invert the lower bound.  No estimate
 is unbounded: separable samples, and even samples that each repeat one output
 (a deterministic release, CBDP Lemma 2, or a randomized response at high
-epsilon), get a finite estimate; with no spread to measure, the ``kl`` and
-``renyi`` rows carry a caveat and the ``dp`` / ``ipm`` count bounds decide.
+epsilon), get a finite estimate; with no spread to measure, a ``kl`` or
+``renyi`` estimate of a witness carries a caveat (the staged search counts such a
+witness's separating event instead, chosen before its confirm sample:
+:func:`attacks.staged.event_attack`).
 
 ``kl`` and ``renyi`` from the counts of one event (``event``): the attacks of
 the set classes (``threshold``, ``atoms``, ``floatbits``), and a witness

@@ -26,7 +26,7 @@ def test_a_mechanism_raising_on_one_dataset_is_a_violation_of_any_claim_with_a_f
                                                                                             claim_class):
     """Raising on every call on d and never on d': before, (linear, KL) read inconclusive ("standard error 0"),
     exit 0.  The witness takes one value per dataset, so its separating event is counted: violation, exit 1,
-    a finite bound below the ceiling at the confirm size (1 000 outputs per dataset: 5.5 for KL at 95 %)."""
+    a finite bound below the ceiling at the confirm size (1 000 outputs per dataset: 5.56 for KL at 95 %)."""
     claim = {"divergence": divergence, "function_class": claim_class, "epsilon": 1.0}
     if alpha is not None:
         claim["alpha"] = alpha

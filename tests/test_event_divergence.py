@@ -109,3 +109,76 @@ def test_coverage_over_seeds_at_10000(divergence):
         k_p, k_q = rng.binomial(n, p, 500), rng.binomial(n, q, 500)
         covered = event_divergence_bound(k_p, n, k_q, n, divergence, 0.95) <= binary_divergence(p, q, divergence)
         assert covered.mean() >= 0.95
+
+
+# ---------------------------------------------------------------- the whole path: a set chosen on training outputs
+
+
+def _masses_threshold(adversary, shift_p, shift_q):
+    """Exact P(S), Q(S) of a threshold attack's set under Lap(shift_p, 1) and Lap(shift_q, 1): the score is an
+    increasing affine map of the output (a x + b), so S is a half-line {x > x*} or {x < x*}."""
+    from scipy.stats import laplace
+
+    b, a_plus_b = adversary.discriminant(np.array([[0.0], [1.0]]))
+    cut = (adversary.threshold_ - b) / (a_plus_b - b)
+    tail = laplace.sf if adversary.side_ == 1 else laplace.cdf
+    return tail(cut, loc=shift_p), tail(cut, loc=shift_q)
+
+
+def _masses_points(adversary, points_p, points_q):
+    """Exact P(S), Q(S) of a set over laws with atoms: ``points_*`` maps each atom to its probability (a
+    continuous part puts no mass on the finite set an atoms attack finds)."""
+    def mass(points):
+        if not points:
+            return 0.0
+        values = np.array(list(points), dtype=float)[:, None]
+        return float(np.dot(adversary.witness(values) > 0, list(points.values())))
+    return mass(points_p), mass(points_q)
+
+
+def _path_coverage(law: str, n: int, seeds: int) -> dict:
+    """Per divergence of DIVERGENCES, the share of seeds whose held-out event bound is at most the exact binary
+    divergence of the set fitted (for KL) on the other half: randomized response at epsilon 2 (atoms), Laplace
+    shift 1 (threshold), a point mass of probability 0.05 against Lap(1, 1) (atoms).  The Renyi bounds are
+    computed on the same held-out counts: a set chosen without them."""
+    from attacks.estimate import estimate_divergence
+
+    covered = dict.fromkeys(DIVERGENCES, 0)
+    for seed in range(seeds):
+        rng = np.random.default_rng(seed)
+        if law == "randomized_response":
+            p = np.exp(2.0) / (1 + np.exp(2.0))
+            x_p, x_q = (rng.random(n) < p).astype(float), (rng.random(n) < 1 - p).astype(float)
+            result = estimate_divergence(x_p, x_q, "atoms", "kl", random_state=seed)
+            truth = _masses_points(result.adversary, {1.0: p, 0.0: 1 - p}, {1.0: 1 - p, 0.0: p})
+        elif law == "laplace":
+            x_p, x_q = rng.laplace(1.0, 1.0, n), rng.laplace(0.0, 1.0, n)
+            result = estimate_divergence(x_p, x_q, "threshold", "kl", random_state=seed)
+            truth = _masses_threshold(result.adversary, 1.0, 0.0)
+        else:
+            x_p = np.where(rng.random(n) < 0.05, 0.0, rng.laplace(0.0, 1.0, n))
+            x_q = rng.laplace(1.0, 1.0, n)
+            result = estimate_divergence(x_p, x_q, "atoms", "kl", random_state=seed)
+            truth = _masses_points(result.adversary, {0.0: 0.05}, {})
+        counts = [result.details[key] for key in ("k_p", "n_p", "k_q", "n_q")]
+        assert result.lower_bound(0.95) == event_divergence_bound(*counts, KL(), 0.95)
+        for divergence in DIVERGENCES:
+            bound = event_divergence_bound(*counts, divergence, 0.95)
+            covered[divergence] += bound <= binary_divergence(*truth, divergence) + 1e-12
+    return {divergence: count / seeds for divergence, count in covered.items()}
+
+
+@pytest.mark.parametrize("law", ["randomized_response", "laplace", "point_mass"])
+def test_the_fitted_sets_bound_covers_its_exact_divergence(law):
+    """Light version of the slow test below: 40 seeds at n = 200 outputs per law (100 held out); at least 36
+    covered for each divergence (P(fewer | coverage 0.95) = 0.05)."""
+    assert min(_path_coverage(law, 200, 40).values()) >= 0.9
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [200, 1000, 10_000])
+@pytest.mark.parametrize("law", ["randomized_response", "laplace", "point_mass"])
+def test_the_fitted_sets_bound_covers_its_exact_divergence_over_500_seeds(law, n):
+    """n outputs per dataset (half train, half held out), 500 seeds: coverage of the exact binary divergence of
+    the fitted set at least 0.95 for KL and Renyi of orders 2, 4 and 10 (nominal)."""
+    assert min(_path_coverage(law, n, 500).values()) >= 0.95
