@@ -112,3 +112,15 @@ def test_a_search_whose_winning_probe_separates_perfectly_reads_as_it_stopped():
     [row] = result.table.to_dict("records")
     assert (row["verdict"], row["stop"]) == ("violation", "violation") and EVENT_NOTE in row["note"]
     assert 1.0 < row["ci_low"] < np.log(row["n_confirm"])
+
+
+def test_under_policy_every_the_route_is_chosen_on_the_training_sample():
+    """policy every: each candidate's witness is looked at on its training sample; with one value per dataset
+    there, its separating event is confirmed (every row a violation of kl over linear, a finite bound)."""
+    config = {**RAISING, "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 1.0}],
+              "attacks": {"classes": ["linear"], "n_samples": 2000, "policy": "every"}, "run": {"n_jobs": 1}}
+    result = run_audit(config, progress=False)
+    assert (result.verdict, result.exit_code) == ("violation", 1)
+    rows = _event_rows(result)
+    assert len(rows) == len(result.table) == 2 and (rows["verdict"] == "violation").all()
+    assert np.isfinite(rows["ci_low"]).all() and (rows["ci_low"] > 1.0).all()
