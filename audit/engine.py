@@ -387,10 +387,11 @@ def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pai
     if outcome.error is not None:
         return record
     index = next(i for i, pair in enumerate(pairs) if pair.name == task.pair)
-    notes = [COUPLING_REFUSED] if config.attacks.coupled and not outcome.evidence.coupled else []
+    notes = event_note(outcome.evidence, config.attacks.confidence)  # first: report.md cuts long notes
+    notes += [COUPLING_REFUSED] if config.attacks.coupled and not outcome.evidence.coupled else []
     if outputs.deterministic(index):
         notes.append(DETERMINISTIC_NOTE)
-    notes += outputs.raised_note(index) + event_note(outcome.evidence, config.attacks.confidence)
+    notes += outputs.raised_note(index)
     exact, theory_bound = _theory(mechanism, pairs[index], task)
     record.update(estimate=float(outcome.evidence.estimate), unbounded=bool(getattr(outcome.evidence, "unbounded",
                   False)), note="; ".join(notes), exact=exact, theory_bound=theory_bound)
@@ -419,10 +420,8 @@ def event_note(evidence: Any, confidence: float) -> list[str]:
     if not getattr(evidence, "event", False):
         return []
     k_p, n_p, k_q, n_q = (int(evidence.details[key]) for key in ("k_p", "n_p", "k_q", "n_q"))
-    return [f"{EVENT_NOTE}: {k_p} of {n_p} outputs of P and {k_q} of {n_q} of Q in it; the bound is the binary "
-            "divergence minimised over their Clopper-Pearson intervals (data processing inequality), at most "
-            f"{evidence.ceiling(confidence):.4g} at these sizes whatever the mechanism (its ceiling: a finite sample "
-            "never proves an infinite divergence)"]
+    return [f"{EVENT_NOTE}: {k_p} of {n_p} outputs of P, {k_q} of {n_q} of Q; binary divergence over their "
+            f"Clopper-Pearson intervals (data processing), ceiling {evidence.ceiling(confidence):.4g} at these sizes"]
 
 
 def task_record(task: Task, *, task_id: str | None = None, error: str | None = None) -> dict:

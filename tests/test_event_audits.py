@@ -38,8 +38,8 @@ def test_a_mechanism_raising_on_one_dataset_is_a_violation_of_any_claim_with_a_f
     ceiling = event_divergence_ceiling(1000, 1000, parse_divergence(divergence, alpha), 0.95)
     assert 5.0 < ceiling < np.log(1000)
     assert (rows["ci_low"] > 1.0).all() and (rows["ci_low"] <= ceiling).all()
-    assert rows["note"].str.contains("1000 of 1000 outputs of P and 0 of 1000 of Q in it").all()
-    assert rows["note"].str.contains(f"at most {ceiling:.4g} at these sizes").all()
+    assert rows["note"].str.startswith(f"{EVENT_NOTE}: 1000 of 1000 outputs of P, 0 of 1000 of Q").all()
+    assert rows["note"].str.contains(f"ceiling {ceiling:.4g} at these sizes").all()
 
 
 def test_a_point_mass_against_a_continuous_law_reaches_kl_and_renyi_claims(tmp_path):
@@ -55,7 +55,9 @@ def test_a_point_mass_against_a_continuous_law_reaches_kl_and_renyi_claims(tmp_p
     rows = _event_rows(result)
     assert set(rows["function_class"]) == {"atoms"} and (rows["verdict"] == "violation").all() and len(rows) == 2
     saved = json.loads((tmp_path / "results.json").read_text())["rows"]
-    assert all(EVENT_NOTE in row["note"] and "at most" in row["note"] for row in saved)
+    assert all(EVENT_NOTE in row["note"] and "Clopper-Pearson" in row["note"] and "ceiling" in row["note"]
+               for row in saved)
+    assert "ceiling" in (tmp_path / "report.md").read_text()
 
 
 def test_the_gaussian_float_leak_reaches_a_true_zcdp_claim():
