@@ -20,9 +20,11 @@ divergence.  Four stages, each on samples no earlier stage saw:
    (:func:`graded_attack`);
 3. **check**: the finalists are scored on fresh samples and ONE statistic is
    chosen by its *promise* (:func:`promise`): for ``kl``, ``renyi`` and
-   ``ipm`` the fitted witness of a finalist; for ``dp`` the fitted set of a
-   finalist or a minimum-variance pool of its nested sets
-   (:mod:`attacks.pooled_ratio`);
+   ``ipm`` the fitted witness of a finalist (for ``kl`` and ``renyi`` the set
+   of a set class, or the separating event of a witness whose check values
+   show no spread, :func:`event_attack`: counted, not summarised by moments);
+   for ``dp`` the fitted set of a finalist or a minimum-variance pool of its
+   nested sets (:mod:`attacks.pooled_ratio`);
 4. **confirm**: that statistic alone is computed on a large fresh sample of
    its pair, counted in chunks (memory bounded at any budget: ``dp`` and
    ``ipm`` keep counts, ``kl`` and ``renyi`` the witness's summary
@@ -33,7 +35,7 @@ divergence.  Four stages, each on samples no earlier stage saw:
 No choice sees the confirm sample, so the confirm statistic is a held-out
 estimate of a fixed witness: its intervals are those of
 :mod:`attacks.estimate` (``kl`` / ``renyi``: the variational bound with its
-unseen-mass term; ``ipm``: the difference bounds on the set's counts;
+unseen-mass term, or an event's count bound, :mod:`attacks.event_divergence`; ``ipm``: the difference bounds on the set's counts;
 ``dp``: the score / Clopper-Pearson bounds on one set's counts, or the
 pooled delta-method bound of :func:`attacks.pooled_ratio.pooled_lower_bound`),
 valid whatever the search did, and one statistic per claim needs no
