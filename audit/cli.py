@@ -12,7 +12,8 @@ finished rows are saved and the report written to ``--out`` whatever happens
 stdout (the human summary line then goes to stderr).
 
 ``capaudit run CONFIG`` writes its report to ``--out`` (default
-``reports/<config name>``); ``capaudit demo`` writes two reports under
+``out/<config name>``, a folder git ignores, so that no run rewrites the committed example reports under
+``reports/``); ``capaudit demo`` writes two reports under
 ``--out`` (default a new temporary directory, printed first, so that the
 demo never rewrites files of a checkout): ``correct/`` (a noisy histogram with
 Lap(1/epsilon) noise, which passes) and ``buggy/`` (noise scale epsilon
@@ -36,6 +37,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR, EXIT_INCONCLUSIVE_STRICT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+DEFAULT_OUT = "out"
+"""Where ``run`` and ``oakl`` write without ``--out`` (under the current directory): ``/out/`` is in .gitignore."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     theory.add_argument("--seed", type=int, default=0, help="seed of the d-dim attacks")
 
     oakl = sub.add_parser("oakl", help="on-average KL privacy of posterior sampling: OAKL Figure 2, Thm 4, Lemma 6")
-    oakl.add_argument("--out", default="reports/oakl", help="output directory (default: reports/oakl)")
+    oakl.add_argument("--out", default=f"{DEFAULT_OUT}/oakl", help=f"output directory (default: {DEFAULT_OUT}/oakl)")
     oakl.add_argument("--seed", type=int, default=0, help="seed of every draw (default 0)")
     oakl.add_argument("--quick", action="store_true", help="a small budget (fewer n, pairs and datasets)")
     oakl.add_argument("--n-jobs", type=int,
@@ -81,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="audit the claims of a TOML config")
     run.add_argument("config", help="the audit config (TOML); see examples/")
-    run.add_argument("--out", help="output directory (default: reports/<config name>)")
+    run.add_argument("--out", help=f"output directory (default: {DEFAULT_OUT}/<config name>)")
     run.add_argument("--n-jobs", type=int, help="parallel workers (overrides [run] n_jobs; -1: all cores)")
     run.add_argument("--backend", help="joblib backend: threading, loky, dask, ray (overrides [run] backend)")
     run.add_argument("--seed", type=int, help="the audit's seed (overrides [run] seed)")
@@ -182,7 +185,7 @@ def _run(args: argparse.Namespace) -> int:
     from audit.api import AuditError, run_audit, write_failure
 
     config = Path(args.config)
-    out = Path(args.out) if args.out else Path("reports") / config.stem
+    out = Path(args.out) if args.out else Path(DEFAULT_OUT) / config.stem
     try:
         if config.is_dir():
             raise ValueError(f"config {args.config!r} is a directory; give a TOML file, e.g. examples/laplace.toml.")

@@ -174,3 +174,26 @@ def test_summary_of_a_bad_results_file_is_one_clear_line(tmp_path, capsys, conte
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("capaudit summary: error: ")
     assert expected in err[0] and "KeyError" not in err[0] and "Traceback" not in err[0]
+
+
+def test_run_without_out_writes_under_the_ignored_out_folder(tmp_path, monkeypatch, capsys):
+    """Not into the tracked reports/: `capaudit run CONFIG` writes out/<config name>, which .gitignore lists."""
+    config = _config(tmp_path, 5.0)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(config), "--quiet"]) == 0
+    assert (tmp_path / "out" / config.stem / "report.md").is_file() and not (tmp_path / "reports").exists()
+    assert f"-> {Path('out') / config.stem / 'report.md'}" in capsys.readouterr().out
+    root = Path(__file__).resolve().parents[1]
+    assert "/out/" in (root / ".gitignore").read_text().splitlines()
+
+
+def test_examples_and_readme_agree_on_where_reports_go():
+    """Each example's header command writes to out/ (like the README's); reports/README.md regenerates the
+    committed reports with an explicit --out reports/..."""
+    root = Path(__file__).resolve().parents[1]
+    for example in sorted((root / "examples").glob("*.toml")):
+        commands = [line for line in example.read_text().splitlines() if line.lstrip("# ").startswith("capaudit run")]
+        assert commands and all("--out out/" in line for line in commands), example.name
+    readme = (root / "README.md").read_text()
+    assert "--out reports/laplace" not in readme and "writes to the git-ignored `out/<config name>`" in readme
+    assert "capaudit run examples/laplace.toml --out reports/laplace" in (root / "reports" / "README.md").read_text()
