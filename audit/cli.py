@@ -117,6 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     try:
+        if args.command == "run" and not (args.out and Path(args.out).is_dir()):  # else _run: a failure report
+            _check_config_path(Path(args.config))  # a typo costs no import of the audit's libraries
         if argv is None and args.command in ("run", "demo"):  # a process of its own (the console script)
             from audit.import_path import import_frozen
 
@@ -160,6 +162,8 @@ def _message(error: BaseException) -> str:
     """The error in one bounded line: the message of capaudit's own errors (they name the field and fix), else its
     type too; user input echoed in it is cut (:func:`audit.report.bounded`)."""
     text = " ".join(str(error).split())
+    if isinstance(error, _PathError):  # said before the audit's modules load: its own short line
+        return text
     try:
         from audit.api import AuditError
         from audit.mechanisms import MechanismError
@@ -187,8 +191,7 @@ def _run(args: argparse.Namespace) -> int:
     config = Path(args.config)
     out = Path(args.out) if args.out else Path(DEFAULT_OUT) / config.stem
     try:
-        if config.is_dir():
-            raise ValueError(f"config {args.config!r} is a directory; give a TOML file, e.g. examples/laplace.toml.")
+        _check_config_path(config)
         # stdout carries only the JSON line: what the mechanism prints goes to stderr
         with _stdout_to_stderr() if args.json_summary else contextlib.nullcontext():
             result = run_audit(
@@ -210,6 +213,19 @@ def _run(args: argparse.Namespace) -> int:
 
         print(json_summary(result.table, result.verdict, code, out / "report.md"))
     return code
+
+
+class _PathError(ValueError):
+    """A command-line path that names nothing to read, refused before the audit's libraries are imported."""
+
+
+def _check_config_path(config: Path) -> None:
+    """Refuse a config path that names no file, before anything heavy is imported (:class:`_PathError`)."""
+    if config.is_dir():
+        raise _PathError(f"config {str(config)!r} is a directory; give a TOML file, e.g. examples/laplace.toml.")
+    if not config.exists():
+        raise _PathError(f"config file {str(config)!r} does not exist; give the path of a TOML file, "
+                         "e.g. examples/laplace.toml.")
 
 
 @contextlib.contextmanager

@@ -181,8 +181,8 @@ def output_array(array: np.ndarray, n: int) -> np.ndarray:
         array = array[:, None]
     if array.ndim != 2 or array.shape[0] != n:
         raise MechanismError(
-            f"mechanism outputs must have shape ({n}, d) or ({n},) for the {n} samples asked for. "
-            f"Found shape {array.shape}."
+            f"mechanism outputs must be one row per output asked for: a call with n = {n} must return shape "
+            f"({n}, d) or ({n},). Found shape {array.shape}."
         )
     return array
 
@@ -202,7 +202,8 @@ def output_rows(out: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
         return array, np.full(n, array.shape[1])
     rows = [_row(row) for row in out] if hasattr(out, "__len__") else []
     if len(rows) != n:
-        raise MechanismError(f"mechanism outputs must be {n} rows for the {n} samples asked for. Found {len(rows)}.")
+        raise MechanismError(f"mechanism outputs must be one row per output asked for: a call with n = {n} must "
+                             f"return {n} rows. Found {len(rows)}.")
     lengths = np.array([row.size for row in rows])
     values = np.full((n, max(lengths.max(initial=0), 1)), np.nan)
     for i, row in enumerate(rows):

@@ -197,3 +197,18 @@ def test_examples_and_readme_agree_on_where_reports_go():
     readme = (root / "README.md").read_text()
     assert "--out reports/laplace" not in readme and "writes to the git-ignored `out/<config name>`" in readme
     assert "capaudit run examples/laplace.toml --out reports/laplace" in (root / "reports" / "README.md").read_text()
+
+
+def test_a_missing_config_is_refused_before_the_audits_libraries_are_imported(tmp_path):
+    """One line and exit 2, without importing pandas, SciPy or scikit-learn (1.4 CPU s before this check)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    code = ("import sys; from audit.cli import main; code = main(['run', 'missing.toml']); "
+            "print(code, sorted(m for m in ('pandas', 'scipy', 'sklearn', 'numpy') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                          env={"PYTHONPATH": str(root), "PATH": ""}, timeout=60)
+    assert done.stdout.split("\n")[0] == "2 []", done
+    assert done.stderr == ("capaudit run: error: config file 'missing.toml' does not exist; give the path of a TOML "
+                           "file, e.g. examples/laplace.toml.\n")
