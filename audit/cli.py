@@ -302,6 +302,10 @@ def _summary(title: str, result, out: Path, stream=None) -> None:
                       + [f"{count} checks {verdict}" for verdict, count in sorted(checks.items())])
     print(f"{title}: {result.verdict.upper()} ({tally}; {result.seconds:.1f} s) -> {out / 'report.md'}",
           file=stream or sys.stdout)
+    from audit.events import event_tally
+
+    if getattr(result, "events", ()):  # absorbed by the audit, but the reader must know
+        print(event_tally(result.events), file=stream or sys.stdout)
     failing = [entry for entry in getattr(result, "theory", ()) if entry["fails"]]
     if failing:  # a published bound that fails does not change the verdict: say so where it is read
         print(f"PUBLISHED BOUND FAILS: {len(failing)} of {len(result.theory)} closed-form bounds compared "

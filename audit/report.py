@@ -40,6 +40,7 @@ import pandas as pd
 
 from attacks.vocabulary import divergence_kind
 from audit.figures import mechanism_label, row_label, write_evidence_figures, write_figures, write_tradeoff_figure
+from audit.events import EVENTS, SIDES, WORDS as EVENT_WORDS
 from audit.html_report import write_html_report
 from audit.provenance import NOT_REPRODUCIBLE
 from audit.results_file import SCHEMA_VERSION, json_value, results_table, write_results
@@ -77,6 +78,7 @@ def write_audit_report(
     theory: Sequence[Mapping[str, Any]] = (),
     checks: Sequence[Mapping[str, Any]] = (),
     search: Sequence[Mapping[str, Any]] = (),
+    events: Sequence[Mapping[str, Any]] = (),
 ) -> pathlib.Path:
     """Write results.json, results.csv, report.md, report.html and figures/*.svg for an audit.
 
@@ -115,6 +117,9 @@ def write_audit_report(
     search : sequence of mapping, optional
         The dataset search's screening log (:func:`audit.provenance.screening_records`):
         results.json's ``search`` and report.md's "Dataset search".
+    events : sequence of mapping, optional
+        What the mechanism did besides regular outputs, per pair (:func:`audit.events.event_summary`):
+        results.json's ``events`` and a paragraph on report.md's first screen.
 
     Returns
     -------
@@ -147,6 +152,7 @@ def write_audit_report(
         "claims": claims, "outputs_drawn": _outputs_drawn(rows), "theory": [dict(entry) for entry in theory],
         **({"checks": [dict(check) for check in checks]} if checks else {}),  # only configs with [[checks]]
         **({"search": [dict(entry) for entry in search]} if search else {}),  # only strategy = "search"
+        **({"events": [dict(entry) for entry in events]} if events else {}),  # only when the mechanism showed some
     }
     write_results(out_dir, meta, results_table(rows))
     figures = write_figures(rows, out_dir / "figures", mechanism=mechanism_label(config))
@@ -245,6 +251,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         _counts(rows) if rows else "No claims: the verdict is about the property checks.",
         "",
         *_theory_headline(meta.get("theory", [])),
+        *_events_block(meta.get("events", [])),
         *_checks_summary(meta.get("checks", [])),
         f"Seed {meta['seed']}, {meta['seconds']:.1f} s. Versions: "
         + ", ".join(f"{name} {version}" for name, version in meta["versions"].items()
@@ -311,6 +318,28 @@ def _theory_headline(theory: Sequence[Mapping[str, Any]]) -> list[str]:
         "config's claims only.",
         "",
     ]
+
+
+def _events_block(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The first screen's paragraph on what the mechanism did besides regular outputs (:mod:`audit.events`),
+    per pair; none without events.  The error text is the mechanism's: bounded, never raw HTML."""
+    if not events:
+        return []
+    items = []
+    for entry in events:
+        if entry["redrawn_draws"]:
+            items.append(f"- pair {_code(entry['pair'])}: {entry['redrawn_draws']} call(s) for many outputs raised "
+                         "and were absorbed by drawing those outputs again one per call; the first error: "
+                         f"{plain_text(bounded(entry['redraw_error']))}")
+        for kind in EVENTS:
+            counts = [entry[side][kind] for side in SIDES]
+            if any(counts):
+                items.append(f"- pair {_code(entry['pair'])}: {EVENT_WORDS[kind]} outputs: {counts[0]} of "
+                             f"{entry['d']['outputs']} on d, {counts[1]} of {entry['d_prime']['outputs']} on d'")
+    return ["**Mechanism events (absorbed, not errors):** the audit went on through what follows. Structural "
+            "outputs are compared like any output (audit.structure); a draw redone one output per call audits "
+            "single calls, not the calls for many outputs that raised. Counts are per dataset over every stage "
+            "(results.json `events`).", "", *items, ""]
 
 
 def _theory_section(theory: Sequence[Mapping[str, Any]]) -> list[str]:

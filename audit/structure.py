@@ -59,6 +59,9 @@ CODES = {"posinf": 2 * MAX_OUTPUT, "neginf": -2 * MAX_OUTPUT, "nan": 3 * MAX_OUT
          "longer": 4 * MAX_OUTPUT, "raised": -4 * MAX_OUTPUT}
 """In-band codes of the structure a fixed identity layout has no column for (module docstring): beyond
 MAX_OUTPUT, so that no regular value takes them, and distinct in float32."""
+EVENTS = ("nan", "inf", "length", "raised")
+"""The kinds of structure :meth:`StructureEncoder.events` counts: a NaN coordinate, an infinite one (or beyond
++-MAX_OUTPUT), an output of another length than the layout's width, a call that raised."""
 RAISED_LENGTH = -1
 """The ``length`` indicator of a call that raised (no output), in a structural layout."""
 
@@ -117,6 +120,28 @@ class StructureEncoder:
         if self.structural:
             return rows[:, self.width] == RAISED_LENGTH
         return np.all(rows == CODES["raised"], axis=1)
+
+    def events(self, rows: np.ndarray) -> dict[str, int]:
+        """How many encoded rows (this layout's) show each kind of structure: :data:`EVENTS` -> count.
+
+        A row counts once per kind it shows (a row with a NaN and an infinite
+        coordinate counts under both); a call that raised counts under
+        ``raised`` only.
+        """
+        if len(rows) == 0 or self.width is None:
+            return dict.fromkeys(EVENTS, 0)
+        raised = self.is_raised(rows)
+        if self.structural:
+            lengths, counts = rows[:, self.width], rows[:, self.width + 1:]
+            found = {"nan": counts[:, 0] > 0, "inf": (counts[:, 1] > 0) | (counts[:, 2] > 0),
+                     "length": lengths != self.width}
+        else:
+            values = rows[:, : self.width]
+            found = {"nan": np.any(values == CODES["nan"], axis=1),
+                     "inf": np.any((values == CODES["posinf"]) | (values == CODES["neginf"]), axis=1),
+                     "length": np.any((values == CODES["absent"]) | (values == CODES["longer"]), axis=1)}
+        return {**{kind: int(np.count_nonzero(seen & ~raised)) for kind, seen in found.items()},
+                "raised": int(np.count_nonzero(raised))}
 
     def adopt(self, width: int | None, structural: bool) -> None:
         """Take the layout a forked child's copy of this encoder ended with (a widening of this one)."""
