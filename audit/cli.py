@@ -303,9 +303,14 @@ def _summary(title: str, result, out: Path, stream=None) -> None:
     print(f"{title}: {result.verdict.upper()} ({tally}; {result.seconds:.1f} s) -> {out / 'report.md'}",
           file=stream or sys.stdout)
     from audit.events import event_tally
+    from audit.provenance import not_neighbours
 
     if getattr(result, "events", ()):  # absorbed by the audit, but the reader must know
         print(event_tally(result.events), file=stream or sys.stdout)
+    strangers = not_neighbours(getattr(result, "pairs", ()))
+    if strangers:
+        print(f"WARNING: {len(strangers)} audited pair(s) are not neighbours (report.md, first screen)",
+              file=stream or sys.stdout)
     failing = [entry for entry in getattr(result, "theory", ()) if entry["fails"]]
     if failing:  # a published bound that fails does not change the verdict: say so where it is read
         print(f"PUBLISHED BOUND FAILS: {len(failing)} of {len(result.theory)} closed-form bounds compared "

@@ -42,7 +42,7 @@ from attacks.vocabulary import divergence_kind
 from audit.figures import mechanism_label, row_label, write_evidence_figures, write_figures, write_tradeoff_figure
 from audit.events import EVENTS, SIDES, WORDS as EVENT_WORDS
 from audit.html_report import write_html_report
-from audit.provenance import NOT_REPRODUCIBLE
+from audit.provenance import NOT_REPRODUCIBLE, not_neighbours
 from audit.results_file import SCHEMA_VERSION, json_value, results_table, write_results
 from audit.theory.check import failures
 
@@ -252,6 +252,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         "",
         *_theory_headline(meta.get("theory", [])),
         *_events_block(meta.get("events", [])),
+        *_pairs_warning(meta["pairs"]),
         *_checks_summary(meta.get("checks", [])),
         f"Seed {meta['seed']}, {meta['seconds']:.1f} s. Versions: "
         + ", ".join(f"{name} {version}" for name, version in meta["versions"].items()
@@ -318,6 +319,15 @@ def _theory_headline(theory: Sequence[Mapping[str, Any]]) -> list[str]:
         "config's claims only.",
         "",
     ]
+
+
+def _pairs_warning(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The first screen's warning on audited pairs that are not neighbours (:func:`audit.provenance.not_neighbours`)."""
+    found = not_neighbours(pairs)
+    if not found:
+        return []
+    return ["**WARNING, pairs that are not neighbours:** the claims bound neighbouring datasets. "
+            + "; ".join(found) + ". Give `relation` in a `[[pairs]]` entry to have such a pair refused.", ""]
 
 
 def _events_block(events: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -113,3 +113,25 @@ def test_the_tradeoff_figure_zooms_on_the_deciding_region(tradeoff_report):
     widths = {float(line.get("stroke-width", 0)) for line in svg.iter() if line.tag.endswith("}path")
               and line.get("stroke-dasharray") == "5,3" and line.get("stroke") != "#000000"}
     assert widths and min(widths) >= 1.5  # the empirical curves: dashed, in their class's colour, not hairlines
+
+
+def test_pairs_that_are_not_neighbours_are_warned_of_on_the_first_screen(tmp_path, capsys):
+    """Explicit pairs without a relation are audited (the docs' choice), but one two records apart and one with
+    d' = d get a warning before anything else, and the terminal says so."""
+    from audit.cli import main
+
+    config = tmp_path / "far.toml"
+    config.write_text('[mechanism]\nname = "laplace"\nparams = { epsilon = 1.0 }\n\n'
+                      '[[pairs]]\nd = [[0.0], [0.0]]\nd_prime = [[1.0], [1.0]]\n\n'
+                      '[[pairs]]\nd = [[0.0]]\nd_prime = [[0.0]]\n\n'
+                      '[[pairs]]\nd = [[0.0]]\nd_prime = [[1.0]]\n\n'
+                      '[[claims]]\ndivergence = "kl"\nfunction_class = "linear"\nepsilon = 5.0\n\n'
+                      '[attacks]\nclasses = ["linear"]\nn_samples = 400\npolicy = "every"\n\n[run]\nseed = 0\nn_jobs = 1\n')
+    out = tmp_path / "out"
+    assert main(["run", str(config), "--out", str(out), "--quiet"]) == 0
+    assert "WARNING: 2 audited pair(s) are not neighbours (report.md, first screen)" in capsys.readouterr().out
+    for name in ("report.md", "report.html"):
+        screen = (out / name).read_text().split("What was audited")[0]
+        assert "WARNING, pairs that are not neighbours" in screen
+        assert "pair p0's datasets differ in 2 records" in screen and "may reach 2 epsilon" in screen
+        assert "pair p1 has d' = d" in screen and "they test nothing" in screen and "pair p2" not in screen
