@@ -135,8 +135,8 @@ class AuditResult:
             return write_audit_report(
                 out, rows=self.rows, verdict=self.verdict, seed=self.seed, seconds=self.seconds,
                 versions=dict(self.versions), config=dict(self.config), pairs=list(self.pairs),
-                audited=dict(self.audited), theory=list(self.theory), checks=list(self.checks), search=list(self.search),
-                events=list(self.events),
+                audited=dict(self.audited), theory=list(self.theory), checks=list(self.checks),
+                search=list(self.search), events=list(self.events),
             )
         finally:
             release_directory(out)

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from attacks.vocabulary import divergence_kind
+from attacks.vocabulary import DP, divergence_kind
 from audit.figures import mechanism_label, row_label, write_evidence_figures, write_figures, write_tradeoff_figure
 from audit.events import EVENTS, SIDES, WORDS as EVENT_WORDS
 from audit.html_report import write_html_report
@@ -206,8 +206,8 @@ def _reasons(config: Mapping[str, Any]) -> list[str]:
     """Why each claimed value (``[[claims]] reason``), one line per claim that gives one."""
     claims = config.get("claims") or []
     claims = [claims] if isinstance(claims, Mapping) else claims
-    lines = [f"- {_claim_label(c.get('divergence'), c.get('function_class'), c.get('epsilon'), _orders(c), c.get('delta'))}: "
-             f"{plain_text(bounded(c['reason']))}" for c in claims if isinstance(c, Mapping) and c.get("reason")]
+    lines = [f"- {_claim_label(c.get('divergence'), c.get('function_class'), c.get('epsilon'), _orders(c), c.get('delta'))}"
+             f": {plain_text(bounded(c['reason']))}" for c in claims if isinstance(c, Mapping) and c.get("reason")]
     return ["Why these values:", "", *lines, ""] if lines else []
 
 
@@ -760,7 +760,8 @@ def _claim_label(divergence: str, claim_class: Any, claim: Any, alpha: Any = Non
     """A claim in words, e.g. ``(all, DP epsilon) <= 1 at delta=1e-06`` (delta shown when a dp claim has one)."""
     kind = divergence_kind(divergence)
     order = f" alpha={_number(alpha)}" if kind.has_order and alpha is not None and not pd.isna(alpha) else ""
-    slack = f" at delta={_number(delta)}" if isinstance(delta, (int, float)) and delta and not math.isnan(delta) else ""
+    shown = kind is DP and isinstance(delta, (int, float)) and delta and not math.isnan(delta)
+    slack = f" at delta={_number(delta)}" if shown else ""
     return f"({claim_class}, {kind.label}{order}) <= {_number(claim)}{slack}"
 
 
@@ -770,13 +771,21 @@ def _claim_deltas(config: Mapping[str, Any]) -> dict[tuple[str, float], float]:
     claims = config.get("claims") or []
     claims = [claims] if isinstance(claims, Mapping) else claims
     return {(str(c.get("function_class")), float(c["epsilon"])): float(c["delta"]) for c in claims
-            if isinstance(c, Mapping) and c.get("divergence") == "dp" and isinstance(c.get("delta"), (int, float))
+            if isinstance(c, Mapping) and _is_dp(c.get("divergence")) and isinstance(c.get("delta"), (int, float))
             and isinstance(c.get("epsilon"), (int, float))}
+
+
+def _is_dp(divergence: Any) -> bool:
+    """Whether ``divergence`` names the dp divergence (the one with a delta); False for unknown names."""
+    try:
+        return divergence_kind(divergence) is DP
+    except ValueError:
+        return False
 
 
 def _delta(deltas: Mapping[tuple[str, float], float], divergence: Any, claim_class: Any, claim: Any) -> float | None:
     """The delta of the dp claim (class, epsilon) in ``deltas`` (:func:`_claim_deltas`), None for other claims."""
-    if divergence != "dp" or not isinstance(claim, (int, float)):
+    if not _is_dp(divergence) or not isinstance(claim, (int, float)):
         return None
     return deltas.get((str(claim_class), float(claim)))
 
@@ -854,8 +863,8 @@ def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool
               "search)" if sequential else
               f"(policy best): {per_dataset} per dataset are one pair's budget over four stages (Staged search)")
     sampling = [
-        f"- Samples {budget}. Every candidate (pair, direction, class) is screened on a small sample, the finalists are "
-        "trained and checked on fresh samples, and the one statistic chosen per claim is evaluated on a confirm "
+        f"- Samples {budget}. Every candidate (pair, direction, class) is screened on a small sample, the "
+        "finalists are trained and checked on fresh samples, and the one statistic chosen per claim is evaluated on a confirm "
         "sample that no choice saw; its interval is the held-out interval below, on the confirm sample.",
     ] if screened else [
         f"- Samples (policy every): {per_dataset} of the mechanism on each dataset of each neighbouring pair; "

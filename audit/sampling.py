@@ -152,7 +152,8 @@ def _failure(mechanism: Any, pair: NeighbourPair, error: BaseException) -> str:
     if isinstance(error, SystemExit):
         text = one_line(error)
     else:  # capaudit's own errors say what failed; another exception is named by its type too
-        text = " ".join((str(error) if isinstance(error, MechanismError) else f"{type(error).__name__}: {error}").split())
+        named = str(error) if isinstance(error, MechanismError) else f"{type(error).__name__}: {error}"
+        text = " ".join(named.split())
     message = f"mechanism {mechanism.name!r} on pair {pair.name}: {text}"
     cause = error.__cause__ if isinstance(error, MechanismError) else error  # a user callable's error is wrapped
     # not events: malformed outputs (the output checks' own errors, without a cause), an exit, and running out of

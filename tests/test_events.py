@@ -45,7 +45,8 @@ def _config(function, n_samples=2000):
 
 
 def _toml(tmp_path, config):
-    text = (f'[mechanism]\ncallable = "{config["mechanism"]["callable"]}"\n\n[[pairs]]\nd = [[0.0]]\nd_prime = [[1.0]]\n\n'
+    text = (f'[mechanism]\ncallable = "{config["mechanism"]["callable"]}"\n\n'
+            '[[pairs]]\nd = [[0.0]]\nd_prime = [[1.0]]\n\n'
             '[[claims]]\ndivergence = "kl"\nfunction_class = "linear"\nepsilon = 5.0\n\n'
             f'[attacks]\nclasses = ["linear"]\nn_samples = {config["attacks"]["n_samples"]}\npolicy = "every"\n\n'
             '[run]\nseed = 0\nn_jobs = 1\n')
@@ -91,7 +92,8 @@ def test_nan_outputs_are_counted_per_dataset(tmp_path):
     schema = json.loads((ROOT / "docs" / "schema" / "results.schema.json").read_text())
     assert list(jsonschema.Draft202012Validator(schema).iter_errors(document)) == []
     screen = _first_screen((tmp_path / "out" / "report.md").read_text())
-    assert f"- pair `p0`: NaN outputs: {entry['d']['nan']} of {n} on d, {entry['d_prime']['nan']} of {n} on d'" in screen
+    expected = f"- pair `p0`: NaN outputs: {entry['d']['nan']} of {n} on d, {entry['d_prime']['nan']} of {n} on d'"
+    assert expected in screen
     resumed = run_audit(_config("nan_sometimes", n), progress=False, out_dir=tmp_path / "out", resume=True)
     assert list(resumed.events) == list(result.events)  # kept in tasks.jsonl: a resume says the same
 

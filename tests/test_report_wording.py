@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def _row(**fields):
     base = dict(pair="p0", direction="P|Q", function_class="threshold", divergence="dp", alpha=math.nan,
                 estimate=0.8, ci_low=0.6, ci_high=1.0, n_samples=20000, claim=1.0, claim_class="all",
-                refutes_claim=True, verdict="pass", p_adjusted=1.0, detectable_excess=0.2, task="p0|P|Q|threshold|dp||1e-06")
+                refutes_claim=True, verdict="pass", p_adjusted=1.0, detectable_excess=0.2,
+                task="p0|P|Q|threshold|dp||1e-06")
     return Row(**{**base, **fields})
 
 
@@ -126,7 +127,8 @@ def test_pairs_that_are_not_neighbours_are_warned_of_on_the_first_screen(tmp_pat
                       '[[pairs]]\nd = [[0.0]]\nd_prime = [[0.0]]\n\n'
                       '[[pairs]]\nd = [[0.0]]\nd_prime = [[1.0]]\n\n'
                       '[[claims]]\ndivergence = "kl"\nfunction_class = "linear"\nepsilon = 5.0\n\n'
-                      '[attacks]\nclasses = ["linear"]\nn_samples = 400\npolicy = "every"\n\n[run]\nseed = 0\nn_jobs = 1\n')
+                      '[attacks]\nclasses = ["linear"]\nn_samples = 400\npolicy = "every"\n\n'
+                      '[run]\nseed = 0\nn_jobs = 1\n')
     out = tmp_path / "out"
     assert main(["run", str(config), "--out", str(out), "--quiet"]) == 0
     assert "WARNING: 2 audited pair(s) are not neighbours (report.md, first screen)" in capsys.readouterr().out
