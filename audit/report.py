@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from attacks.classes import LINEAR, All, Thresholds, parse_function_class
 from attacks.vocabulary import divergence_kind
 from audit.figures import mechanism_label, row_label, write_evidence_figures, write_figures, write_tradeoff_figure
 from audit.html_report import write_html_report
@@ -437,11 +438,12 @@ def _exact_text(panel: Panel) -> list[str]:
     if panel.exact is None:
         return []
     claimed = panel.family.tradeoff(TRADEOFF_LEVELS)
-    thresholds = panel.family.function_class in ("linear", "threshold")  # on a 1-D output: the same tests
+    claimed_class = parse_function_class(panel.family.function_class)
+    thresholds = claimed_class in (LINEAR, Thresholds())  # on a 1-D output: the same tests
     reference = panel.linear if thresholds else panel.exact
     name = "restricted curve of the linear class" if thresholds else "curve T(P, Q)"
     gap = float(np.max(claimed - reference))
-    if gap > 1e-9 and (thresholds or panel.family.function_class == "all"):
+    if gap > 1e-9 and (thresholds or isinstance(claimed_class, All)):
         text = f"below the claimed curve by up to {gap:.3g}: the claim is false at this pair."
     elif float(np.max(claimed - panel.exact)) <= 1e-9:
         text = "at or above the claimed curve everywhere: the claim holds at this pair."

@@ -47,7 +47,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy import optimize, stats  # noqa: E402
 
-from attacks.classes import parse_function_class  # noqa: E402
+from attacks.classes import LINEAR, Polynomials, parse_function_class  # noqa: E402
 from attacks.divergences import check_alpha  # noqa: E402
 from attacks.vocabulary import divergence_kind  # noqa: E402
 from audit.html_report import write_html_report  # noqa: E402
@@ -237,7 +237,7 @@ def _column_rank(value: str) -> tuple:
     if value in ("exact", "closed form", "upper bound"):
         return (("exact", "closed form", "upper bound").index(value),)
     function_class = parse_function_class(value)
-    return ({"poly": 0, "threshold": 1, "all": 2}[function_class.kind], function_class.degree or 0)
+    return (function_class.rank, function_class.degree or 0)
 
 
 def write_theory_report(
@@ -362,7 +362,7 @@ def _exact_row(p, q, function_class: str, divergence: str, alpha: float | None) 
 
 def _published_row(law, function_class: str, divergence: str, alpha: float | None) -> dict:
     """The bound table's value of (class, divergence) for ``law`` as published; "all" is the :data:`ANY` key."""
-    entry = bound_table.published(law, bound_table.ANY if function_class == "all" else function_class, divergence)
+    entry = bound_table.published(law, function_class, divergence)
     source = entry.source if entry.stated(law, alpha) else TABLE1_NOT_STATED
     return _row(divergence, alpha, function_class, entry.kind, source, entry.value(law, alpha))
 
@@ -435,7 +435,7 @@ def _check_classes(classes: Sequence[str]) -> list[str]:
     names = []
     for name in classes:
         function_class = parse_function_class(name)
-        if function_class.kind != "poly":
+        if not isinstance(function_class, Polynomials):
             raise ValueError(
                 f"classes for capaudit theory must be 'linear' or 'polyK' (K >= 1): exact values are "
                 f"computed for polynomial classes only. Found {name!r}."
@@ -594,7 +594,7 @@ def _plot_linear_renyi(table: pd.DataFrame, mechanism: str, scale: float, path: 
     if mechanism == "laplace":
         ax.plot(grid, [bounds.laplace_renyi_lower_bound(scale, a) for a in grid], color="gray", linestyle=":",
                 label="Renyi DP lower bound, CBDP Table 1")
-    linear = renyi[(renyi["function_class"] == "linear") & (renyi["kind"] == "exact")]
+    linear = renyi[(renyi["function_class"] == LINEAR.name) & (renyi["kind"] == "exact")]
     if len(linear):
         ax.plot(linear["alpha"], linear["value"], marker="o", markersize=3, label="(lin, Renyi) exact")
     for crossing in bound_crossings(mechanism, scale, grid[0], grid[-1]):
