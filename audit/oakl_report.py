@@ -23,21 +23,19 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from scipy import stats
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from scipy import stats  # noqa: E402
-
-from audit import generalization  # noqa: E402
-from audit.config import RunSpec, load_run  # noqa: E402
-from audit.on_average import OnAverageEstimate, average_over_pairs  # noqa: E402
-from audit.theory import gibbs as gibbs_theory  # noqa: E402
-from audit.mechanisms.gibbs import GaussianPosteriorMean, LaplaceTruncatedMean, LinearRegressionPosterior  # noqa: E402
+from audit import generalization
+from audit.config import RunSpec, load_run
+from audit.html_report import write_html_report
+from audit.mechanisms.gibbs import GaussianPosteriorMean, LaplaceTruncatedMean, LinearRegressionPosterior
+from audit.on_average import OnAverageEstimate, average_over_pairs
+from audit.svg import TAB10, Axes, Figure, Style
+from audit.theory import gibbs as gibbs_theory
 
 CONFIDENCE = 0.95
 RESOLUTION = 5e-3
@@ -184,24 +182,21 @@ def _regression_point(gamma: float, datasets: int, rng: np.random.Generator, see
 
 def plot_oakl_figure2(table: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
     """OAKL Figure 2 as drawn: per example, DP epsilon, on-average KL, gamma x gap and excess risk against gamma."""
-    fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.4))
-    for ax, (name, rows) in zip(axes, table.groupby("example", sort=False)):
+    groups = list(table.groupby("example", sort=False))
+    fig = Figure(1, len(groups), panel=(360.0, 280.0),
+                 title="On-average KL privacy and differential privacy (OAKL Figure 2)")
+    for ax, (name, rows) in zip(fig.axes[0], groups):
         gamma = rows["gamma"].to_numpy()
-        ax.plot(gamma, rows["DP epsilon (paper)"], "k--", label=r"DP $\epsilon$ (as OAKL states it)")
-        ax.plot(gamma, rows["on-average KL"], "C0-", label="on-average KL privacy")
-        _points(ax, gamma, rows, "gamma x gap", "C3", "s", r"$\gamma$ x generalization gap, 95%", floor_column="on-average KL")
-        ax.plot(gamma, rows["excess risk"], "C2:", label="excess population risk")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel(r"$\gamma$")
-        ax.set_title(f"{name} (OAKL section 6)", fontsize=10)
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7, loc="upper left")
-    fig.suptitle("On-average KL privacy and differential privacy (OAKL Figure 2)", fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+        ax.plot(gamma, rows["DP epsilon (paper)"], Style(line="dashed"), label="DP ε (as OAKL states it)")
+        ax.plot(gamma, rows["on-average KL"], Style(colour=TAB10["blue"]), label="on-average KL privacy")
+        ax.plot(gamma, rows["excess risk"], Style(colour=TAB10["green"], line="dotted"), label="excess population risk")
+        _points(ax, gamma, rows, "gamma x gap", Style(colour=TAB10["red"], line=None, marker="s"),
+                "γ x generalization gap, 95%")
+        _log_axes(ax, rows[["DP epsilon (paper)", "on-average KL", "excess risk", "gamma x gap",
+                            "gamma x gap low", "gamma x gap high"]])
+        ax.xlabel, ax.title = "γ", f"{name} (OAKL section 6)"
+        ax.legend("right", size=8.0)
+    return fig.save(path)
 
 
 def thm4_table(budget: Budget, seed: int = 0, run: RunSpec = RunSpec(),
@@ -270,44 +265,43 @@ def small_group_table(budget: Budget, seed: int = 0, run: RunSpec = RunSpec(),
 
 def plot_n_figure(table: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
     """On-average against worst case as n grows: closed forms as lines, measured on-average values as points."""
-    fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.4))
     titles = {
-        "gaussian_posterior_mean": r"Gaussian posterior mean ($\gamma$ = 1, s = $\tau$ = 1)",
-        "laplace_truncated_mean": r"Laplace mean of truncated normals ($\gamma$ = 1, c = 2)",
+        "gaussian_posterior_mean": "Gaussian posterior mean (γ = 1, s = τ = 1)",
+        "laplace_truncated_mean": "Laplace mean of truncated normals (γ = 1, c = 2)",
     }
-    for ax, (name, rows) in zip(axes, table.groupby("mechanism", sort=False)):
+    groups = list(table.groupby("mechanism", sort=False))
+    fig = Figure(1, len(groups), panel=(360.0, 280.0), title="On-average KL privacy vs worst case as n grows (γ = 1)")
+    measured = Style(colour=TAB10["orange"], line=None, marker="o")
+    for ax, (name, rows) in zip(fig.axes[0], groups):
         n = rows["n"].to_numpy()
         if rows["worst-case epsilon (DP)"].notna().any():
-            ax.plot(n, rows["worst-case epsilon (DP)"], "k--", label=r"worst-case $\epsilon$ (DP)")
-        ax.plot(n, rows["worst-case KL"], "k:", label="worst-case KL")
-        ax.plot(n, rows["on-average KL"], "C0-", label="on-average KL (closed form)")
+            ax.plot(n, rows["worst-case epsilon (DP)"], Style(line="dashed"), label="worst-case ε (DP)")
+        ax.plot(n, rows["worst-case KL"], Style(line="dotted"), label="worst-case KL")
+        ax.plot(n, rows["on-average KL"], Style(colour=TAB10["blue"]), label="on-average KL (closed form)")
         if name == "laplace_truncated_mean":
-            ax.plot(n, rows["on-average (lin, KL)"], "C2-", label="on-average (lin, KL) (closed form)")
+            ax.plot(n, rows["on-average (lin, KL)"], Style(colour=TAB10["green"]),
+                    label="on-average (lin, KL) (closed form)")
         resolved = rows["on-average (lin, KL)"].to_numpy() >= RESOLUTION
-        _points(ax, n[resolved], rows[resolved], "measured (lin, KL)", "C1", "o", "measured on-average (lin, KL), 95%")
+        _points(ax, n[resolved], rows[resolved], "measured (lin, KL)", measured, "measured on-average (lin, KL), 95%")
         if not resolved.all():
-            _points(ax, n[~resolved], rows[~resolved], "measured (lin, KL)", "C1", "o",
-                    f"measured, closed form < {RESOLUTION:g}: below the estimator's resolution", hollow=True)
+            _points(ax, n[~resolved], rows[~resolved], "measured (lin, KL)", replace(measured, filled=False),
+                    f"measured, closed form < {RESOLUTION:g}: below the estimator's resolution")
+        shown = ["worst-case epsilon (DP)", "worst-case KL", "on-average KL", "on-average (lin, KL)",
+                 "measured (lin, KL)", "measured (lin, KL) low", "measured (lin, KL) high"]
         if "measured gamma x gap" in rows and rows["measured gamma x gap"].notna().any():
-            _points(ax, n * 1.08, rows, "measured gamma x gap", "C3", "s", r"measured $\gamma$ x generalization gap, 95%")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("n (records)")
-        ax.set_ylabel("privacy loss")
-        ax.set_title(titles[name], fontsize=10)
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7, loc="upper right")
-    fig.suptitle(r"On-average KL privacy vs worst case as n grows ($\gamma$ = 1)", fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+            _points(ax, n * 1.08, rows, "measured gamma x gap", Style(colour=TAB10["red"], line=None, marker="s"),
+                    "measured γ x generalization gap, 95%")
+            shown += ["measured gamma x gap", "measured gamma x gap low", "measured gamma x gap high"]
+        _log_axes(ax, rows[shown])
+        ax.xlabel, ax.ylabel, ax.title = "n (records)", "privacy loss", titles[name]
+        ax.legend("right", size=8.0)
+    return fig.save(path)
 
 
 def write_oakl_report(out_dir: str | pathlib.Path, *, quick: bool = False, seed: int = 0,
                       run: RunSpec = RunSpec(), progress: bool = False) -> pathlib.Path:
-    """Compute the four tables, draw the figures, write ``report.md``, ``figure2.png`` (OAKL's) and
-    ``figure_n.png``; return the report's path.
+    """Compute the four tables, draw the figures, write ``report.md``, report.html, ``figures/figure2.svg``
+    (OAKL's) and ``figures/figure_n.svg``; return the report's path.
 
     ``run``: every measurement's sampling (``n_jobs``, ``backend``,
     ``sample_timeout``; :mod:`audit.generalization`; its seed is not read:
@@ -319,10 +313,12 @@ def write_oakl_report(out_dir: str | pathlib.Path, *, quick: bool = False, seed:
     out.mkdir(parents=True, exist_ok=True)
     gammas, figure = gamma_table(budget, seed, run), figure_table(budget, seed, run, progress)
     thm4, group = thm4_table(budget, seed, run, progress), small_group_table(budget, seed, run, progress)
-    plot_oakl_figure2(gammas, out / "figure2.png")
-    plot_n_figure(figure, out / "figure_n.png")
+    (out / "figures").mkdir(exist_ok=True)
+    plot_oakl_figure2(gammas, out / "figures" / "figure2.svg")
+    plot_n_figure(figure, out / "figures" / "figure_n.svg")
     report = out / "report.md"
     report.write_text(_markdown(gammas, figure, thm4, group, budget, quick, seed))
+    write_html_report(report)
     return report
 
 
@@ -341,18 +337,35 @@ def _interval_columns(name: str, estimate: OnAverageEstimate) -> dict:
     return {name: estimate.estimate, f"{name} low": low, f"{name} high": high}
 
 
-def _points(ax, x: np.ndarray, rows: pd.DataFrame, column: str, color: str, marker: str, label: str,
-            hollow: bool = False, floor_column: str = "on-average KL") -> None:
-    """Measured means with their intervals; a lower end at or below 0 is drawn down to the axis (log scale)."""
-    if rows.empty:
-        return
-    mean = rows[column].to_numpy()
-    low, high = rows[f"{column} low"].to_numpy(), rows[f"{column} high"].to_numpy()
-    floor = 0.5 * np.nanmin(np.r_[rows[floor_column].to_numpy(), mean[mean > 0]])
-    shown = np.maximum(mean, floor)
-    ax.errorbar(x, shown, yerr=[shown - np.maximum(low, floor), np.maximum(high, floor) - shown],
-                fmt=marker, color=color, capsize=3, markersize=4, label=label,
-                markerfacecolor="none" if hollow else color)
+def _points(ax: Axes, x: np.ndarray, rows: pd.DataFrame, column: str, style: Style, label: str) -> None:
+    """Measured means with their intervals on a log y axis.
+
+    A positive mean is a marker with its interval, drawn down to the axis's
+    bottom where its lower end is at or below 0.  A mean at or below 0 has no
+    place on a log axis: it is not drawn as a small positive point but as a
+    "v" at its interval's upper end (nothing where that is not positive
+    either), with a legend entry of its own.
+    """
+    mean = rows[column].to_numpy(dtype=float)
+    low, high = rows[f"{column} low"].to_numpy(dtype=float), rows[f"{column} high"].to_numpy(dtype=float)
+    positive = mean > 0
+    if positive.any():
+        bottom = np.nextafter(0.0, 1.0)  # below every axis: the bar runs to the bottom edge, where it is clipped
+        ax.errorbar(x[positive], mean[positive], np.where(low > 0, low, bottom)[positive], high[positive], style,
+                    label=label)
+    upper_only = ~positive & (high > 0)
+    if upper_only.any():
+        ax.plot(x[upper_only], high[upper_only], Style(colour=style.colour, line=None, marker="v", size=7.0),
+                label=f"{label}: estimate ≤ 0, upper end shown")
+
+
+def _log_axes(ax: Axes, values: pd.DataFrame) -> None:
+    """Log x and y; the y range spans the positive values drawn, from half the smallest to twice the largest."""
+    data = values.to_numpy(dtype=float).ravel()
+    data = data[np.isfinite(data) & (data > 0)]
+    ax.xscale = ax.yscale = "log"
+    if data.size:
+        ax.ylim = (0.5 * float(data.min()), 2.0 * float(data.max()))
 
 
 def _markdown(gammas: pd.DataFrame, figure: pd.DataFrame, thm4: pd.DataFrame, group: pd.DataFrame, budget: Budget,
@@ -391,13 +404,13 @@ def _markdown(gammas: pd.DataFrame, figure: pd.DataFrame, thm4: pd.DataFrame, gr
         "regression, the number of datasets and fresh records, and the scaling of the generalization error "
         "(gamma times the gap, the side of Thm 4's equality).",
         "",
-        "![figure 2](figure2.png)",
+        "![figure 2](figures/figure2.svg)",
         "",
         _to_markdown(gammas),
         "",
         "## On-average vs worst case as n grows (gamma = 1)",
         "",
-        "![on-average vs worst case](figure_n.png)",
+        "![on-average vs worst case](figures/figure_n.svg)",
         "",
         _to_markdown(figure),
         "",

@@ -39,23 +39,20 @@ import pathlib
 from collections.abc import Sequence
 from typing import Any
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from scipy import optimize, stats
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from scipy import optimize, stats  # noqa: E402
-
-from attacks.classes import LINEAR, Polynomials, parse_function_class  # noqa: E402
-from attacks.divergences import check_alpha  # noqa: E402
-from attacks.vocabulary import divergence_kind  # noqa: E402
-from audit.html_report import write_html_report  # noqa: E402
-from audit.theory import bounds  # noqa: E402
-from audit.theory import table as bound_table  # noqa: E402
-from audit.theory.check import BOUND_RTOL  # noqa: E402  (audit.theory.exact's accuracy: below it, no violation)
-from audit.theory.exact import restricted_divergence  # noqa: E402
-from audit.validation import check_positive  # noqa: E402
+from attacks.classes import LINEAR, Polynomials, parse_function_class
+from attacks.divergences import check_alpha
+from attacks.vocabulary import divergence_kind
+from audit.html_report import write_html_report
+from audit.svg import TAB10, Axes, Figure, Style
+from audit.theory import bounds
+from audit.theory import table as bound_table
+from audit.theory.check import BOUND_RTOL  # audit.theory.exact's accuracy: below it, no violation
+from audit.theory.exact import restricted_divergence
+from audit.validation import check_positive
 
 MECHANISMS = ("laplace", "gaussian")
 # Twelve orders keep the command to a few seconds (each exact value is a convex program).
@@ -243,7 +240,7 @@ def _column_rank(value: str) -> tuple:
 def write_theory_report(
     table: pd.DataFrame, out_dir: str | pathlib.Path, mechanism: str, scale: float
 ) -> pathlib.Path:
-    """Write ``out_dir/report.md``, report.html and ``out_dir/figures/*.png``; return the report's path.
+    """Write ``out_dir/report.md``, report.html and ``out_dir/figures/*.svg``; return the report's path.
 
     Parameters
     ----------
@@ -260,8 +257,8 @@ def write_theory_report(
     figure_dir = out_dir / "figures"
     figure_dir.mkdir(parents=True, exist_ok=True)
     figures = [
-        _plot_linear_renyi(table, mechanism, scale, figure_dir / f"{mechanism}_linear_renyi.png"),
-        _plot_poly_renyi(table, mechanism, scale, figure_dir / f"{mechanism}_poly_renyi.png"),
+        _plot_linear_renyi(table, mechanism, scale, figure_dir / f"{mechanism}_linear_renyi.svg"),
+        _plot_poly_renyi(table, mechanism, scale, figure_dir / f"{mechanism}_poly_renyi.svg"),
     ]
     report = out_dir / "report.md"
     report.write_text(_markdown(table, mechanism, scale, [path.relative_to(out_dir) for path in figures]))
@@ -588,32 +585,27 @@ def _plot_linear_renyi(table: pd.DataFrame, mechanism: str, scale: float, path: 
     grid = _dense_grid(renyi)
     bound_curve = np.array([linear_renyi_bound(mechanism, scale, a) for a in grid])
     stated = grid > bounds.COROLLARY2_MIN_ALPHA
-    line = ax.plot(grid[stated], bound_curve[stated], label="(lin, Renyi) upper bound, CBDP Table 1 (alpha > 2)")
-    ax.plot(grid[~stated], bound_curve[~stated], color=line[0].get_color(), linestyle=":", linewidth=1,
-            label="the same formula where not stated (alpha <= 2)")
+    ax.plot(grid[stated], bound_curve[stated], Style(colour=TAB10["blue"]),
+            label="(lin, Rényi) upper bound, CBDP Table 1 (α > 2)")
+    ax.plot(grid[~stated], bound_curve[~stated], Style(colour=TAB10["blue"], width=1.0, line="dotted"),
+            label="the same formula where not stated (α ≤ 2)")
     if mechanism == "laplace":
-        ax.plot(grid, [bounds.laplace_renyi_lower_bound(scale, a) for a in grid], color="gray", linestyle=":",
-                label="Renyi DP lower bound, CBDP Table 1")
+        ax.plot(grid, [bounds.laplace_renyi_lower_bound(scale, a) for a in grid],
+                Style(colour=TAB10["gray"], line="dotted"), label="Rényi DP lower bound, CBDP Table 1")
     linear = renyi[(renyi["function_class"] == LINEAR.name) & (renyi["kind"] == "exact")]
     if len(linear):
-        ax.plot(linear["alpha"], linear["value"], marker="o", markersize=3, label="(lin, Renyi) exact")
+        ax.plot(linear["alpha"], linear["value"], Style(colour=TAB10["orange"], marker="o", size=5),
+                label="(lin, Rényi) exact")
+    top = _top(renyi)
     for crossing in bound_crossings(mechanism, scale, grid[0], grid[-1]):
-        ax.axvline(crossing, color="gray", linestyle=":", linewidth=1)
-        ax.annotate(
-            f"bound = Renyi DP\nat $\\alpha$ = {crossing:.2f}",
-            (crossing, 0.97),
-            xycoords=("data", "axes fraction"),
-            va="top",
-            xytext=(4, 0),
-            textcoords="offset points",
-            fontsize=8,
-            color="gray",
-        )
+        ax.vline(crossing, Style(colour=TAB10["gray"], width=1.0, line="dotted"))
+        ax.text(crossing, 0.97 * top, f"bound = Rényi DP\nat α = {crossing:.2f}", offset=(4.0, 10.0))
     bound = renyi[renyi["kind"] == "upper bound"]
     violated = bound[bound["bound_violated"]]
     if len(violated):
-        ax.plot(violated["alpha"], violated["value"], "rx", markersize=10, mew=2, label="bound below exact: VIOLATED")
-    return _finish(fig, ax, path, renyi)
+        ax.plot(violated["alpha"], violated["value"], Style(colour=TAB10["red"], width=2.0, line=None, marker="x",
+                                                            size=10), label="bound below exact: VIOLATED")
+    return _save(fig, ax, path, top)
 
 
 def _plot_poly_renyi(table: pd.DataFrame, mechanism: str, scale: float, path: pathlib.Path) -> pathlib.Path:
@@ -621,21 +613,24 @@ def _plot_poly_renyi(table: pd.DataFrame, mechanism: str, scale: float, path: pa
     renyi = table[_has_order(table)]
     fig, ax = _renyi_axes(renyi, mechanism, scale, "b")
     exact = renyi[renyi["kind"] == "exact"]
-    for function_class, rows in exact.groupby("function_class", sort=False):
-        ax.plot(rows["alpha"], rows["value"], marker="o", markersize=3, label=f"({function_class}, Renyi) exact")
-    return _finish(fig, ax, path, renyi)
+    for colour, (function_class, rows) in zip(_CYCLE, exact.groupby("function_class", sort=False)):
+        ax.plot(rows["alpha"], rows["value"], Style(colour=colour, marker="o", size=5),
+                label=f"({function_class}, Rényi) exact")
+    return _save(fig, ax, path, _top(renyi))
 
 
-def _renyi_axes(renyi: pd.DataFrame, mechanism: str, scale: float, panel: str):
-    fig, ax = plt.subplots(figsize=(6.0, 4.2))
+_CYCLE = [TAB10[name] for name in ("blue", "orange", "green", "purple", "brown", "pink", "olive", "cyan")]
+"""Line colours in order (the ``tab10`` cycle)."""
+
+
+def _renyi_axes(renyi: pd.DataFrame, mechanism: str, scale: float, panel: str) -> tuple[Figure, Axes]:
+    name = "ε" if mechanism == "laplace" else "σ"
+    fig = Figure(1, 1, panel=(420.0, 300.0),
+                 title=f"{mechanism.capitalize()}, {name} = {scale:g} (cf. CBDP Figure {_FIGURE_NUMBERS[mechanism]}{panel})")
+    ax = fig.axes[0][0]
     grid = _dense_grid(renyi)
-    ax.plot(grid, [renyi_dp(mechanism, scale, a) for a in grid], color="black", linestyle="--", label="Renyi DP")
-    name = "\\epsilon" if mechanism == "laplace" else "\\sigma"
-    ax.set_title(
-        f"{mechanism.capitalize()}, ${name} = {scale:g}$ (cf. CBDP Figure {_FIGURE_NUMBERS[mechanism]}{panel})"
-    )
-    ax.set_xlabel(r"$\alpha$")
-    ax.set_ylabel("Renyi divergence")
+    ax.plot(grid, [renyi_dp(mechanism, scale, a) for a in grid], Style(line="dashed"), label="Rényi DP")
+    ax.xlabel, ax.ylabel = "α", "Rényi divergence"
     return fig, ax
 
 
@@ -643,20 +638,16 @@ def _dense_grid(renyi: pd.DataFrame) -> np.ndarray:
     return np.linspace(renyi["alpha"].min(), renyi["alpha"].max(), 300)
 
 
-def _finish(fig, ax, path: pathlib.Path, renyi: pd.DataFrame) -> pathlib.Path:
-    # The Table 1 bound blows up as alpha -> 1: scale the axis to the exact values and Renyi DP.
-    return _save(fig, ax, path, top=float(renyi.loc[renyi["kind"] != "upper bound", "value"].max()))
+def _top(renyi: pd.DataFrame) -> float:
+    """The y axis's top: 1.3 x the largest exact value or Renyi DP (the Table 1 bound blows up as alpha -> 1)."""
+    return 1.3 * float(renyi.loc[renyi["kind"] != "upper bound", "value"].max())
 
 
-def _save(fig, ax, path: pathlib.Path, top: float) -> pathlib.Path:
-    """Scale the y axis to 1.3 * ``top``, add legend and grid, write the PNG and close the figure."""
-    ax.set_ylim(0.0, 1.3 * top)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+def _save(fig: Figure, ax: Axes, path: pathlib.Path, top: float) -> pathlib.Path:
+    """Scale the y axis to [0, ``top``], add the legend (right of the panel) and write the SVG."""
+    ax.ylim = (0.0, top)
+    ax.legend("right", size=9.0)
+    return fig.save(path)
 
 
 # --- d dimensions and the matrix mechanism (CBDP Table 1 d-dim, Corollary 2, Theorem 5) -------------
@@ -831,7 +822,7 @@ def write_dimensional_report(
     """Write ``out_dir/report.md``, report.html and a figure for a :func:`dimensional_table`; return report.md's path."""
     out_dir = pathlib.Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
-    figure = _plot_dimensional(table, mechanism, out_dir / "figures" / f"{mechanism.name}_linear_renyi_d.png")
+    figure = _plot_dimensional(table, mechanism, out_dir / "figures" / f"{mechanism.name}_linear_renyi_d.svg")
     failing = table[table["status"].str.startswith("BOUND FAILS")]
     params = ", ".join(f"{key}={value!r}" for key, value in mechanism.params.items())
     release = noisy_release(mechanism)
@@ -888,21 +879,23 @@ def _compact_vector(values: np.ndarray) -> str:
 
 def _plot_dimensional(table: pd.DataFrame, mechanism, path: pathlib.Path) -> pathlib.Path:
     """Published bound, linear value (with lower bounds), Renyi DP and Table 1's lower bound against alpha."""
-    fig, ax = plt.subplots(figsize=(6.0, 4.2))
+    fig = Figure(1, 1, panel=(420.0, 300.0), title=f"{mechanism.name}: (lin, Rényi) against CBDP's d-dim bounds")
+    ax = fig.axes[0][0]
     stated = table["alpha"] > bounds.COROLLARY2_MIN_ALPHA
-    ax.plot(table["alpha"], table["Renyi DP"], color="black", linestyle="--", label="Renyi DP")
+    ax.plot(table["alpha"], table["Renyi DP"], Style(line="dashed"), label="Rényi DP")
     if table["Table 1 Renyi lower bound"].notna().any():
-        ax.plot(table["alpha"], table["Table 1 Renyi lower bound"], color="gray", linestyle=":",
-                label="Renyi DP lower bound, CBDP Table 1")
-    ax.plot(table.loc[stated, "alpha"], table.loc[stated, "published bound"], marker="s", markersize=4,
-            label="(lin, Renyi) upper bound as published (alpha > 2)")
-    ax.plot(table["alpha"], table["linear value"], marker="o", markersize=4, label="(lin, Renyi) value")
+        ax.plot(table["alpha"], table["Table 1 Renyi lower bound"], Style(colour=TAB10["gray"], line="dotted"),
+                label="Rényi DP lower bound, CBDP Table 1")
+    ax.plot(table.loc[stated, "alpha"], table.loc[stated, "published bound"],
+            Style(colour=TAB10["blue"], marker="s", size=6), label="(lin, Rényi) upper bound as published (α > 2)")
+    ax.plot(table["alpha"], table["linear value"], Style(colour=TAB10["orange"], marker="o", size=6),
+            label="(lin, Rényi) value")
     if table["lower bound"].notna().any():
-        ax.plot(table["alpha"], table["lower bound"], marker="^", linestyle="none", label="its lower confidence bound")
+        ax.plot(table["alpha"], table["lower bound"], Style(colour=TAB10["green"], line=None, marker="^", size=7),
+                label="its lower confidence bound")
     failing = table[table["status"].str.startswith("BOUND FAILS")]
     if len(failing):
-        ax.plot(failing["alpha"], failing["published bound"], "rx", markersize=10, mew=2, label="bound FAILS")
-    ax.set_title(f"{mechanism.name}: (lin, Renyi) against CBDP's d-dim bounds")
-    ax.set_xlabel(r"$\alpha$")
-    ax.set_ylabel("Renyi divergence")
-    return _save(fig, ax, path, top=float(table["Renyi DP"].max()))
+        ax.plot(failing["alpha"], failing["published bound"], Style(colour=TAB10["red"], width=2.0, line=None,
+                                                                    marker="x", size=10), label="bound FAILS")
+    ax.xlabel, ax.ylabel = "α", "Rényi divergence"
+    return _save(fig, ax, path, 1.3 * float(table["Renyi DP"].max()))

@@ -108,12 +108,12 @@ def test_report_and_figures_are_written(tmp_path, case):
     mechanism, scale, table = case
     report = write_theory_report(table, tmp_path, mechanism, scale)
     text = report.read_text()
-    for name in (f"{mechanism}_linear_renyi.png", f"{mechanism}_poly_renyi.png"):
-        assert (tmp_path / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for name in (f"{mechanism}_linear_renyi.svg", f"{mechanism}_poly_renyi.svg"):
+        assert (tmp_path / "figures" / name).read_text().startswith('<?xml version="1.0" encoding="UTF-8"?>\n<svg')
         assert f"(figures/{name})" in text
     assert "|t|" in text and "quadrature" in text and "Table 1" in text
     html = (tmp_path / "report.html").read_text()  # like an audit's: one file with its figures embedded
-    assert html.count("data:image/png;base64,") == 2 and "<table>" in html
+    assert html.count("data:image/svg+xml;base64,") == 2 and "<table>" in html
 
 
 def test_command_prints_the_table_without_out(capsys):
@@ -236,6 +236,20 @@ def test_dimensional_command_writes_a_report(tmp_path, capsys):
     assert code == 0 and "PUBLISHED BOUND VIOLATED: renyi alpha=4" in out
     text = (tmp_path / "report.md").read_text()
     assert "## Published bound violated (1)" in text and "--A '1 0; 0 1'" in text
-    assert (tmp_path / "figures" / "matrix_linear_renyi_d.png").stat().st_size > 0
-    assert "data:image/png;base64," in (tmp_path / "report.html").read_text()
+    assert (tmp_path / "figures" / "matrix_linear_renyi_d.svg").stat().st_size > 0
+    assert "data:image/svg+xml;base64," in (tmp_path / "report.html").read_text()
     assert main(["theory", "--mechanism", "matrix", "--epsilon", "0.1", "--A", "1 x"]) == 2
+
+
+def test_one_plotting_stack_every_command_draws_svg_and_matplotlib_is_no_dependency():
+    """Issue 33 item 4: run, theory and oakl draw with audit.svg; matplotlib leaves the dependencies."""
+    import pathlib
+    import subprocess
+    import sys
+
+    tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
+    pyproject = tomllib.loads((pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    assert not [dependency for dependency in pyproject["project"]["dependencies"] if "matplotlib" in dependency]
+    code = ("import sys, audit.cli, audit.theory_report, audit.oakl_report\n"
+            "assert 'matplotlib' not in sys.modules, 'matplotlib was imported'\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
