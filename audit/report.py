@@ -804,7 +804,7 @@ def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool
         "family with p = 1, so the other rows' levels do not depend on it), or the estimate is NaN, or the task "
         "failed. No row is unbounded: a finite sample never proves an infinite divergence, even when each "
         "dataset's outputs repeat one value (a deterministic release, or a randomized response at high epsilon); "
-        "an infinite estimate is an error of its row (`unbounded` rows appear only in results of earlier versions).",
+        "an infinite estimate is an error of its row.",
         "- Claims: `untested` when no row that could refute the claim ran (all failed, or no attack class is "
         "contained in the claim's); the audit is then not a pass and exits 2. `adjusted p` is the smallest "
         "Holm-adjusted p-value of the claim's rows (a violation exactly when it is at most 1 - confidence). "
