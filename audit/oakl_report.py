@@ -243,8 +243,8 @@ def small_group_table(budget: Budget, seed: int = 0, run: RunSpec = RunSpec(),
     """OAKL Lemma 6 measured on the Gaussian posterior mean (n = 20): k = 2, 3 against k times k = 1.
 
     n = 20 keeps the per-pair KLs of k = 3 mostly below 0.5, where the
-    held-out estimate is within a few per cent of the pair's KL (see the
-    report's note on lower bounds).
+    held-out estimate is close to the pair's KL (the report's note on lower
+    bounds).
     """
     mechanism = GaussianPosteriorMean(records=20)
     base, group_rows = generalization.small_group_check(
