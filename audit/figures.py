@@ -32,6 +32,7 @@ from attacks.classes import LINEAR, parse_function_class
 from attacks.vocabulary import DP, ZCDP, divergence_kind
 from audit.schema import Row, has_scores
 from audit.svg import TAB10, Axes, Figure, Style
+from audit.tables import format_number
 
 if TYPE_CHECKING:
     from audit.tradeoff_report import Panel
@@ -215,13 +216,6 @@ def _claim(row: Row) -> tuple[str, float | None, bool]:
 def _key(value: float | None) -> float | None:
     """A number usable as a key: None for a missing one (NaN never equals itself)."""
     return None if value is None or math.isnan(value) else value
-
-
-def format_number(value: Any) -> str:
-    """A number as the report prints it: 4 significant digits, ``-`` for a missing one, ``inf``."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:.4g}" if isinstance(value, (int, float, np.number)) else str(value)
 
 
 def write_evidence_figures(strongest: Sequence[tuple[Row, Mapping[str, Any] | None]], figure_dir: pathlib.Path, *,

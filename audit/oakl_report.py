@@ -35,6 +35,7 @@ from audit.html_report import write_html_report
 from audit.mechanisms.gibbs import GaussianPosteriorMean, LaplaceTruncatedMean, LinearRegressionPosterior
 from audit.on_average import OnAverageEstimate, average_over_pairs
 from audit.svg import TAB10, Axes, Figure, Style
+from audit.tables import markdown_table
 from audit.theory import gibbs as gibbs_theory
 
 CONFIDENCE = 0.95
@@ -435,5 +436,4 @@ def _to_markdown(frame: pd.DataFrame) -> str:
             for mean, lo, hi in zip(frame[name], frame[low], frame[f"{name} high"])
         ]
         frame = frame.drop(columns=[name, low, f"{name} high"])
-    frame = frame.astype(object).where(frame.notna(), None)
-    return frame.to_markdown(index=False, floatfmt=".4g", missingval="")
+    return markdown_table(frame, missing="")

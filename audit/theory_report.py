@@ -48,6 +48,7 @@ from attacks.divergences import check_alpha
 from attacks.vocabulary import divergence_kind
 from audit.html_report import write_html_report
 from audit.svg import TAB10, Axes, Figure, Style
+from audit.tables import markdown_table
 from audit.theory import bounds
 from audit.theory import table as bound_table
 from audit.theory.check import BOUND_RTOL  # audit.theory.exact's accuracy: below it, no violation
@@ -282,7 +283,7 @@ def theory_command(args: argparse.Namespace) -> int:
             f"--mechanism {args.mechanism} takes --{name}, not --{other}. Found --{other} {getattr(args, other)!r}."
         )
     table = theory_table(args.mechanism, scale, args.alpha, args.classes)
-    print(_to_markdown(display_table(table)))
+    print(markdown_table(display_table(table), index=True, missing=""))
     violations = bound_violations(table)
     for line in _violation_lines(violations):
         print(line)
@@ -308,7 +309,7 @@ def dimensional_command(args: argparse.Namespace) -> int:
         params = {name: getattr(args, name), "sensitivity": list(args.sensitivity)}
     mechanism = make_mechanism(args.mechanism, params)
     table, source = dimensional_table(mechanism, args.alpha, n=args.n, seed=args.seed)
-    print(_to_markdown(table))
+    print(markdown_table(table, missing=""))
     print(f"linear values: {source}")
     for row in table[table["status"].str.startswith("BOUND FAILS")].itertuples():
         print(f"PUBLISHED BOUND VIOLATED: renyi alpha={row.alpha:g}: {row.status}")
@@ -476,7 +477,7 @@ def _markdown(table: pd.DataFrame, mechanism: str, scale: float, figures: list[p
             "**WARNING: a published closed-form value is BELOW the exact value of a class it covers. "
             "The published value is wrong here; it is reported as published, not corrected.**",
             "",
-            _to_markdown(violations.assign(alpha=violations["alpha"].map(_alpha_text))),
+            markdown_table(violations.assign(alpha=violations["alpha"].map(_alpha_text)), missing=""),
             "",
         ]
     else:
@@ -493,7 +494,7 @@ def _markdown(table: pd.DataFrame, mechanism: str, scale: float, figures: list[p
     lines += [
         "## Values",
         "",
-        _to_markdown(display_table(table)),
+        markdown_table(display_table(table), index=True, missing=""),
         "",
         "Columns: `<class> exact` = computed by `audit.theory.exact`; `linear upper bound` = CBDP Table 1's "
         "closed-form upper bound on (lin, Renyi), stated for alpha > 2 only (Corollary 2; shown but not "
@@ -567,12 +568,6 @@ def _violation_lines(violations: pd.DataFrame) -> list[str]:
 
 def _alpha_text(alpha: float) -> str:
     return "-" if math.isnan(alpha) else f"{alpha:g}"
-
-
-def _to_markdown(frame: pd.DataFrame) -> str:
-    # Blank cells, not "nan", where a quantity does not apply to a line.
-    frame = frame.astype(object).where(frame.notna(), None)
-    return frame.to_markdown(floatfmt=".4g", missingval="", index=not isinstance(frame.index, pd.RangeIndex))
 
 
 # --- figures (CBDP Figures 1 and 2) ----------------------------------------
@@ -853,7 +848,7 @@ def write_dimensional_report(
     lines += [
         "## Values",
         "",
-        _to_markdown(table),
+        markdown_table(table, missing=""),
         "",
         "Columns: `published bound` = CBDP Table 1 d-dim / Corollary 2 (Laplace, Gaussian) or Theorem 5 (matrix) "
         "as published, stated for alpha > 2 only; `linear value` = exact (lin, Renyi) or the attack's estimate "
