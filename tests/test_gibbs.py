@@ -262,11 +262,11 @@ def test_a_hanging_mechanism_ends_the_measurement_at_sample_timeout(measure):
 
 
 def test_oakl_command_with_a_hanging_mechanism_exits_2_after_sample_timeout(tmp_path, monkeypatch, capsys):
-    from audit import oakl_report
+    from audit import oakl_report, oakl_tables
 
     monkeypatch.setattr(oakl_report, "QUICK", oakl_report.Budget(records=(1,), pairs=3, samples=300, datasets=50,
                                                                  exact_pairs=50))
-    monkeypatch.setattr(oakl_report, "GaussianPosteriorMean", HangingPosteriorMean)
+    monkeypatch.setattr(oakl_tables, "GaussianPosteriorMean", HangingPosteriorMean)
     start = time.monotonic()
     assert main(["oakl", "--quick", "--quiet", "--sample-timeout", "1", "--out", str(tmp_path / "oakl")]) == 2
     assert time.monotonic() - start < 30
@@ -300,11 +300,11 @@ def test_small_group_costs_k_times_one_slow():
 
 
 def test_oakl_command_writes_the_report(tmp_path, monkeypatch):
-    from audit import oakl_report
+    from audit import oakl_report, oakl_tables
 
     tiny = oakl_report.Budget(records=(1,), pairs=3, samples=300, datasets=50, exact_pairs=50)
     monkeypatch.setattr(oakl_report, "QUICK", tiny)
-    monkeypatch.setattr(oakl_report, "THM4_CASES", oakl_report.THM4_CASES[2:3])
+    monkeypatch.setattr(oakl_tables, "THM4_CASES", oakl_tables.THM4_CASES[2:3])
     assert main(["oakl", "--quick", "--out", str(tmp_path / "oakl")]) == 0
     report = (tmp_path / "oakl" / "report.md").read_text()
     for figure in ("figure2.svg", "figure_n.svg"):  # in figures/, not beside report.md
@@ -324,11 +324,11 @@ def test_oakl_figure_2_against_gamma_meets_thm_4_and_the_papers_dp_lines():
     on-average KL lies within 4 standard errors (16 rows: 1e-3 by chance) of the measured gamma x gap; the
     excess risk of the Laplace mean is about its noise's mean absolute value 1/gamma at small gamma (the noise's
     standard deviation is sqrt(2)/gamma: within 5 standard errors of the mean over the datasets)."""
-    from audit import oakl_report
+    from audit import oakl_tables
 
-    budget = oakl_report.Budget(records=(1,), pairs=3, samples=300, datasets=300, exact_pairs=300)
-    table = oakl_report.gamma_table(budget, seed=1)
-    assert len(table) == 2 * len(oakl_report.GAMMAS)
+    budget = oakl_tables.Budget(records=(1,), pairs=3, samples=300, datasets=300, exact_pairs=300)
+    table = oakl_tables.gamma_table(budget, seed=1)
+    assert len(table) == 2 * len(oakl_tables.GAMMAS)
     laplace, regression = (table[table["example"] == name] for name in ("Laplace mean", "linear regression"))
     np.testing.assert_allclose(laplace["DP epsilon (paper)"], 4 * laplace["gamma"])
     np.testing.assert_allclose(regression["DP epsilon (paper)"], 64 * regression["gamma"])
