@@ -11,44 +11,21 @@ samples for kl and renyi), so ``cross_val_score`` gives held-out estimates of
 lower bounds.
 
 Every class is represented as a feature map phi followed by a linear map,
-g(x) = phi(x) . coef_ + intercept_ (docs/theory.md section 3 and 4):
+g(x) = phi(x) . coef_ + intercept_ (docs/theory.md section 3 and 4): the
+class (:mod:`attacks.classes`) builds phi (:mod:`attacks.features`) and says
+how its coefficients are fitted (:class:`attacks.classes.FitRule`: the
+convex fits below, the closed-form optimum per cell for ``treeK`` and
+``floatbits``, or phi itself for ``threshold`` and ``atoms``).  ``mlp``'s
+network output is its one feature; the fit takes an affine map a u + b of
+it, again a network of the class, with the same scale safeguards as every
+class.
 
-* ``linear`` / ``polyK``: phi = standardised monomials of total degree <= K
-  (<= min(K, 2) for the KL fit, see below);
-* ``kernel``: phi = random Fourier features of an RBF kernel
-  (:class:`sklearn.kernel_approximation.RBFSampler`), bandwidth by the median
-  heuristic unless given, reduced to the whitened principal components that
-  hold 99.9% of their variance (a linear map of the features, so the class
-  is unchanged up to numerically degenerate directions; it makes the convex
-  fits well conditioned and stops them chasing noise);
-* ``mlp``: phi = the output of a one-hidden-layer ReLU network of ``width``
-  units (:mod:`attacks.mlp`).  For ``kl`` and ``renyi`` the network is
-  trained on the divergence's own objective (Donsker-Varadhan, scale-optimised
-  Renyi) by full-batch L-BFGS, starting from the logit of a
-  :class:`sklearn.neural_network.MLPClassifier` (and from units with knots
-  spread over the data, whichever does better), stopped early on 20% of the
-  training rows; for ``ipm`` and ``dp`` it is the classifier's logit, which
-  estimates log dP/dQ, the Neyman-Pearson score.  The fit below then takes
-  an affine map a u + b of that output, again a network of the class (same
-  hidden layer, new output weights), and applies the same scale safeguards
-  as for every class;
-* ``treeK``: phi = the one-hot cell of a depth-K
-  :class:`sklearn.tree.DecisionTreeClassifier`; the witness is the
-  closed-form optimum per cell (histogram divergence, docs/theory.md section 4);
-* ``threshold``: phi = one output coordinate (the one with the largest
-  training IPM);
-* ``atoms``: phi = the smoothed log ratio of how often the exact value
-  occurs among P's and Q's training outputs, leave-one-out on the training
-  rows (:class:`attacks.representation.AtomTable`);
-* ``floatbits``: phi = the one-hot leaf of a depth-3 tree on the IEEE-754
-  features of the outputs (:class:`attacks.representation.FloatFeatures`),
-  scored like ``treeK``.
-
-The last three are set classes (``FunctionClass.events``): whatever the
-divergence, the witness is the indicator of a set {s (g - t) > 0} of the
-score g; for ``kl`` and ``renyi`` the set maximises the projected lower bound
-on its binary divergence (:func:`attacks.event_divergence.projected_event_bound`)
-and the score is that binary divergence of the smoothed proportions.
+The set classes (``threshold``, ``atoms``, ``floatbits``:
+``FunctionClass.events``) fit, whatever the divergence, the indicator of a set
+{s (g - t) > 0} of the score g; for ``kl`` and ``renyi`` the set maximises the
+projected lower bound on its binary divergence
+(:func:`attacks.event_divergence.projected_event_bound`) and the score is that
+binary divergence of the smoothed proportions.
 
 How coef_ is fitted, per divergence:
 
@@ -124,27 +101,17 @@ honesty.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
-import scipy.sparse as sp
 from scipy.linalg import null_space, solve
 from scipy.optimize import minimize
 from scipy.special import logsumexp, softmax
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils import ClassifierTags
-from sklearn.decomposition import PCA
-from sklearn.kernel_approximation import RBFSampler
-from sklearn.neural_network import MLPClassifier
-from sklearn.pipeline import Pipeline, make_pipeline
-from sklearn.preprocessing import PolynomialFeatures, StandardScaler
-from sklearn.tree import DecisionTreeClassifier
-from sklearn.utils import check_random_state
+from sklearn.base import BaseEstimator
+from sklearn.utils import ClassifierTags, check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from attacks import mlp, paired_ratio
-from attacks.binomial_ratio import projected_lower_bound, smoothed_log_ratio
-from attacks.classes import FunctionClass, parse_function_class
+from attacks.attack_sets import best_dp_set, best_event_set, best_ipm_set
+from attacks.binomial_ratio import smoothed_log_ratio
+from attacks.classes import PARAMETERS, FitRule, parse_function_class
 from attacks.divergences import (
     conjugate_exponent,
     donsker_varadhan,
@@ -155,8 +122,7 @@ from attacks.divergences import (
     tail_index,
     variational_bound,
 )
-from attacks.event_divergence import projected_event_bound, smoothed_event_divergence
-from attacks.representation import FLOATBITS_DEPTH, AtomTable, FloatFeatures
+from attacks.event_divergence import smoothed_event_divergence
 from attacks.vocabulary import DP, IPM, KL, Divergence, Renyi, parse_divergence
 
 # Largest tail index k of exp(h) under Q a KL witness may have: E_Q exp(r h)
@@ -166,31 +132,16 @@ _MAX_TAIL_INDEX = 0.4
 _SCALE_GRID = 40
 # Confidence of the projected lower bound that chooses the KL witness's scale.
 _SCALE_SELECTION_LEVEL = 0.95
-# The Donsker-Varadhan fit of polyK uses monomials of degree <= 2 (see the
-# module docstring: the heavy-tail trap).
-_DV_MAX_DEGREE = 2
-# Random Fourier features are reduced to the principal components holding
-# this fraction of their variance, whitened: the dropped directions are
-# numerically degenerate and only let the fit chase noise.
-_KERNEL_VARIANCE = 0.999
-# Confidence at which the DP attack set is chosen on the training split.
-_DP_SELECTION_LEVEL = 0.95
-# At most this many candidate thresholds per side for the DP attack set.
-_DP_CANDIDATES = 1000
-# Share of each law's training rows on which the mlp network's training stops early.
-_MLP_VALIDATION_FRACTION = 0.2
-# The mlp's classifier stops early on 10% of its rows, which must hold both laws: from 20 rows on.
-_CLASSIFIER_MIN_ROWS = 20
-
 
 class Adversary(BaseEstimator):
     """A capacity-bounded adversary: the witness of a restricted divergence.
 
     Parameters
     ----------
-    function_class : str, default="linear"
-        ``linear``, ``polyK``, ``kernel``, ``mlp``, ``treeK`` or ``threshold``
-        (see :mod:`attacks.classes`).
+    function_class : str or FunctionClass, default="linear"
+        ``linear``, ``polyK``, ``kernel``, ``mlp``, ``treeK``, ``threshold``,
+        ``atoms`` or ``floatbits`` (:mod:`attacks.classes`: the class builds
+        the feature map and says how its coefficients are fitted).
     divergence : {"kl", "renyi", "ipm", "dp"} or Divergence, default="kl"
         The divergence D(P, Q) whose variational form is maximised.
     alpha : float, optional
@@ -308,7 +259,8 @@ class Adversary(BaseEstimator):
                 f"function_class {self.function_class!r} supports divergences "
                 f"{self.function_class_.divergences}. Found divergence {self.divergence!r}."
             )
-        self.feature_map_ = self._make_feature_map(X, random_state)
+        seed = random_state.randint(np.iinfo(np.int32).max)
+        self.feature_map_ = self.function_class_.feature_map(X, self, seed, random_state)
         phi = self.feature_map_.fit_transform(X, y)  # atoms: leave-one-out on the training rows
         phi_p, phi_q = phi[y == 0], phi[y == 1]
         self.threshold_, self.side_, self.scale_ = None, None, None
@@ -316,7 +268,7 @@ class Adversary(BaseEstimator):
         self.coef_, self.intercept_ = fit_coef(phi_p, phi_q)
         g_p, g_q = _linear(phi_p, self.coef_, self.intercept_), _linear(phi_q, self.coef_, self.intercept_)
         if isinstance(divergence, IPM):
-            self.threshold_, self.side_ = _best_ipm_set(g_p, g_q)
+            self.threshold_, self.side_ = best_ipm_set(g_p, g_q)
         elif isinstance(divergence, DP):
             if self.coupled and g_p.size != g_q.size:
                 raise ValueError(
@@ -324,9 +276,9 @@ class Adversary(BaseEstimator):
                     f"Found {g_p.size} and {g_q.size}."
                 )
             eval_size = self.dp_eval_size or g_q.size
-            self.threshold_, self.side_ = _best_dp_set(g_p, g_q, divergence.delta, eval_size, self.coupled)
+            self.threshold_, self.side_ = best_dp_set(g_p, g_q, divergence.delta, eval_size, self.coupled)
         elif self.function_class_.events:
-            self.threshold_, self.side_ = _best_event_set(g_p, g_q, divergence, self.dp_eval_size or g_q.size)
+            self.threshold_, self.side_ = best_event_set(g_p, g_q, divergence, self.dp_eval_size or g_q.size)
         return self
 
     def __sklearn_tags__(self):
@@ -395,14 +347,8 @@ class Adversary(BaseEstimator):
         if not (isinstance(self.delta, (int, float)) and 0.0 <= self.delta < 1.0):
             raise ValueError(f"delta must be a number in [0, 1). Found {self.delta!r}.")
         divergence = parse_divergence(self.divergence, self.alpha, self.delta)
-        for name in ("n_components", "width"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, np.integer)) and value >= 1):
-                raise ValueError(f"{name} must be a positive integer. Found {value!r}.")
-        if self.bandwidth is not None and not (np.isscalar(self.bandwidth) and self.bandwidth > 0):
-            raise ValueError(f"bandwidth must be None (median heuristic) or positive. Found {self.bandwidth!r}.")
-        if not (np.isscalar(self.ridge) and self.ridge >= 0):
-            raise ValueError(f"ridge must be a non-negative number. Found {self.ridge!r}.")
+        for parameter in PARAMETERS.values():
+            parameter.check(getattr(self, parameter.name))
         if self.dp_eval_size is not None and not (
             isinstance(self.dp_eval_size, (int, np.integer)) and self.dp_eval_size >= 1
         ):
@@ -411,49 +357,19 @@ class Adversary(BaseEstimator):
             raise ValueError(f"coupled must be True or False. Found {self.coupled!r}.")
         return divergence
 
-    def _make_feature_map(self, X: np.ndarray, random_state: np.random.RandomState) -> Pipeline:
-        """phi of the class, after :class:`_CommonScale` (an affine map every class is closed under)."""
-        kind, degree = self.function_class_.kind, self.function_class_.degree
-        seed = random_state.randint(np.iinfo(np.int32).max)
-        common = _CommonScale().fit(X)
-        if kind == "poly":
-            if not isinstance(self.divergence_, Renyi):
-                degree = min(degree, _DV_MAX_DEGREE)
-            return make_pipeline(common, StandardScaler(), PolynomialFeatures(degree, include_bias=False),
-                                 StandardScaler())
-        if kind == "kernel":
-            if self.bandwidth is None:
-                bandwidth = _median_distance(common.transform(X), random_state)
-            else:
-                bandwidth = self.bandwidth / common.scale_
-            sampler = RBFSampler(gamma=0.5 / bandwidth**2, n_components=self.n_components, random_state=seed)
-            return make_pipeline(common, sampler,
-                                 PCA(n_components=_KERNEL_VARIANCE, whiten=True, svd_solver="covariance_eigh"))
-        if kind == "mlp":
-            return make_pipeline(common, StandardScaler(),
-                                 _NetworkWitness(self.width, self.divergence_, self.alpha, self.ridge, seed),
-                                 StandardScaler())
-        if kind == "tree":
-            return make_pipeline(common, _TreeCells(degree, seed))
-        if kind == "atoms":  # exact values and bit patterns: no rescaling before these two
-            return make_pipeline(AtomTable())
-        if kind == "floatbits":
-            return make_pipeline(FloatFeatures(), _TreeCells(FLOATBITS_DEPTH, seed))
-        return make_pipeline(common, _BestCoordinate())
-
     def _fit_kl(self, phi_p, phi_q) -> tuple[np.ndarray, float]:
         """Donsker-Varadhan witness h = phi . a + b with log mean_Q exp(h) = 0.
 
         For ``kl`` the direction is scaled by :func:`_witness_scale` (module docstring).
         """
-        kind = self.function_class_.kind
-        if kind in ("tree", "floatbits"):
-            p, q = _smoothed_cell_frequencies(phi_p, phi_q)
-            coef = np.log(p) - np.log(q)
-        elif kind in ("threshold", "atoms"):
-            coef = np.ones(1)
-        else:
-            coef = _maximise_donsker_varadhan(phi_p, phi_q, self.ridge)
+        match self.function_class_.fit_rule:
+            case FitRule.CELLS:
+                p, q = _smoothed_cell_frequencies(phi_p, phi_q)
+                coef = np.log(p) - np.log(q)
+            case FitRule.FIXED:
+                coef = np.ones(1)
+            case FitRule.CONVEX:
+                coef = _maximise_donsker_varadhan(phi_p, phi_q, self.ridge)
         if isinstance(self.divergence_, KL) and not self.function_class_.events:
             self.scale_ = _witness_scale(_linear(phi_p, coef, 0.0), _linear(phi_q, coef, 0.0), self.divergence_,
                                          self.dp_eval_size or phi_q.shape[0])
@@ -464,7 +380,7 @@ class Adversary(BaseEstimator):
     def _fit_renyi(self, phi_p, phi_q) -> tuple[np.ndarray, float]:
         """Renyi witness direction g with mean 1 on the training P sample, shrunk by :func:`_witness_scale`."""
         alpha = self.divergence_.alpha
-        if self.function_class_.kind == "tree":
+        if self.function_class_.fit_rule is FitRule.CELLS:
             p, q = _smoothed_cell_frequencies(phi_p, phi_q)
             coef = (p / q) ** (alpha - 1.0)
             coef, intercept = coef / np.mean(_linear(phi_p, coef, 0.0)), 0.0
@@ -547,14 +463,6 @@ def _check_labels(y: np.ndarray) -> None:
 
 def _linear(phi, coef: np.ndarray, intercept: float) -> np.ndarray:
     return np.asarray(phi @ coef).ravel() + intercept
-
-
-def _median_distance(X: np.ndarray, random_state: np.random.RandomState) -> float:
-    """Median pairwise distance of up to 1000 rows (the median heuristic)."""
-    rows = X[random_state.permutation(X.shape[0])[:1000]]
-    distances = np.sqrt(np.maximum(np.sum((rows[:, None, :] - rows[None, :, :]) ** 2, axis=-1), 0.0))
-    median = np.median(distances[np.triu_indices(rows.shape[0], k=1)])
-    return float(median) if median > 0 else 1.0
 
 
 def _maximise_donsker_varadhan(phi_p, phi_q, ridge: float) -> np.ndarray:
@@ -647,203 +555,3 @@ def _smoothed_cell_frequencies(cells_p, cells_q) -> tuple[np.ndarray, np.ndarray
     counts_p = np.asarray(cells_p.sum(axis=0)).ravel() + 0.5
     counts_q = np.asarray(cells_q.sum(axis=0)).ravel() + 0.5
     return counts_p / counts_p.sum(), counts_q / counts_q.sum()
-
-
-def _cut_points(g_p: np.ndarray, g_q: np.ndarray) -> np.ndarray:
-    """Midpoints between consecutive distinct values of the pooled scores."""
-    values = np.unique(np.concatenate([g_p, g_q]))
-    return (values[:-1] + values[1:]) / 2 if values.size > 1 else values
-
-
-def _mass_above(sorted_values: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
-    """Number of sorted values strictly greater than each threshold."""
-    return sorted_values.size - np.searchsorted(sorted_values, thresholds, side="right")
-
-
-def _best_ipm_set(g_p: np.ndarray, g_q: np.ndarray) -> tuple[float, int]:
-    """Threshold t and side s maximising P_n(S) - Q_n(S), S = {s (g - t) > 0}."""
-    thresholds = _cut_points(g_p, g_q)
-    tpr = _mass_above(np.sort(g_p), thresholds) / g_p.size
-    fpr = _mass_above(np.sort(g_q), thresholds) / g_q.size
-    best = int(np.argmax(np.abs(tpr - fpr)))
-    return float(thresholds[best]), 1 if tpr[best] >= fpr[best] else -1
-
-
-def _best_dp_set(g_p: np.ndarray, g_q: np.ndarray, delta: float, eval_size: int, coupled: bool) -> tuple[float, int]:
-    """Threshold t and side s maximising the epsilon lower bound expected on ``eval_size`` held-out samples.
-
-    The bound is the projected lower bound at 95% of the training counts of S
-    (docs/theory.md section 7): :func:`attacks.binomial_ratio.projected_lower_bound`
-    for independent samples, :func:`attacks.paired_ratio.projected_lower_bound`
-    for coupled pairs (g_p[i], g_q[i]), whose outputs both lie above t exactly
-    when their minimum does, and both below when their maximum does.
-    """
-    thresholds = _cut_points(g_p, g_q)
-    if thresholds.size > _DP_CANDIDATES:
-        thresholds = thresholds[np.linspace(0, thresholds.size - 1, _DP_CANDIDATES).astype(int)]
-    above_p = _mass_above(np.sort(g_p), thresholds)
-    above_q = _mass_above(np.sort(g_q), thresholds)
-    sides = [(1, above_p, above_q), (-1, g_p.size - above_p, g_q.size - above_q)]
-    if coupled:
-        both = (_mass_above(np.sort(np.minimum(g_p, g_q)), thresholds),
-                g_p.size - _mass_above(np.sort(np.maximum(g_p, g_q)), thresholds))
-    best = (-np.inf, float(thresholds[0]), 1)
-    for index, (side, k_p, k_q) in enumerate(sides):
-        if coupled:
-            counts = np.column_stack([both[index], k_p - both[index], k_q - both[index], g_p.size - k_p - k_q + both[index]])
-            bound = paired_ratio.projected_lower_bound(counts, delta, _DP_SELECTION_LEVEL, eval_size)
-        else:
-            bound = projected_lower_bound(k_p, g_p.size, k_q, g_q.size, delta, _DP_SELECTION_LEVEL, eval_size)
-        at = int(np.argmax(bound))
-        if bound[at] > best[0]:
-            best = (float(bound[at]), float(thresholds[at]), side)
-    return best[1], best[2]
-
-
-def _best_event_set(g_p: np.ndarray, g_q: np.ndarray, divergence: KL | Renyi, eval_size: int) -> tuple[float, int]:
-    """Threshold t and side s maximising the projected lower bound on the binary divergence of S = {s (g - t) > 0}
-    were it counted on ``eval_size`` held-out samples per law (:func:`attacks.event_divergence.projected_event_bound`)."""
-    thresholds = _cut_points(g_p, g_q)
-    if thresholds.size > _DP_CANDIDATES:
-        thresholds = thresholds[np.linspace(0, thresholds.size - 1, _DP_CANDIDATES).astype(int)]
-    above_p, above_q = _mass_above(np.sort(g_p), thresholds), _mass_above(np.sort(g_q), thresholds)
-    best = (-np.inf, float(thresholds[0]), 1)
-    for side, k_p, k_q in [(1, above_p, above_q), (-1, g_p.size - above_p, g_q.size - above_q)]:
-        bound = projected_event_bound(k_p, g_p.size, k_q, g_q.size, divergence, _DP_SELECTION_LEVEL, eval_size)
-        at = int(np.argmax(bound))
-        if bound[at] > best[0]:
-            best = (float(bound[at]), float(thresholds[at]), side)
-    return best[1], best[2]
-
-
-class _CommonScale(TransformerMixin, BaseEstimator):
-    """(X - center_) / scale_: every coordinate centred on its median and divided by one common scale.
-
-    A positive scalar scale and a shift are an affine map of the outputs that
-    every class is closed under (polynomials, an isotropic RBF kernel with
-    the bandwidth in the same units, networks, axis-aligned trees,
-    thresholds), so the class is unchanged; it only keeps the arithmetic of
-    the later steps finite for outputs of any magnitude (1e-300 to 1e300):
-    the scale is found from X / max|X|, which cannot overflow.
-    """
-
-    def fit(self, X, y=None):
-        magnitude = float(np.max(np.abs(X))) or 1.0
-        shrunk = X / magnitude
-        center = np.median(shrunk, axis=0)
-        spread = float(np.std(shrunk - center))
-        self.center_ = center * magnitude
-        self.scale_ = magnitude * spread if magnitude * spread > 0 else magnitude
-        return self
-
-    def transform(self, X):
-        return X / self.scale_ - self.center_ / self.scale_
-
-
-class _NetworkWitness(TransformerMixin, BaseEstimator):
-    """Feature map of the mlp class: the output of a one-hidden-layer ReLU network (:mod:`attacks.mlp`).
-
-    The network starts as the logit log P(x)/Q(x) of a
-    :class:`sklearn.neural_network.MLPClassifier` (the Neyman-Pearson score,
-    kept as it is for ``ipm`` and ``dp``).  For ``kl`` and ``renyi`` the
-    classifier is fitted on 80% of the training rows of each law and the
-    network is then trained on the divergence's own objective
-    (:func:`attacks.mlp.train_network`), stopped early on the other 20%
-    (the training rows themselves when a law has fewer than 5).
-    """
-
-    def __init__(self, width: int = 32, divergence: str = "kl", alpha: float | None = None, ridge: float = 1e-3,
-                 random_state: int | None = None):
-        self.width = width
-        self.divergence = divergence
-        self.alpha = alpha
-        self.ridge = ridge
-        self.random_state = random_state
-
-    def fit(self, X, y):
-        divergence = parse_divergence(self.divergence, self.alpha)
-        if not divergence.weighted:
-            self.network_ = _classifier_logit(X, y, self.width, self.random_state)
-            return self
-        random_state = check_random_state(self.random_state)
-        train, validation = _validation_split(y, random_state)
-        start = _classifier_logit(X[train], y[train], self.width, self.random_state)
-        if isinstance(divergence, Renyi):  # u = 1 + (alpha - 1) (logit - mean_P logit): (dP/dQ)^(alpha - 1), 1st order
-            start = replace(start, output_weights=(divergence.alpha - 1.0) * start.output_weights)
-        starts = [start, mlp.spread_network(X[train], self.width, random_state)]
-        self.network_ = mlp.train_network(
-            starts, _by_law(X[train], y[train]), _by_law(X[validation], y[validation]), divergence, None, self.ridge,
-        )
-        return self
-
-    def transform(self, X):
-        return self.network_(X)[:, None]
-
-
-def _classifier_logit(X: np.ndarray, y: np.ndarray, width: int, random_state: int | None) -> mlp.Network:
-    """The logit log P(x)/Q(x) of an MLPClassifier with ``width`` hidden ReLU units fitted to tell P (0) from Q (1)."""
-    network = MLPClassifier(
-        hidden_layer_sizes=(width,),
-        early_stopping=X.shape[0] >= _CLASSIFIER_MIN_ROWS,
-        max_iter=100,
-        batch_size=min(512, X.shape[0]),
-        random_state=random_state,
-    ).fit(X, y)
-    # The network's output is the logit of Q (label 1): negate it for log P/Q.
-    return mlp.unit_network(network.coefs_[0], network.intercepts_[0], -network.coefs_[1][:, 0],
-                            -float(network.intercepts_[1][0]))
-
-
-def _validation_split(y: np.ndarray, random_state: np.random.RandomState) -> tuple[np.ndarray, np.ndarray]:
-    """Row indices (train, validation): a random 20% of each law's rows to stop on (none below 5 rows: all in both)."""
-    train, validation = [], []
-    for label in (0, 1):
-        rows = random_state.permutation(np.flatnonzero(y == label))
-        n_validation = int(_MLP_VALIDATION_FRACTION * rows.size)
-        if n_validation == 0:
-            train.append(rows)
-            validation.append(rows)
-        else:
-            train.append(rows[n_validation:])
-            validation.append(rows[:n_validation])
-    return np.concatenate(train), np.concatenate(validation)
-
-
-def _by_law(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(rows of P, rows of Q)."""
-    return X[y == 0], X[y == 1]
-
-
-class _TreeCells(TransformerMixin, BaseEstimator):
-    """Feature map of the treeK class: the one-hot leaf of a depth-K decision tree (sparse)."""
-
-    def __init__(self, max_depth: int = 1, random_state: int | None = None):
-        self.max_depth = max_depth
-        self.random_state = random_state
-
-    def fit(self, X, y):
-        self.tree_ = DecisionTreeClassifier(max_depth=self.max_depth, random_state=self.random_state).fit(X, y)
-        leaves = np.flatnonzero(self.tree_.tree_.children_left == -1)
-        self.cell_of_node_ = np.full(self.tree_.tree_.node_count, -1)
-        self.cell_of_node_[leaves] = np.arange(leaves.size)
-        return self
-
-    def transform(self, X):
-        cells = self.cell_of_node_[self.tree_.apply(np.asarray(X, dtype=np.float32))]
-        n_cells = int(self.cell_of_node_.max()) + 1
-        return sp.csr_matrix((np.ones(cells.size), (np.arange(cells.size), cells)), shape=(cells.size, n_cells))
-
-
-class _BestCoordinate(TransformerMixin, BaseEstimator):
-    """Feature map of the threshold class: the coordinate with the largest training IPM."""
-
-    def fit(self, X, y):
-        gaps = []
-        for column in X.T:
-            threshold, side = _best_ipm_set(column[y == 0], column[y == 1])
-            gaps.append(np.mean(side * (column[y == 0] - threshold) > 0) - np.mean(side * (column[y == 1] - threshold) > 0))
-        self.index_ = int(np.argmax(gaps))
-        return self
-
-    def transform(self, X):
-        return X[:, [self.index_]]

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.stats import norm
+from scipy.special import ndtri
 
 from attacks.vocabulary import F_DIVERGENCES, KL, AlphaDivergence, TotalVariation, check_alpha, parse_f_divergence
 
@@ -276,10 +276,10 @@ def variational_bound(
     only lower the objective).
     """
     if not lower:
-        return float(estimate + norm.ppf(level) * standard_error)
+        return float(estimate + ndtri(level) * standard_error)
     error = 1.0 - level
     log_u = np.log(unseen_mass_bound(n_q, UNSEEN_SHARE * error))
-    step = norm.ppf(1.0 - (1.0 - UNSEEN_SHARE) * error) * standard_error
+    step = ndtri(1.0 - (1.0 - UNSEEN_SHARE) * error) * standard_error
     return float(estimate - np.logaddexp(0.0, log_u + log_ratio) - step)
 
 

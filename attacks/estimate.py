@@ -140,15 +140,11 @@ class DivergenceEstimate:
     Attributes
     ----------
     estimate : float
-        The held-out objective of the fitted witness; ``inf`` when unbounded.
+        The held-out objective of the fitted witness (finite: a finite sample never proves infinity).
     n : int
         Samples per distribution used (the smaller of the two sample sizes).
     n_test : int
         Held-out samples per distribution (the smaller of the two).
-    unbounded : bool
-        Always False for estimates of this version: a finite sample never
-        proves an infinite divergence.  Kept so that records written by
-        earlier versions (``tasks.jsonl``) read back.
     function_class, divergence : str
     alpha : float or None
     adversary : Adversary
@@ -165,7 +161,7 @@ class DivergenceEstimate:
         docstring) and ``n_q``, the held-out samples of Q.
     standard_error : float
         Delta-method standard error (``nan`` for ``dp``, whose bounds invert
-        a score test, and when unbounded; for ``ipm`` descriptive only, its
+        a score test; for ``ipm`` descriptive only, its
         bounds being those of a difference of proportions).
         The ``kl`` and ``renyi`` lower bounds add an unseen-mass term to it
         (module docstring).
@@ -192,7 +188,6 @@ class DivergenceEstimate:
     estimate: float
     n: int
     n_test: int
-    unbounded: bool
     function_class: str
     divergence: str
     alpha: float | None
@@ -241,8 +236,6 @@ class DivergenceEstimate:
         term, the level at which the bound equals c, found by root finding
         on [1e-15, 1], so a zero standard error needs no division).
         """
-        if self.unbounded:
-            return 0.0
         match divergence_of(self):
             case DP(delta=delta):
                 if self.coupled:
@@ -277,8 +270,6 @@ class DivergenceEstimate:
         return float(np.exp(brentq(excess, low, high, xtol=1e-12)))
 
     def _bound(self, level: float, lower: bool) -> float:
-        if self.unbounded:
-            return np.inf
         match divergence_of(self):
             case IPM():
                 if self.coupled:
@@ -415,7 +406,6 @@ def estimate_divergence(
         estimate=float(estimate),
         n=min(len(samples_p), len(samples_q)),
         n_test=min(len(test_p), len(test_q)),
-        unbounded=False,
         function_class=name,
         divergence=kind.name,
         alpha=kind.alpha,

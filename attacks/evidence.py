@@ -13,7 +13,8 @@ claim c and level l, ``p_value(c) <= 1 - l`` exactly when
 ``lower_bound(l) >= c`` (one statistic inverted two ways), and
 ``confidence_interval(k)`` is the two one-sided bounds at ``(1 + k) / 2``.
 
-A leaf module (SciPy only), so that :mod:`attacks` and :mod:`audit` both
+A leaf module (scipy.special only: the normal quantile and distribution function, without loading
+scipy.stats), so that :mod:`attacks` and :mod:`audit` both
 import it and :mod:`attacks` still never imports :mod:`audit`.
 """
 
@@ -24,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from scipy.stats import norm
+from scipy.special import ndtr, ndtri
 
 NORMAL = "normal"
 """The ``kind`` of a :class:`NormalEstimate`'s record."""
@@ -75,16 +76,16 @@ class NormalEstimate:
     caveat: str | None = None
 
     def lower_bound(self, level: float = 0.95) -> float:
-        return self.estimate - float(norm.ppf(level)) * self.standard_error
+        return self.estimate - float(ndtri(level)) * self.standard_error
 
     def confidence_interval(self, confidence: float = 0.95) -> tuple[float, float]:
-        step = float(norm.ppf((1.0 + confidence) / 2)) * self.standard_error
+        step = float(ndtri((1.0 + confidence) / 2)) * self.standard_error
         return self.estimate - step, self.estimate + step
 
     def p_value(self, claim: float) -> float:
         if self.caveat or not (math.isfinite(self.estimate) and self.standard_error > 0):
             return 1.0
-        return float(norm.sf((self.estimate - claim) / self.standard_error))
+        return float(ndtr((claim - self.estimate) / self.standard_error))  # the normal's survival function
 
     def to_record(self) -> dict[str, Any]:
         """Plain JSON: ``kind = "normal"``, the estimate, its standard error and caveat."""

@@ -237,8 +237,8 @@ def _check_weights(weights, size: int) -> np.ndarray:
 def _co_occurrences(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """left' right of boolean matrices as int64 counts, through float32 products of row blocks.
 
-    A float32 sum of at most 2^24 ones is exact, and BLAS makes it some
-    hundred times faster than an integer product.
+    A float32 sum of at most 2^24 ones is exact, and BLAS computes it where
+    NumPy's integer product has no BLAS kernel.
     """
     total = np.zeros((left.shape[1], right.shape[1]), dtype=np.int64)
     for begin in range(0, left.shape[0], _BLOCK_ROWS):

@@ -552,7 +552,7 @@ def count_estimate(cells: np.ndarray, target: Target, function_class: str, coupl
     details = dict(k_p=k_p, n_p=n, k_q=k_q, n_q=n)
     if coupled:
         details["cells"] = [int(c) for c in cells]
-    return DivergenceEstimate(estimate=float(estimate), n=n, n_test=n, unbounded=False,
+    return DivergenceEstimate(estimate=float(estimate), n=n, n_test=n,
                               function_class=function_class, divergence=target.divergence, alpha=target.alpha,
                               adversary=None, details=details, delta=float(target.delta), coupled=coupled,
                               event=divergence.weighted)
@@ -565,7 +565,7 @@ def witness_estimate(moments: WitnessMoments, target: Target, function_class: st
     :func:`attacks.estimate.moments_evidence`)."""
     n = min(moments.n_p, moments.n_q)
     return DivergenceEstimate(
-        estimate=moments.objective(), n=n, n_test=n, unbounded=False, function_class=function_class,
+        estimate=moments.objective(), n=n, n_test=n, function_class=function_class,
         divergence=target.divergence, alpha=target.alpha, adversary=None, coupled=coupled,
         **moments_evidence(moments, coupled),
     )

@@ -70,6 +70,7 @@ from typing import Any
 import joblib
 import numpy as np
 
+from attacks.classes import LINEAR, parse_function_class
 from attacks.evidence import Evidence, NormalEstimate
 from audit.config import AuditConfig, CheckSpec
 from audit.mechanisms.compose import Mixture, Parallel, PostProcessed, Sequential
@@ -82,10 +83,6 @@ from audit.theory.exact import exact_value, known_laws
 from audit.theory.table import exact_closed_form
 
 CHECK_VERDICTS = ("holds", "contradicted", "hypothesis broken", "inconclusive", "error")
-PINSKER_CLASSES = ("poly", "kernel")
-"""Class kinds whose IPM witnesses meet Thm 7's hypotheses (module docstring)."""
-POST_PROCESSING_CLASSES = ("poly", "mlp")
-"""Class kinds closed under composition with a linear map (i o g in H, Thm 1)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -366,7 +363,7 @@ def _post_processing(ctx: _Context) -> dict[str, Any]:
     if isinstance(spec.map, str):
         broken = (f"map {spec.map!r} is nonlinear: i o g is not in {spec.function_class!r} "
                   "(post-processing widens the adversary's class, CBDP blog)")
-    elif _kind(spec.function_class) not in POST_PROCESSING_CLASSES:
+    elif not parse_function_class(spec.function_class).closed_under_linear_maps:
         broken = f"class {spec.function_class!r} is not closed under linear maps of its input: i o g is not in it"
     return _finish(ctx, level, parts, [composed], theorem_bound("post-processing", [parts[0].upper()]), broken)
 
@@ -382,7 +379,6 @@ def _convexity(ctx: _Context) -> dict[str, Any]:
 
 
 def _pinsker(ctx: _Context) -> dict[str, Any]:
-    from attacks.classes import parse_function_class
     from attacks.vocabulary import KL
 
     spec = ctx.spec
@@ -395,7 +391,7 @@ def _pinsker(ctx: _Context) -> dict[str, Any]:
         parts.append(ctx.measure(p, q, "KL^H", level, divergence="kl", exact=ctx.exact(mechanism, pair, "kl")))
     ipm = ctx.measure(p, q, "IPM^H", level, divergence="ipm")
     broken = None
-    if _kind(spec.function_class) not in PINSKER_CLASSES:
+    if not parse_function_class(spec.function_class).convex_translation_invariant:
         broken = (f"class {spec.function_class!r} is not convex and translation invariant (Thm 7's hypotheses); "
                   "a bare threshold class can have KL^H = 0 with IPM^H > 0")
     bound = theorem_bound("pinsker", [parts[0].upper()]) if parts else math.nan
@@ -445,18 +441,9 @@ def _mean_bounds(values: np.ndarray, level: float, role: str) -> Measurement:
     return Measurement(role, NormalEstimate(float(np.mean(values)), error), level)
 
 
-def _kind(function_class: str) -> str:
-    """The class's kind (``poly`` for linear and polyK, ``kernel``, ``mlp``, ``tree``, ...)."""
-    from attacks.classes import parse_function_class
-
-    return parse_function_class(function_class).kind
-
-
 def _sum_class_broken(spec: CheckSpec) -> str | None:
     """Why the class on the concatenation is not H1 (+) H2 (Thms 3, 4), None for linear, where it is."""
-    from attacks.classes import parse_function_class
-
-    if parse_function_class(spec.function_class).name == "linear":
+    if parse_function_class(spec.function_class) == LINEAR:
         return None
     return (f"class {spec.function_class!r} on the concatenated output is not the sum class H1 (+) H2 "
             "of the theorem (only linear is)")

@@ -62,16 +62,12 @@ its points falls in below this mass (see :func:`min_held_out`)."""
 MIN_ALPHA = 1.1
 """Smallest Renyi order: the Renyi objective is a moment of order beta = alpha / (alpha - 1) of
 the witness on Q (11 at alpha = 1.1, 101 at 1.01); beyond ~10 a handful of held-out points
-carries the whole moment and estimates run to -1e7 (measured: Laplace epsilon = 1, n = 2000,
-5 seeds: linear and poly2 estimates from 0.07 to 0.29 at alpha = 1.1, unrestricted value 0.40;
-at 1.05 linear down to -0.4 and poly2 from -12 to -6; linear from -70 to -12 at 1.01, -1e3 at 1.001).
-Kernel estimates are erratic at every order near 1; that is the interval's problem, not the order's."""
+carries the whole moment and the estimates are far below any divergence (docs/benchmarks.md,
+"Measurements behind constants")."""
 MAX_ALPHA = 1000.0
 """Largest Renyi order: beyond it the order is the max-divergence in all but name (use dp)."""
 MAX_REASON = 2000
 """Longest ``[[claims]] reason`` (text shown in report.md)."""
-MAX_CLASS_UNITS = 10_000
-"""Largest ``n_components`` (kernel) or ``width`` (mlp) in ``class_params``."""
 
 _FIELDS = {
     "": ("mechanism", "pairs", "neighbours", "claims", "checks", "attacks", "run"),
@@ -830,13 +826,9 @@ def min_held_out(confidence: float) -> int:
     1 - (1 - c)^(1/m), which is below 0.1 only for m >= log(1 - c) / log(0.9)
     (29 at c = 0.95, 44 at 0.99); a smaller split cannot tell a set of mass
     0.1 from an empty one, so its bounds are uninformative. The floor of 30
-    is for the normal approximation behind the kl / renyi / ipm intervals.
-    Measured (Laplace epsilon = 1, n_samples = 1000, kl over linear and dp
-    over all claimed at their true values, classes ["linear"]): 10 and 20
-    held-out points gave 1 false violation in 10 seeds each; 30, 50, 100 and
-    500 held-out points gave 4, 2, 3 and 3 in 40 (all kl rows but one, so
-    the interval rather than the split, and none significantly above 5 %);
-    44 at confidence 0.99 gave 0 in 40.
+    is for the normal approximation behind the kl / renyi / ipm intervals
+    (false violations at small splits: docs/benchmarks.md, "Measurements
+    behind constants").
     """
     return max(MIN_HELD_OUT, math.ceil(math.log1p(-confidence) / math.log1p(-RESOLVED_MASS)))
 
@@ -854,33 +846,16 @@ def _check_held_out(n_samples: int, train_fraction: float, confidence: float) ->
         )
 
 
-_CLASS_PARAM_CHECKS = {
-    "n_components": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_CLASS_UNITS,
-                     f"an integer from 1 to {MAX_CLASS_UNITS}"),
-    "width": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_CLASS_UNITS,
-              f"an integer from 1 to {MAX_CLASS_UNITS}"),
-    "bandwidth": (lambda v: is_number(v) and math.isfinite(v) and v > 0, "a finite number > 0"),
-    "ridge": (lambda v: is_number(v) and math.isfinite(v) and v >= 0, "a finite number >= 0"),
-}
-"""Adversary parameter -> (accepts a value, what it must be); which class takes which: FunctionClass.parameters."""
-
-
 def _check_class_params(name: str, params: Mapping[str, Any]) -> None:
+    """Each entry through its class's own rule (:meth:`attacks.classes.FunctionClass.check_parameters`)."""
     from attacks.classes import parse_function_class
 
-    accepted = parse_function_class(name).parameters
+    function_class = parse_function_class(name)
     for key, value in params.items():
-        path = f"attacks.class_params.{name}.{key}"
-        if key not in accepted:
-            close = difflib.get_close_matches(str(key), accepted, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ConfigError(
-                f"{path}: {name!r} attacks take no parameter {key!r}; {hint}"
-                f"accepted: {', '.join(accepted) or 'none'}. Found {key} = {value!r}."
-            )
-        accepts, what = _CLASS_PARAM_CHECKS[key]
-        if not accepts(value):
-            raise ConfigError(f"{path}: must be {what}. Found {value!r}.")
+        try:
+            function_class.check_parameters({key: value})
+        except ValueError as error:
+            raise ConfigError(f"attacks.class_params.{name}.{key}: {error}") from None
 
 
 _SUGGESTED_CLASSES = ("linear", "poly2", "kernel", "mlp", "tree3", "threshold")

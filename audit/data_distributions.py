@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from audit.validation import is_number
 
@@ -53,6 +52,8 @@ def truncated_normal(
     size: int, rng: np.random.Generator, *, low: float, high: float, mean: float = 0.0, std: float = 1.0, dim: int = 1
 ) -> np.ndarray:
     """``size`` records with iid N(mean, std^2) coordinates conditioned on [low, high] (OAKL section 6's data)."""
+    from scipy import stats  # here, not at the top: scipy.stats costs an import of audit.api a second
+
     a, b = (low - mean) / std, (high - mean) / std
     return stats.truncnorm.rvs(a, b, loc=mean, scale=std, size=(size, dim), random_state=rng)
 

@@ -398,8 +398,8 @@ def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pai
         notes.append(DETERMINISTIC_NOTE)
     notes += outputs.raised_note(index)
     exact, theory_bound = _theory(mechanism, pairs[index], task)
-    record.update(estimate=float(outcome.evidence.estimate), unbounded=bool(getattr(outcome.evidence, "unbounded",
-                  False)), note="; ".join(notes), exact=exact, theory_bound=theory_bound)
+    record.update(estimate=float(outcome.evidence.estimate), unbounded=False, note="; ".join(notes), exact=exact,
+                  theory_bound=theory_bound)
     return record
 
 

@@ -28,9 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attacks.classes import LINEAR, parse_function_class
 from attacks.vocabulary import DP, ZCDP, divergence_kind
 from audit.schema import Row, has_scores
 from audit.svg import TAB10, Axes, Figure, Style
+from audit.tables import format_number
 
 if TYPE_CHECKING:
     from audit.tradeoff_report import Panel
@@ -63,24 +65,13 @@ def divergence_title(divergence: str, alpha: Any = None) -> str:
     return f"{kind.words} of order {format_number(alpha)}" if kind.has_order else kind.words
 
 
-_CLASS_WORDS = {
-    "linear": "linear functions",
-    "kernel": "random-feature kernel functions",
-    "mlp": "one-hidden-layer ReLU networks",
-    "threshold": "1-D thresholds",
-    "atoms": "sets of exact output values",
-    "floatbits": "IEEE-754 bit features",
-    "all": "all functions",
-}
-
-
 def class_words(function_class: Any) -> str:
     """An attack or claim class in words with its name, e.g. ``"polynomials of degree 2 (poly2)"``."""
-    name = str(function_class)
-    for prefix, words in (("poly", "polynomials of degree"), ("tree", "trees of depth")):
-        if name.startswith(prefix) and name[len(prefix):].isdigit():
-            return f"{words} {name[len(prefix):]} ({name})"
-    return f"{_CLASS_WORDS[name]} ({name})" if name in _CLASS_WORDS else name
+    try:
+        hclass = parse_function_class(function_class)
+    except ValueError:
+        return str(function_class)
+    return f"{hclass.words} ({hclass.name})"
 
 
 def direction_words(direction: Any) -> str:
@@ -146,7 +137,7 @@ def plot_group(rows: Sequence[Row], title: str) -> Figure:
     """
     claims = list(dict.fromkeys(_claim(row) for row in rows))
     bottom, ceiling = _value_range(rows)
-    classes = sorted({row.function_class for row in rows}, key=lambda name: (name != "linear", name))
+    classes = sorted({row.function_class for row in rows}, key=lambda name: (parse_function_class(name) != LINEAR, name))
     points = max(collections.Counter((_claim(row), row.function_class) for row in rows).values())
     width = max(320.0, 90.0 * len(classes) * points ** 0.5 + 120.0)
     fig = Figure(1, len(claims), panel=(width, 280.0), title=f"{title}\n{INTERVAL_LEVEL}", sharey=True)
@@ -227,13 +218,6 @@ def _key(value: float | None) -> float | None:
     return None if value is None or math.isnan(value) else value
 
 
-def format_number(value: Any) -> str:
-    """A number as the report prints it: 4 significant digits, ``-`` for a missing one, ``inf``."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:.4g}" if isinstance(value, (int, float, np.number)) else str(value)
-
-
 def write_evidence_figures(strongest: Sequence[tuple[Row, Mapping[str, Any] | None]], figure_dir: pathlib.Path, *,
                            mechanism: str) -> list[pathlib.Path]:
     """The held-out scores behind each claim's strongest row: ``witness.svg`` and, for dp and ipm, ``roc.svg``.
@@ -296,7 +280,7 @@ def plot_roc(shown: Sequence[tuple[Row, Mapping[str, Any]]], title: str) -> Figu
     for (linear, log), (row, scores) in zip(fig.axes, shown):
         fpr, tpr, chosen = roc_points(scores)
         for ax, scale in ((linear, "linear"), (log, "log")):
-            grid = np.linspace(0.0, 1.0, 201) if scale == "linear" else np.logspace(-4, 0, 201)
+            grid = np.logspace(-4, 0, 201) if scale == "log" else np.linspace(0.0, 1.0, 201)
             if divergence_kind(row.divergence) is DP and math.isfinite(row.claim):
                 epsilon = row.claim
                 bound = np.minimum(np.exp(epsilon) * grid, 1.0 - np.exp(-epsilon) * (1.0 - grid))

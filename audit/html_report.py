@@ -17,7 +17,7 @@ import pathlib
 from markdown_it import MarkdownIt
 
 IMAGE_TYPES = {".svg": "image/svg+xml", ".png": "image/png"}
-"""The figures embedded, by suffix: an audit's SVGs, the theory and OAKL reports' PNGs."""
+"""The figures embedded, by suffix (every command draws SVG; a PNG is embedded too)."""
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem;
        line-height: 1.45; color: #1b1b1b; }

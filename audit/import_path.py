@@ -64,7 +64,7 @@ def import_frozen(modules: tuple[str, ...] = AUDIT_MODULES) -> None:
 
     For processes that import capaudit to audit and end (the command line, a
     loky worker): collections during the imports walk every object the
-    libraries have created so far, about 10 % of their import time, and
+    libraries have created so far (docs/speed.md), and
     collections during the audit walk them again, as do forked children,
     which copy the memory pages the walk touches.  Frozen objects are never
     collected: not for a library, where the caller's own objects would be

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
+from scipy.special import stdtr, stdtrit
 
 from attacks.vocabulary import KL, Renyi
 from audit.schema import Row
@@ -83,11 +83,11 @@ class OnAverageEstimate:
 
     def lower_bound(self, level: float = 0.95) -> float:
         """One-sided lower confidence bound at confidence ``level``: mean - t_{K-1}(level) SE."""
-        return self.estimate - float(stats.t.ppf(level, self.n_pairs - 1)) * self.standard_error
+        return self.estimate - float(stdtrit(self.n_pairs - 1, level)) * self.standard_error
 
     def confidence_interval(self, confidence: float = 0.95) -> tuple[float, float]:
         """Equal-tailed Student-t interval over pairs at ``confidence``."""
-        half = float(stats.t.ppf(0.5 + confidence / 2.0, self.n_pairs - 1)) * self.standard_error
+        half = float(stdtrit(self.n_pairs - 1, 0.5 + confidence / 2.0)) * self.standard_error
         return self.estimate - half, self.estimate + half
 
     def p_value(self, claim: float) -> float:
@@ -95,7 +95,7 @@ class OnAverageEstimate:
         excess = self.estimate - claim
         if self.standard_error == 0.0:  # every pair gave the same estimate
             return 0.0 if excess > 0 else 1.0
-        return float(stats.t.sf(excess / self.standard_error, self.n_pairs - 1))
+        return float(stdtr(self.n_pairs - 1, -excess / self.standard_error))  # Student's t survival function
 
     def to_record(self) -> dict[str, Any]:
         """Plain JSON values: every field (``kind = "on_average"``)."""

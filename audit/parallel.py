@@ -10,10 +10,9 @@ never pickled; with dask and ray each chunk is a job of the cluster
 
 In the audit's process every BLAS and OpenMP library runs one thread
 (:func:`backend`): a fit is one thread and the audit's parallelism is
-``n_jobs``, as joblib arranges in loky's workers.  Measured on the 2-core
-development machine (``docs/speed.md``): OpenBLAS's own threads cost a
-one-worker audit 50 % more CPU for the same wall time (poly3, tree3 and
-kernel at 400 000 outputs) and made an mlp audit 1.6 times slower.
+``n_jobs``, as joblib arranges in loky's workers: OpenBLAS's own threads
+cost the audit's tall, thin products CPU without shortening them
+(docs/speed.md, "Why one BLAS thread").
 """
 
 from __future__ import annotations

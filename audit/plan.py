@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -86,24 +85,16 @@ def estimate_memory(
     every pair in the main process (8 bytes x n_samples x dim x 2 datasets x
     pairs), and per worker one task on 2 n_samples output rows of
     ``_WORDS_PER_ROW + _WORDS_PER_FEATURE F`` words, F the widest feature map
-    of the classes: dim for linear, treeK and threshold, C(dim + K, K)
-    monomials for polyK, ``n_components`` (default 100) for kernel and
-    2 ``width`` (default 32) for mlp (its hidden activations).  The sampling
+    of the classes (:meth:`attacks.classes.FunctionClass.feature_count`: dim
+    for treeK, threshold, atoms and floatbits, C(dim + K, K) for linear and polyK,
+    ``n_components`` for kernel and 2 ``width`` for mlp, its hidden activations).  The sampling
     children hold one chunk each (:data:`audit.sampling.CHUNK_SIZE` rows),
     within the baseline of the process they were forked from.
     """
     from attacks.classes import parse_function_class
 
     class_params = class_params or {}
-    features = [dim]
-    for name in classes:
-        function_class, params = parse_function_class(name), class_params.get(name, {})
-        if function_class.kind == "poly":
-            features.append(math.comb(dim + function_class.degree, function_class.degree))
-        elif function_class.kind == "kernel":
-            features.append(int(params.get("n_components", 100)))
-        elif function_class.kind == "mlp":
-            features.append(2 * int(params.get("width", 32)))
+    features = [dim] + [parse_function_class(name).feature_count(dim, class_params.get(name, {})) for name in classes]
     processes = 1 + (n_workers if n_workers > 1 and backend != "threading" else 0)
     rows = 2 * n_samples
     task = 8 * rows * (_WORDS_PER_ROW + _WORDS_PER_FEATURE * max(features))

@@ -38,11 +38,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from attacks.classes import LINEAR, All, Thresholds, parse_function_class
 from attacks.vocabulary import DP, divergence_kind
 from audit.figures import mechanism_label, row_label, write_evidence_figures, write_figures, write_tradeoff_figure
 from audit.events import EVENTS, SIDES, WORDS as EVENT_WORDS
 from audit.html_report import write_html_report
 from audit.provenance import NOT_REPRODUCIBLE, not_neighbours
+from audit.tables import LINE_LIMIT, bounded, format_number, markdown_table, plain_text
 from audit.results_file import SCHEMA_VERSION, json_value, results_table, write_results
 from audit.theory.check import failures
 
@@ -506,11 +508,12 @@ def _exact_text(panel: Panel) -> list[str]:
     if panel.exact is None:
         return []
     claimed = panel.family.tradeoff(TRADEOFF_LEVELS)
-    thresholds = panel.family.function_class in ("linear", "threshold")  # on a 1-D output: the same tests
+    claimed_class = parse_function_class(panel.family.function_class)
+    thresholds = claimed_class in (LINEAR, Thresholds())  # on a 1-D output: the same tests
     reference = panel.linear if thresholds else panel.exact
     name = "restricted curve of the linear class" if thresholds else "curve T(P, Q)"
     gap = float(np.max(claimed - reference))
-    if gap > 1e-9 and (thresholds or panel.family.function_class == "all"):
+    if gap > 1e-9 and (thresholds or isinstance(claimed_class, All)):
         text = f"below the claimed curve by up to {gap:.3g}: the claim is false at this pair."
     elif float(np.max(claimed - panel.exact)) <= 1e-9:
         text = "at or above the claimed curve everywhere: the claim holds at this pair."
@@ -794,42 +797,13 @@ def _divergence_label(divergence: str, alpha: Any) -> str:
     return f"{divergence}, alpha={_number(alpha)}" if divergence_kind(divergence).has_order else str(divergence)
 
 
+# The report's short names for the shared writers (audit.tables).
+_number = format_number
+_to_markdown = markdown_table
+
+
 def _with_interval(row: Row) -> str:
     return f"{_number(row.estimate)} [{_number(row.ci_low)}, {_number(row.ci_high)}]"
-
-
-def _number(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if isinstance(value, (int, float, np.number)):
-        return "inf" if np.isposinf(value) else "-inf" if np.isneginf(value) else f"{value:.4g}"
-    return str(value)
-
-
-def _to_markdown(frame: pd.DataFrame) -> str:
-    """A GitHub-flavoured markdown table; cells are text with ``|`` escaped and line breaks as spaces."""
-    cells = pd.DataFrame({_cell(column): [_cell(value) for value in frame[column]] for column in frame.columns})
-    return cells.to_markdown(index=False, disable_numparse=True)
-
-
-def _cell(value: Any) -> str:
-    """One table cell's text (numbers as :func:`_number`): an unescaped ``|`` ends a GFM cell, a newline its row.
-
-    Cut to :data:`LINE_LIMIT` characters, and a ``<`` or ``&`` that would
-    open a tag or an entity is escaped (:func:`plain_text`), so that text from
-    a config or a mechanism's error never lands in report.md as raw HTML.
-    """
-    return plain_text(bounded(_number(value))).replace("|", "\\|")
-
-
-_HTML = re.compile(r"<(?=[A-Za-z/!?])|&(?=#?[A-Za-z0-9]+;)")
-"""What markdown would read as HTML: a ``<`` that opens a tag, comment or declaration, an ``&`` that opens an entity."""
-
-
-def plain_text(text: str) -> str:
-    """``text`` with every ``<`` that opens a tag and ``&`` that opens an entity escaped: shown as written, never
-    read as HTML (``<=`` stays as it is)."""
-    return _HTML.sub(lambda match: "&lt;" if match.group() == "<" else "&amp;", text)
 
 
 def _code(text: Any) -> str:
@@ -839,19 +813,6 @@ def _code(text: Any) -> str:
     fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
     return f"{fence}{pad}{text}{pad}{fence}"
-
-
-LINE_LIMIT = 400
-"""The most characters of one message from user code on a line of report.md, a table cell or stderr
-(results.json keeps all of it)."""
-
-
-def bounded(text: Any, limit: int = LINE_LIMIT) -> Any:
-    """Text on one line, cut to ``limit`` characters with an ellipsis (anything but a string as it is)."""
-    if not isinstance(text, str):
-        return text
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool = False,
@@ -906,7 +867,7 @@ def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool
         "family with p = 1, so the other rows' levels do not depend on it), or the estimate is NaN, or the task "
         "failed. No row is unbounded: a finite sample never proves an infinite divergence, even when each "
         "dataset's outputs repeat one value (a deterministic release, or a randomized response at high epsilon); "
-        "an infinite estimate is an error of its row (`unbounded` rows appear only in results of earlier versions).",
+        "an infinite estimate is an error of its row.",
         "- Claims: `untested` when no row that could refute the claim ran (all failed, or no attack class is "
         "contained in the claim's); the audit is then not a pass and exits 2. `adjusted p` is the smallest "
         "Holm-adjusted p-value of the claim's rows (a violation exactly when it is at most 1 - confidence). "

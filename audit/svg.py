@@ -1,12 +1,11 @@
-"""A minimal SVG plot writer: the audit report's figures without matplotlib.
+"""A minimal SVG plot writer: every figure capaudit draws (``run``, ``theory``, ``oakl``), no plotting library.
 
-Importing matplotlib and rendering two PNGs cost a 10 000-sample audit about
-a quarter of its CPU time; the report's figures need far less than
-matplotlib offers.  A :class:`Figure` is a grid of :class:`Axes` panels
+The reports' figures need far less than a plotting library offers, and an
+audit should not pay for importing one (docs/speed.md).  A :class:`Figure` is a grid of :class:`Axes` panels
 (optionally sharing y), each with a linear or log10 x and y scale, "nice"
 ticks (1-2-5 steps, decades on log axes), lines, markers, error bars,
 reference lines, step curves, filled regions, small rotated labels and a
-legend.  Data are clipped to the axes box; a NaN, an infinity, or a value
+legend; markers filled or hollow.  Data are clipped to the axes box; a NaN, an infinity, or a value
 <= 0 on a log axis is not drawn (a line breaks there).  Text widths are
 estimated (:data:`EM` of the font size per character): no font is measured.
 
@@ -33,14 +32,15 @@ EM = 0.55
 """Estimated text width per character, in units of the font size."""
 DASHES = {"solid": None, "dashed": "5,3", "dotted": "1.5,2.5"}
 """Line styles and their ``stroke-dasharray``."""
-MARKERS = ("o", "^", "x", "_", "*", ".")
+MARKERS = ("o", "^", "x", "_", "*", ".", "v", "s")
 FONT = {"title": 13.0, "panel": 10.5, "label": 11.0, "tick": 10.0, "legend": 10.0}
 """Font sizes in px of the figure title, panel titles, axis labels, tick labels and legend."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Style:
-    """How a line or a marker is drawn: ``line=None`` draws markers only, ``marker=None`` the line only."""
+    """How a line or a marker is drawn: ``line=None`` draws markers only, ``marker=None`` the line only;
+    ``filled=False`` draws a marker's outline only (a hollow circle, triangle or square)."""
 
     colour: str = "#000000"
     width: float = 1.5
@@ -48,6 +48,7 @@ class Style:
     marker: str | None = None
     size: float = 6.0
     alpha: float = 1.0
+    filled: bool = True
 
     def __post_init__(self) -> None:
         if self.line is not None and self.line not in DASHES:
@@ -370,16 +371,22 @@ def _marker(x: float, y: float, style: Style) -> str:
     """One marker of ``style`` centred at pixel (x, y)."""
     r, colour = style.size / 2, quoteattr(style.colour)
     opacity = f' opacity="{_number(style.alpha)}"' if style.alpha < 1 else ""
+    paint = f"fill={colour}" if style.filled else f'fill="#ffffff" stroke={colour} stroke-width="1.2"'
     if style.marker in ("o", "."):
         radius = r if style.marker == "o" else r / 2
-        return f'<circle cx="{_number(x)}" cy="{_number(y)}" r="{_number(radius)}" fill={colour}{opacity}/>'
-    if style.marker in ("^", "*"):
-        # "^": a triangle pointing up; "*": a five-pointed star (tips on r, notches on 0.4 r)
-        radii = [r] * 3 if style.marker == "^" else [r, 0.4 * r] * 5
-        corners = [(x + rad * math.sin(2 * math.pi * k / len(radii)), y - rad * math.cos(2 * math.pi * k / len(radii)))
-                   for k, rad in enumerate(radii)]
+        return f'<circle cx="{_number(x)}" cy="{_number(y)}" r="{_number(radius)}" {paint}{opacity}/>'
+    if style.marker == "s":
+        side = 0.85 * style.size
+        return (f'<rect x="{_number(x - side / 2)}" y="{_number(y - side / 2)}" width="{_number(side)}" '
+                f'height="{_number(side)}" {paint}{opacity}/>')
+    if style.marker in ("^", "v", "*"):
+        # "^" / "v": a triangle pointing up / down; "*": a five-pointed star (tips on r, notches on 0.4 r)
+        radii = [r] * 3 if style.marker in ("^", "v") else [r, 0.4 * r] * 5
+        turn = -1.0 if style.marker == "v" else 1.0
+        corners = [(x + rad * math.sin(2 * math.pi * k / len(radii)),
+                    y - turn * rad * math.cos(2 * math.pi * k / len(radii))) for k, rad in enumerate(radii)]
         points = " ".join(f"{_number(a)},{_number(b)}" for a, b in corners)
-        return f'<polygon points="{points}" fill={colour}{opacity}/>'
+        return f'<polygon points="{points}" {paint}{opacity}/>'
     width = max(style.width, 1.0)
     if style.marker == "x":
         return (f'<path d="M{_number(x - r)},{_number(y - r)} L{_number(x + r)},{_number(y + r)} '

@@ -66,3 +66,15 @@ def test_overrides_and_bounds_are_exported():
 def test_resume_needs_an_out_dir():
     with pytest.raises(ValueError, match="out_dir"):
         run_audit(CONFIG, resume=True)
+
+
+def test_importing_the_api_loads_neither_scikit_learn_nor_scipy_stats():
+    """Issue 33: imports follow the layers; the attacks (scikit-learn) and the exact values' quadrature
+    (scipy.stats, whose import parses every distribution's docstring) come with the run, not with the import."""
+    import subprocess
+    import sys
+
+    code = ("import sys, audit.api\n"
+            "heavy = [m for m in ('sklearn', 'scipy.stats') if m in sys.modules]\n"
+            "assert not heavy, heavy\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

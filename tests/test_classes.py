@@ -1,8 +1,11 @@
 """Function class names and containment (docs/theory.md section 3)."""
 
+import re
+
 import pytest
 
-from attacks import FunctionClass, parse_function_class
+from attacks import parse_function_class
+from attacks.classes import FitRule, Polynomials
 
 
 @pytest.mark.parametrize(
@@ -61,7 +64,7 @@ def test_divergences_per_class(name, divergences):
 
 
 def test_class_is_hashable_value():
-    assert {parse_function_class("poly1"), FunctionClass("poly", 1)} == {parse_function_class("linear")}
+    assert {parse_function_class("poly1"), Polynomials(1)} == {parse_function_class("linear")}
 
 
 @pytest.mark.parametrize("name", ["poly00", "poly02", "tree00", "tree07", "poly\u0968", "tree\u0661", "poly11", "tree21", " linear"])
@@ -85,3 +88,79 @@ def test_class_parameters_are_adversary_parameters(name):
 
     accepted = set(inspect.signature(Adversary).parameters)
     assert set(parse_function_class(name).parameters) <= accepted
+
+
+@pytest.mark.parametrize("name, reads", [("linear", "values"), ("tree3", "values"), ("atoms", "values"),
+                                         ("threshold", "values"), ("floatbits", "representation")])
+def test_a_class_says_whether_it_reads_values_or_their_representation(name, reads):
+    assert parse_function_class(name).reads == reads
+
+
+@pytest.mark.parametrize("name, linear_maps, pinsker", [
+    ("linear", True, True), ("poly3", True, True), ("kernel", False, True), ("mlp", True, False),
+    ("tree3", False, False), ("threshold", False, False), ("atoms", False, False), ("floatbits", False, False),
+])
+def test_closure_properties(name, linear_maps, pinsker):
+    """Post-processing (CBDP Thm 1) needs closure under linear maps; the restricted Pinsker (Thm 7) convexity and
+    translation invariance."""
+    hclass = parse_function_class(name)
+    assert (hclass.closed_under_linear_maps, hclass.convex_translation_invariant) == (linear_maps, pinsker)
+
+
+@pytest.mark.parametrize("name, rule", [("linear", FitRule.CONVEX), ("kernel", FitRule.CONVEX), ("mlp", FitRule.CONVEX),
+                                        ("tree2", FitRule.CELLS), ("floatbits", FitRule.CELLS),
+                                        ("threshold", FitRule.FIXED), ("atoms", FitRule.FIXED)])
+def test_fit_rules(name, rule):
+    assert parse_function_class(name).fit_rule is rule
+
+
+@pytest.mark.parametrize("name, params, count", [
+    ("linear", {}, 4), ("poly3", {}, 20), ("kernel", {}, 100), ("kernel", {"n_components": 7}, 7), ("mlp", {}, 64),
+    ("mlp", {"width": 5}, 10), ("tree8", {}, 3), ("threshold", {}, 3), ("atoms", {}, 3), ("floatbits", {}, 3),
+])
+def test_feature_counts_of_the_memory_model(name, params, count):
+    """C(d + K, K) monomials of degree <= K with the constant at d = 3 (C(4, 1) = 4 for linear, C(6, 3) = 20 for
+    poly3); d for the others but kernel (n_components) and mlp (2 width)."""
+    assert parse_function_class(name).feature_count(3, params) == count
+
+
+@pytest.mark.parametrize("name, words", [("linear", "linear functions"), ("poly2", "polynomials of degree 2"),
+                                         ("tree3", "trees of depth 3"), ("all", "all functions")])
+def test_words(name, words):
+    assert parse_function_class(name).words == words
+
+
+def test_ranks_put_polynomials_first_and_all_last():
+    names = ["all", "floatbits", "threshold", "poly2", "tree3", "linear", "mlp", "atoms", "kernel"]
+    ranked = sorted(names, key=lambda name: (parse_function_class(name).rank, parse_function_class(name).degree or 0))
+    assert ranked == ["linear", "poly2", "kernel", "mlp", "tree3", "threshold", "atoms", "floatbits", "all"]
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"width": 0}, "width must be an integer from 1 to 10000. Found 0."),
+    ({"n_components": 10_001}, "n_components must be an integer from 1 to 10000. Found 10001."),
+    ({"ridge": float("inf")}, "ridge must be a finite number >= 0. Found inf."),
+    ({"bandwidth": True}, "bandwidth must be a finite number > 0"),
+])
+def test_parameters_are_checked_once_for_the_estimator_and_the_config(params, message):
+    """The same rule (attacks.classes.PARAMETERS) speaks in Adversary.fit and in attacks.class_params."""
+    import numpy as np
+
+    from attacks import Adversary
+    from audit.config import ConfigError, _check_class_params
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        Adversary("kernel", **params).fit(np.array([[0.0], [1.0]]), np.array([0, 1]))
+    name = "mlp" if "width" in params else "kernel"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        _check_class_params(name, params)
+
+
+def test_parameters_a_class_does_not_take_are_named_with_a_suggestion():
+    with pytest.raises(ValueError, match="'mlp' attacks take no parameter 'widht'; did you mean 'width'"):
+        parse_function_class("mlp").check_parameters({"widht": 3})
+
+
+def test_claim_only_class_has_no_feature_map():
+    with pytest.raises(ValueError, match="for claims only"):
+        parse_function_class("all").feature_map(None, None, 0, None)

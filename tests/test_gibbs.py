@@ -262,11 +262,11 @@ def test_a_hanging_mechanism_ends_the_measurement_at_sample_timeout(measure):
 
 
 def test_oakl_command_with_a_hanging_mechanism_exits_2_after_sample_timeout(tmp_path, monkeypatch, capsys):
-    from audit import oakl_report
+    from audit import oakl_report, oakl_tables
 
     monkeypatch.setattr(oakl_report, "QUICK", oakl_report.Budget(records=(1,), pairs=3, samples=300, datasets=50,
                                                                  exact_pairs=50))
-    monkeypatch.setattr(oakl_report, "GaussianPosteriorMean", HangingPosteriorMean)
+    monkeypatch.setattr(oakl_tables, "GaussianPosteriorMean", HangingPosteriorMean)
     start = time.monotonic()
     assert main(["oakl", "--quick", "--quiet", "--sample-timeout", "1", "--out", str(tmp_path / "oakl")]) == 2
     assert time.monotonic() - start < 30
@@ -300,15 +300,19 @@ def test_small_group_costs_k_times_one_slow():
 
 
 def test_oakl_command_writes_the_report(tmp_path, monkeypatch):
-    from audit import oakl_report
+    from audit import oakl_report, oakl_tables
 
     tiny = oakl_report.Budget(records=(1,), pairs=3, samples=300, datasets=50, exact_pairs=50)
     monkeypatch.setattr(oakl_report, "QUICK", tiny)
-    monkeypatch.setattr(oakl_report, "THM4_CASES", oakl_report.THM4_CASES[2:3])
+    monkeypatch.setattr(oakl_tables, "THM4_CASES", oakl_tables.THM4_CASES[2:3])
     assert main(["oakl", "--quick", "--out", str(tmp_path / "oakl")]) == 0
     report = (tmp_path / "oakl" / "report.md").read_text()
-    for figure in ("figure2.png", "figure_n.png"):
-        assert (tmp_path / "oakl" / figure).stat().st_size > 0
+    for figure in ("figure2.svg", "figure_n.svg"):  # in figures/, not beside report.md
+        assert (tmp_path / "oakl" / "figures" / figure).stat().st_size > 0
+        assert f"(figures/{figure})" in report
+    assert not list((tmp_path / "oakl").glob("*.png"))
+    html = (tmp_path / "oakl" / "report.html").read_text()  # like run's and theory's: one file, figures embedded
+    assert html.count("data:image/svg+xml;base64,") == 2 and "<table>" in html
     for heading in ("OAKL Figure 2: on-average KL privacy and DP against gamma", "On-average vs worst case as n grows",
                     "OAKL Thm 4", "OAKL Lemma 6"):
         assert heading in report
@@ -320,11 +324,11 @@ def test_oakl_figure_2_against_gamma_meets_thm_4_and_the_papers_dp_lines():
     on-average KL lies within 4 standard errors (16 rows: 1e-3 by chance) of the measured gamma x gap; the
     excess risk of the Laplace mean is about its noise's mean absolute value 1/gamma at small gamma (the noise's
     standard deviation is sqrt(2)/gamma: within 5 standard errors of the mean over the datasets)."""
-    from audit import oakl_report
+    from audit import oakl_tables
 
-    budget = oakl_report.Budget(records=(1,), pairs=3, samples=300, datasets=300, exact_pairs=300)
-    table = oakl_report.gamma_table(budget, seed=1)
-    assert len(table) == 2 * len(oakl_report.GAMMAS)
+    budget = oakl_tables.Budget(records=(1,), pairs=3, samples=300, datasets=300, exact_pairs=300)
+    table = oakl_tables.gamma_table(budget, seed=1)
+    assert len(table) == 2 * len(oakl_tables.GAMMAS)
     laplace, regression = (table[table["example"] == name] for name in ("Laplace mean", "linear regression"))
     np.testing.assert_allclose(laplace["DP epsilon (paper)"], 4 * laplace["gamma"])
     np.testing.assert_allclose(regression["DP epsilon (paper)"], 64 * regression["gamma"])
@@ -346,24 +350,41 @@ def test_oakl_command_error_is_one_line_and_exit_2(tmp_path, capsys):
     assert "run.sample_timeout: must be a positive number of seconds" in capsys.readouterr().err
 
 
-def test_figure_draws_points_below_the_resolution_hollow(tmp_path, monkeypatch):
+def _n_figure_rows(on_averages, measured=None, low=0.0):
+    rows = []
+    for name, on_average in on_averages:
+        for n in (1, 10):
+            value = on_average / n if measured is None else measured
+            rows.append({"mechanism": name, "n": n, "worst-case epsilon (DP)": np.nan, "worst-case KL": 1.0,
+                         "on-average KL": on_average / n, "on-average (lin, KL)": on_average / n,
+                         "measured (lin, KL)": value, "measured (lin, KL) low": low,
+                         "measured (lin, KL) high": abs(value) + 2 * on_average / n})
+    return pd.DataFrame(rows)
+
+
+def test_figure_draws_points_below_the_resolution_hollow(tmp_path):
     """A measured point whose closed form lies below RESOLUTION is drawn hollow, with its own legend entry."""
     from audit import oakl_report
 
-    rows = []
-    for name, on_average in (("gaussian_posterior_mean", 0.1), ("laplace_truncated_mean", 1e-4)):
-        for n in (1, 10):
-            rows.append({"mechanism": name, "n": n, "worst-case epsilon (DP)": np.nan, "worst-case KL": 1.0,
-                         "on-average KL": on_average / n, "on-average (lin, KL)": on_average / n,
-                         "measured (lin, KL)": on_average / n, "measured (lin, KL) low": 0.0,
-                         "measured (lin, KL) high": 2 * on_average / n})
-    figure = pd.DataFrame(rows)
-    path = oakl_report.plot_n_figure(figure, tmp_path / "figure_n.png")
-    assert path.stat().st_size > 0
-    from matplotlib.axes import Axes
+    figure = _n_figure_rows((("gaussian_posterior_mean", 0.1), ("laplace_truncated_mean", 1e-4)))
+    svg = oakl_report.plot_n_figure(figure, tmp_path / "figure_n.svg").read_text()
+    # the Laplace mean's two points (n = 1, 10) and their legend entry: hollow; the Gaussian mean's filled
+    assert svg.count('fill="#ffffff" stroke="#ff7f0e"') == 3
+    assert svg.count("below the estimator&#x27;s resolution") + svg.count("below the estimator's resolution") == 1
 
-    calls = []
-    monkeypatch.setattr(Axes, "errorbar", lambda self, *args, **kwargs: calls.append(kwargs))
-    oakl_report.plot_n_figure(figure, tmp_path / "again.png")
-    hollow = [call["label"] for call in calls if call["markerfacecolor"] == "none"]
-    assert len(hollow) == 1 and "below the estimator's resolution" in hollow[0]
+
+def test_negative_estimates_are_not_drawn_as_small_positive_points(tmp_path):
+    """Issue 32: on a log axis a measured value <= 0 is shown by its interval's upper end (a "v" marker with its
+    own legend entry), never as a point at a small positive floor; positive values stay circles."""
+    from audit import oakl_report
+
+    figure = _n_figure_rows((("gaussian_posterior_mean", 0.1),), measured=-0.01, low=-0.05)
+    svg = oakl_report.plot_n_figure(figure, tmp_path / "figure_n.svg").read_text()
+    data = svg.split('class="legend"')[0]
+    assert '<circle' not in data.split('class="data"')[1]  # no measured point drawn as a circle
+    assert data.split('class="data"')[1].count('<polygon') == 2  # two "v" at the upper ends (n = 1, 10)
+    assert "estimate ≤ 0, upper end shown" in svg
+    positive = _n_figure_rows((("gaussian_posterior_mean", 0.1),))
+    svg = oakl_report.plot_n_figure(positive, tmp_path / "positive.svg").read_text()
+    assert svg.split('class="legend"')[0].split('class="data"')[1].count('<circle') == 2
+    assert "upper end shown" not in svg

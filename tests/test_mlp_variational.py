@@ -87,7 +87,7 @@ def _misses(divergence, alpha, n, seeds):
     misses = 0
     for seed in seeds:
         result = estimate_divergence(*_gaussian(n, seed), "mlp", divergence, alpha=alpha, random_state=seed)
-        assert np.isfinite(result.estimate) and not result.unbounded
+        assert np.isfinite(result.estimate)
         misses += result.caveat is None and result.lower_bound(LEVEL) > EXACT[divergence, alpha]
     return misses
 

@@ -224,7 +224,7 @@ def test_estimate_record_round_trip_keeps_bounds_and_p_values(function_class, di
     assert _json_plain(record)
     rebuilt = DivergenceEstimate.from_record(json.loads(json.dumps(record)))
     assert rebuilt.adversary is None
-    assert not rebuilt.unbounded
+    assert math.isfinite(rebuilt.estimate) and "unbounded" not in record
     assert rebuilt.coupled is coupled and ("cells" in rebuilt.details) == (coupled and divergence == "dp")
     claims = [-1.0, 0.0, 0.3, 1.0, 5.0]
 

@@ -169,7 +169,7 @@ def test_far_values_and_empty_panels_still_make_a_figure():
 
 def test_bad_styles_are_refused():
     with pytest.raises(ValueError, match="marker"):
-        Style(marker="s")
+        Style(marker="d")
     with pytest.raises(ValueError, match="line"):
         Style(line="dashdot")
     with pytest.raises(ValueError, match="legend loc"):
@@ -178,3 +178,19 @@ def test_bad_styles_are_refused():
     fig.axes[0][0].xscale = "symlog"
     with pytest.raises(ValueError, match="'linear' or 'log'"):
         fig.to_svg()
+
+
+def test_down_triangles_squares_and_hollow_markers():
+    """A "v" has its tip below its centre (SVG y grows downward), an "s" is a square of 0.85 size, and a hollow
+    marker is drawn as a white shape with a coloured outline."""
+    from audit.svg import _marker
+
+    down = _marker(50.0, 50.0, Style(marker="v", size=10.0))
+    corners = [tuple(map(float, point.split(","))) for point in down.split('points="')[1].split('"')[0].split()]
+    assert corners[0] == (50.0, 55.0) and all(y < 55.0 for _, y in corners[1:])
+    up = _marker(50.0, 50.0, Style(marker="^", size=10.0))
+    assert up.split('points="')[1].startswith("50,45")
+    square = _marker(50.0, 50.0, Style(marker="s", size=10.0, colour="#123456"))
+    assert 'width="8.5"' in square and 'fill="#123456"' in square
+    hollow = _marker(50.0, 50.0, Style(marker="o", colour="#123456", filled=False))
+    assert 'fill="#ffffff"' in hollow and 'stroke="#123456"' in hollow

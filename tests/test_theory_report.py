@@ -6,10 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit import theory_report
+from audit import theory_report, theory_tables
 from audit.cli import main
 from audit.theory import bounds
-from audit.theory_report import bound_crossings, bound_violations, theory_table, write_theory_report
+from audit.theory_report import write_theory_report
+from audit.theory_tables import bound_crossings, bound_violations, theory_table
 from theory_reference import EXACT, REFERENCE_RTOL, TABLE1_BOUND_ALPHA4
 
 
@@ -58,7 +59,7 @@ def _expected_flags(table):
         exact = table[same]
         if row.function_class != "all":
             exact = exact[exact["function_class"].map(degree) <= degree[row.function_class]]
-        below = exact["value"] * (1 - theory_report.BOUND_RTOL) > row.value
+        below = exact["value"] * (1 - theory_tables.BOUND_RTOL) > row.value
         flags.append(row.kind != "exact" and bool(below.any()))
     return flags
 
@@ -88,7 +89,7 @@ def test_flags_and_report_on_a_table_with_a_violated_bound(tmp_path):
     table = table.drop(columns=["bound_violated", "violated_by"])
     doctored = (table["function_class"] == "all") & (table["divergence"] == "renyi")
     table.loc[doctored, "value"] = 0.3
-    table = theory_report._flag_violations(table)
+    table = theory_tables._flag_violations(table)
     assert table["bound_violated"].tolist() == list(doctored)
     violations = bound_violations(table)
     assert violations[["alpha", "exact_class", "bound"]].values.tolist() == [[4.0, "linear", 0.3]]
@@ -108,12 +109,12 @@ def test_report_and_figures_are_written(tmp_path, case):
     mechanism, scale, table = case
     report = write_theory_report(table, tmp_path, mechanism, scale)
     text = report.read_text()
-    for name in (f"{mechanism}_linear_renyi.png", f"{mechanism}_poly_renyi.png"):
-        assert (tmp_path / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for name in (f"{mechanism}_linear_renyi.svg", f"{mechanism}_poly_renyi.svg"):
+        assert (tmp_path / "figures" / name).read_text().startswith('<?xml version="1.0" encoding="UTF-8"?>\n<svg')
         assert f"(figures/{name})" in text
     assert "|t|" in text and "quadrature" in text and "Table 1" in text
     html = (tmp_path / "report.html").read_text()  # like an audit's: one file with its figures embedded
-    assert html.count("data:image/png;base64,") == 2 and "<table>" in html
+    assert html.count("data:image/svg+xml;base64,") == 2 and "<table>" in html
 
 
 def test_command_prints_the_table_without_out(capsys):
@@ -145,7 +146,7 @@ def test_bad_input_exits_2_with_a_message_and_no_traceback(capsys, argv, named):
 
 def test_display_table_has_one_line_per_divergence_and_alpha(case):
     _, _, table = case
-    wide = theory_report.display_table(table)
+    wide = theory_tables.display_table(table)
     assert list(wide.index) == ["Renyi alpha=2", "Renyi alpha=4", "KL", "IPM"]
     assert isinstance(wide, pd.DataFrame) and np.isnan(wide.loc["IPM", "linear exact"])
 
@@ -156,7 +157,7 @@ def test_display_table_has_one_line_per_divergence_and_alpha(case):
 def _dimensional(name, params, alphas, **kwargs):
     from audit.mechanisms import make_mechanism
 
-    return theory_report.dimensional_table(make_mechanism(name, params), alphas, **kwargs)
+    return theory_tables.dimensional_table(make_mechanism(name, params), alphas, **kwargs)
 
 
 def test_gaussian_in_d_dimensions_reduces_to_one_dimension_at_the_l2_norm_of_v():
@@ -170,7 +171,7 @@ def test_gaussian_in_d_dimensions_reduces_to_one_dimension_at_the_l2_norm_of_v()
     # the d-dim formula with d = 2 is 2^(alpha-1) times larger inside the log than the 1-D one at ||v||_alpha
     assert four["published bound"] == pytest.approx(bounds.gaussian_linear_renyi_bound(1.0, 4.0, [0.6, 0.8]))
     assert four["status"] == "bound holds"
-    assert table.set_index("alpha").loc[2.0, "status"] == theory_report.NOT_STATED
+    assert table.set_index("alpha").loc[2.0, "status"] == theory_tables.NOT_STATED
     assert table["Table 1 Renyi lower bound"].isna().all()  # Table 1 states it for Laplace only
 
 
@@ -182,9 +183,9 @@ def test_matrix_mechanism_identity_strategy_is_exact_and_fails_theorem_5():
     assert source.startswith("exact")
     assert four["published bound"] == pytest.approx(0.00213, abs=5e-6)
     assert four["linear value"] == pytest.approx(
-        theory_report.restricted_divergence(*theory_report.output_laws("laplace", 0.1), "linear", "renyi", 4.0))
+        theory_tables.restricted_divergence(*theory_tables.output_laws("laplace", 0.1), "linear", "renyi", 4.0))
     assert four["status"] == "BOUND FAILS: exact value exceeds it"
-    assert table.set_index("alpha").loc[2.0, "status"] == theory_report.NOT_STATED
+    assert table.set_index("alpha").loc[2.0, "status"] == theory_tables.NOT_STATED
     # Table 1's Laplace Renyi lower bound sits below Renyi DP, which sits above the linear value.
     assert (table["Table 1 Renyi lower bound"] <= table["Renyi DP"]).all()
     assert (table["linear value"] <= table["Renyi DP"]).all()
@@ -198,18 +199,18 @@ def test_the_release_is_read_from_the_mechanisms_law_not_its_name():
     from audit.mechanisms.builtin import MatrixMechanism
 
     mechanism = make_mechanism("matrix", {"A": [[1.0, 0.0], [1.0, 2.0]], "epsilon": 0.5})
-    release = theory_report.noisy_release(mechanism)
+    release = theory_tables.noisy_release(mechanism)
     d, d_prime = mechanism.default_pairs()[0]
     np.testing.assert_allclose(release.shift, mechanism.A @ (d_prime - d))
     assert release.noise_scale == pytest.approx(mechanism.l1_sensitivity / mechanism.epsilon)
     collapsed = make_mechanism("matrix", {"A": [[1.0, 0.0], [0.0, 1.0]], "W": [[1.0, 1.0]], "epsilon": 0.5})
-    assert theory_report.linear_reduction(collapsed) is None
+    assert theory_tables.linear_reduction(collapsed) is None
 
     class Renamed(MatrixMechanism):
         name = "renamed_matrix"
 
     params = {"A": [[1.0, 0.0], [0.0, 1.0]], "epsilon": 0.1}
-    renamed, _ = theory_report.dimensional_table(Renamed(**params), [4.0])
+    renamed, _ = theory_tables.dimensional_table(Renamed(**params), [4.0])
     original, _ = _dimensional("matrix", params, [4.0])
     pd.testing.assert_frame_equal(renamed, original)
     with pytest.raises(ValueError, match="shift of i.i.d. Laplace or Gaussian noise.*'randomized_response'"):
@@ -236,6 +237,20 @@ def test_dimensional_command_writes_a_report(tmp_path, capsys):
     assert code == 0 and "PUBLISHED BOUND VIOLATED: renyi alpha=4" in out
     text = (tmp_path / "report.md").read_text()
     assert "## Published bound violated (1)" in text and "--A '1 0; 0 1'" in text
-    assert (tmp_path / "figures" / "matrix_linear_renyi_d.png").stat().st_size > 0
-    assert "data:image/png;base64," in (tmp_path / "report.html").read_text()
+    assert (tmp_path / "figures" / "matrix_linear_renyi_d.svg").stat().st_size > 0
+    assert "data:image/svg+xml;base64," in (tmp_path / "report.html").read_text()
     assert main(["theory", "--mechanism", "matrix", "--epsilon", "0.1", "--A", "1 x"]) == 2
+
+
+def test_one_plotting_stack_every_command_draws_svg_and_matplotlib_is_no_dependency():
+    """Issue 33 item 4: run, theory and oakl draw with audit.svg; matplotlib leaves the dependencies."""
+    import pathlib
+    import subprocess
+    import sys
+
+    tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
+    pyproject = tomllib.loads((pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    assert not [dependency for dependency in pyproject["project"]["dependencies"] if "matplotlib" in dependency]
+    code = ("import sys, audit.cli, audit.theory_report, audit.oakl_report\n"
+            "assert 'matplotlib' not in sys.modules, 'matplotlib was imported'\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -5,6 +5,7 @@ import dataclasses
 import math
 import pathlib
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -119,33 +120,50 @@ def test_the_vocabulary_imports_the_standard_library_only():
     assert modules <= {"__future__", "math", "dataclasses", "typing"}
 
 
-def _is_name(node: ast.AST) -> bool:
-    return isinstance(node, ast.Constant) and node.value in NAMES
+CLASS_PARSERS = {"audit/config.py", "attacks/classes.py"}
+"""Where function-class names may be compared: the config parser and the classes module itself."""
+_CLASS_NAME = re.compile(r"linear|poly|poly[1-9][0-9]*|kernel|mlp|tree|tree[1-9][0-9]*|threshold|atoms|floatbits|all")
 
 
-def _name_set(node: ast.AST) -> bool:
-    """A tuple, list or set literal of strings holding a divergence name (a set of names to compare with)."""
-    return (isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(_is_name(e) for e in node.elts)
-            and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts))
+def is_divergence_name(value: object) -> bool:
+    return isinstance(value, str) and value in NAMES
 
 
-def name_comparisons(source: str) -> list[tuple[int, str]]:
-    """(line, what) of each place ``source`` compares divergence names as strings: ``==``, ``!=``, ``in`` with a
-    name, a literal set of names, a ``case`` on a name, or a dict keyed by names (a dispatch table)."""
+def is_class_name(value: object) -> bool:
+    """A function class's name or kind (``linear``, ``poly3``, ``tree``, ``atoms``, ``all``, ...)."""
+    return isinstance(value, str) and _CLASS_NAME.fullmatch(value) is not None
+
+
+def name_comparisons(source: str, is_name=is_divergence_name, any_key: bool = True) -> list[tuple[int, str]]:
+    """(line, what) of each place ``source`` compares names as strings: ``==``, ``!=``, ``in`` with a
+    name or a literal set of names, a ``case`` on a name, or a dict keyed by names (a dispatch table: any key a
+    name when ``any_key``, else all its keys or a tuple key holding one); with ``any_key`` also a bare literal
+    set of names (for class names, a list of them is a default, not a comparison)."""
+    def named(node: ast.AST) -> bool:
+        return isinstance(node, ast.Constant) and is_name(node.value)
+
+    def name_set(node: ast.AST) -> bool:
+        return (isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(named(e) for e in node.elts)
+                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts))
+
+    def dispatch(node: ast.Dict) -> bool:
+        tuple_keys = any(isinstance(key, ast.Tuple) and any(named(e) for e in key.elts) for key in node.keys)
+        plain = [named(key) for key in node.keys if key is not None and not isinstance(key, ast.Tuple)]
+        return tuple_keys or (any(plain) if any_key else len(plain) > 1 and all(plain))
+
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
-            if any(_is_name(o) or _name_set(o) for o in operands):
-                found.append((node.lineno, "comparison with a divergence name"))
+            if any(named(o) or name_set(o) for o in operands):
+                found.append((node.lineno, "comparison with a name"))
         elif isinstance(node, ast.match_case) and any(
-                isinstance(p, ast.MatchValue) and _is_name(p.value) for p in ast.walk(node.pattern)):
-            found.append((node.pattern.lineno, "case on a divergence name"))
-        elif isinstance(node, ast.Dict) and any(key is not None and (_is_name(key) or isinstance(key, ast.Tuple) and any(
-                _is_name(e) for e in key.elts)) for key in node.keys):
-            found.append((node.lineno, "dict keyed by divergence names"))
-        elif _name_set(node):
-            found.append((node.lineno, "literal set of divergence names"))
+                isinstance(p, ast.MatchValue) and named(p.value) for p in ast.walk(node.pattern)):
+            found.append((node.pattern.lineno, "case on a name"))
+        elif isinstance(node, ast.Dict) and dispatch(node):
+            found.append((node.lineno, "dict keyed by names"))
+        elif any_key and name_set(node):
+            found.append((node.lineno, "literal set of names"))
     return sorted(dict(reversed(found)).items())  # one entry per line
 
 
@@ -166,3 +184,23 @@ def test_divergence_names_are_compared_only_where_config_text_is_parsed():
                 if str(path.relative_to(ROOT)) not in PARSERS
                 for line, what in name_comparisons(path.read_text())]
     assert not offences, "switch on attacks.vocabulary's types instead:\n" + "\n".join(offences)
+
+
+
+@pytest.mark.parametrize("source, expected", [
+    ('if c.kind == "poly": pass', 1), ('x = name in ("linear", "threshold")', 1), ('x = c != "tree3"', 1),
+    ('w = {"poly": 0, "threshold": 1, "all": 2}[kind]', 1), ('w = {(A, "linear", KL): 1}', 1),
+    ('match c:\n    case "mlp": pass', 1), ('x = isinstance(c, Polynomials)', 0), ('x = c == LINEAR', 0),
+    ('f(function_class="linear")', 0), ('p = {"epsilon": 1.0, "threshold": 0.5}', 0), ('x = scale == "log"', 0),
+])
+def test_the_scan_finds_class_name_comparisons(source, expected):
+    assert len(name_comparisons(source, is_class_name, any_key=False)) == expected
+
+
+def test_class_names_are_compared_only_where_config_text_is_parsed():
+    """Issue 33: code asks :mod:`attacks.classes`'s types (attributes, ``isinstance``), not names or kinds."""
+    offences = [f"{path.relative_to(ROOT)}:{line}: {what}"
+                for package in ("audit", "attacks") for path in sorted((ROOT / package).rglob("*.py"))
+                if str(path.relative_to(ROOT)) not in CLASS_PARSERS
+                for line, what in name_comparisons(path.read_text(), is_class_name, any_key=False)]
+    assert not offences, "ask attacks.classes's types instead:\n" + "\n".join(offences)

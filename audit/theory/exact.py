@@ -69,7 +69,7 @@ from numpy.polynomial import polynomial
 from scipy import integrate, linalg, optimize, stats
 from scipy.special import logsumexp
 
-from attacks.classes import FunctionClass, parse_function_class
+from attacks.classes import All, FunctionClass, Polynomials, Thresholds, parse_function_class
 from attacks.vocabulary import IPM, KL, Divergence, Renyi, parse_divergence
 
 DIVERGENCES = (KL.name, Renyi.name, IPM.name)
@@ -158,18 +158,17 @@ def restricted_divergence(
             f"dominating measure here). Found {_kind(p)} p = {_name(p)} and {_kind(q)} q = {_name(q)}."
         )
     _check_scale(p, q)
-    if hclass.kind == "threshold":
-        return _threshold_ipm(p, q)
-    if hclass.kind == "all":
-        match kind:
-            case KL():
-                return _kl(p, q)
-            case Renyi(alpha=alpha):
-                return _renyi(p, q, alpha)
-            case IPM():
-                return _total_variation_ipm(p, q)
-    if isinstance(kind, KL):
-        return _polynomial_kl(p, q, hclass.degree)
+    match hclass, kind:
+        case Thresholds(), _:
+            return _threshold_ipm(p, q)
+        case All(), KL():
+            return _kl(p, q)
+        case All(), Renyi(alpha=alpha):
+            return _renyi(p, q, alpha)
+        case All(), IPM():
+            return _total_variation_ipm(p, q)
+        case Polynomials(degree=degree), KL():
+            return _polynomial_kl(p, q, degree)
     return _polynomial_renyi(p, q, hclass.degree, kind.alpha)
 
 
@@ -201,13 +200,14 @@ def _check_class(function_class: str, divergence: Divergence) -> FunctionClass:
         hclass = parse_function_class(function_class)
     except ValueError:
         raise ValueError(f"function_class must be {_CLASSES} for exact values. Found {function_class!r}.") from None
-    if hclass.kind not in ("poly", "threshold", "all") or (hclass.kind == "poly" and hclass.degree > MAX_DEGREE):
+    too_high = isinstance(hclass, Polynomials) and hclass.degree > MAX_DEGREE
+    if not isinstance(hclass, (Polynomials, Thresholds, All)) or too_high:
         raise ValueError(f"function_class must be {_CLASSES} for exact values. Found {function_class!r}.")
-    if hclass.kind == "threshold" and not isinstance(divergence, IPM):
+    if isinstance(hclass, Thresholds) and not isinstance(divergence, IPM):
         raise ValueError(
             f"function_class 'threshold' has exact values for divergence 'ipm' only. Found {divergence.name!r}."
         )
-    if hclass.kind == "poly" and isinstance(divergence, IPM):
+    if isinstance(hclass, Polynomials) and isinstance(divergence, IPM):
         raise ValueError(
             "divergence 'ipm' has exact values for function_class 'threshold' or 'all' only (a polynomial "
             f"with range [-1, 1] on the real line is constant). Found {function_class!r}."

@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import integrate, stats
 
+from attacks.classes import ALL, LINEAR, parse_function_class
 from audit.theory import bounds
 from audit.validation import check_positive
 
@@ -104,6 +105,10 @@ def laplace_mean_worst_case_epsilon(n: int, truncation: float, temperature: floa
     return 2.0 * check_positive(truncation, "truncation") * check_positive(temperature, "temperature") / _check_n(n)
 
 
+_PER_PAIR_KL = {ALL: bounds.laplace_kl, LINEAR: bounds.laplace_linear_kl}
+"""KL of one pair of Laplace laws t units of scale apart, unrestricted and linear (CBDP appendix Thm 9)."""
+
+
 def laplace_mean_on_average_kl(n: int, truncation: float, temperature: float, function_class: str = "all") -> float:
     """On-average KL (``all``) or (lin, KL) (``linear``) of the Laplace mean of records from N(0, 1) truncated to [-c, c].
 
@@ -113,11 +118,12 @@ def laplace_mean_on_average_kl(n: int, truncation: float, temperature: float, fu
     Thm 9 (``audit.theory.bounds.laplace_linear_kl``).  The expectation over two
     independent records is :func:`truncated_normal_difference_mean`.
     """
-    per_pair = {"all": bounds.laplace_kl, "linear": bounds.laplace_linear_kl}
-    if function_class not in per_pair:
+    hclass = parse_function_class(function_class)
+    if hclass not in _PER_PAIR_KL:
         raise ValueError(f"function_class must be 'all' or 'linear'. Found {function_class!r}.")
+    per_pair = _PER_PAIR_KL[hclass]
     scale = check_positive(temperature, "temperature") / _check_n(n)
-    return truncated_normal_difference_mean(lambda u: per_pair[function_class](scale * u) if u > 0 else 0.0, truncation)
+    return truncated_normal_difference_mean(lambda u: per_pair(scale * u) if u > 0 else 0.0, truncation)
 
 
 def truncated_normal_difference_density(u: ArrayLike, truncation: float) -> np.ndarray:

@@ -10,8 +10,8 @@ Lap(v, b)^d); :func:`theory_bound` looks the (law, class, divergence) up in
 
 Lookup goes from the most specific key to the least: the law's own type,
 then the types it refines (:class:`FloatLaplace` is a :class:`LaplaceShift`),
-and for each the class's canonical name (``linear``, ``poly3``), its kind
-(``atoms``) and :data:`ANY` (every class: the unrestricted value, an upper
+and for each the class itself (``linear``: :data:`attacks.classes.LINEAR`),
+its type (:class:`attacks.classes.Atoms`: every class of that kind) and :data:`ANY` (every class: the unrestricted value, an upper
 bound for any class).  An entry that is not *stated* for the law and order
 (CBDP Corollary 2 states the (lin, Renyi) bounds for alpha > 2 only;
 Thm 9's (lin, KL) is 1-D) is passed over for the next, more general one; an
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attacks.classes import parse_function_class
+from attacks.classes import LINEAR, All, Atoms, FloatBits, FunctionClass, parse_function_class
 from attacks.vocabulary import DP, IPM, KL, Divergence, Renyi, divergence_kind
 from audit.theory import bounds
 
@@ -178,13 +178,13 @@ def _infinite(law, alpha=None) -> float:
     return bounds.non_private_release()
 
 
-TABLE: dict[tuple[type, str, type[Divergence]], Entry] = {
+TABLE: dict[tuple[type, FunctionClass | type[FunctionClass] | str, type[Divergence]], Entry] = {
     # Laplace (CBDP appendix Thms 9, 11; Table 1 / Corollary 2 / Thm 5).
-    (LaplaceShift, "linear", KL): Entry(
+    (LaplaceShift, LINEAR, KL): Entry(
         lambda law, alpha: bounds.laplace_linear_kl(law.epsilon), "closed form", "CBDP Thm 9", _one_dimensional),
     (LaplaceShift, ANY, KL): Entry(
         lambda law, alpha: bounds.laplace_kl(1.0 / law.scale, law.shift), "closed form", "KL of the output laws"),
-    (LaplaceShift, "linear", Renyi): Entry(
+    (LaplaceShift, LINEAR, Renyi): Entry(
         lambda law, alpha: bounds.laplace_linear_renyi_bound(1.0 / law.scale, alpha, law.shift),
         "upper bound", "CBDP Table 1", _corollary2),
     (LaplaceShift, ANY, Renyi): Entry(
@@ -193,16 +193,16 @@ TABLE: dict[tuple[type, str, type[Divergence]], Entry] = {
     (LaplaceShift, ANY, IPM): Entry(_laplace_ipm, "closed form", "2 TV of the output laws"),
     (LaplaceShift, ANY, DP): Entry(lambda law, alpha: law.epsilon, "closed form", "pure DP: ||v||_1 / b"),
     # In float64 a single output (lowest set bit below 2^-53) has mass under D = 0 and none under D' = 1.
-    (FloatLaplace, "atoms", DP): Entry(_infinite, "closed form", "Mironov 2012: porous float support"),
-    (FloatLaplace, "floatbits", DP): Entry(_infinite, "closed form", "Mironov 2012: porous float support"),
-    (FloatLaplace, "atoms", IPM): Entry(lambda law, alpha: None, "closed form", "unknown for the float law"),
-    (FloatLaplace, "floatbits", IPM): Entry(lambda law, alpha: None, "closed form", "unknown for the float law"),
+    (FloatLaplace, Atoms, DP): Entry(_infinite, "closed form", "Mironov 2012: porous float support"),
+    (FloatLaplace, FloatBits, DP): Entry(_infinite, "closed form", "Mironov 2012: porous float support"),
+    (FloatLaplace, Atoms, IPM): Entry(lambda law, alpha: None, "closed form", "unknown for the float law"),
+    (FloatLaplace, FloatBits, IPM): Entry(lambda law, alpha: None, "closed form", "unknown for the float law"),
     # Gaussian (CBDP appendix Thms 10, 12; Table 1 / Corollary 2 / Thm 5).
-    (GaussianShift, "linear", KL): Entry(
+    (GaussianShift, LINEAR, KL): Entry(
         lambda law, alpha: bounds.gaussian_linear_kl(law.sigma, law.shift), "closed form", "CBDP Thm 10"),
     (GaussianShift, ANY, KL): Entry(
         lambda law, alpha: bounds.gaussian_kl(law.sigma, law.shift), "closed form", "KL of the output laws"),
-    (GaussianShift, "linear", Renyi): Entry(
+    (GaussianShift, LINEAR, Renyi): Entry(
         lambda law, alpha: bounds.gaussian_linear_renyi_bound(law.sigma, alpha, law.shift),
         "upper bound", "CBDP Table 1", _corollary2),
     (GaussianShift, ANY, Renyi): Entry(
@@ -211,7 +211,7 @@ TABLE: dict[tuple[type, str, type[Divergence]], Entry] = {
     (GaussianShift, ANY, IPM): Entry(_gaussian_ipm, "closed form", "2 TV of the output laws"),
     # Matrix mechanism: Corollary 2 for (lin, Renyi); otherwise the noisy A x's unrestricted value
     # (an upper bound by post-processing, Thm 1), largest over the column that changes.
-    (MatrixLaplace, "linear", Renyi): Entry(
+    (MatrixLaplace, LINEAR, Renyi): Entry(
         lambda law, alpha: bounds.matrix_linear_renyi_bound(law.epsilon, alpha, len(law.A)),
         "upper bound", "CBDP Corollary 2", _corollary2),
     (MatrixLaplace, ANY, Renyi): Entry(
@@ -238,13 +238,14 @@ TABLE: dict[tuple[type, str, type[Divergence]], Entry] = {
 divergences the types of :mod:`attacks.vocabulary` (a name is looked up as its type)."""
 
 
-def published(law, class_key: str, divergence: str) -> Entry | None:
-    """The entry of exactly this class key (a canonical class name, a kind or :data:`ANY`), stated or not.
+def published(law, function_class: str | FunctionClass, divergence: str) -> Entry | None:
+    """The entry of exactly this class (a class name, or ``all`` for the :data:`ANY` key), stated or not.
 
     Reports show a published value as published, also where its source does
     not state it (``capaudit theory``); audits use :func:`lookup`.
     """
-    kind = divergence_kind(divergence)
+    hclass, kind = parse_function_class(function_class), divergence_kind(divergence)
+    class_key = ANY if isinstance(hclass, All) else hclass
     for law_type in type(law).__mro__:
         entry = TABLE.get((law_type, class_key, kind))
         if entry is not None:
@@ -262,7 +263,7 @@ def lookup(law, function_class: str, divergence: str, alpha: float | None = None
     """
     hclass, kind = parse_function_class(function_class), divergence_kind(divergence)
     for law_type in type(law).__mro__:
-        for class_key in dict.fromkeys((hclass.name, hclass.kind, ANY)):
+        for class_key in (hclass, type(hclass), ANY):
             entry = TABLE.get((law_type, class_key, kind))
             if entry is not None and entry.stated(law, alpha):
                 return entry

@@ -31,8 +31,7 @@ import math
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import logsumexp
-from scipy.stats import norm
+from scipy.special import log_ndtr, logsumexp, ndtr, ndtri
 
 from audit.validation import check_positive
 
@@ -43,7 +42,7 @@ def gaussian_tradeoff(a: ArrayLike, mu: float) -> np.ndarray:
     DRS Definition 2.6 (equation (2.3)); mu >= 0, a in [0, 1].
     """
     mu = _non_negative(mu, "mu")
-    return norm.cdf(norm.isf(_levels(a)) - mu)
+    return ndtr(-ndtri(_levels(a)) - mu)  # Phi(Phi^-1(1 - a) - mu)
 
 
 def laplace_tradeoff(a: ArrayLike, epsilon: float) -> np.ndarray:
@@ -98,8 +97,8 @@ def gaussian_profile(epsilon: ArrayLike, mu: float) -> np.ndarray:
     epsilon = np.asarray(epsilon, dtype=float)
     if np.any(epsilon < 0) or not np.all(np.isfinite(epsilon)):
         raise ValueError(f"epsilon must be finite and >= 0. Found {epsilon!r}.")
-    second = np.exp(epsilon + norm.logcdf(-epsilon / mu - mu / 2.0))
-    return np.maximum(norm.cdf(-epsilon / mu + mu / 2.0) - second, 0.0)
+    second = np.exp(epsilon + log_ndtr(-epsilon / mu - mu / 2.0))
+    return np.maximum(ndtr(-epsilon / mu + mu / 2.0) - second, 0.0)
 
 
 def laplace_profile(epsilon: ArrayLike, epsilon0: float) -> np.ndarray:

@@ -7,10 +7,9 @@ sensitivity, exposed as ``l2_sensitivity``) release one output per
 They draw from the C++ library's own generator, which Python cannot seed:
 outputs are not reproducible bit for bit (``seedable = False``).
 
-Output laws: Google's samplers return multiples of a power of two, about
-2^-40 times the scale for Laplace and finer for Gaussian (measured with
-PyDP 1.1.5: 2^-40 at scale 1, 2^-33 at scale 100, 2^-54 at std 3.73).  At
-that resolution the continuous law (Laplace with scale ``diversity``,
+Output laws: Google's samplers return multiples of a power of two, far
+finer than the scale (docs/benchmarks.md, "Measurements behind
+constants").  At that resolution the continuous law (Laplace with scale ``diversity``,
 normal with standard deviation ``std``, both as the library reports them)
 is a sound comparison.
 """
