@@ -47,7 +47,7 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     Examples
     --------
     >>> round(gdp_epsilon(1.0, 1e-5), 3)
-    4.437
+    4.377
     """
     mu, delta = check_positive(mu, "mu"), check_positive(delta, "delta")
     if delta >= 1.0:
@@ -183,14 +183,11 @@ class DPGradientDescent(BaseMechanism):
         self.true_epsilon = math.inf if self.true_mu is None else None
 
     def _true_mu(self, replaced: float) -> float | None:
-        """The mu-GDP the sampler actually has over ``self.neighbours`` (None: not DP at all)."""
-        add_remove = self.neighbours == "add_remove"
-        if not self.clipping or self.pass_nan_gradients or (add_remove and
-                                                             (self.release_dataset_size or
-                                                              self.noise_over_dataset_size)):
-            return None
-        if self.noise_over_dataset_size:
-            return None  # replace_one: m times the claim for datasets of m records, unbounded over m
+        """The mu-GDP the sampler has over ``self.neighbours`` (None: not DP for any epsilon over all datasets)."""
+        if not self.clipping or self.pass_nan_gradients or self.noise_over_dataset_size:
+            return None  # unbounded gradients; a NaN record turns the release NaN; noise sigma C / m, m unbounded
+        if self.release_dataset_size and self.neighbours == "add_remove":
+            return None  # the released size differs between neighbours
         return math.sqrt(self.steps) * replaced * self.applied_clip_norm / (self.sigma * self.clip_norm)
 
     @property
