@@ -116,18 +116,21 @@ def test_correct_learner_reads_violation_at_most_at_the_error_rate():
 
 
 BUGS = {
-    "no clipping": {"clipping": False},
-    "clipped at 2C, noise for C": {"clip_norm_applied": 2.0},
-    "noise over the dataset size": {"noise_over_dataset_size": True},
-    "replace-one accounted as add-remove": {"neighbours": "replace_one", "replace_one_as_add_remove": True},
-    "NaN gradients passed through": {"pass_nan_gradients": True},
-    "dataset size released": {"release_dataset_size": True},
+    "no clipping": ({"clipping": False}, None),
+    "clipped at 2C, noise for C": ({"clip_norm_applied": 2.0}, 2.0),
+    "noise over the dataset size": ({"noise_over_dataset_size": True}, None),
+    "replace-one accounted as add-remove": ({"neighbours": "replace_one", "replace_one_as_add_remove": True}, 2.0),
+    "NaN gradients passed through": ({"pass_nan_gradients": True}, None),
+    "dataset size released": ({"release_dataset_size": True}, None),
 }
+"""Bug -> (its switches, the true mu at a claim of mu = 1 and T = 1; None: not DP for any epsilon)."""
 
 
 @pytest.mark.parametrize("bug", BUGS)
 def test_each_planted_bug_reads_violation(bug):
     """At T = 1 the factor-2 bugs (true mu = 2 against a claim of 1) are a Gaussian shift twice the claim's."""
-    params = {"mu": 1.0, "steps": 1, **BUGS[bug]}
-    assert make_mechanism(NAME, params).true_mu != 1.0
+    switches, true_mu = BUGS[bug]
+    params = {"mu": 1.0, "steps": 1, **switches}
+    mechanism = make_mechanism(NAME, params)
+    assert mechanism.mu == 1.0 and mechanism.true_mu == true_mu and "claims 1-GDP" in mechanism.true_privacy
     assert run_audit(audit_config(params, DP_MEMBER), n_jobs=1, progress=False).verdict == "violation"

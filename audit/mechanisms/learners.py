@@ -178,17 +178,17 @@ class DPGradientDescent(BaseMechanism):
         else:
             self.sigma = check_positive(sigma, "sigma")
             self.mu = math.sqrt(self.steps) * accounted / self.sigma
-        replaced = 2.0 if neighbours == "replace_one" else 1.0
-        self.true_mu = self._true_mu(replaced)
+        self.true_mu = self._true_mu()
         self.true_epsilon = math.inf if self.true_mu is None else None
 
-    def _true_mu(self, replaced: float) -> float | None:
+    def _true_mu(self) -> float | None:
         """The mu-GDP the sampler has over ``self.neighbours`` (None: not DP for any epsilon over all datasets)."""
         if not self.clipping or self.pass_nan_gradients or self.noise_over_dataset_size:
             return None  # unbounded gradients; a NaN record turns the release NaN; noise sigma C / m, m unbounded
         if self.release_dataset_size and self.neighbours == "add_remove":
             return None  # the released size differs between neighbours
-        return math.sqrt(self.steps) * replaced * self.applied_clip_norm / (self.sigma * self.clip_norm)
+        sensitivity = (2.0 if self.neighbours == "replace_one" else 1.0) * self.applied_clip_norm
+        return math.sqrt(self.steps) * sensitivity / (self.sigma * self.clip_norm)
 
     @property
     def true_privacy(self) -> str:
