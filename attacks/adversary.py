@@ -36,13 +36,19 @@ g(x) = phi(x) . coef_ + intercept_ (docs/theory.md section 3 and 4):
   :class:`sklearn.tree.DecisionTreeClassifier`; the witness is the
   closed-form optimum per cell (histogram divergence, docs/theory.md section 4);
 * ``threshold``: phi = one output coordinate (the one with the largest
-  training IPM), for the IPM and DP set attacks only;
+  training IPM);
 * ``atoms``: phi = the smoothed log ratio of how often the exact value
   occurs among P's and Q's training outputs, leave-one-out on the training
-  rows (:class:`attacks.representation.AtomTable`); IPM and DP only;
+  rows (:class:`attacks.representation.AtomTable`);
 * ``floatbits``: phi = the one-hot leaf of a depth-3 tree on the IEEE-754
   features of the outputs (:class:`attacks.representation.FloatFeatures`),
-  scored like ``treeK``; IPM and DP only.
+  scored like ``treeK``.
+
+The last three are set classes (``FunctionClass.events``): whatever the
+divergence, the witness is the indicator of a set {s (g - t) > 0} of the
+score g; for ``kl`` and ``renyi`` the set maximises the projected lower bound
+on its binary divergence (:func:`attacks.event_divergence.projected_event_bound`)
+and the score is that binary divergence of the smoothed proportions.
 
 How coef_ is fitted, per divergence:
 
@@ -149,6 +155,7 @@ from attacks.divergences import (
     tail_index,
     variational_bound,
 )
+from attacks.event_divergence import projected_event_bound, smoothed_event_divergence
 from attacks.representation import FLOATBITS_DEPTH, AtomTable, FloatFeatures
 from attacks.vocabulary import DP, IPM, KL, Divergence, Renyi, parse_divergence
 
@@ -305,7 +312,7 @@ class Adversary(BaseEstimator):
         phi = self.feature_map_.fit_transform(X, y)  # atoms: leave-one-out on the training rows
         phi_p, phi_q = phi[y == 0], phi[y == 1]
         self.threshold_, self.side_, self.scale_ = None, None, None
-        fit_coef = self._fit_renyi if isinstance(divergence, Renyi) else self._fit_kl
+        fit_coef = self._fit_renyi if isinstance(divergence, Renyi) and not self.function_class_.events else self._fit_kl
         self.coef_, self.intercept_ = fit_coef(phi_p, phi_q)
         g_p, g_q = _linear(phi_p, self.coef_, self.intercept_), _linear(phi_q, self.coef_, self.intercept_)
         if isinstance(divergence, IPM):
@@ -318,6 +325,8 @@ class Adversary(BaseEstimator):
                 )
             eval_size = self.dp_eval_size or g_q.size
             self.threshold_, self.side_ = _best_dp_set(g_p, g_q, divergence.delta, eval_size, self.coupled)
+        elif self.function_class_.events:
+            self.threshold_, self.side_ = _best_event_set(g_p, g_q, divergence, self.dp_eval_size or g_q.size)
         return self
 
     def __sklearn_tags__(self):
@@ -343,11 +352,11 @@ class Adversary(BaseEstimator):
         """The fitted witness h(X), shape (n_samples,).
 
         ``kl``: h = g; ``renyi``: the direction g (the score optimises its
-        scale); ``ipm``: h = +1 on the attack set S, -1 elsewhere; ``dp``: the
-        indicator of S (1 in S, 0 outside).
+        scale); ``ipm``: h = +1 on the attack set S, -1 elsewhere; ``dp``, and
+        ``kl`` and ``renyi`` of a set class: the indicator of S (1 in S, 0 outside).
         """
         g = self.discriminant(X)
-        if self.divergence_.weighted:
+        if self.divergence_.weighted and not self.function_class_.events:
             return g
         in_set = self.side_ * (g - self.threshold_) > 0
         return np.where(in_set, 1.0, -1.0) if isinstance(self.divergence_, IPM) else in_set.astype(float)
@@ -368,12 +377,17 @@ class Adversary(BaseEstimator):
             beta log |E_P g| - log E_Q |g|^beta (scale-optimised restricted
             Renyi, docs/theory.md section 4); ``ipm``: E_P h - E_Q h = 2 (TPR - FPR);
             ``dp``: log((P~(S) - delta) / Q~(S)) with the proportions of X in S
-            smoothed by a half count, (k + 1/2) / (n + 1). Empirical means over X.
+            smoothed by a half count, (k + 1/2) / (n + 1); ``kl`` and ``renyi``
+            of a set class: the binary divergence of those smoothed proportions
+            (:func:`attacks.event_divergence.smoothed_event_divergence`).
+            Empirical means over X.
         """
         check_is_fitted(self)
         X, y = validate_data(self, X, y, reset=False, y_numeric=True)
         _check_labels(y)
         w = self.witness(X)
+        if self.divergence_.weighted and self.function_class_.events:
+            return event_objective(w[y == 0], w[y == 1], self.divergence_)
         return witness_objective(w[y == 0], w[y == 1], self.divergence_)
 
     def _check_params(self) -> Divergence:
@@ -440,7 +454,7 @@ class Adversary(BaseEstimator):
             coef = np.ones(1)
         else:
             coef = _maximise_donsker_varadhan(phi_p, phi_q, self.ridge)
-        if isinstance(self.divergence_, KL):
+        if isinstance(self.divergence_, KL) and not self.function_class_.events:
             self.scale_ = _witness_scale(_linear(phi_p, coef, 0.0), _linear(phi_q, coef, 0.0), self.divergence_,
                                          self.dp_eval_size or phi_q.shape[0])
             coef = self.scale_ * coef
@@ -511,6 +525,14 @@ def witness_objective(w_p, w_q, divergence: str | Divergence, alpha: float | Non
             w_p, w_q = np.asarray(w_p), np.asarray(w_q)
             return float(smoothed_log_ratio(np.count_nonzero(w_p), w_p.size, np.count_nonzero(w_q), w_q.size,
                                             delta)[0])
+
+
+def event_objective(w_p, w_q, divergence: Divergence) -> float:
+    """The binary ``kl`` or ``renyi`` divergence of an event from its indicator's values on samples of P and Q,
+    the proportions smoothed by a half count (:func:`attacks.event_divergence.smoothed_event_divergence`)."""
+    w_p, w_q = np.asarray(w_p), np.asarray(w_q)
+    return float(smoothed_event_divergence(np.count_nonzero(w_p), w_p.size, np.count_nonzero(w_q), w_q.size,
+                                           divergence))
 
 
 def _check_labels(y: np.ndarray) -> None:
@@ -672,6 +694,22 @@ def _best_dp_set(g_p: np.ndarray, g_q: np.ndarray, delta: float, eval_size: int,
             bound = paired_ratio.projected_lower_bound(counts, delta, _DP_SELECTION_LEVEL, eval_size)
         else:
             bound = projected_lower_bound(k_p, g_p.size, k_q, g_q.size, delta, _DP_SELECTION_LEVEL, eval_size)
+        at = int(np.argmax(bound))
+        if bound[at] > best[0]:
+            best = (float(bound[at]), float(thresholds[at]), side)
+    return best[1], best[2]
+
+
+def _best_event_set(g_p: np.ndarray, g_q: np.ndarray, divergence: KL | Renyi, eval_size: int) -> tuple[float, int]:
+    """Threshold t and side s maximising the projected lower bound on the binary divergence of S = {s (g - t) > 0}
+    were it counted on ``eval_size`` held-out samples per law (:func:`attacks.event_divergence.projected_event_bound`)."""
+    thresholds = _cut_points(g_p, g_q)
+    if thresholds.size > _DP_CANDIDATES:
+        thresholds = thresholds[np.linspace(0, thresholds.size - 1, _DP_CANDIDATES).astype(int)]
+    above_p, above_q = _mass_above(np.sort(g_p), thresholds), _mass_above(np.sort(g_q), thresholds)
+    best = (-np.inf, float(thresholds[0]), 1)
+    for side, k_p, k_q in [(1, above_p, above_q), (-1, g_p.size - above_p, g_q.size - above_q)]:
+        bound = projected_event_bound(k_p, g_p.size, k_q, g_q.size, divergence, _DP_SELECTION_LEVEL, eval_size)
         at = int(np.argmax(bound))
         if bound[at] > best[0]:
             best = (float(bound[at]), float(thresholds[at]), side)

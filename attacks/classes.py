@@ -2,10 +2,13 @@
 
 A class is named by a string (config files, results rows): ``linear``,
 ``polyK`` (K >= 1; ``poly1`` is ``linear``), ``kernel``, ``mlp``, ``treeK``
-(K >= 1), ``threshold`` (1-D thresholds of one output coordinate; IPM and DP
-only), ``atoms`` and ``floatbits`` (sets of exact output values and of
-IEEE-754 representation features, :mod:`attacks.representation`; IPM and DP
-only) and ``all`` (the unrestricted class, for claims only).
+(K >= 1), ``threshold`` (1-D thresholds of one output coordinate), ``atoms``
+and ``floatbits`` (sets of exact output values and of IEEE-754
+representation features, :mod:`attacks.representation`) and ``all`` (the
+unrestricted class, for claims only).  The witnesses of ``threshold``,
+``atoms`` and ``floatbits`` are indicators of sets (``events``): they attack
+KL and Renyi claims through the counts of one set
+(:mod:`attacks.event_divergence`).
 
 Containment (docs/theory.md section 3; CBDP section 3): lin in poly_k in
 poly_{k+1}; lin in mlp (one hidden ReLU layer of width >= 2d represents
@@ -20,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from attacks.vocabulary import DIVERGENCES, MEMBERS
+from attacks.vocabulary import DIVERGENCES
 
 KINDS = ("poly", "kernel", "mlp", "tree", "threshold", "atoms", "floatbits", "all")
 MAX_POLY_DEGREE = 10
@@ -77,19 +80,20 @@ class FunctionClass:
 
     @property
     def divergences(self) -> tuple[str, ...]:
-        """The divergences an attack of this class can estimate.
+        """The divergences an attack of this class can estimate: all four, ``all`` none (a claim class only).
 
-        ``threshold`` witnesses are +-1 step functions of one coordinate: they
-        suit the IPM and DP set attacks, not the KL or Renyi objectives (a
-        threshold class is not closed under h -> a h + b in a way that lets the
-        objective's scale be optimised); nor are ``atoms`` and ``floatbits``
-        (:mod:`attacks.representation`). ``all`` is a claim class only.
+        The set classes (:attr:`events`) estimate ``kl`` and ``renyi`` by the
+        binary divergence of one set's counts, a lower bound on the divergence
+        of every class containing the set's indicator (the data processing
+        inequality, :mod:`attacks.event_divergence`).
         """
-        if self.kind in ("threshold", "atoms", "floatbits"):
-            return tuple(name for name, kind in MEMBERS.items() if not kind.weighted)
-        if self.kind == "all":
-            return ()
-        return DIVERGENCES
+        return () if self.kind == "all" else DIVERGENCES
+
+    @property
+    def events(self) -> bool:
+        """Whether the witnesses are indicators of sets (``threshold``, ``atoms``, ``floatbits``): every
+        divergence is then read from one set's counts, not from a real-valued witness's moments."""
+        return self.kind in ("threshold", "atoms", "floatbits")
 
     @property
     def parameters(self) -> tuple[str, ...]:

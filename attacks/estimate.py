@@ -79,8 +79,20 @@ sample size of the weights is below 30
 estimate + Phi^-1(level) se.  p-values invert the lower bound.  No estimate
 is unbounded: separable samples, and even samples that each repeat one output
 (a deterministic release, CBDP Lemma 2, or a randomized response at high
-epsilon), get a finite estimate; with no spread to measure, the ``kl`` and
-``renyi`` rows carry a caveat and the ``dp`` / ``ipm`` count bounds decide.
+epsilon), get a finite estimate; with no spread to measure, a ``kl`` or
+``renyi`` estimate of a witness carries a caveat (the staged search counts such a
+witness's separating event instead, chosen before its confirm sample:
+:func:`attacks.staged.event_attack`).
+
+``kl`` and ``renyi`` from the counts of one event (``event``): the attacks of
+the set classes (``threshold``, ``atoms``, ``floatbits``), and a witness
+whose values show no spread (:mod:`attacks.staged`), are scored by the binary
+divergence of an event S, estimate d(P~(S), Q~(S)) of the half-count smoothed
+proportions, bounded by the minimum of d over the Clopper-Pearson box of
+P(S) and Q(S) (:func:`attacks.event_divergence.event_divergence_bound`):
+exact at any count, finite, at most :meth:`DivergenceEstimate.ceiling` at
+its sample sizes, and a lower bound on the divergence of every class that
+contains S's indicator (the data processing inequality).
 
 The delta-method intervals are asymptotic; their coverage is checked by
 simulation in ``tests/test_estimate.py``, ``tests/test_coupled.py`` and, for
@@ -100,9 +112,10 @@ from sklearn.metrics import roc_auc_score
 from sklearn.utils import check_random_state
 
 from attacks import binomial_ratio, paired_ratio
-from attacks.adversary import Adversary, witness_objective
+from attacks.adversary import Adversary, event_objective, witness_objective
 from attacks.classes import parse_function_class
 from attacks.divergences import variational_bound
+from attacks.event_divergence import event_divergence_bound, event_divergence_ceiling, event_divergence_p_value
 from attacks.vocabulary import DP, IPM, KL, Divergence, divergence_of, parse_divergence
 from attacks.witness_moments import WitnessMoments
 
@@ -168,6 +181,12 @@ class DivergenceEstimate:
         held-out terms carry the objective), or None when it can.  A row with
         a caveat is never reported as a violation: its verdict is at most
         "inconclusive", with the caveat as the reason.
+    event : bool
+        A ``kl`` or ``renyi`` estimate from the counts of one event (module
+        docstring): its bounds are the event bounds of
+        :mod:`attacks.event_divergence` on ``k_p``, ``n_p``, ``k_q``, ``n_q``
+        of ``details`` (independent samples' counts; coupled pairs' marginal
+        counts, which the bounds need no more than).
     """
 
     estimate: float
@@ -183,6 +202,7 @@ class DivergenceEstimate:
     delta: float = 0.0
     coupled: bool = False
     caveat: str | None = None
+    event: bool = False
 
     def to_record(self) -> dict[str, Any]:
         """The estimate as plain JSON numbers, without its fitted adversary.
@@ -232,7 +252,17 @@ class DivergenceEstimate:
                 if self.coupled:
                     return paired_ratio.difference_p_value(self.details["cells"], claim / 2)
                 return binomial_ratio.difference_p_value(*self._counts(), claim / 2)
+        if self.event:
+            return event_divergence_p_value(*self._counts(), divergence_of(self), claim)
         return self._inverted_p_value(claim)  # kl, renyi
+
+    def ceiling(self, level: float = 0.95) -> float:
+        """The largest lower bound at ``level`` that an event estimate's sample sizes allow (complete separation,
+        :func:`attacks.event_divergence.event_divergence_ceiling`); NaN for the other estimates."""
+        if not self.event:
+            return np.nan
+        _, n_p, _, n_q = self._counts()
+        return float(event_divergence_ceiling(n_p, n_q, divergence_of(self), _check_level(level, "level")))
 
     def _inverted_p_value(self, claim: float) -> float:
         """The error rate 1 - level at which :meth:`lower_bound` equals ``claim`` (it grows with the rate)."""
@@ -258,11 +288,13 @@ class DivergenceEstimate:
                 if self.coupled:
                     return paired_ratio.log_ratio_bound(self.details["cells"], delta, level, lower)
                 return binomial_ratio.log_ratio_bound(*self._counts(), delta, level, lower)
+        if self.event:
+            return event_divergence_bound(*self._counts(), divergence_of(self), level, lower)
         return variational_bound(self.estimate, self.standard_error, self.details["log_unseen_ratio"],  # kl, renyi
                                  self.details["n_q"], level, lower)
 
     def _counts(self) -> tuple[int, int, int, int]:
-        """Held-out counts (k_p, n_p, k_q, n_q) of a ``dp`` or ``ipm`` estimate's attack set."""
+        """Held-out counts (k_p, n_p, k_q, n_q) of a ``dp``, ``ipm`` or event estimate's attack set."""
         return tuple(int(self.details[key]) for key in ("k_p", "n_p", "k_q", "n_q"))
 
 
@@ -358,10 +390,12 @@ def estimate_divergence(
         **(class_params or {}),
     ).fit(*_stack(train_p, train_q))
     w_p, w_q = adversary.witness(test_p), adversary.witness(test_q)
-    estimate = witness_objective(w_p, w_q, kind)
-    weights = weight_evidence(w_p, w_q, kind, None, coupled) if kind.weighted else {}
+    event = kind.weighted and adversary.function_class_.events
+    estimate = event_objective(w_p, w_q, kind) if event else witness_objective(w_p, w_q, kind)
+    weights = weight_evidence(w_p, w_q, kind, None, coupled) if kind.weighted and not event else {}
     standard_error = (
-        np.nan if isinstance(kind, DP) else weights.get("standard_error", _difference_error(w_p, w_q, coupled))
+        np.nan if isinstance(kind, DP) or event
+        else weights.get("standard_error", _difference_error(w_p, w_q, coupled))
     )
     scores_p, scores_q = held_out_scores(adversary, w_p, w_q, test_p, test_q)
     details = {
@@ -375,7 +409,7 @@ def estimate_divergence(
         details.update(auc=float(roc_auc_score(labels, g)), advantage=estimate / 2, threshold=adversary.threshold_)
     if isinstance(kind, DP):
         details.update(threshold=adversary.threshold_, side=adversary.side_)
-    if not kind.weighted:
+    if not kind.weighted or event:
         details.update(_set_counts(w_p > 0, w_q > 0, coupled))
     return DivergenceEstimate(
         estimate=float(estimate),
@@ -391,6 +425,7 @@ def estimate_divergence(
         delta=float(delta),
         coupled=bool(coupled),
         caveat=weights.get("caveat"),
+        event=bool(event),
     )
 
 

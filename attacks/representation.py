@@ -7,8 +7,9 @@ of the least significant bits for differential privacy", CCS 2012),
 ``x + noise`` carries the precision of x (Haney et al., "Precision-based
 attacks and interval refining", 2022), and a buggy release that sometimes
 returns the exact answer puts a point mass in a continuous law.  Two feature
-maps expose these to the set attacks (``ipm`` and ``dp``) of
-:class:`attacks.adversary.Adversary`:
+maps expose these to the set attacks of :class:`attacks.adversary.Adversary`
+(``ipm`` and ``dp`` directly, ``kl`` and ``renyi`` through the binary
+divergence of the set's counts, :mod:`attacks.event_divergence`):
 
 ``atoms`` (:class:`AtomTable`)
     g(x) = log((c_P(x) + 1/2) / (n_P + 1)) - log((c_Q(x) + 1/2) / (n_Q + 1)),
@@ -40,14 +41,15 @@ maps expose these to the set attacks (``ipm`` and ``dp``) of
     phi; the score g is the leaf's smoothed log ratio, as for ``treeK``.
     The real value enters only through the sign and the exponent.
 
-What the classes contain, and what they refute.  Both are IPM and DP
-classes only: their witnesses are indicators of sets (+-1 for the IPM), and
-a lookup table or a leaf partition is not closed under the scalings that
-the KL and Renyi objectives optimise over.  An atoms set is a finite union
+What the classes contain, and what they refute.  Both are set classes:
+their witnesses are indicators of sets (+-1 for the IPM), and their ``kl``
+and ``renyi`` values are those of the sets' indicators (the binary
+divergence of P(S) and Q(S), a lower bound on the divergence by the data
+processing inequality, finite at any sample size).  An atoms set is a finite union
 of points and a floatbits set a union of cells of a partition of the float64
 values; both are measurable sets of outputs, so the classes are contained
 in ``all`` and in no other class: an attack of either refutes claims about
-``all`` (i.e. ordinary epsilon-DP) only.  A feature map is post-processing
+``all`` (ordinary epsilon-DP, KL and Renyi DP, zCDP) only.  A feature map is post-processing
 of the released output (the adversary reads the bits the mechanism
 released), so a violation measured on the features is a violation of the
 mechanism itself.

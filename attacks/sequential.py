@@ -193,6 +193,10 @@ class SequentialEstimate:
     def p_value(self, claim: float) -> float:
         return min(1.0, float(self.evidence.p_value(claim)) / self.weight)
 
+    def ceiling(self, level: float = 0.95) -> float:
+        """The look's ceiling (:meth:`attacks.estimate.DivergenceEstimate.ceiling`) at its spent confidence."""
+        return self.evidence.ceiling(self.spent(level))
+
     def to_record(self) -> dict:
         """Plain JSON: ``kind = "sequential"``, the look's own record, the weight and the looks."""
         return dict(kind=SEQUENTIAL, evidence=self.evidence.to_record(), weight=float(self.weight),
@@ -209,7 +213,10 @@ def decide(evidence: SequentialEstimate, claim: float, level: float, tolerance: 
            budget: int = PASS_BUDGET) -> str | None:
     """``"violation"`` when the spent p-value is at most ``level``; ``"decided"`` when an excess of ``tolerance``
     would have been detected at ``level`` with probability :data:`POWER` by a round of at least
-    :data:`PASS_BUDGET` outputs (``budget``: the round's); else None (look again)."""
+    :data:`PASS_BUDGET` outputs (``budget``: the round's); else None (look again).  A look whose interval is not
+    trusted (a ``caveat``) decides nothing: the verdicts read its row inconclusive whatever its p-value."""
+    if evidence.caveat:
+        return None
     if evidence.p_value(claim) <= level:
         return VIOLATION
     if budget >= PASS_BUDGET and detectable_excess(evidence, level) <= tolerance:

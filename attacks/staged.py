@@ -20,9 +20,11 @@ divergence.  Four stages, each on samples no earlier stage saw:
    (:func:`graded_attack`);
 3. **check**: the finalists are scored on fresh samples and ONE statistic is
    chosen by its *promise* (:func:`promise`): for ``kl``, ``renyi`` and
-   ``ipm`` the fitted witness of a finalist; for ``dp`` the fitted set of a
-   finalist or a minimum-variance pool of its nested sets
-   (:mod:`attacks.pooled_ratio`);
+   ``ipm`` the fitted witness of a finalist (for ``kl`` and ``renyi`` the set
+   of a set class, or the separating event of a witness whose check values
+   show no spread, :func:`event_attack`: counted, not summarised by moments);
+   for ``dp`` the fitted set of a finalist or a minimum-variance pool of its
+   nested sets (:mod:`attacks.pooled_ratio`);
 4. **confirm**: that statistic alone is computed on a large fresh sample of
    its pair, counted in chunks (memory bounded at any budget: ``dp`` and
    ``ipm`` keep counts, ``kl`` and ``renyi`` the witness's summary
@@ -33,7 +35,7 @@ divergence.  Four stages, each on samples no earlier stage saw:
 No choice sees the confirm sample, so the confirm statistic is a held-out
 estimate of a fixed witness: its intervals are those of
 :mod:`attacks.estimate` (``kl`` / ``renyi``: the variational bound with its
-unseen-mass term; ``ipm``: the difference bounds on the set's counts;
+unseen-mass term, or an event's count bound, :mod:`attacks.event_divergence`; ``ipm``: the difference bounds on the set's counts;
 ``dp``: the score / Clopper-Pearson bounds on one set's counts, or the
 pooled delta-method bound of :func:`attacks.pooled_ratio.pooled_lower_bound`),
 valid whatever the search did, and one statistic per claim needs no
@@ -65,6 +67,7 @@ from attacks.adversary import Adversary
 from attacks.classes import parse_function_class
 from attacks.divergences import tail_count
 from attacks.estimate import DivergenceEstimate, held_out_scores, moments_evidence, score_histogram
+from attacks.event_divergence import projected_event_bound, smoothed_event_divergence
 from attacks.evidence import NormalEstimate
 from attacks.vocabulary import DP, IPM, divergence_of
 from attacks.witness_moments import WitnessMoments
@@ -188,11 +191,26 @@ class Candidate:
 @dataclass(frozen=True)
 class Attack:
     """A fitted adversary; for ``dp`` its nested sets {s g > c_0} ⊇ {s g > c_1} ⊇ ... (s its side, g its score,
-    cuts c_k ascending, ``fitted`` the index of its own set {s (g - t) > 0})."""
+    cuts c_k ascending, ``fitted`` the index of its own set {s (g - t) > 0}); ``event``: (t, s) of the set
+    {s (w - t) > 0} of a ``kl`` or ``renyi`` witness w counted instead of the witness's moments (a witness
+    whose values show no spread: :meth:`attacks.witness_moments.WitnessMoments.separating_event`)."""
 
     adversary: Adversary
     cuts: np.ndarray | None = None
     fitted: int = 0
+    event: tuple[float, int] | None = None
+
+    @property
+    def counted(self) -> bool:
+        """Whether the statistic is one set's counts (``ipm``, a set class, a witness's event), not moments."""
+        return self.event is not None or self.adversary.threshold_ is not None
+
+    def in_set(self, x: np.ndarray) -> np.ndarray:
+        """Whether each output lies in the counted set."""
+        if self.event is None:
+            return self.adversary.witness(x) > 0
+        threshold, side = self.event
+        return side * (self.adversary.witness(x) - threshold) > 0
 
     def levels(self, x: np.ndarray) -> np.ndarray:
         """The number of sets each output lies in (``EventMoments.from_levels``)."""
@@ -248,7 +266,9 @@ class PooledEstimate(NormalEstimate):
 @dataclass(frozen=True)
 class Option:
     """A statistic the check stage may choose: a finalist and, for ``dp``, the weights on its nested sets;
-    ``counts``: a one-set ``dp`` statistic's check evidence (its counts), None for the others."""
+    ``counts``: a one-set statistic's check evidence (its counts: a ``dp`` set, a ``kl`` or ``renyi`` event), None
+    for the others; ``event``: (t, s) of a witness's separating event (:func:`event_attack`) that the confirm
+    stage counts in place of the witness's moments."""
 
     finalist: int
     weights: np.ndarray | None
@@ -256,10 +276,11 @@ class Option:
     error: float
     family_size: int = 1
     counts: DivergenceEstimate | None = None
+    event: tuple[float, int] | None = None
 
     def promise(self, check: int, confirm: int) -> float:
-        """The confirm bound this statistic is expected to reach: a one-set ``dp`` statistic's projected count
-        bound (:func:`set_promise`), the others' :func:`promise`."""
+        """The confirm bound this statistic is expected to reach: a one-set statistic's projected count bound
+        (:func:`set_promise`), the others' :func:`promise`."""
         if self.counts is not None:
             return set_promise(self.counts, confirm, self.family_size)
         return promise(self.estimate, self.error, check, confirm, self.family_size)
@@ -345,6 +366,8 @@ def staged_search(sample: Sampler, n_pairs: int, target: Target, sizes: StageSiz
                             error="sampling failed for every finalist in the check stage")
     best = max(options, key=lambda option: option.promise(sizes.check, sizes.confirm))
     winner, attack = finalists[kept[best.finalist]], attacks[kept[best.finalist]]
+    if best.event is not None:
+        attack = replace(attack, event=best.event)
     evidence = _confirm(draw, winner, attack, best.weights, target, sizes, chunk, n_jobs)
     if evidence is None:
         return StagedResult(target, sizes, winner, None, len(scored), tuple(finalists), failures=failures,
@@ -411,6 +434,9 @@ def _train_or_error(candidate: Candidate, train: Draw, target: Target, sizes: St
     except Exception as error:
         return f"attack {candidate.function_class}/{target.divergence} failed: " + " ".join(
             f"{type(error).__name__}: {error}".split())
+    if divergence_of(target).weighted and not attack.counted:  # chosen on the training sample
+        return event_attack(attack, WitnessMoments.from_values(attack.adversary.witness(p), attack.adversary.witness(q),
+                                                               target.divergence, target.alpha))
     if not isinstance(divergence_of(target), DP):
         return attack
     adversary = attack.adversary
@@ -451,6 +477,8 @@ def set_promise(evidence: DivergenceEstimate, confirm: int, family_size: int) ->
     bound is the larger.
     """
     level = 1.0 - (1.0 - SELECTION_LEVEL) / family_size
+    if evidence.event:
+        return float(projected_event_bound(*evidence._counts(), divergence_of(evidence), level, confirm))
     if evidence.coupled:
         return float(paired_ratio.projected_lower_bound(np.asarray(evidence.details["cells"]), evidence.delta,
                                                         level, confirm))
@@ -462,7 +490,9 @@ def projected_bound(evidence: DivergenceEstimate, n_eval: int) -> tuple[float, f
 
     ``dp``: :func:`attacks.binomial_ratio.projected_lower_bound` (or its
     paired twin) of the set's counts, which lets a rare set with a large
-    ratio beat a frequent weak one only when ``n_eval`` pins it down; others:
+    ratio beat a frequent weak one only when ``n_eval`` pins it down; an
+    event's ``kl`` or ``renyi``: :func:`attacks.event_divergence.projected_event_bound`
+    (the standard error read from its distance to the estimate); others:
     the estimate less its interval's half-width scaled by sqrt(n_test / n_eval).
     A caveat projects to -inf.
     """
@@ -471,6 +501,10 @@ def projected_bound(evidence: DivergenceEstimate, n_eval: int) -> tuple[float, f
     z = float(norm.ppf(SELECTION_LEVEL))
     if isinstance(divergence_of(evidence), DP):
         return _dp_projection(evidence, n_eval)
+    if evidence.event:
+        projected = float(projected_event_bound(*evidence._counts(), divergence_of(evidence), SELECTION_LEVEL,
+                                                n_eval))
+        return projected, max(evidence.estimate - projected, 0.0) / z
     width = max(evidence.estimate - evidence.lower_bound(SELECTION_LEVEL), 0.0)
     if not np.isfinite(width):
         return -np.inf, np.inf
@@ -503,12 +537,16 @@ def _dp_error(evidence: DivergenceEstimate | PooledEstimate) -> tuple[float, flo
 
 
 def count_estimate(cells: np.ndarray, target: Target, function_class: str, coupled: bool) -> DivergenceEstimate:
-    """The ``dp`` or ``ipm`` estimate of an attack set from its held-out cells (both, only P, only Q, neither)."""
+    """The estimate of an attack set from its held-out cells (both, only P, only Q, neither): ``dp``, ``ipm``, or
+    the event estimate of ``kl`` and ``renyi`` (:mod:`attacks.event_divergence`)."""
     cells = np.asarray(cells, dtype=np.int64)
     n = int(cells.sum())
     k_p, k_q = int(cells[0] + cells[1]), int(cells[0] + cells[2])
-    if isinstance(divergence_of(target), IPM):
+    divergence = divergence_of(target)
+    if isinstance(divergence, IPM):
         estimate = 2.0 * (k_p - k_q) / n
+    elif divergence.weighted:
+        estimate = float(smoothed_event_divergence(k_p, n, k_q, n, divergence))
     else:
         estimate = float(binomial_ratio.smoothed_log_ratio(k_p, n, k_q, n, target.delta)[0])
     details = dict(k_p=k_p, n_p=n, k_q=k_q, n_q=n)
@@ -516,7 +554,8 @@ def count_estimate(cells: np.ndarray, target: Target, function_class: str, coupl
         details["cells"] = [int(c) for c in cells]
     return DivergenceEstimate(estimate=float(estimate), n=n, n_test=n, unbounded=False,
                               function_class=function_class, divergence=target.divergence, alpha=target.alpha,
-                              adversary=None, details=details, delta=float(target.delta), coupled=coupled)
+                              adversary=None, details=details, delta=float(target.delta), coupled=coupled,
+                              event=divergence.weighted)
 
 
 def witness_estimate(moments: WitnessMoments, target: Target, function_class: str,
@@ -534,12 +573,29 @@ def witness_estimate(moments: WitnessMoments, target: Target, function_class: st
 
 def held_out_estimate(attack: Attack, candidate: Candidate, p: np.ndarray, q: np.ndarray, target: Target,
                       coupled: bool) -> DivergenceEstimate:
-    """The fitted set's or witness's estimate on held-out outputs of P and Q."""
-    w_p, w_q = attack.adversary.witness(p), attack.adversary.witness(q)
-    if divergence_of(target).weighted:
-        moments = WitnessMoments.from_values(w_p, w_q, target.divergence, target.alpha)
-        return witness_estimate(moments, target, candidate.function_class, coupled)
-    return count_estimate(paired_ratio.paired_counts(w_p > 0, w_q > 0), target, candidate.function_class, coupled)
+    """The fitted set's or witness's estimate on held-out outputs of P and Q; a ``kl`` or ``renyi`` witness whose
+    values there show no spread, its separating event's (:func:`event_attack`)."""
+    if not attack.counted:
+        moments = WitnessMoments.from_values(attack.adversary.witness(p), attack.adversary.witness(q),
+                                             target.divergence, target.alpha)
+        attack = event_attack(attack, moments)
+        if not attack.counted:
+            return witness_estimate(moments, target, candidate.function_class, coupled)
+    cells = paired_ratio.paired_counts(attack.in_set(p), attack.in_set(q))
+    return count_estimate(cells, target, candidate.function_class, coupled)
+
+
+def event_attack(attack: Attack, moments: WitnessMoments) -> Attack:
+    """The attack counting its witness's separating event where the witness's values show no spread
+    (:meth:`attacks.witness_moments.WitnessMoments.separating_event`), else the attack as it is.
+
+    A witness with one value on each law's sample gives its delta-method
+    interval nothing to measure (a zero standard error); taken to be two-valued
+    on the laws, it is an affine map of the event's indicator, so the event's
+    count bound (:mod:`attacks.event_divergence`) bounds the class's divergence.
+    The choice is made on samples the confirm stage does not see."""
+    event = moments.separating_event()
+    return attack if event is None else replace(attack, event=event)
 
 
 def fit_attack(candidate: Candidate, p: np.ndarray, q: np.ndarray, target: Target, eval_size: int, coupled: bool,
@@ -669,24 +725,23 @@ def _accumulate(draw, candidates: list[Candidate], attacks: list[Attack], n: int
 
 
 def _summary(attack: Attack, p: np.ndarray, q: np.ndarray, target: Target, tail: int):
-    """What the statistic keeps of one block, summed with ``+``: nested-set moments (``dp``), the set's cells
-    (``ipm``), or the witness moments with the ``tail`` largest log weights of Q (``kl``, ``renyi``)."""
-    divergence = divergence_of(target)
-    if isinstance(divergence, DP):
+    """What the statistic keeps of one block, summed with ``+``: nested-set moments (``dp``), one set's cells
+    (``ipm``, and ``kl`` or ``renyi`` counted on an event), or the witness moments with the ``tail`` largest log
+    weights of Q (``kl``, ``renyi``)."""
+    if isinstance(divergence_of(target), DP):
         return attack.moments(p, q)
-    w_p, w_q = attack.adversary.witness(p), attack.adversary.witness(q)
-    if isinstance(divergence, IPM):
-        return paired_ratio.paired_counts(w_p > 0, w_q > 0)
-    return WitnessMoments.from_values(w_p, w_q, target.divergence, target.alpha, tail)
+    if attack.counted:
+        return paired_ratio.paired_counts(attack.in_set(p), attack.in_set(q))
+    return WitnessMoments.from_values(attack.adversary.witness(p), attack.adversary.witness(q), target.divergence,
+                                      target.alpha, tail)
 
 
 def _statistic(total, candidate: Candidate, target: Target, coupled: bool,
                weights: np.ndarray | None = None) -> DivergenceEstimate | PooledEstimate:
     """The evidence of a summed statistic (:func:`_accumulate`): a set's, a witness's, or a pool's."""
-    divergence = divergence_of(target)
-    if divergence.weighted:
+    if isinstance(total, WitnessMoments):
         return witness_estimate(total, target, candidate.function_class, coupled)
-    if isinstance(divergence, IPM):
+    if not isinstance(divergence_of(target), DP):
         return count_estimate(total, target, candidate.function_class, coupled)
     if np.count_nonzero(weights) > 1:
         fields = dict(n=total.n, weights=tuple(float(w) for w in weights), delta=target.delta, coupled=coupled)
@@ -714,6 +769,12 @@ def _check(draw, finalists: list[Candidate], attacks: list[Attack], target: Targ
         options = []
         for i, (total, coupled) in totals.items():
             evidence = _statistic(total, finalists[i], target, coupled)
+            event = total.separating_event() if isinstance(total, WitnessMoments) else None
+            if event is not None:  # no spread: its separating event's counts (event_attack)
+                evidence = count_estimate(np.array([0, total.n_p, 0, 0]), target, finalists[i].function_class, coupled)
+            if evidence.event:
+                options.append(Option(i, None, evidence.estimate, np.nan, len(totals), evidence, event))
+                continue
             width = evidence.estimate - evidence.lower_bound(SELECTION_LEVEL)
             usable = not evidence.caveat and np.isfinite(width)
             options.append(Option(i, None, evidence.estimate if usable else -np.inf,

@@ -54,6 +54,9 @@ from attacks.adversary import witness_log_weights
 from attacks.divergences import conjugate_exponent, tail_count, tail_index
 from attacks.vocabulary import KL, WEIGHTED, Divergence, Renyi, divergence_of, parse_divergence
 
+_NO_SPREAD = 1e-12
+"""Relative spread of a side's values at or below which :meth:`WitnessMoments.separating_event` reads them as one value."""
+
 
 
 @dataclass(frozen=True, eq=False)
@@ -232,6 +235,25 @@ class WitnessMoments:
     def effective_sample_size(self) -> float:
         """Kish's (sum v)^2 / sum v^2 of Q's weights (:func:`attacks.divergences.effective_sample_size`)."""
         return float(self.n_q * self.mean_q**2 / (self.m2_q / self.n_q + self.mean_q**2))
+
+    def separating_event(self) -> tuple[float, int] | None:
+        """(t, s) of the set {s (w - t) > 0} of witness values w that holds every value on P and none on Q, when
+        the values show no spread (one value a on P, log weights of one value on Q: ``kl``'s h_Q, ``renyi``'s
+        |g_Q|, each to a relative 1e-12) and the set exists (``renyi``: |a| > |g_Q|); else None.
+
+        A witness h of a class closed under affine maps that takes two values is a h' + b of that set's indicator
+        1_S, so the set's binary divergence bounds the class's divergence (:mod:`attacks.event_divergence`).
+        """
+        spread_p = self.m2_p / self.n_p
+        spread_q = self.m2_q / self.n_q / self.mean_q**2
+        if not (spread_p <= _NO_SPREAD**2 * self.mean_p**2 and spread_q <= _NO_SPREAD**2):
+            return None
+        on_p = self.scale_p * self.mean_p
+        on_q = self.log_max_q if isinstance(divergence_of(self), KL) else float(np.exp(self.log_max_q / self.beta))
+        if isinstance(divergence_of(self), KL):
+            return ((on_p + on_q) / 2, 1 if on_p > on_q else -1) if on_p != on_q else None
+        side = 1 if on_p > 0 else -1
+        return (side * (abs(on_p) + on_q) / 2, side) if abs(on_p) > on_q else None
 
     def log_unseen_ratio(self) -> float:
         """log r = the largest log weight on P or Q less log mean exp(l_Q)

@@ -905,13 +905,8 @@ def _check_refutable(claim: Claim, attacks: AttackSpec, path: str) -> None:
 
     if not any(tests(name) for name in attacks.classes):
         candidates = [claimed.name] * (claimed.kind != "all") + list(_SUGGESTED_CLASSES)
-        would = [name for name in dict.fromkeys(candidates) if tests(name)]
-        fix = (
-            f"add one of {', '.join(would)} to attacks.classes"
-            if would
-            else f"no attack class estimates {claim.divergence!r} within {claimed.name!r}; "
-            "claim another divergence or class"
-        )
+        would = [name for name in dict.fromkeys(candidates) if tests(name)]  # the claim's own class at least
+        fix = f"add one of {', '.join(would)} to attacks.classes"
         raise ConfigError(
             f"{path}: the claim ({claim.divergence} over {claimed.name!r} <= {claim.epsilon:g}) can be refuted by no "
             f"attack in attacks.classes ({', '.join(attacks.classes)}): an attack refutes a claim only when its class "

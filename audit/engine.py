@@ -86,7 +86,7 @@ from audit.schema import Row
 DETERMINISTIC_NOTE = (
     "every output on D equal, every output on D' equal, and different: consistent with a deterministic release, "
     "but a finite sample bounds the divergence only by its size (dp and ipm rows: exact count bounds; "
-    "kl and renyi rows: no spread to measure, never a violation)"
+    "kl and renyi rows: exact count bounds of the event that separates them)"
 )
 """The note of a pair whose samples look deterministic.  A finite sample never proves infinity (a
 randomized response at epsilon = 8 repeats one output 1 000 times in a row about 70 % of the time),
@@ -96,6 +96,8 @@ so such rows get the attacks' finite bounds like any other (CBDP Lemma 2's infin
 RAISED_NOTE = "the mechanism raised"
 """The start of the note of a pair on which mechanism calls raised: a call that raises is an observable event,
 compared by the attacks like any output (:func:`audit.sampling.draw_pair_isolated`)."""
+EVENT_NOTE = "bound from the counts of one event"
+"""How the note of a ``kl`` or ``renyi`` row bounded by one event's counts begins (:func:`event_note`)."""
 
 
 class SamplingError(RuntimeError):
@@ -390,7 +392,8 @@ def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pai
     if outcome.error is not None:
         return record
     index = next(i for i, pair in enumerate(pairs) if pair.name == task.pair)
-    notes = [COUPLING_REFUSED] if config.attacks.coupled and not outcome.evidence.coupled else []
+    notes = event_note(outcome.evidence, config.attacks.confidence)  # first: report.md cuts long notes
+    notes += [COUPLING_REFUSED] if config.attacks.coupled and not outcome.evidence.coupled else []
     if outputs.deterministic(index):
         notes.append(DETERMINISTIC_NOTE)
     notes += outputs.raised_note(index)
@@ -414,6 +417,16 @@ def _theory(mechanism: Any, pair: NeighbourPair, task: Task) -> tuple[float | No
     except (ArithmeticError, ValueError, IndexError):  # e.g. an overflow at epsilon = 1e308: unknown, not fatal
         theory_bound = None
     return exact, theory_bound
+
+
+def event_note(evidence: Any, confidence: float) -> list[str]:
+    """The note of a ``kl`` or ``renyi`` bound from one event's counts (:mod:`attacks.event_divergence`): the
+    counts, the interval, and the ceiling at the audit's confidence that these sample sizes allow ([] for others)."""
+    if not getattr(evidence, "event", False):
+        return []
+    k_p, n_p, k_q, n_q = (int(evidence.details[key]) for key in ("k_p", "n_p", "k_q", "n_q"))
+    return [f"{EVENT_NOTE}: {k_p} of {n_p} outputs of P, {k_q} of {n_q} of Q; binary divergence over their "
+            f"Clopper-Pearson intervals (data processing), ceiling {evidence.ceiling(confidence):.4g} at these sizes"]
 
 
 def task_record(task: Task, *, task_id: str | None = None, error: str | None = None) -> dict:

@@ -148,7 +148,7 @@ def test_score_is_the_objective_of_the_witness(samples):
         ({"divergence": "kl", "alpha": 2.0}, [[0.0], [1.0]], [0, 1], "alpha applies"),
         ({"divergence": "tv"}, [[0.0], [1.0]], [0, 1], "divergence must be one of"),
         ({"function_class": "cubic"}, [[0.0], [1.0]], [0, 1], "function_class must be one of"),
-        ({"function_class": "threshold", "divergence": "kl"}, [[0.0], [1.0]], [0, 1], "supports divergences"),
+        ({"function_class": "all", "divergence": "kl"}, [[0.0], [1.0]], [0, 1], "supports divergences"),
         ({"divergence": "dp", "delta": 1.5}, [[0.0], [1.0]], [0, 1], "delta"),
         ({"function_class": "kernel", "bandwidth": -1.0}, [[0.0], [1.0]], [0, 1], "bandwidth"),
         ({"divergence": "dp", "coupled": True}, [[0.0], [1.0], [2.0]], [0, 1, 1], "as many samples of P"),
@@ -189,3 +189,25 @@ def test_cross_val_score_stratifies_p_then_q_stacked_samples():
     scores = cross_val_score(Adversary("linear", "kl", random_state=0), X, y, cv=3)
     assert np.all(np.isfinite(scores))
     np.testing.assert_allclose(scores, 0.2260, atol=6 * 0.03)
+
+
+@pytest.mark.parametrize("divergence, alpha", [("kl", None), ("renyi", 4.0)])
+def test_a_set_class_scores_kl_and_renyi_by_its_sets_binary_divergence(divergence, alpha):
+    """threshold on Lap(1) against Lap(0): the witness is the indicator of a half-line and the score the binary
+    divergence of its smoothed proportions (attacks.event_divergence), below the unrestricted value."""
+    from attacks.event_divergence import smoothed_event_divergence
+    from attacks.vocabulary import parse_divergence
+
+    rng = np.random.default_rng(0)
+    X = np.r_[rng.laplace(1.0, 1.0, (4000, 1)), rng.laplace(0.0, 1.0, (4000, 1))]
+    y = np.r_[np.zeros(4000), np.ones(4000)]
+    adversary = Adversary("threshold", divergence, alpha=alpha, random_state=0).fit(X, y)
+    w = adversary.witness(X)
+    assert set(np.unique(w)) == {0.0, 1.0} and adversary.scale_ is None
+    kind = parse_divergence(divergence, alpha)
+    k_p, k_q = int(w[:4000].sum()), int(w[4000:].sum())
+    assert adversary.score(X, y) == pytest.approx(smoothed_event_divergence(k_p, 4000, k_q, 4000, kind), rel=1e-12)
+    from audit.theory.bounds import laplace_kl, laplace_renyi
+
+    exact = laplace_kl(1.0) if divergence == "kl" else laplace_renyi(1.0, alpha)  # of the laws themselves
+    assert 0.05 < adversary.score(X, y) < exact

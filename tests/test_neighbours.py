@@ -110,7 +110,7 @@ def test_default_domain_is_the_box_of_the_default_pairs():
         ({"strategy": "random", "count": True}, "count .* Found True"),
         ({"strategy": "search", "candidates": 0}, "candidates .* from 1 to 10000. Found 0"),
         ({"strategy": "search", "screen_samples": 5}, "screen_samples .* from 10 to"),
-        ({"strategy": "search", "function_class": "threshold", "divergence": "kl"}, "a class that estimates 'kl'"),
+        ({"strategy": "search", "function_class": "all", "divergence": "kl"}, "a class that estimates 'kl'"),
         ({"strategy": "search", "function_class": "poly00"}, "screening attack.*function_class must be one of"),
         ({"strategy": "random", "domain": {"low": [0.0], "high": [1.0], "size": 10**9}}, "size .* from 1 to 100000"),
         ({"strategy": "random", "domain": {"low": ["0"], "high": [1.0]}}, "domain.low must be a number"),

@@ -139,18 +139,26 @@ def test_atom_table_keys_are_bitwise_rows():
 @pytest.mark.parametrize("name", ["atoms", "floatbits", "ATOMS"])
 def test_classes_parse_and_are_contained_in_all_only(name):
     cls = parse_function_class(name)
-    assert cls.name == name.lower() and cls.divergences == ("ipm", "dp")
+    assert cls.name == name.lower() and cls.divergences == ("kl", "renyi", "ipm", "dp") and cls.events
     assert cls.is_contained_in(parse_function_class("all")) and cls.is_contained_in(cls)
     for other in ("linear", "poly3", "tree3", "mlp", "kernel", "threshold"):
         assert not cls.is_contained_in(parse_function_class(other))
         assert not parse_function_class(other).is_contained_in(cls)
 
 
-@pytest.mark.parametrize("name", ["atoms", "floatbits"])
-def test_kl_and_renyi_are_refused(name):
-    X, y = np.r_[np.zeros(5), np.ones(5)][:, None], np.r_[np.zeros(5), np.ones(5)]
-    with pytest.raises(ValueError, match="supports divergences"):
-        Adversary(name, "kl").fit(X, y)
+@pytest.mark.parametrize("divergence,alpha", [("kl", None), ("renyi", 2.0), ("renyi", 10.0)])
+def test_atoms_bound_kl_and_renyi_of_a_point_mass_by_its_counts(divergence, alpha):
+    """A point mass of probability 0.05 on one dataset only: KL and Renyi are infinite; the atoms set's counts
+    bound them by a finite positive number below the ceiling at the held-out size, and a continuous law gets 0."""
+    mechanism = make_mechanism("leaky_laplace", {"epsilon": 1.0, "p": 0.05})
+    rng = np.random.default_rng(0)
+    x_p, x_q = (mechanism.sample(d, N, rng) for d in PAIR)
+    result = estimate_divergence(x_p, x_q, "atoms", divergence, alpha=alpha, random_state=0)
+    assert result.event and result.details["k_q"] == 0 and result.details["k_p"] >= 30, result.details
+    assert 0.1 < result.lower_bound(0.95) < result.ceiling(0.95) < np.log(N)
+    continuous = estimate_divergence(rng.laplace(0, 1, N), 0.5 + rng.laplace(0, 1, N), "atoms", divergence,
+                                     alpha=alpha, random_state=0)
+    assert continuous.lower_bound(0.95) == 0.0
 
 
 def test_atoms_catch_a_leak_at_p_0_005():

@@ -33,7 +33,8 @@ from attacks.sequential import (
     sequential_search,
     spending_weights,
 )
-from attacks.staged import StageSizes, Target, count_estimate, later_outputs
+from attacks.staged import StageSizes, Target, count_estimate, later_outputs, witness_estimate
+from attacks.witness_moments import WitnessMoments
 from audit import run_audit
 from audit.theory.bounds import laplace_linear_kl, laplace_renyi
 from audit.store import evidence_from_record
@@ -94,6 +95,15 @@ def test_decide_needs_a_pass_budget_for_a_pass_and_the_spent_level_for_a_violati
     assert decide(tight, 1.0, LEVEL, 0.1, budget=PASS_BUDGET) == DECIDED
     assert decide(tight, 1.0, LEVEL, 0.1, budget=PASS_BUDGET // RATIO) is None  # too small a search to rule out
     assert decide(tight, 1.0, LEVEL, 1e-6, budget=PASS_BUDGET) is None
+
+
+def test_a_look_with_an_untrusted_interval_decides_nothing():
+    """Issue 32: a search stopped "violation" on a witness with no spread while its row read inconclusive (the
+    caveat): a look with a caveat is neither a violation nor a decided pass, so stop and verdict agree."""
+    constant = WitnessMoments.from_values(np.full(500, 9.0), np.zeros(500), "kl")
+    look = SequentialEstimate(witness_estimate(constant, Target("kl", ("linear",)), "linear", False), 0.2)
+    assert look.caveat and look.p_value(1.0) < 1e-10
+    assert decide(look, 1.0, LEVEL, 10.0, budget=PASS_BUDGET) is None
 
 
 def _monitored_false_violations(runs: int, max_outputs: int, divergence, alpha, classes, claim) -> int:

@@ -88,7 +88,8 @@ def test_a_set_with_3_percent_of_p_and_no_q_outpromises_a_weak_frequent_set(coup
 
 
 def test_target_keeps_only_classes_contained_in_the_claim_that_estimate_the_divergence():
-    assert Target.for_claim("kl", "all", ["linear", "threshold", "poly2"]).classes == ("linear", "poly2")
+    assert Target.for_claim("kl", "all", ["linear", "threshold", "poly2"]).classes == ("linear", "threshold", "poly2")
+    assert Target.for_claim("renyi", "linear", ["linear", "threshold", "atoms"], alpha=2.0).classes == ("linear",)
     assert Target.for_claim("dp", "linear", ["linear", "poly2", "threshold"]).classes == ("linear",)
 
 
@@ -236,7 +237,7 @@ def test_a_mechanism_failing_only_in_the_confirm_stage_gives_error_rows(tmp_path
                                             "confirm stage").sum() == 2
     else:
         kept = table[table["error"].isna()]
-        assert set(kept["pair"]) == {"p0"} and len(kept) == 2 * 3  # p0: dp linear, threshold; kl linear
+        assert set(kept["pair"]) == {"p0"} and len(kept) == 2 * 4  # p0: dp and kl, each linear and threshold
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["verdict"] == result.verdict and len(saved["rows"]) == len(table)
 
@@ -407,7 +408,8 @@ def test_check_and_confirm_summaries_in_blocks_do_not_depend_on_n_jobs(monkeypat
     witness moments up to rounding)."""
     import attacks.staged
 
-    target = Target.for_claim(divergence, "all", ["linear", "threshold"], alpha)
+    classes = ["linear", "threshold"] if divergence == "dp" else ["linear"]  # renyi: a witness's moments
+    target = Target.for_claim(divergence, "all", classes, alpha)
     sizes = StageSizes.from_budget(4_000)
 
     def evidence(block, n_jobs):

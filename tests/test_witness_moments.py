@@ -142,3 +142,15 @@ def test_a_summary_too_short_in_the_tail_is_refused():
         moments.tail_index()
     with pytest.raises(ValueError, match="divergence must be one of"):
         WitnessMoments.from_values(w_p, w_q, "dp")
+
+
+def test_the_separating_event_of_a_witness_with_one_value_per_law():
+    """kl: h = 9 on P, 2 on Q gives {h > 5.5}; renyi: g = -3 on P, +-1 on Q gives {-(g + 2) > 0}; a spread of
+    one part in 1e6, or a renyi |g_P| below |g_Q|, gives none (blocks added keep it)."""
+    kl = WitnessMoments.from_values(np.full(50, 9.0), np.full(40, 2.0), "kl")
+    assert kl.separating_event() == (5.5, 1)
+    assert (kl + WitnessMoments.from_values(np.full(30, 9.0), np.full(30, 2.0), "kl")).separating_event() == (5.5, 1)
+    renyi = WitnessMoments.from_values(np.full(50, -3.0), np.r_[np.ones(20), -np.ones(20)], "renyi", 2.0)
+    assert renyi.separating_event() == pytest.approx((-2.0, -1))
+    assert WitnessMoments.from_values(9.0 + 1e-6 * np.arange(50), np.full(40, 2.0), "kl").separating_event() is None
+    assert WitnessMoments.from_values(np.full(50, 0.5), np.full(40, 2.0), "renyi", 2.0).separating_event() is None
