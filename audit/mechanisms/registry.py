@@ -82,9 +82,9 @@ def _load() -> None:
     global _LOADED, _LOAD_ERROR
     if not _LOADED:
         _LOADED = True
-        from audit.mechanisms import buggy, builtin, gibbs
+        from audit.mechanisms import buggy, builtin, gibbs, learners
 
-        for module, kind in ((builtin, "builtin"), (gibbs, "builtin"), (buggy, "buggy")):
+        for module, kind in ((builtin, "builtin"), (gibbs, "builtin"), (learners, "builtin"), (buggy, "buggy")):
             for cls in module.MECHANISMS:
                 register(cls.name, cls, info_from_class(cls, kind))
         try:

@@ -1,0 +1,257 @@
+"""Learners as mechanisms: full-batch DP-GD logistic regression, with switches that plant known bugs.
+
+The dataset is an array of records, one per row: k features then a label in
+{0, 1}.  The release is the final parameter vector theta in R^k (no
+intercept: give a column of ones for one), n outputs = n independent
+training runs, computed together (docs/design.md, "Contract: config").
+
+Privacy (Dong, Roth and Su, "Gaussian differential privacy", J. R. Stat.
+Soc. B 84 (2022); "DRS"): each step releases the sum of per-example
+gradients clipped to L2 norm C plus N(0, (sigma C)^2 I), a Gaussian
+mechanism of sensitivity C_sens (C when a record is added or removed, 2C
+when one is replaced), which is (C_sens / (sigma C))-GDP (DRS Thm 2.7); the
+T steps compose adaptively to mu-GDP with mu = sqrt(T) C_sens / (sigma C)
+(DRS Corollary 3.3), and the final parameters are post-processing of the
+noisy sums.  mu-GDP is (epsilon, delta_mu(epsilon))-DP for every epsilon
+(DRS Corollary 2.13, :func:`audit.theory.tradeoff.gaussian_profile`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy import optimize, special
+
+from audit.mechanisms.base import BaseMechanism
+from audit.mechanisms.builtin import positive_int
+from audit.theory.tradeoff import gaussian_profile
+from audit.validation import check_positive, is_number
+
+Pair = tuple[np.ndarray, np.ndarray]
+
+NEIGHBOURS = ("add_remove", "replace_one")
+"""The neighbour relations a DP-GD run can be calibrated for."""
+DELTA = 1e-5
+"""The delta at which ``true_privacy`` states the (epsilon, delta) of mu-GDP."""
+
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    """The smallest epsilon >= 0 with delta_mu(epsilon) <= delta: mu-GDP read as (epsilon, delta)-DP.
+
+    DRS Corollary 2.13 (mu-GDP holds exactly when (epsilon, delta_mu(epsilon))-DP
+    holds for all epsilon); delta_mu (:func:`audit.theory.tradeoff.gaussian_profile`)
+    decreases in epsilon, so the root is found by Brent's method.
+
+    Examples
+    --------
+    >>> round(gdp_epsilon(1.0, 1e-5), 3)
+    4.377
+    """
+    mu, delta = check_positive(mu, "mu"), check_positive(delta, "delta")
+    if delta >= 1.0:
+        raise ValueError(f"delta must be in (0, 1). Found {delta!r}.")
+    if gaussian_profile(0.0, mu) <= delta:
+        return 0.0
+    high = mu * mu / 2.0 + mu * (1.0 + math.sqrt(2.0 * math.log(1.0 / delta)))
+    while gaussian_profile(high, mu) > delta:
+        high *= 2.0
+    return float(optimize.brentq(lambda epsilon: float(gaussian_profile(epsilon, mu)) - delta, 0.0, high,
+                                 xtol=1e-12))
+
+
+def _optional_positive(value: Any, name: str) -> float | None:
+    return None if value is None else check_positive(value, name)
+
+
+class DPGradientDescent(BaseMechanism):
+    """Full-batch DP-GD for L2-regularised logistic regression; releases the final parameters.
+
+    From theta_0 = 0, T steps of
+
+        theta <- theta - eta (sum_i clip_C(g_i) + N(0, (sigma C)^2 I) + lambda theta),
+
+    with g_i = (sigmoid(theta . x_i) - y_i) x_i the gradient of record i's
+    logistic loss, clip_C(g) = g min(1, C / ||g||_2), and a record whose
+    gradient is not finite (a NaN or infinite feature or label) contributing
+    0 (still within the clipping ball).  The step is the gradient of the
+    sum of losses, not the mean, so the dataset size is never used.
+
+    Calibrated from ``mu`` (default 1 when ``sigma`` is not given):
+    sigma = sqrt(T) C_sens / (mu C), C_sens = C for ``add_remove`` and 2C
+    for ``replace_one`` neighbours; or from ``sigma`` directly.  The
+    mechanism is then **mu-GDP with mu = sqrt(T) C_sens / (sigma C)**
+    (DRS Thm 2.7 and Corollary 3.3), tight for T = 1 and the default pair
+    (the canary's first gradient is clipped to norm exactly C); for T > 1
+    the canary's gradient shrinks once the model fits it, so the last
+    iterate leaks less than the composition.
+
+    Switches that plant known bugs (all off by default):
+
+    * ``clipping = false``: no clipping; not DP (the sensitivity is the
+      largest gradient norm, unbounded).
+    * ``clip_norm_applied``: gradients clipped to this norm while the noise
+      stays calibrated to ``clip_norm``: true mu scales by
+      ``clip_norm_applied / clip_norm``.
+    * ``noise_over_dataset_size``: the noise divided by the batch (here the
+      dataset) size, as in Opacus #571: true mu m times the claim under
+      ``replace_one``; under ``add_remove`` the noise scale itself differs
+      between neighbours.
+    * ``replace_one_as_add_remove``: ``replace_one`` accounted with the
+      add/remove sensitivity C instead of 2C (dp_accounting #378-like):
+      true mu is twice the claim.
+    * ``pass_nan_gradients``: a non-finite gradient is summed (NaN turns
+      every parameter NaN): not DP, a record of NaN is seen in every output.
+    * ``release_dataset_size``: the number of records is released as a last
+      output coordinate: not DP under ``add_remove`` (harmless under
+      ``replace_one``).
+
+    Parameters
+    ----------
+    mu : float, optional
+        The Gaussian-DP parameter the noise is calibrated to.
+    sigma : float, optional
+        The noise multiplier (noise standard deviation over C); not with ``mu``.
+    steps : int
+        T, the number of full-batch steps.
+    learning_rate : float
+        eta.
+    clip_norm : float
+        C, the clipping norm the noise is calibrated to.
+    l2 : float
+        lambda >= 0, the L2 penalty's weight.
+    neighbours : {"add_remove", "replace_one"}
+        The neighbour relation of the calibration and of the default pairs.
+    clipping, clip_norm_applied, noise_over_dataset_size, replace_one_as_add_remove, pass_nan_gradients,
+    release_dataset_size
+        The bug switches above.
+    """
+
+    name = "dp_gd_logistic"
+    description = ("full-batch DP-GD logistic regression (clip C, noise N(0, (sigma C)^2), T steps), "
+                   "releases the parameters; switches plant known bugs")
+    privacy_claim = "mu-GDP, mu = sqrt(T) C_sens / (sigma C) (Dong, Roth and Su 2022, Cor. 3.3)"
+    canary_norm = 100.0
+    """The canary's feature norm, in units of C: its gradient at theta = 0 has norm canary_norm C / 2 >> C."""
+
+    def __init__(
+        self, mu: float | None = None, sigma: float | None = None, steps: int = 10, learning_rate: float = 0.1,
+        clip_norm: float = 1.0, l2: float = 0.0, neighbours: str = "add_remove", clipping: bool = True,
+        clip_norm_applied: float | None = None, noise_over_dataset_size: bool = False,
+        replace_one_as_add_remove: bool = False, pass_nan_gradients: bool = False,
+        release_dataset_size: bool = False,
+    ) -> None:
+        super().__init__(
+            mu=mu, sigma=sigma, steps=steps, learning_rate=learning_rate, clip_norm=clip_norm, l2=l2,
+            neighbours=neighbours, clipping=clipping, clip_norm_applied=clip_norm_applied,
+            noise_over_dataset_size=noise_over_dataset_size, replace_one_as_add_remove=replace_one_as_add_remove,
+            pass_nan_gradients=pass_nan_gradients, release_dataset_size=release_dataset_size,
+        )
+        if mu is not None and sigma is not None:
+            raise ValueError(f"give mu or sigma, not both. Found mu={mu!r}, sigma={sigma!r}.")
+        if neighbours not in NEIGHBOURS:
+            raise ValueError(f"neighbours must be one of {', '.join(map(repr, NEIGHBOURS))}. Found {neighbours!r}.")
+        switches = dict(clipping=clipping, noise_over_dataset_size=noise_over_dataset_size,
+                        replace_one_as_add_remove=replace_one_as_add_remove, pass_nan_gradients=pass_nan_gradients,
+                        release_dataset_size=release_dataset_size)
+        for key, value in switches.items():
+            if not isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"{key} must be true or false. Found {value!r}.")
+        if replace_one_as_add_remove and neighbours != "replace_one":
+            raise ValueError("replace_one_as_add_remove plants a bug of replace_one accounting; "
+                             f"set neighbours = 'replace_one'. Found neighbours={neighbours!r}.")
+        if not is_number(l2) or not 0.0 <= float(l2) < math.inf:
+            raise ValueError(f"l2 must be a finite number >= 0. Found {l2!r}.")
+        self.steps = positive_int("steps", steps)
+        self.learning_rate = check_positive(learning_rate, "learning_rate")
+        self.clip_norm = check_positive(clip_norm, "clip_norm")
+        self.applied_clip_norm = _optional_positive(clip_norm_applied, "clip_norm_applied") or self.clip_norm
+        self.l2 = float(l2)
+        self.neighbours = neighbours
+        self.clipping, self.noise_over_dataset_size = bool(clipping), bool(noise_over_dataset_size)
+        self.pass_nan_gradients, self.release_dataset_size = bool(pass_nan_gradients), bool(release_dataset_size)
+        accounted = 1.0 if neighbours == "add_remove" or replace_one_as_add_remove else 2.0
+        if sigma is None:
+            self.mu = check_positive(1.0 if mu is None else mu, "mu")
+            self.sigma = math.sqrt(self.steps) * accounted / self.mu
+        else:
+            self.sigma = check_positive(sigma, "sigma")
+            self.mu = math.sqrt(self.steps) * accounted / self.sigma
+        self.true_mu = self._true_mu()
+        self.true_epsilon = math.inf if self.true_mu is None else None
+
+    def _true_mu(self) -> float | None:
+        """The mu-GDP the sampler has over ``self.neighbours`` (None: not DP for any epsilon over all datasets)."""
+        if not self.clipping or self.pass_nan_gradients or self.noise_over_dataset_size:
+            return None  # unbounded gradients; a NaN record turns the release NaN; noise sigma C / m, m unbounded
+        if self.release_dataset_size and self.neighbours == "add_remove":
+            return None  # the released size differs between neighbours
+        sensitivity = (2.0 if self.neighbours == "replace_one" else 1.0) * self.applied_clip_norm
+        return math.sqrt(self.steps) * sensitivity / (self.sigma * self.clip_norm)
+
+    @property
+    def true_privacy(self) -> str:
+        if self.true_mu is None:
+            return f"claims {self.mu:.4g}-GDP; not DP for any epsilon"
+        claim = "" if math.isclose(self.true_mu, self.mu) else f"claims {self.mu:.4g}-GDP; true: "
+        return (f"{claim}{self.true_mu:.4g}-GDP over {self.neighbours} neighbours: "
+                f"({gdp_epsilon(self.true_mu, DELTA):.4g}, {DELTA:g})-DP")
+
+    def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        features, labels = self._records(dataset)
+        if not self.pass_nan_gradients:  # a record that is not finite has a non-finite gradient: it adds 0
+            finite = np.isfinite(features).all(axis=1) & np.isfinite(labels)
+            features, labels = np.where(finite[:, None], features, 0.0), np.where(finite, labels, 0.0)
+        m, k = features.shape
+        row_norms = np.linalg.norm(features, axis=1)
+        noise_scale = self.sigma * self.clip_norm / (max(m, 1) if self.noise_over_dataset_size else 1)
+        theta = np.zeros((n, k))
+        for _ in range(self.steps):  # sequential over steps, vectorised over the n runs
+            residuals = special.expit(theta @ features.T) - labels  # (n, m): g_i = residual_i x_i
+            if self.clipping:
+                with np.errstate(divide="ignore", invalid="ignore"):  # a zero gradient: C / 0 = inf, kept as is
+                    residuals = residuals * np.minimum(1.0, self.applied_clip_norm / (np.abs(residuals) * row_norms))
+            if not self.pass_nan_gradients:
+                residuals = np.where(np.isfinite(residuals), residuals, 0.0)
+            gradient = residuals @ features + rng.normal(0.0, noise_scale, size=(n, k)) + self.l2 * theta
+            theta = theta - self.learning_rate * gradient
+        if self.release_dataset_size:
+            return np.hstack([theta, np.full((n, 1), float(m))])
+        return theta
+
+    @staticmethod
+    def _records(dataset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(features (m, k), labels (m,)) of a dataset of rows (features..., label); labels checked in {0, 1}."""
+        records = np.asarray(dataset, dtype=float)
+        if records.ndim != 2 or records.shape[1] < 2:
+            raise ValueError(f"dp_gd_logistic takes a dataset of records (features..., label) with at least one "
+                             f"feature: shape (m, k + 1), k >= 1. Found shape {records.shape}.")
+        labels = records[:, -1]
+        bad = np.isfinite(labels) & (labels != 0.0) & (labels != 1.0)
+        if np.any(bad):
+            raise ValueError(f"dp_gd_logistic labels (the last column) must be 0 or 1. Found {labels[bad][0]!r}.")
+        return records[:, :-1], labels
+
+    def default_pairs(self) -> list[Pair]:
+        """A fixed dataset of 20 records (two informative features, a third always 0, labels 0/1), and:
+
+        p0, the canary: a record of feature norm ``canary_norm`` C on the unused third feature, label 1,
+        added (``add_remove``), or replacing a record of the opposite feature (``replace_one``: the
+        two clipped gradients point in opposite directions, 2C apart); p1, a record of NaN features
+        in the canary's place (a special value: its gradient is not finite).
+        """
+        generator = np.random.default_rng(20261127)
+        features = np.hstack([generator.normal(size=(20, 2)), np.zeros((20, 1))])
+        labels = (features[:, 0] + features[:, 1] + generator.normal(size=20) > 0).astype(float)
+        base = np.column_stack([features, labels])
+        canary = np.array([[0.0, 0.0, self.canary_norm * self.clip_norm, 1.0]])
+        nan_record = np.array([[np.nan, np.nan, np.nan, 1.0]])
+        if self.neighbours == "add_remove":
+            return [(base, np.vstack([base, canary])), (base, np.vstack([base, nan_record]))]
+        opposite = canary * np.array([1.0, 1.0, -1.0, 1.0])
+        d = np.vstack([base, opposite])
+        return [(d, np.vstack([base, canary])), (d, np.vstack([base, nan_record]))]
+
+
+MECHANISMS = (DPGradientDescent,)
