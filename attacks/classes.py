@@ -13,6 +13,14 @@ x = relu(x) - relu(-x)); tree_k in tree_{k+1}; every class in ``all``
 (``atoms`` and ``floatbits`` in ``all`` only). An
 attack of class A refutes a claim about class C only when A is contained in C;
 other attacks are informative.
+
+Layers (:attr:`FunctionClass.layer`): a class reads either the released
+*values* (``value``: every class but ``floatbits``; ``atoms`` reads which
+values occur) or how a value is *stored* (``representation``: ``floatbits``,
+the IEEE-754 features behind Mironov's 2012 attack on floating-point
+samplers).  An audit searches each layer on its own and gives every claim a
+verdict per layer (:mod:`audit.engine`, :mod:`audit.verdicts`), so a
+representation finding never hides what the values say.
 """
 
 from __future__ import annotations
@@ -22,6 +30,11 @@ from dataclasses import dataclass
 
 from attacks.vocabulary import DIVERGENCES, MEMBERS
 
+VALUE, REPRESENTATION = "value", "representation"
+LAYERS = (VALUE, REPRESENTATION)
+"""The layers of findings: what a mechanism computes, and how it stores it (:attr:`FunctionClass.layer`)."""
+REPRESENTATION_KINDS = frozenset({"floatbits"})
+"""The kinds whose witnesses read a value's storage rather than the value."""
 KINDS = ("poly", "kernel", "mlp", "tree", "threshold", "atoms", "floatbits", "all")
 MAX_POLY_DEGREE = 10
 """Largest K of ``polyK``: a degree-K polynomial of d coordinates has C(d + K, K)
@@ -101,6 +114,13 @@ class FunctionClass:
         ``threshold`` and ``all`` take none.
         """
         return PARAMETERS[self.kind]
+
+    @property
+    def layer(self) -> str:
+        """:data:`REPRESENTATION` for a class that reads how outputs are stored (``floatbits``: IEEE-754 bits, so a
+        finding is a property of the floating-point sampler, Mironov 2012), else :data:`VALUE` (``all`` too: a
+        claim class holds both)."""
+        return REPRESENTATION if self.kind in REPRESENTATION_KINDS else VALUE
 
     def is_contained_in(self, other: FunctionClass) -> bool:
         """Whether this class is a subset of ``other`` (docs/theory.md section 3).

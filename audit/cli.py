@@ -205,7 +205,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.json_summary:
         from audit.summary import json_summary
 
-        print(json_summary(result.table, result.verdict, code, out / "report.md"))
+        print(json_summary(result.table, result.verdict, code, out / "report.md", result.claims))
     return code
 
 
@@ -283,6 +283,12 @@ def _summary(title: str, result, out: Path, stream=None) -> None:
                       + [f"{count} checks {verdict}" for verdict, count in sorted(checks.items())])
     print(f"{title}: {result.verdict.upper()} ({tally}; {result.seconds:.1f} s) -> {out / 'report.md'}",
           file=stream or sys.stdout)
+    from audit.summary import claim_verdicts, layer_text
+
+    claims = getattr(result, "claims", ())
+    for line, claim in zip(claim_verdicts(claims), claims):  # each layer's verdict, where it is read
+        if layer_text(claim):
+            print(f"  {line['claim']}: {line['verdict']} ({layer_text(claim)})", file=stream or sys.stdout)
     failing = [entry for entry in getattr(result, "theory", ()) if entry["fails"]]
     if failing:  # a published bound that fails does not change the verdict: say so where it is read
         print(f"PUBLISHED BOUND FAILS: {len(failing)} of {len(result.theory)} closed-form bounds compared "

@@ -3,10 +3,13 @@
 ``[attacks] policy`` (docs/config.md) says which candidates (pair x direction
 x attack class) get a confirmed row:
 
-- ``"best"``: one search per claim and Renyi order
-  (:func:`attacks.staged.staged_search`): every candidate contained in the
-  claim's class screened, the finalists trained and checked, ONE statistic
-  confirmed on a fresh sample; one row per claim and order, Holm over those.
+- ``"best"``: one search per claim, Renyi order and layer
+  (:func:`attacks.staged.staged_search`): every candidate of the layer
+  (:attr:`attacks.classes.FunctionClass.layer`: the values, or their
+  IEEE-754 representation) contained in the claim's class screened, the
+  finalists trained and checked, ONE statistic confirmed on a fresh sample;
+  one row per claim, order and layer, Holm over those (so the error is spent
+  across both layers and the audit-wide guarantee holds).
 - ``"every"``: every candidate of every pair trained on the train share and
   its own set or witness confirmed on a fresh held-out share
   (:func:`attacks.staged.confirm_every`, ``train_fraction`` splitting
@@ -50,7 +53,7 @@ import joblib
 import numpy as np
 from tqdm import tqdm
 
-from attacks.classes import parse_function_class
+from attacks.classes import LAYERS, VALUE, parse_function_class
 from attacks.sequential import FIRST_BUDGET, FIXED, Limits, least_outputs, round_budgets, sequential_search
 from attacks.staged import (
     MAX_FINALISTS,
@@ -221,20 +224,26 @@ def _largest_sizes(config: AuditConfig, n_pairs: int, n_units: int) -> StageSize
 
 
 class _Best:
-    """Policy ``best``: one staged search per claim and Renyi order (:func:`attacks.staged.staged_search`), or,
+    """Policy ``best``: one staged search per claim, Renyi order and layer (:func:`attacks.staged.staged_search`), or,
     without ``n_samples``, searches in rounds until decided (:func:`attacks.sequential.sequential_search`: each
     unit gets an equal share of ``max_outputs`` and ``[run] max_seconds`` and stops at the level of Holm's first
     step over the units)."""
 
     @staticmethod
     def units(config: AuditConfig, pairs: Sequence[NeighbourPair]) -> list[Unit]:
-        attacks = config.attacks
-        return [
-            Unit(f"staged|claim{index}|{alpha}",
-                 (Target.for_claim(claim.divergence, claim.function_class, attacks.classes, alpha, claim.delta,
-                                   attacks.class_params),), claim_index=index)
-            for index, claim in enumerate(config.claims) for alpha in claim.alpha
-        ]
+        """A unit per claim, Renyi order and layer (:data:`attacks.classes.LAYERS`) with a usable class: a
+        representation finding (``floatbits``) never ends the value classes' search, which goes on to its own
+        verdict; a claim no class can test keeps one (empty) unit, its row an error."""
+        attacks, units = config.attacks, []
+        for index, claim in enumerate(config.claims):
+            for alpha in claim.alpha:
+                targets = {layer: Target.for_claim(claim.divergence, claim.function_class, attacks.classes, alpha,
+                                                   claim.delta, attacks.class_params, layer=layer)
+                           for layer in LAYERS}
+                tested = [layer for layer in LAYERS if targets[layer].classes] or [VALUE]
+                units += [Unit(f"staged|claim{index}|{alpha}" + ("" if layer == VALUE else f"|{layer}"),
+                               (targets[layer],), claim_index=index) for layer in tested]
+        return units
 
     @staticmethod
     def held(sizes: StageSizes, n_samples: int, n_pairs: int) -> tuple[int, int]:
@@ -275,7 +284,7 @@ def _sequential(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence
                 bar: _OutputsBar, seed: int) -> StagedResult:
     """A ``best`` unit's search in rounds (:func:`attacks.sequential.sequential_search`); the progress bar
     replans each round and shows the current bound beside the claim."""
-    attacks, units = config.attacks, sum(len(claim.alpha) for claim in config.claims)
+    attacks, units = config.attacks, len(_Best.units(config, pairs))
     limits = Limits(attacks.max_outputs // units, config.run.max_seconds / units, attacks.tolerance,
                     (1.0 - attacks.confidence) / units)
     claim = config.claims[unit.claim_index]
@@ -448,6 +457,7 @@ def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = N
         "direction": record["direction"],
         "function_class": record["function_class"],
         "divergence": record["divergence"],
+        "delta": float(record["delta"]),
         "alpha": math.nan if record["alpha"] is None else float(record["alpha"]),
         "estimate": float(record["estimate"]),
         "n_samples": math.nan if config.attacks.n_samples is None else config.attacks.n_samples,

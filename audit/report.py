@@ -48,6 +48,7 @@ from audit.theory.check import failures
 from audit.schema import STAGE_SIZE_COLUMNS, Row  # noqa: E402
 from attacks.sequential import POWER  # noqa: E402
 from audit.families import claim_summaries  # noqa: E402
+from audit.verdicts import NOT_AUDITED  # noqa: E402
 from audit.tradeoff_report import LEVELS as TRADEOFF_LEVELS, Panel, tradeoff_panels  # noqa: E402
 from audit.config import AttackSpec  # noqa: E402
 
@@ -166,7 +167,8 @@ def _strongest_row(rows: Sequence[Row], claim: Mapping[str, Any]) -> Row | None:
     keys = ("divergence", "claim_class", "claim", "on_average")
     tasks = [row for row in rows if row.task == claim["strongest_task"]]
     for row in tasks:
-        if _same_number(row.alpha, claim["alpha"]) and all(getattr(row, k) == claim[k] for k in keys):
+        if (_same_number(row.alpha, claim["alpha"]) and _same_number(row.delta, claim["delta"])
+                and all(getattr(row, k) == claim[k] for k in keys)):
             return row
     return tasks[0] if tasks else None  # a curve claim's line names its strongest member's row
 
@@ -284,9 +286,10 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
     lines += ["## Results per claim", ""] if rows else []
     claims: dict[tuple, list[Row]] = {}
     for row in rows:
-        claims.setdefault((row.divergence, row.claim_class, row.claim, row.on_average), []).append(row)
-    for (divergence, claim_class, claim, on_average), claim_rows in claims.items():
-        lines += [f"### {_claim_title(divergence, claim_class, claim, on_average)}", "", _claim_table(claim_rows), ""]
+        claims.setdefault((row.divergence, row.claim_class, row.claim, row.delta, row.on_average), []).append(row)
+    for (divergence, claim_class, claim, delta, on_average), claim_rows in claims.items():
+        lines += [f"### {_claim_title(divergence, claim_class, claim, on_average, delta)}", "",
+                  _claim_table(claim_rows), ""]
     if figures:
         lines += ["## Figures", ""]
         lines += [f"![{path.stem}]({path.as_posix()})\n" for path in figures]
@@ -349,7 +352,8 @@ def _staged_section(rows: Sequence[Row]) -> list[str]:
     if not searched:
         return []
     frame = pd.DataFrame({
-        "claim": [_claim_label(r.divergence, r.claim_class, r.claim, r.alpha) for r in searched],
+        "claim": [_claim_label(r.divergence, r.claim_class, r.claim, r.alpha, r.delta) for r in searched],
+        "layer": [r.layer for r in searched],
         "winner": [row_label(r.pair, r.direction, r.function_class) for r in searched],
         **{name: [str(getattr(r, name)) for r in searched] for name in STAGE_SIZE_COLUMNS},
     })
@@ -378,7 +382,7 @@ def _stop_lines(rows: Sequence[Row], tolerance: float) -> list[str]:
     stopped = [row for row in rows if row.stop is not None and not row.error]
     if not stopped:
         return []
-    lines = [f"- {_claim_label(r.divergence, r.claim_class, r.claim, r.alpha)}: stopped after "
+    lines = [f"- {_claim_label(r.divergence, r.claim_class, r.claim, r.alpha, r.delta)}, {r.layer}: stopped after "
              f"{_thousands(r.outputs_drawn)} outputs ({r.rounds} round{'s' if r.rounds != 1 else ''}): "
              + _STOP_WORDS[r.stop].format(tolerance=tolerance, power=POWER) for r in stopped]
     return ["Outputs drawn (both datasets, every pair, stage and round) and why each search stopped "
@@ -392,7 +396,7 @@ def _thousands(value: int) -> str:
 def _outputs_drawn(rows: Sequence[Row]) -> int:
     """All outputs the audit drew: each unit's (a search of policy best, ``staged|claim<k>|...`` at one order; a
     pair of policy every), counted once over its rows."""
-    units = {(row.task.split("|")[1], json_value(row.alpha)) if row.task.startswith("staged|") else row.pair:
+    units = {(row.task.split("|")[1], json_value(row.alpha), row.layer) if row.task.startswith("staged|") else row.pair:
              row.outputs_drawn for row in rows if row.outputs_drawn is not None}
     return int(sum(units.values()))
 
@@ -623,16 +627,24 @@ def _claims_table(claims: list[dict[str, Any]]) -> str:
     shown = pd.DataFrame(
         {
             "claim": [c.get("label") or ("on average: " if c.get("on_average") else "")
-                      + _claim_label(c["divergence"], c["claim_class"], c["claim"], c["alpha"]) for c in claims],
-            "verdict": [f"**{c['verdict']}**" if c["verdict"] != "pass" else "pass" for c in claims],
+                      + _claim_label(c["divergence"], c["claim_class"], c["claim"], c["alpha"], c.get("delta", 0.0))
+                      for c in claims],
+            "verdict": [_bold_unless_pass(c["verdict"]) for c in claims],
+            "values": [_bold_unless_pass(c.get("value_verdict", c["verdict"])) for c in claims],
+            "representation": [_bold_unless_pass(c.get("representation_verdict", NOT_AUDITED)) for c in claims],
             "strongest row": [c.get("strongest_row") or "-" for c in claims],
             "adjusted p": [_number(c["p_adjusted"]) for c in claims],
             f"detectable excess ({POWER:.0%} power)": [_number(c["detectable_excess"]) for c in claims],
             "note": [c["note"] for c in claims],
         },
-        columns=["claim", "verdict", "strongest row", "adjusted p", f"detectable excess ({POWER:.0%} power)", "note"],
+        columns=["claim", "verdict", "values", "representation", "strongest row", "adjusted p",
+                 f"detectable excess ({POWER:.0%} power)", "note"],
     )
     return _to_markdown(shown)
+
+
+def _bold_unless_pass(verdict: str) -> str:
+    return verdict if verdict in ("pass", NOT_AUDITED) else f"**{verdict}**"
 
 
 def _summary_table(rows: Sequence[Row]) -> str:
@@ -682,14 +694,16 @@ def _claim_table(rows: Sequence[Row]) -> str:
     return _to_markdown(shown)
 
 
-def _claim_title(divergence: str, claim_class: Any, claim: Any, on_average: bool = False) -> str:
-    return f"Claim{' (on average)' if on_average else ''}: {_claim_label(divergence, claim_class, claim)}"
+def _claim_title(divergence: str, claim_class: Any, claim: Any, on_average: bool = False, delta: Any = 0.0) -> str:
+    return f"Claim{' (on average)' if on_average else ''}: {_claim_label(divergence, claim_class, claim, delta=delta)}"
 
 
-def _claim_label(divergence: str, claim_class: Any, claim: Any, alpha: Any = None) -> str:
+def _claim_label(divergence: str, claim_class: Any, claim: Any, alpha: Any = None, delta: Any = 0.0) -> str:
+    """A claim in words, e.g. ``(all, DP) <= 1``; a dp claim's delta when it is not 0 (it tells claims apart)."""
     kind = divergence_kind(divergence)
     order = f" alpha={_number(alpha)}" if kind.has_order and alpha is not None and not pd.isna(alpha) else ""
-    return f"({claim_class}, {kind.label}{order}) <= {_number(claim)}"
+    slack = f", delta={_number(delta)}" if isinstance(delta, int | float) and delta and not math.isnan(delta) else ""
+    return f"({claim_class}, {kind.label}{order}{slack}) <= {_number(claim)}"
 
 
 def _divergence_label(divergence: str, alpha: Any) -> str:

@@ -124,16 +124,19 @@ def test_continuous_monitoring_keeps_false_violations_at_the_level_over_many_see
 
 
 def test_a_sequential_audit_stops_at_a_gross_violation_and_says_so(tmp_path):
-    """A float-safe Laplace at epsilon 5 claimed 1-DP: caught in the first round, 8 000 outputs in all."""
+    """A float-safe Laplace at epsilon 5 claimed 1-DP: caught in the first round by each layer's search (the
+    values', the representation's), 8 000 outputs each."""
     config = {"mechanism": {"name": "snapping_laplace", "params": {"epsilon": 5.0}},
               "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0}], "run": {"seed": 0}}
     result = run_audit(config, out_dir=tmp_path, progress=False)
     assert result.verdict == "violation"
     document = json.loads((tmp_path / "results.json").read_text())
-    assert document["outputs_drawn"] == 2 * FIRST_BUDGET <= 40_000
-    row = next(row for row in document["rows"] if row["error"] is None)
-    assert (row["stop"], row["rounds"], row["outputs_drawn"]) == (VIOLATION, 1, 2 * FIRST_BUDGET)
-    assert "stopped after 8 000 outputs (1 round): violation" in (tmp_path / "report.md").read_text()
+    assert document["outputs_drawn"] == 2 * 2 * FIRST_BUDGET <= 40_000
+    rows = [row for row in document["rows"] if row["error"] is None]
+    assert sorted(row["layer"] for row in rows) == ["representation", "value"]
+    for row in rows:
+        assert (row["stop"], row["rounds"], row["outputs_drawn"]) == (VIOLATION, 1, 2 * FIRST_BUDGET)
+    assert "value: stopped after 8 000 outputs (1 round): violation" in (tmp_path / "report.md").read_text()
 
 
 def test_a_fixed_budget_keeps_the_fixed_design(tmp_path):

@@ -1,0 +1,182 @@
+"""Findings by layer (issue 31): what a mechanism computes (values) and how it stores it (representation).
+
+Every claim gets a verdict per layer; a representation finding (``floatbits``) never ends the value classes'
+search; a claim is identified by everything that defines it (delta included), so two claims never share rows.
+The mechanisms below are the textbook pattern (numpy's Laplace / Gaussian added to a data-dependent value), whose
+IEEE-754 outputs leak the input (Mironov, CCS 2012) while their values are private.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from attacks.classes import LAYERS, REPRESENTATION, VALUE, parse_function_class
+from audit.api import run_audit
+from audit.config import DEFAULT_CLASSES
+from audit.schema import Row
+from audit.verdicts import NOT_AUDITED, assign_verdicts, summarize_claims
+
+LEVEL = 0.05
+"""The audit's error rate at the default confidence 0.95."""
+
+OUTLIER_PAIR = {"d": [[0.0]] * 10, "d_prime": [[0.0]] * 9 + [[4.5]]}
+"""Ten records, one replaced by an outlier: the clipped mean moves by 1/10, the sum clipped as a whole by 4.5/10."""
+
+
+def clipped_mean(dataset, n, rng, epsilon=1.0):
+    """Each record clipped to [0, 1], their mean plus Laplace(1 / (m epsilon)): epsilon-DP (replace-one)."""
+    records = np.clip(np.asarray(dataset, dtype=float)[:, 0], 0.0, 1.0)
+    return records.mean() + rng.laplace(0.0, 1.0 / (len(records) * epsilon), size=n)
+
+
+def sum_clipped_mean(dataset, n, rng, epsilon=1.0):
+    """The bug: the sum clipped to [0, m] instead of each record, so one outlier of 4.5 moves the mean by 4.5 / m
+    (true epsilon 4.5 on :data:`OUTLIER_PAIR`)."""
+    records = np.asarray(dataset, dtype=float)[:, 0]
+    total = np.clip(records.sum(), 0.0, len(records))
+    return total / len(records) + rng.laplace(0.0, 1.0 / (len(records) * epsilon), size=n)
+
+
+def _readme_mechanism():
+    """examples/my_mechanism.py's ``mechanism``, loaded from its file."""
+    path = Path(__file__).resolve().parents[1] / "examples" / "my_mechanism.py"
+    spec = importlib.util.spec_from_file_location("my_mechanism", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.mechanism
+
+
+def _claim(result, **keys):
+    return next(claim for claim in result.claims if all(claim[key] == value for key, value in keys.items()))
+
+
+@pytest.mark.parametrize(("name", "layer"), [("linear", VALUE), ("poly3", VALUE), ("kernel", VALUE), ("mlp", VALUE),
+                                             ("tree3", VALUE), ("threshold", VALUE), ("atoms", VALUE),
+                                             ("floatbits", REPRESENTATION), ("all", VALUE)])
+def test_each_class_names_its_layer(name, layer):
+    assert parse_function_class(name).layer == layer and layer in LAYERS
+
+
+def _row(function_class, verdict, claim=1.0, delta=0.0):
+    return Row(pair="p0", direction="P|Q", function_class=function_class, divergence="dp", claim=claim,
+               claim_class="all", refutes_claim=True, verdict=verdict, delta=delta, estimate=0.5)
+
+
+def test_a_claim_has_a_verdict_per_layer_and_is_refuted_by_either():
+    [claim] = summarize_claims([_row("linear", "pass"), _row("floatbits", "violation")])
+    assert (claim["verdict"], claim["value_verdict"], claim["representation_verdict"]) == \
+        ("violation", "pass", "violation")
+    [claim] = summarize_claims([_row("linear", "inconclusive")])
+    assert (claim["verdict"], claim["value_verdict"], claim["representation_verdict"]) == \
+        ("inconclusive", "inconclusive", NOT_AUDITED)
+
+
+def test_claims_differing_only_in_delta_keep_their_own_rows():
+    """Before: the summary key left delta out, so these two became one claim refuted by the false one's row."""
+    claims = summarize_claims([_row("linear", "pass", 0.5, 0.3), _row("linear", "violation", 0.5, 0.1)])
+    assert [(claim["delta"], claim["verdict"]) for claim in claims] == [(0.3, "pass"), (0.1, "violation")]
+
+
+def test_the_readme_mechanism_reads_a_value_pass_beside_a_representation_violation(tmp_path):
+    """examples/my_mechanism.py (1-DP in the reals) claimed dp/all <= 1.5 at default settings: the values pass with
+    50 % room, the IEEE-754 representation is refuted (Mironov 2012), and the audit says both."""
+    mechanism = _readme_mechanism()
+    config = {"mechanism": {"callable": mechanism, "params": {"epsilon": 1.0}},
+              "pairs": [{"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}],
+              "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.5}]}
+    result = run_audit(config, out_dir=tmp_path, progress=False)
+    [claim] = result.claims
+    assert (claim["value_verdict"], claim["representation_verdict"]) == ("pass", "violation")
+    assert result.verdict == "violation" and result.exit_code == 1  # refuted in either layer is refuted
+    document = json.loads((tmp_path / "results.json").read_text())
+    assert {row["layer"] for row in document["rows"]} == {VALUE, REPRESENTATION}
+    value = next(row for row in document["rows"] if row["layer"] == VALUE)
+    assert value["stop"] == "decided"  # the value search went on after the representation's violation
+    claims = (tmp_path / "report.md").read_text().split("## Claims", 1)[1].split("##", 1)[0]
+    assert "| pass " in claims and "**violation**" in claims
+
+
+@pytest.mark.parametrize(("mechanism", "value_verdicts"), [(clipped_mean, ("pass", "inconclusive")),
+                                                           (sum_clipped_mean, ("violation",))])
+def test_a_clipping_bug_is_seen_in_the_value_layer(mechanism, value_verdicts):
+    """A clipped mean claimed 1-DP (tight for the correct one) and the one that clips only the sum (true epsilon
+    4.5 on the outlier pair): both are refuted in the representation layer, only the bug in the value layer."""
+    config = {"mechanism": {"callable": mechanism}, "pairs": [OUTLIER_PAIR],
+              "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0}]}
+    [claim] = run_audit(config, progress=False).claims
+    assert claim["value_verdict"] in value_verdicts
+    assert claim["representation_verdict"] == "violation"
+
+
+def test_true_curve_claims_on_the_builtin_gaussian_read_no_value_violation():
+    """sigma = 1: exactly 1-GDP and 0.5-zCDP (Dong, Roth and Su 2022; Bun and Steinke 2016), default classes."""
+    config = {"mechanism": {"name": "gaussian", "params": {"sigma": 1.0, "sensitivity": 1.0}},
+              "claims": [{"divergence": "gdp", "function_class": "all", "epsilon": 1.0},
+                         {"divergence": "zcdp", "function_class": "all", "epsilon": 0.5}],
+              "attacks": {"max_outputs": 1_000_000}}
+    result = run_audit(config, progress=False)
+    for divergence in ("gdp", "zcdp"):
+        assert _claim(result, divergence=divergence)["value_verdict"] != "violation"
+
+
+def _gdp_pair(seed, n_samples=None):
+    """A true (mu <= 1.2) and a false (mu <= 0.8) gdp claim on the Gaussian with sigma 1 (mu = 1), over one class:
+    every member at epsilon 0 has claim 0 and differs only in delta."""
+    attacks = {"classes": ["linear", "threshold"]} | ({"n_samples": n_samples} if n_samples else {})
+    config = {"mechanism": {"name": "gaussian", "params": {"sigma": 1.0, "sensitivity": 1.0}},
+              "claims": [{"divergence": "gdp", "function_class": "all", "epsilon": 1.2},
+                         {"divergence": "gdp", "function_class": "all", "epsilon": 0.8}],
+              "attacks": attacks, "run": {"seed": seed}}
+    result = run_audit(config, progress=False)
+    return _claim(result, claim=1.2), _claim(result, claim=0.8)
+
+
+def test_a_true_and_a_false_gdp_claim_over_one_class_get_their_own_verdicts():
+    """Before: the members at epsilon 0 collided and the true claim read "refuted by 2 of its 5 members"."""
+    true, false = _gdp_pair(seed=0)
+    assert false["verdict"] == "violation" and true["verdict"] != "violation"
+    assert all(member["verdict"] != "violation" for member in true["members"])
+
+
+def _dp_pair(seed, n_samples=None):
+    """Two dp claims at epsilon 0.5 on the Gaussian with sigma 1, delta 0.3 (true: delta(0.5) = 0.238) and 0.1."""
+    attacks = {"classes": ["linear", "threshold"]} | ({"n_samples": n_samples} if n_samples else {})
+    config = {"mechanism": {"name": "gaussian", "params": {"sigma": 1.0, "sensitivity": 1.0}},
+              "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 0.5, "delta": 0.3},
+                         {"divergence": "dp", "function_class": "all", "epsilon": 0.5, "delta": 0.1}],
+              "attacks": attacks, "run": {"seed": seed}}
+    result = run_audit(config, progress=False)
+    return _claim(result, delta=0.3), _claim(result, delta=0.1)
+
+
+def test_two_dp_claims_differing_only_in_delta_get_their_own_lines():
+    """Before: one line in results.json for both."""
+    true, false = _dp_pair(seed=0)
+    assert false["verdict"] == "violation" and true["verdict"] != "violation"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pair", [_gdp_pair, _dp_pair], ids=["gdp", "dp"])
+def test_the_true_claim_beside_a_false_one_is_refuted_no_more_often_than_the_error_rate(pair):
+    """20 seeds at a fixed budget: the true claim's violations are binomial(20, <= 0.05) (p >= 0.01), and the false
+    one is caught in most."""
+    runs = 20
+    outcomes = [pair(seed, n_samples=20_000) for seed in range(runs)]
+    false_alarms = sum(true["verdict"] == "violation" for true, _ in outcomes)
+    assert binom.sf(false_alarms - 1, runs, LEVEL) >= 0.01, false_alarms
+    assert sum(false["verdict"] == "violation" for _, false in outcomes) >= runs // 2
+
+
+def test_the_default_classes_hold_both_layers():
+    assert {parse_function_class(name).layer for name in DEFAULT_CLASSES} == set(LAYERS)
+
+
+def test_judged_rows_carry_their_layer():
+    judged = assign_verdicts([_row("floatbits", None), _row("poly2", None)], 0.95)
+    assert [row.layer for row in judged] == [REPRESENTATION, VALUE]
