@@ -150,7 +150,9 @@ class AttackSpec:
     is decided (a violation, or an excess of ``tolerance`` over the claim
     detectable with probability 0.8) or ``max_outputs`` outputs (all of a
     claim's searches, every pair, dataset and stage) or ``[run]
-    max_seconds`` are reached.  False for a fixed design (``n_samples``).
+    max_seconds`` (unset by default: the budget is counted in outputs, so the
+    numbers depend on the config and seed only) are reached.  False for a
+    fixed design (``n_samples``).
     """
 
     classes: tuple[str, ...] = DEFAULT_CLASSES
@@ -184,13 +186,14 @@ class AttackSpec:
 @dataclass(frozen=True)
 class RunSpec:
     """``[run]``: the audit's seed, joblib's n_jobs and backend, each pair's sampling time limit (seconds), and
-    the wall time after which a sequential audit stops looking (``max_seconds``)."""
+    the wall time after which a sequential audit stops looking (``max_seconds``; None, the default: no wall-clock
+    limit, so that the numbers do not depend on the machine or its load)."""
 
     seed: int = 0
     n_jobs: int = 1
     backend: str = "threading"
     sample_timeout: float = 600.0
-    max_seconds: float = 120.0
+    max_seconds: float | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -954,9 +957,12 @@ def _run(table: dict) -> RunSpec:
     timeout = float(_number(table.get("sample_timeout", defaults.sample_timeout), "run.sample_timeout"))
     if timeout <= 0:
         raise ConfigError(f"run.sample_timeout: must be a positive number of seconds, e.g. 600. Found {timeout!r}.")
-    max_seconds = float(_number(table.get("max_seconds", defaults.max_seconds), "run.max_seconds"))
-    if not 0.0 < max_seconds < math.inf:
-        raise ConfigError(f"run.max_seconds: must be a positive number of seconds, e.g. 120. Found {max_seconds!r}.")
+    max_seconds = table.get("max_seconds", defaults.max_seconds)
+    if max_seconds is not None:
+        max_seconds = float(_number(max_seconds, "run.max_seconds"))
+        if not 0.0 < max_seconds < math.inf:
+            raise ConfigError(f"run.max_seconds: must be a positive number of seconds, e.g. 600, or left out (no "
+                              f"wall-clock limit). Found {max_seconds!r}.")
     return RunSpec(seed=int(seed), n_jobs=int(n_jobs), backend=backend, sample_timeout=timeout,
                    max_seconds=max_seconds)
 

@@ -226,8 +226,8 @@ def _largest_sizes(config: AuditConfig, n_pairs: int, n_units: int) -> StageSize
 class _Best:
     """Policy ``best``: one staged search per claim, Renyi order and layer (:func:`attacks.staged.staged_search`), or,
     without ``n_samples``, searches in rounds until decided (:func:`attacks.sequential.sequential_search`: each
-    unit gets an equal share of ``max_outputs`` and ``[run] max_seconds`` and stops at the level of Holm's first
-    step over the units)."""
+    unit gets an equal share of ``max_outputs`` and of ``[run] max_seconds`` when set, and stops at the level of
+    Holm's first step over the units)."""
 
     @staticmethod
     def units(config: AuditConfig, pairs: Sequence[NeighbourPair]) -> list[Unit]:
@@ -285,7 +285,8 @@ def _sequential(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence
     """A ``best`` unit's search in rounds (:func:`attacks.sequential.sequential_search`); the progress bar
     replans each round and shows the current bound beside the claim."""
     attacks, units = config.attacks, len(_Best.units(config, pairs))
-    limits = Limits(attacks.max_outputs // units, config.run.max_seconds / units, attacks.tolerance,
+    seconds = None if config.run.max_seconds is None else config.run.max_seconds / units
+    limits = Limits(attacks.max_outputs // units, seconds, attacks.tolerance,
                     (1.0 - attacks.confidence) / units)
     claim = config.claims[unit.claim_index]
     rounds = {}  # the running round's stage sizes and the outputs drawn before it

@@ -46,7 +46,7 @@ from audit.results_file import SCHEMA_VERSION, json_value, results_table, write_
 from audit.theory.check import failures
 
 from audit.schema import STAGE_SIZE_COLUMNS, Row  # noqa: E402
-from attacks.sequential import POWER  # noqa: E402
+from attacks.sequential import POWER, TIME_LIMIT  # noqa: E402
 from audit.families import claim_summaries  # noqa: E402
 from audit.verdicts import NOT_AUDITED  # noqa: E402
 from audit.tradeoff_report import LEVELS as TRADEOFF_LEVELS, Panel, tradeoff_panels  # noqa: E402
@@ -145,7 +145,8 @@ def write_audit_report(
     meta = {
         "schema_version": SCHEMA_VERSION, "verdict": verdict, "seed": seed, "seconds": seconds,
         "versions": versions, "config": dict(config), "audited": dict(audited or {}), "pairs": list(pairs),
-        "claims": claims, "outputs_drawn": _outputs_drawn(rows), "theory": [dict(entry) for entry in theory],
+        "claims": claims, "outputs_drawn": _outputs_drawn(rows), "machine_dependent": _time_limited(rows) > 0,
+        "theory": [dict(entry) for entry in theory],
         **({"checks": [dict(check) for check in checks]} if checks else {}),  # only configs with [[checks]]
         **({"search": [dict(entry) for entry in search]} if search else {}),  # only strategy = "search"
     }
@@ -253,6 +254,11 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         + ".",
         "",
     ]
+    if _time_limited(rows):
+        lines += [f"**Numbers depend on the machine:** the wall-clock limit `[run] max_seconds` stopped "
+                  f"{_time_limited(rows)} search(es), so another machine, or this one under another load, draws "
+                  "other outputs and gives other numbers; leave `max_seconds` out (the default: a budget counted in "
+                  "outputs, `[attacks] max_outputs`) for numbers that depend on the config and seed only.", ""]
     lines += _audited_block(meta["audited"], meta["pairs"], meta["config"])
     lines += _search_section(meta.get("search", []))
     if (meta["audited"].get("mechanism") or {}).get("reproducible") is False:
@@ -387,6 +393,11 @@ def _stop_lines(rows: Sequence[Row], tolerance: float) -> list[str]:
              + _STOP_WORDS[r.stop].format(tolerance=tolerance, power=POWER) for r in stopped]
     return ["Outputs drawn (both datasets, every pair, stage and round) and why each search stopped "
             f"(tolerance {tolerance}):", "", *lines, ""]
+
+
+def _time_limited(rows: Sequence[Row]) -> int:
+    """How many searches the wall-clock limit stopped (their rows' ``stop``; one per search and claim)."""
+    return len({(row.task, row.claim, row.delta) for row in rows if row.stop == TIME_LIMIT})
 
 
 def _thousands(value: int) -> str:
