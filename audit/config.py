@@ -81,7 +81,7 @@ _FIELDS = {
     "claims": ("divergence", "alpha", "function_class", "epsilon", "delta", "on_average", "epsilons", "deltas", "profile",
                "reason"),
     "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params", "coupled", "policy", "engine", "stages",
-                "max_outputs", "tolerance"),
+                "max_outputs", "tolerance", "representation"),
     "run": ("seed", "n_jobs", "backend", "sample_timeout", "max_seconds"),
 }
 DEFAULT_CLASSES = ("linear", "poly2", "poly3", "tree3", "atoms", "floatbits")
@@ -145,6 +145,11 @@ class AttackSpec:
     ``n_samples`` training it, the rest confirming it); unset,
     :func:`default_policy`.
 
+    ``representation``: audit the representation layer too (the classes that
+    read how outputs are stored, ``floatbits``; :attr:`attacks.classes.FunctionClass.layer`);
+    false for a claim about the released values only, which drops those
+    classes from ``classes``.
+
     ``sequential``: the ``best`` policy without ``n_samples`` in the config
     (:mod:`attacks.sequential`): rounds of growing budgets until each claim
     is decided (a violation, or an excess of ``tolerance`` over the claim
@@ -166,6 +171,7 @@ class AttackSpec:
     sequential: bool = False
     max_outputs: int = 4_000_000
     tolerance: float = 0.1
+    representation: bool = True
 
     @property
     def stage_sizes(self) -> StageSizes:
@@ -670,6 +676,25 @@ def _class_name(value: Any, path: str) -> str:
     return value
 
 
+def _layers(table: dict, classes: tuple[str, ...], default: bool) -> tuple[str, ...]:
+    """``classes`` less the representation layer's when ``[attacks] representation = false`` (a claim about the
+    released values only); a class list that names one beside the switch is refused."""
+    from attacks.classes import REPRESENTATION, parse_function_class
+
+    representation = table.get("representation", default)
+    if not isinstance(representation, bool):
+        raise ConfigError(f"attacks.representation: must be true or false (a TOML boolean, unquoted). "
+                          f"Found {representation!r}.")
+    if representation:
+        return classes
+    stored = [name for name in classes if parse_function_class(name).layer == REPRESENTATION]
+    if stored and "classes" in table:
+        raise ConfigError(f"attacks.representation: false leaves out the classes that read how outputs are stored, "
+                          f"but attacks.classes lists {', '.join(stored)}; remove them or the switch. "
+                          f"Found representation = false.")
+    return tuple(name for name in classes if name not in stored)
+
+
 def _attacks(table: dict, on_average: bool = False) -> AttackSpec:
     _check_fields(table, "attacks", "attacks")
     defaults = AttackSpec()
@@ -681,6 +706,7 @@ def _attacks(table: dict, on_average: bool = False) -> AttackSpec:
     classes = tuple(_class_name(name, f"attacks.classes[{i}]") for i, name in enumerate(classes))
     if "all" in classes:
         raise ConfigError("attacks.classes: \"all\" is for claims only (no attack fits every function); remove it.")
+    classes = _layers(table, classes, defaults.representation)
     n_samples = _number(table.get("n_samples", defaults.n_samples), "attacks.n_samples", integer=True)
     if not MIN_SAMPLES <= n_samples <= MAX_SAMPLES:
         raise ConfigError(
@@ -721,6 +747,7 @@ def _attacks(table: dict, on_average: bool = False) -> AttackSpec:
         sequential=sequential,
         max_outputs=max_outputs,
         tolerance=tolerance,
+        representation=table.get("representation", defaults.representation),
     )
 
 

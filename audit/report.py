@@ -49,6 +49,7 @@ from audit.schema import STAGE_SIZE_COLUMNS, Row  # noqa: E402
 from attacks.sequential import POWER, TIME_LIMIT  # noqa: E402
 from audit.families import claim_summaries  # noqa: E402
 from audit.verdicts import NOT_AUDITED  # noqa: E402
+from attacks.classes import REPRESENTATION  # noqa: E402
 from audit.tradeoff_report import LEVELS as TRADEOFF_LEVELS, Panel, tradeoff_panels  # noqa: E402
 from audit.config import AttackSpec  # noqa: E402
 
@@ -259,6 +260,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
                   f"{_time_limited(rows)} search(es), so another machine, or this one under another load, draws "
                   "other outputs and gives other numbers; leave `max_seconds` out (the default: a budget counted in "
                   "outputs, `[attacks] max_outputs`) for numbers that depend on the config and seed only.", ""]
+    lines += _layer_switch(attacks, rows)
     lines += _audited_block(meta["audited"], meta["pairs"], meta["config"])
     lines += _search_section(meta.get("search", []))
     if (meta["audited"].get("mechanism") or {}).get("reproducible") is False:
@@ -393,6 +395,21 @@ def _stop_lines(rows: Sequence[Row], tolerance: float) -> list[str]:
              + _STOP_WORDS[r.stop].format(tolerance=tolerance, power=POWER) for r in stopped]
     return ["Outputs drawn (both datasets, every pair, stage and round) and why each search stopped "
             f"(tolerance {tolerance}):", "", *lines, ""]
+
+
+def _layer_switch(attacks: Mapping[str, Any], rows: Sequence[Row]) -> list[str]:
+    """The header's line when the representation layer went unaudited on a claim about every function: switched
+    off (``[attacks] representation = false``), or no class of it in ``[attacks] classes``."""
+    if attacks.get("representation") is False:
+        return ["**Representation layer off** (`[attacks] representation = false`): the claims are judged on the "
+                "released values only; how the outputs are stored (their IEEE-754 bits) was not audited, so a "
+                "floating-point sampler's leak (Mironov 2012) would go unseen.", ""]
+    if any(row.claim_class == "all" for row in rows) and not any(row.layer == REPRESENTATION for row in rows):
+        return ["**Representation layer not audited**: no class of `[attacks] classes` reads how the outputs are "
+                "stored (`floatbits`), so the claims about `all` were judged on the released values only; add "
+                "`floatbits` to audit the floating-point outputs too, or set `representation = false` to say the "
+                "claims are about values.", ""]
+    return []
 
 
 def _time_limited(rows: Sequence[Row]) -> int:

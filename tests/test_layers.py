@@ -218,3 +218,34 @@ def test_honest_verdicts_over_both_layers_on_float_safe_mechanisms(mechanism, pa
     for key in ("verdict", "representation_verdict", "value_verdict"):
         flagged = sum(claim[key] == "violation" for claim in claims)
         assert binom.sf(flagged - 1, runs, LEVEL) >= 0.01, f"{key}: {flagged} of {runs}"
+
+
+def test_the_representation_switch_leaves_the_layer_out_and_the_header_says_so(tmp_path):
+    config = {"mechanism": {"callable": _readme_mechanism(), "params": {"epsilon": 1.0}},
+              "pairs": [{"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}],
+              "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.5}],
+              "attacks": {"representation": False, "max_outputs": 200_000}}
+    result = run_audit(config, out_dir=tmp_path, progress=False)
+    [claim] = result.claims
+    assert claim["representation_verdict"] == NOT_AUDITED and claim["value_verdict"] != "violation"
+    assert set(result.table["layer"]) == {VALUE} and result.exit_code == 0
+    assert "Representation layer off" in (tmp_path / "report.md").read_text()
+
+
+def test_the_switch_beside_a_listed_representation_class_is_refused():
+    from audit.config import ConfigError, load_config
+
+    config = {"mechanism": {"name": "laplace"}, "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1}],
+              "attacks": {"representation": False, "classes": ["linear", "floatbits"]}}
+    with pytest.raises(ConfigError, match="attacks.representation: .*floatbits"):
+        load_config(config)
+    with pytest.raises(ConfigError, match="attacks.representation: must be true or false"):
+        load_config({**config, "attacks": {"representation": "no"}})
+
+
+def test_a_claim_about_all_without_a_representation_class_says_the_layer_was_not_audited(tmp_path):
+    config = {"mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
+              "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.5}],
+              "attacks": {"classes": ["linear"], "n_samples": 2_000}}
+    run_audit(config, out_dir=tmp_path, progress=False)
+    assert "Representation layer not audited" in (tmp_path / "report.md").read_text()
