@@ -53,7 +53,8 @@ import joblib
 import numpy as np
 from tqdm import tqdm
 
-from attacks.classes import LAYERS, VALUE, parse_function_class
+from attacks.classes import LAYERS, REPRESENTATION, VALUE, parse_function_class
+from attacks.representation import FINEST_BITS, finest_bits, separating_bit
 from attacks.sequential import FIRST_BUDGET, FIXED, Limits, least_outputs, round_budgets, sequential_search
 from attacks.staged import (
     MAX_FINALISTS,
@@ -94,6 +95,10 @@ DETERMINISTIC_NOTE = (
 """The note of a pair whose samples look deterministic.  A finite sample never proves infinity (a
 randomized response at epsilon = 8 repeats one output 1 000 times in a row about 70 % of the time),
 so such rows get the attacks' finite bounds like any other (CBDP Lemma 2's infinity is not claimed)."""
+
+
+BIT_EVENT = "distinguishing event"
+"""The start of a representation row's note: the event on the outputs' finest set bit that tells d from d'."""
 
 
 RAISED_NOTE = "the mechanism raised"
@@ -399,6 +404,8 @@ def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pai
     if outputs.deterministic(index):
         notes.append(DETERMINISTIC_NOTE)
     notes += outputs.raised_note(index)
+    if parse_function_class(task.function_class).layer == REPRESENTATION:
+        notes += outputs.bit_note(index)
     exact, theory_bound = _theory(mechanism, pairs[index], task)
     record.update(estimate=float(outcome.evidence.estimate), unbounded=bool(getattr(outcome.evidence, "unbounded",
                   False)), note="; ".join(notes), exact=exact, theory_bound=theory_bound)
@@ -542,8 +549,9 @@ def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coup
 
 class _Outputs:
     """The sampler, watching each pair's outputs: whether every output so far on d was one value, every output on
-    d' another (a deterministic release, :data:`DETERMINISTIC_NOTE`), and how many were the event "the mechanism
-    raised" (:func:`audit.sampling.draw_pair_isolated`) on each dataset."""
+    d' another (a deterministic release, :data:`DETERMINISTIC_NOTE`), how many were the event "the mechanism
+    raised" (:func:`audit.sampling.draw_pair_isolated`) on each dataset, and the finest bit each output sets
+    (:func:`attacks.representation.finest_bits`), for the event a representation row names (:meth:`bit_note`)."""
 
     def __init__(self, sample: Callable[[int, int, str, int], Draw], structure: StructureEncoder | None = None):
         self.sample = sample
@@ -552,6 +560,8 @@ class _Outputs:
         self.structure = structure if isinstance(structure, StructureEncoder) and structure.fixed else None
         self.raised: dict[int, np.ndarray] = {}
         """Pair -> [raised on d, outputs on d, raised on d', outputs on d']."""
+        self.bits: dict[int, np.ndarray] = {}
+        """Pair -> histograms of the finest bit set, shape (2, FINEST_BITS): outputs on d, on d'."""
         self.lock = threading.Lock()
 
     def __call__(self, pair: int, n: int, stage: str, chunk: int) -> Draw:
@@ -561,6 +571,9 @@ class _Outputs:
                       int(self.structure.is_raised(draw.d_prime).sum()), len(draw.d_prime)]
             with self.lock:  # the staged search draws several pairs at once, in threads
                 self.raised[pair] = self.raised.get(pair, np.zeros(4, dtype=int)) + counts
+        bits = np.stack([_finest_bits(draw.d), _finest_bits(draw.d_prime)])
+        with self.lock:
+            self.bits[pair] = self.bits.get(pair, 0) + bits
         first_d, first_d_prime = self.firsts.setdefault(pair, (draw.d[0].copy(), draw.d_prime[0].copy()))
         if not (np.all(draw.d == first_d) and np.all(draw.d_prime == first_d_prime)):
             self.varied.add(pair)
@@ -572,6 +585,17 @@ class _Outputs:
         first_d, first_d_prime = self.firsts[pair]
         return bool(np.any(first_d != first_d_prime))
 
+    def bit_note(self, pair: int) -> list[str]:
+        """The event on the finest bit set that tells the pair's datasets apart most, with its shares of the outputs
+        drawn (:func:`attacks.representation.separating_bit`; [] when none does): what a representation finding
+        reads, in words."""
+        found = separating_bit(*self.bits[pair]) if pair in self.bits else None
+        if found is None:
+            return []
+        bit, share_d, share_d_prime = found
+        return [f"{BIT_EVENT}: lowest set bit (of any coordinate) below 2^{bit}: {_share(share_d)} of outputs on d, "
+                f"{_share(share_d_prime)} on d'"]
+
     def raised_note(self, pair: int) -> list[str]:
         """The note of a pair on which the mechanism raised: its counts on each dataset ([] when it never did)."""
         raised_d, n_d, raised_d_prime, n_d_prime = self.raised.get(pair, np.zeros(4, dtype=int))
@@ -581,6 +605,21 @@ class _Outputs:
                  else " on one dataset only, so the failure itself distinguishes the datasets")
         return [f"{RAISED_NOTE}{where}: {raised_d} of {n_d} outputs on d and {raised_d_prime} of {n_d_prime} "
                 f"on d' are the event \"the mechanism raised\" (one output per call once a call raised)"]
+
+
+def _finest_bits(outputs: np.ndarray) -> np.ndarray:
+    """The histogram of :func:`attacks.representation.finest_bits` over the finite float outputs."""
+    outputs = np.asarray(outputs)
+    if outputs.dtype.kind != "f":
+        return np.zeros(FINEST_BITS, dtype=np.int64)
+    rows = outputs.reshape(len(outputs), -1)
+    finite = rows[np.isfinite(rows).all(axis=1)].astype(np.float64)
+    return np.bincount(finest_bits(finite), minlength=FINEST_BITS)
+
+
+def _share(share: float) -> str:
+    """A share of outputs in words: "none", "all", else a percentage with two significant digits."""
+    return "none" if share == 0.0 else "all" if share == 1.0 else f"{100 * share:.2g} %"
 
 
 class _OutputsBar:

@@ -48,8 +48,9 @@ from audit.theory.check import failures
 from audit.schema import STAGE_SIZE_COLUMNS, Row  # noqa: E402
 from attacks.sequential import POWER, TIME_LIMIT  # noqa: E402
 from audit.families import claim_summaries  # noqa: E402
-from audit.verdicts import NOT_AUDITED  # noqa: E402
-from attacks.classes import REPRESENTATION  # noqa: E402
+from audit.verdicts import NOT_AUDITED, combined_verdict  # noqa: E402
+from attacks.classes import LAYERS, REPRESENTATION  # noqa: E402
+from audit.engine import BIT_EVENT  # noqa: E402
 from audit.tradeoff_report import LEVELS as TRADEOFF_LEVELS, Panel, tradeoff_panels  # noqa: E402
 from audit.config import AttackSpec  # noqa: E402
 
@@ -245,6 +246,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         "",
         f"**{verdict.upper()}**: {_HEADLINES[verdict]}",
         "",
+        *_layers_line(meta["claims"]),
         _counts(rows) if rows else "No claims: the verdict is about the property checks.",
         "",
         *_theory_headline(meta.get("theory", [])),
@@ -275,6 +277,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         ]
     if meta["claims"]:
         lines += ["## Claims", "", _claims_table(meta["claims"]), "", *_reasons(meta["config"])]
+        lines += _representation_section(meta["claims"], rows)
     lines += list(tradeoff)
     lines += _on_average_section(rows, confidence)
     lines += _checks_block(meta.get("checks", []))
@@ -397,6 +400,44 @@ def _stop_lines(rows: Sequence[Row], tolerance: float) -> list[str]:
             f"(tolerance {tolerance}):", "", *lines, ""]
 
 
+def _layers_line(claims: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The verdict block's line per layer: over the claims, what the mechanism computes (values) and how it stores
+    them (representation), each judged apart (:func:`audit.verdicts.combined_verdict`)."""
+    if not claims or not all("value_verdict" in claim for claim in claims):
+        return []
+    value, stored = (combined_verdict(claim[f"{layer}_verdict"] for claim in claims) for layer in LAYERS)
+    return [f"By layer: **values** (what the mechanism computes) {_bold_unless_pass(value)}; **representation** "
+            f"(how it stores them, IEEE-754 bits) {_bold_unless_pass(stored)}.", ""]
+
+
+def _representation_section(claims: Sequence[Mapping[str, Any]], rows: Sequence[Row]) -> list[str]:
+    """In plain words, when the representation layer refutes a claim: the event that distinguishes the datasets
+    (a representation row's note, :data:`audit.engine.BIT_EVENT`), that it is the floating-point sampler's
+    (Mironov 2012; Haney et al. 2022), that the value verdict is separate, and the fixes."""
+    refuted = [claim for claim in claims if claim.get("representation_verdict") == "violation"]
+    if not refuted:
+        return []
+    found = [row for row in rows if row.layer == REPRESENTATION and row.verdict in ("violation", "unbounded")]
+    events = list(dict.fromkeys(f"pair {row.pair}: {part.split(': ', 1)[1]}" for row in found
+                                for part in row.note.split("; ") if part.startswith(BIT_EVENT)))
+    lines = ["### How the outputs are stored (representation layer)", "",
+             f"The `floatbits` attack reads the outputs' IEEE-754 bits, not their values, and refutes "
+             f"{len(refuted)} claim(s) with them. This is a property of the floating-point sampler: noise drawn "
+             "in floating point (numpy's or an inverse-CDF Laplace or Gaussian) and added to a value that depends "
+             "on the data leaves gaps and a precision in the outputs that depend on the input (Mironov, CCS 2012; "
+             "Haney et al., 2022), which an adversary reads off the released bits.", ""]
+    if events:
+        lines += ["Event that distinguishes the datasets (shares of all outputs drawn):", "",
+                  *[f"- {event}" for event in events], ""]
+    lines += [f"- {_summary_label(claim)}: values **{claim['value_verdict']}**, representation **violation**"
+              for claim in refuted]
+    lines += ["", "The values' verdict is separate: it is what the mechanism computes, judged by the other classes "
+              "on their own search. To make the outputs safe, draw the noise with a float-safe sampler (OpenDP's "
+              "samplers, Mironov's snapping mechanism `snapping_laplace`, discrete Laplace or Gaussian noise on a "
+              "grid); a claim about the values only says so with `[attacks] representation = false`.", ""]
+    return lines
+
+
 def _layer_switch(attacks: Mapping[str, Any], rows: Sequence[Row]) -> list[str]:
     """The header's line when the representation layer went unaudited on a claim about every function: switched
     off (``[attacks] representation = false``), or no class of it in ``[attacks] classes``."""
@@ -476,7 +517,11 @@ def _exact_text(panel: Panel) -> list[str]:
     if gap > 1e-9 and (thresholds or panel.family.function_class == "all"):
         text = f"below the claimed curve by up to {gap:.3g}: the claim is false at this pair."
     elif float(np.max(claimed - panel.exact)) <= 1e-9:
-        text = "at or above the claimed curve everywhere: the claim holds at this pair."
+        text = "at or above the claimed curve everywhere: the claim holds at this pair for the values (the output " \
+               "laws in exact arithmetic)."
+        if any(member.get("representation_verdict") == "violation" for member in panel.members):
+            text += (" Its floating-point outputs do not: the representation layer refutes the claim (Claims, "
+                     "\"How the outputs are stored\"); both statements hold, one of the values, one of their bits.")
     else:
         name, text = "curve T(P, Q)", f"below the claimed curve by up to {gap:.3g}; the class's own curve is not known."
     return [f"Exact {name} of the mechanism's output laws (pair {panel.classes[0].pair}): {text}", ""]
@@ -654,9 +699,7 @@ def _counts(rows: Sequence[Row]) -> str:
 def _claims_table(claims: list[dict[str, Any]]) -> str:
     shown = pd.DataFrame(
         {
-            "claim": [c.get("label") or ("on average: " if c.get("on_average") else "")
-                      + _claim_label(c["divergence"], c["claim_class"], c["claim"], c["alpha"], c.get("delta", 0.0))
-                      for c in claims],
+            "claim": [_summary_label(c) for c in claims],
             "verdict": [_bold_unless_pass(c["verdict"]) for c in claims],
             "values": [_bold_unless_pass(c.get("value_verdict", c["verdict"])) for c in claims],
             "representation": [_bold_unless_pass(c.get("representation_verdict", NOT_AUDITED)) for c in claims],
@@ -669,6 +712,12 @@ def _claims_table(claims: list[dict[str, Any]]) -> str:
                  f"detectable excess ({POWER:.0%} power)", "note"],
     )
     return _to_markdown(shown)
+
+
+def _summary_label(claim: Mapping[str, Any]) -> str:
+    """A claim summary in words: a curve claim's label, else :func:`_claim_label` (on average: said first)."""
+    return claim.get("label") or ("on average: " if claim.get("on_average") else "") + _claim_label(
+        claim["divergence"], claim["claim_class"], claim["claim"], claim["alpha"], claim.get("delta", 0.0))
 
 
 def _bold_unless_pass(verdict: str) -> str:

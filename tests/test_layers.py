@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -98,8 +99,16 @@ def test_the_readme_mechanism_reads_a_value_pass_beside_a_representation_violati
     assert {row["layer"] for row in document["rows"]} == {VALUE, REPRESENTATION}
     value = next(row for row in document["rows"] if row["layer"] == VALUE)
     assert value["stop"] == "decided"  # the value search went on after the representation's violation
-    claims = (tmp_path / "report.md").read_text().split("## Claims", 1)[1].split("##", 1)[0]
+    report = (tmp_path / "report.md").read_text()
+    claims = report.split("## Claims", 1)[1].split("##", 1)[0]
     assert "| pass " in claims and "**violation**" in claims
+    assert "By layer: **values** (what the mechanism computes) pass; **representation**" in report
+    # the representation finding in plain words: the event, whose it is, that the values are separate, the fixes
+    explained = report.split("### How the outputs are stored", 1)[1].split("\n## ", 1)[0]
+    assert re.search(r"pair p0: lowest set bit \(of any coordinate\) below 2\^-\d+: \d+ % of outputs on d, ", explained)
+    for words in ("Mironov, CCS 2012", "Haney et al., 2022", "values **pass**", "OpenDP", "snapping",
+                  "representation = false"):
+        assert words in explained
 
 
 @pytest.mark.parametrize(("mechanism", "value_verdicts"), [(clipped_mean, ("pass", "inconclusive")),
@@ -249,3 +258,18 @@ def test_a_claim_about_all_without_a_representation_class_says_the_layer_was_not
               "attacks": {"classes": ["linear"], "n_samples": 2_000}}
     run_audit(config, out_dir=tmp_path, progress=False)
     assert "Representation layer not audited" in (tmp_path / "report.md").read_text()
+
+
+def test_an_exact_curve_that_holds_beside_a_floatbits_violation_says_how_both_hold(tmp_path):
+    """The Gaussian with sigma 1 is exactly 1-GDP in exact arithmetic, and its float outputs are not: the report
+    joins the two statements instead of printing "the claim holds at this pair" beside a violation."""
+    config = {"mechanism": {"name": "gaussian", "params": {"sigma": 1.0, "sensitivity": 1.0}},
+              "claims": [{"divergence": "gdp", "function_class": "all", "epsilon": 1.0}],
+              "attacks": {"classes": ["linear", "floatbits"], "n_samples": 20_000, "policy": "every"}}
+    result = run_audit(config, out_dir=tmp_path, progress=False)
+    [claim] = result.claims
+    assert claim["representation_verdict"] == "violation" and claim["value_verdict"] != "violation"
+    report = (tmp_path / "report.md").read_text()
+    assert "the claim holds at this pair for the values (the output laws in exact arithmetic). Its floating-point " \
+           "outputs do not" in report
+    assert "float outputs are not" in report  # the built-in's true privacy says it too
