@@ -302,8 +302,13 @@ def _summary(title: str, result, out: Path, stream=None) -> None:
         print(f"capaudit: error: {message}", file=sys.stderr)
 
 
+_FLOAT_SAFE = {True: "yes", False: "no", None: "-"}
+"""``capaudit mechanisms``' float-safe column (:attr:`audit.mechanisms.base.MechanismInfo.float_safe`; -: not stated)."""
+
+
 def _mechanisms(long: bool) -> int:
-    """Name, description and true privacy; ``long`` adds kind, parameters and availability."""
+    """Name, description, true privacy and whether it is float-safe (:attr:`audit.mechanisms.base.BaseMechanism.float_safe`:
+    its float outputs carry no more than its values); ``long`` adds kind, parameters and availability."""
     from tabulate import tabulate
 
     from audit.mechanisms import list_mechanisms
@@ -311,19 +316,24 @@ def _mechanisms(long: bool) -> int:
     if long:
         rows = [
             (info.name, info.kind, info.description, ", ".join(f"{k}={v}" for k, v in info.parameters.items()),
-             info.true_privacy, info.availability)
+             info.true_privacy, _FLOAT_SAFE[info.float_safe], info.availability)
             for info in list_mechanisms()
         ]
-        # name and kind stay whole; the four text columns share what is left of the terminal's width
-        fixed = sum(max(len(row[i]) for row in rows) for i in (0, 1)) + 2 * 5 + 1
+        # name, kind and float-safe stay whole; the four text columns share what is left of the terminal's width
+        fixed = sum(max(len(row[i]) for row in rows) for i in (0, 1)) + len("float-safe") + 2 * 6 + 1
         left = max(48, shutil.get_terminal_size((120, 24)).columns - fixed)
-        widths = [None, None, *(max(10, int(left * share)) for share in (0.32, 0.28, 0.22, 0.18))]
-        print(tabulate(rows, headers=["name", "kind", "description", "parameters", "true privacy", "status"],
-                       maxcolwidths=widths))
+        widths = [None, None, *(max(10, int(left * share)) for share in (0.32, 0.28, 0.22)), None,
+                  max(10, int(left * 0.18))]
+        print(tabulate(rows, headers=["name", "kind", "description", "parameters", "true privacy", "float-safe",
+                                      "status"], maxcolwidths=widths))
     else:
         infos = list_mechanisms()
-        rows = [(info.name + ("" if info.available else " *"), info.description, info.true_privacy) for info in infos]
-        print(tabulate(rows, headers=["name", "description", "true privacy"], maxcolwidths=[None, 60, 50]))
+        rows = [(info.name + ("" if info.available else " *"), info.description, info.true_privacy,
+                 _FLOAT_SAFE[info.float_safe]) for info in infos]
+        print(tabulate(rows, headers=["name", "description", "true privacy", "float-safe"],
+                       maxcolwidths=[None, 60, 50, None]))
+        print("float-safe: its float64 outputs carry no more than its values; 'no': noise drawn in floating point, "
+              "refuted by the floatbits class (Mironov 2012) whatever its values' privacy")
         if not all(info.available for info in infos):
             print("* unavailable here: its library is missing; `capaudit mechanisms --long` says how to install it")
     return EXIT_PASS

@@ -273,3 +273,18 @@ def test_an_exact_curve_that_holds_beside_a_floatbits_violation_says_how_both_ho
     assert "the claim holds at this pair for the values (the output laws in exact arithmetic). Its floating-point " \
            "outputs do not" in report
     assert "float outputs are not" in report  # the built-in's true privacy says it too
+
+
+def test_the_mechanisms_say_which_are_float_safe(capsys):
+    from audit.cli import main
+    from audit.mechanisms import list_mechanisms, make_mechanism
+
+    safe = {info.name: info.float_safe for info in list_mechanisms()}
+    assert (safe["laplace"], safe["gaussian"], safe["textbook_laplace"]) == (False, False, False)
+    assert safe["snapping_laplace"] is True and safe["opendp.laplace"] is True
+    assert "float outputs are not private" in make_mechanism("gaussian", {"sigma": 1.0}).true_privacy
+    assert "float outputs" not in make_mechanism("snapping_laplace", {"epsilon": 1.0}).true_privacy
+    assert main(["mechanisms"]) == 0
+    table = capsys.readouterr().out
+    assert "float-safe" in table.splitlines()[0]
+    assert next(line for line in table.splitlines() if line.startswith("snapping_laplace ")).rstrip().endswith("yes")
