@@ -134,15 +134,20 @@ def test_true_curve_claims_on_the_builtin_gaussian_read_no_value_violation():
         assert _claim(result, divergence=divergence)["value_verdict"] != "violation"
 
 
-def _gdp_pair(seed, n_samples=None):
-    """A true (mu <= 1.2) and a false (mu <= 0.8) gdp claim on the Gaussian with sigma 1 (mu = 1), over one class:
-    every member at epsilon 0 has claim 0 and differs only in delta."""
+def _gaussian_audit(claims, seed, n_samples=None):
+    """The Gaussian with sigma 1 (mu = 1 GDP, delta(0.5) = 0.238 at epsilon 0.5) audited against ``claims`` over
+    linear and threshold attacks."""
     attacks = {"classes": ["linear", "threshold"]} | ({"n_samples": n_samples} if n_samples else {})
     config = {"mechanism": {"name": "gaussian", "params": {"sigma": 1.0, "sensitivity": 1.0}},
-              "claims": [{"divergence": "gdp", "function_class": "all", "epsilon": 1.2},
-                         {"divergence": "gdp", "function_class": "all", "epsilon": 0.8}],
-              "attacks": attacks, "run": {"seed": seed}}
-    result = run_audit(config, progress=False)
+              "claims": claims, "attacks": attacks, "run": {"seed": seed}}
+    return run_audit(config, progress=False)
+
+
+def _gdp_pair(seed, n_samples=None):
+    """A true (mu <= 1.2) and a false (mu <= 0.8) gdp claim over one class: every member at epsilon 0 has claim 0
+    and differs only in delta."""
+    result = _gaussian_audit([{"divergence": "gdp", "function_class": "all", "epsilon": mu} for mu in (1.2, 0.8)],
+                             seed, n_samples)
     return _claim(result, claim=1.2), _claim(result, claim=0.8)
 
 
@@ -154,13 +159,9 @@ def test_a_true_and_a_false_gdp_claim_over_one_class_get_their_own_verdicts():
 
 
 def _dp_pair(seed, n_samples=None):
-    """Two dp claims at epsilon 0.5 on the Gaussian with sigma 1, delta 0.3 (true: delta(0.5) = 0.238) and 0.1."""
-    attacks = {"classes": ["linear", "threshold"]} | ({"n_samples": n_samples} if n_samples else {})
-    config = {"mechanism": {"name": "gaussian", "params": {"sigma": 1.0, "sensitivity": 1.0}},
-              "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 0.5, "delta": 0.3},
-                         {"divergence": "dp", "function_class": "all", "epsilon": 0.5, "delta": 0.1}],
-              "attacks": attacks, "run": {"seed": seed}}
-    result = run_audit(config, progress=False)
+    """Two dp claims at epsilon 0.5, delta 0.3 (true) and 0.1 (false)."""
+    result = _gaussian_audit([{"divergence": "dp", "function_class": "all", "epsilon": 0.5, "delta": delta}
+                              for delta in (0.3, 0.1)], seed, n_samples)
     return _claim(result, delta=0.3), _claim(result, delta=0.1)
 
 
