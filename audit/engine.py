@@ -414,12 +414,16 @@ def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pai
 
 def _theory(mechanism: Any, pair: NeighbourPair, task: Task) -> tuple[float | None, float | None]:
     """(exact divergence of the task's class in its direction, the mechanism's closed-form bound); None where
-    unknown.  The one place the audit reads theory (:mod:`audit.theory.exact`, :mod:`audit.theory.table`)."""
+    unknown.  The one place the audit reads theory (:mod:`audit.theory.exact`, :mod:`audit.theory.table`).
+    Closed forms hold in exact arithmetic, of the values: a representation-layer task (``floatbits``, how the
+    outputs are stored) has no published bound to exceed."""
     laws = known_laws(mechanism, pair.d, pair.d_prime)
     exact = None
     if laws is not None:
         exact = exact_value(laws if task.direction == "P|Q" else laws[::-1], task.function_class, task.divergence,
                             task.alpha)
+    if parse_function_class(task.function_class).layer == REPRESENTATION:
+        return exact, None
     try:
         theory_bound = law_bound(getattr(mechanism, "theory_law", None), task.function_class, task.divergence,
                                  task.alpha)

@@ -299,3 +299,15 @@ def test_the_readme_float_safe_mechanism_passes_both_layers():
               "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.5}]}
     [claim] = run_audit(config, progress=False).claims
     assert (claim["value_verdict"], claim["representation_verdict"]) == ("pass", "pass")
+
+
+def test_a_published_bound_is_of_the_values_and_never_failed_by_a_representation_row():
+    """The built-in laplace is 1-DP in exact arithmetic (its published bound); floatbits refutes its float outputs,
+    which is no failure of that bound: representation rows carry no theory bound."""
+    config = {"mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
+              "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.5}],
+              "attacks": {"classes": ["linear", "floatbits"], "n_samples": 4_000}}
+    result = run_audit(config, progress=False)
+    bounds = {row.layer: row.theory_bound for row in result.rows}
+    assert bounds[VALUE] == pytest.approx(1.0) and np.isnan(bounds[REPRESENTATION])
+    assert not any(entry["fails"] for entry in result.theory)
