@@ -373,8 +373,9 @@ def _staged_section(rows: Sequence[Row]) -> list[str]:
         "`attacks.policy = \"best\"`: `n_samples` is one pair's budget over four stages. Outputs per dataset: "
         "`n_screen` on every pair (all candidates: pairs x directions x classes), `n_train` and `n_check` on the "
         "finalists' pairs, `n_confirm` on the winner's pair only, a fresh sample that no choice saw; the claim's "
-        "one statistic (pooled over `sets_pooled` nested sets when more than 1) is its confirm bound, and Holm "
-        "corrects over the claims only.", "",
+        "one statistic (pooled over `sets_pooled` nested sets when more than 1) is its confirm bound. Each claim "
+        "has a search per layer (values; representation: how outputs are stored) and Holm corrects over these "
+        "searches only.", "",
         _to_markdown(frame), "",
     ]
 
