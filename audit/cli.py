@@ -343,16 +343,16 @@ def _mechanisms(long: bool) -> int:
     if long:
         rows = [
             (info.name, info.kind, info.description, ", ".join(f"{k}={v}" for k, v in info.parameters.items()),
-             info.true_privacy, _FLOAT_SAFE[info.float_safe], info.availability)
+             info.true_privacy + ("" if info.float_safe is None else f"; float-safe: {_FLOAT_SAFE[info.float_safe]}"),
+             info.availability)
             for info in list_mechanisms()
         ]
-        # name, kind and float-safe stay whole; the four text columns share what is left of the terminal's width
-        fixed = sum(max(len(row[i]) for row in rows) for i in (0, 1)) + len("float-safe") + 2 * 6 + 1
+        # name and kind stay whole; the four text columns share what is left of the terminal's width
+        fixed = sum(max(len(row[i]) for row in rows) for i in (0, 1)) + 2 * 5 + 1
         left = max(48, shutil.get_terminal_size((120, 24)).columns - fixed)
-        widths = [None, None, *(max(10, int(left * share)) for share in (0.32, 0.28, 0.22)), None,
-                  max(10, int(left * 0.18))]
-        print(tabulate(rows, headers=["name", "kind", "description", "parameters", "true privacy", "float-safe",
-                                      "status"], maxcolwidths=widths))
+        widths = [None, None, *(max(10, int(left * share)) for share in (0.32, 0.28, 0.22, 0.18))]
+        print(tabulate(rows, headers=["name", "kind", "description", "parameters", "true privacy", "status"],
+                       maxcolwidths=widths))
     else:
         infos = list_mechanisms()
         rows = [(info.name + ("" if info.available else " *"), info.description, info.true_privacy,

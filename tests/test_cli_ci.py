@@ -85,7 +85,7 @@ def test_mechanisms_is_narrow_by_default_and_long_on_request(capsys):
     assert any(line.startswith("noisy_hist_2") and "1/epsilon" in line for line in narrow)
     assert main(["mechanisms", "--long"]) == 0
     header = capsys.readouterr().out.splitlines()[0].split()
-    assert header == ["name", "kind", "description", "parameters", "true", "privacy", "float-safe", "status"]
+    assert header == ["name", "kind", "description", "parameters", "true", "privacy", "status"]
 
 
 def test_summary_tabulates_many_audits(inconclusive, tmp_path, capsys):
