@@ -22,7 +22,7 @@ here for the estimator and the config alike), the divergences its witnesses
 estimate, how its witness is fitted (:class:`FitRule`), its feature map
 (:meth:`FunctionClass.feature_map`, built by :mod:`attacks.features`), the
 width of that map for the memory model, whether it reads the outputs' values
-or how they are stored (``reads``), and its closure properties.
+or how they are stored (its ``layer``), and its closure properties.
 
 Containment (docs/theory.md section 3; CBDP section 3): lin in poly_k in
 poly_{k+1}; lin in mlp (one hidden ReLU layer of width >= 2d represents
@@ -30,6 +30,14 @@ x = relu(x) - relu(-x)); tree_k in tree_{k+1}; every class in ``all``
 (``atoms`` and ``floatbits`` in ``all`` only). An attack of class A refutes a
 claim about class C only when A is contained in C; other attacks are
 informative.
+
+Layers (:attr:`FunctionClass.layer`): a class reads either the released
+*values* (``value``: every class but ``floatbits``; ``atoms`` reads which
+values occur) or how a value is *stored* (``representation``: ``floatbits``,
+the IEEE-754 features behind Mironov's 2012 attack on floating-point
+samplers).  An audit searches each layer on its own and gives every claim a
+verdict per layer (:mod:`audit.engine`, :mod:`audit.verdicts`), so a
+representation finding never hides what the values say.
 
 Code that needs a class's behaviour asks these types (their attributes,
 ``isinstance`` or one ``match``), never the name.  This module imports the
@@ -53,6 +61,9 @@ if TYPE_CHECKING:
     import numpy as np
     from sklearn.pipeline import Pipeline
 
+VALUE, REPRESENTATION = "value", "representation"
+LAYERS = (VALUE, REPRESENTATION)
+"""The layers of findings: what a mechanism computes, and how it stores it (:attr:`FunctionClass.layer`)."""
 MAX_POLY_DEGREE = 10
 """Largest K of ``polyK``: a degree-K polynomial of d coordinates has C(d + K, K)
 features (already 3003 at d = 5, K = 10), beyond which the fit is neither
@@ -143,10 +154,11 @@ class FunctionClass:
         and ``renyi`` by the binary divergence of those counts, a lower bound
         on the divergence of every class containing the set's indicator (the
         data processing inequality, :mod:`attacks.event_divergence`).
-    reads : {"values", "representation"}
-        Whether its witnesses are functions of the outputs' values or of how
-        they are stored (IEEE-754 bits): a representation class sees what a
-        value class cannot, so its verdict is about the implementation.
+    layer : {"value", "representation"}
+        Whether its witnesses are functions of the outputs' values
+        (:data:`VALUE`; ``all`` too: a claim class holds both) or of how they
+        are stored (:data:`REPRESENTATION`: ``floatbits``, IEEE-754 bits, so a
+        finding is a property of the floating-point sampler, Mironov 2012).
     closed_under_linear_maps : bool
         i o g is in H for every linear map i and g in H (post-processing,
         CBDP Thm 1).
@@ -166,7 +178,7 @@ class FunctionClass:
     parameters: ClassVar[tuple[str, ...]] = ()
     fit_rule: ClassVar[FitRule] = FitRule.CONVEX
     events: ClassVar[bool] = False
-    reads: ClassVar[str] = "values"
+    layer: ClassVar[str] = VALUE
     closed_under_linear_maps: ClassVar[bool] = False
     convex_translation_invariant: ClassVar[bool] = False
     rank: ClassVar[int]
@@ -380,7 +392,7 @@ class FloatBits(FunctionClass):
     kind: ClassVar[str] = "floatbits"
     fit_rule: ClassVar[FitRule] = FitRule.CELLS
     events: ClassVar[bool] = True
-    reads: ClassVar[str] = "representation"
+    layer: ClassVar[str] = REPRESENTATION
     rank: ClassVar[int] = 6
     words: ClassVar[str] = "IEEE-754 bit features"
 

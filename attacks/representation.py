@@ -149,14 +149,66 @@ def float_features(X) -> np.ndarray:
     mantissa = bits & _MANTISSA_MASK
     trailing = _trailing_zeros(mantissa)
     exponent = biased - _EXPONENT_BIAS
-    granularity = np.where(
-        biased > 0, exponent - _MANTISSA_BITS + trailing, _SUBNORMAL_GRANULARITY_BASE + trailing
-    )
-    granularity = np.where(X == 0, ZERO_GRANULARITY, granularity)
-    columns = [sign, exponent, trailing, granularity, mantissa & _LOW_BITS_MASK]
+    columns = [sign, exponent, trailing, _granularity(X, biased, trailing), mantissa & _LOW_BITS_MASK]
     columns += [_grid_distance(X, k) for k in GRID_EXPONENTS]
     features = np.stack([np.asarray(column, dtype=np.float64) for column in columns], axis=-1)
     return features.reshape(X.shape[0], X.shape[1] * len(FEATURE_NAMES))
+
+
+def _granularity(X: np.ndarray, biased: np.ndarray, trailing: np.ndarray) -> np.ndarray:
+    """The exponent of the lowest set bit of each float64 of X (its biased exponent field and the trailing zeros of
+    its mantissa given), :data:`ZERO_GRANULARITY` for +-0.0 (:func:`float_features`' ``granularity``)."""
+    granularity = np.where(biased > 0, biased - _EXPONENT_BIAS - _MANTISSA_BITS + trailing,
+                           _SUBNORMAL_GRANULARITY_BASE + trailing)
+    return np.where(X == 0, ZERO_GRANULARITY, granularity)
+
+
+def finest_bits(X) -> np.ndarray:
+    """Per output (row of X, finite float64 coordinates), the exponent of the finest bit any coordinate sets: the
+    smallest :func:`float_features` ``granularity`` over its coordinates, shifted by 1074 into [0, 2098].
+
+    A textbook Laplace on input 0 sets bits below 2^-53 that the same sampler on input 1 never sets (Mironov
+    2012): the shares of outputs finer than 2^t on two inputs tell them apart (:func:`separating_bit`).
+
+    Examples
+    --------
+    >>> (finest_bits([[1.0], [2.0**-60]]) - 1074).tolist()
+    [0, -60]
+    """
+    X = np.asarray(X, dtype=np.float64)
+    X = X[:, None] if X.ndim == 1 else X.reshape(len(X), -1)
+    bits = np.ascontiguousarray(X).view(np.uint64)
+    biased = ((bits >> np.uint64(_MANTISSA_BITS)) & np.uint64(0x7FF)).astype(np.int64)
+    granularity = _granularity(X, biased, _trailing_zeros(bits & _MANTISSA_MASK))
+    return granularity.min(axis=1) - _SUBNORMAL_GRANULARITY_BASE
+
+
+FINEST_BITS = ZERO_GRANULARITY - _SUBNORMAL_GRANULARITY_BASE + 1
+"""The number of values :func:`finest_bits` takes (the length of its histograms)."""
+
+
+def separating_bit(counts_d: np.ndarray, counts_d_prime: np.ndarray) -> tuple[int, float, float] | None:
+    """The event "some coordinate sets a bit below 2^t" whose shares of outputs on d and d' differ most.
+
+    Parameters
+    ----------
+    counts_d, counts_d_prime : ndarray of shape (FINEST_BITS,)
+        Histograms of :func:`finest_bits` of the outputs on each dataset.
+
+    Returns
+    -------
+    (t, share on d, share on d') or None
+        None when a dataset has no output or no threshold separates them.
+    """
+    n_d, n_d_prime = counts_d.sum(), counts_d_prime.sum()
+    if not (n_d and n_d_prime):
+        return None
+    below_d, below_d_prime = np.cumsum(counts_d) / n_d, np.cumsum(counts_d_prime) / n_d_prime  # share finer than t+1
+    gap = np.abs(below_d - below_d_prime)
+    index = int(np.argmax(gap))
+    if gap[index] == 0.0:
+        return None
+    return index + 1 + _SUBNORMAL_GRANULARITY_BASE, float(below_d[index]), float(below_d_prime[index])
 
 
 def _trailing_zeros(mantissa: np.ndarray) -> np.ndarray:

@@ -16,7 +16,9 @@ screen could not see is found by a later one).  After each round (a
   least :data:`PASS_BUDGET` outputs (a smaller search may miss a rare
   event);
 * else the next round runs, unless it would pass the output limit
-  (``"output limit"``) or the time limit (``"time limit"``).
+  (``"output limit"``) or, when one is set, the time limit (``"time limit"``:
+  the numbers then depend on the machine and its load; without one they
+  depend on the config and seed only).
 
 Validity whatever the stopping time (theory.md section 7, "Sequential audits").
 The schedule -- the rounds' budgets and the spending weights w_r with
@@ -227,10 +229,11 @@ def decide(evidence: SequentialEstimate, claim: float, level: float, tolerance: 
 @dataclass(frozen=True)
 class Limits:
     """When a sequential search stops undecided: ``max_outputs`` outputs drawn (every pair, dataset, stage and
-    round; the schedule's) or ``max_seconds`` of wall time; ``tolerance`` and ``level`` decide a look."""
+    round; the schedule's) or ``max_seconds`` of wall time (None: no wall-clock limit, the reproducible default);
+    ``tolerance`` and ``level`` decide a look."""
 
     max_outputs: int
-    max_seconds: float
+    max_seconds: float | None
     tolerance: float
     level: float
 
@@ -314,7 +317,8 @@ def sequential_search(sample: Sampler, n_pairs: int, target: Target, claim: floa
         # the next round draws and lasts about RATIO times this one's
         if r + 1 == len(budgets) or drawn + RATIO * (drawn - before) > limits.max_outputs:
             return replace(result, stop=OUTPUT_LIMIT)
-        elapsed = time.perf_counter() - start
-        if elapsed + RATIO * (time.perf_counter() - round_start) > limits.max_seconds:
-            return replace(result, stop=TIME_LIMIT)
+        if limits.max_seconds is not None:
+            elapsed = time.perf_counter() - start
+            if elapsed + RATIO * (time.perf_counter() - round_start) > limits.max_seconds:
+                return replace(result, stop=TIME_LIMIT)
     return result

@@ -162,12 +162,15 @@ class Target:
 
     @classmethod
     def for_claim(cls, divergence: str, claim_class: str, attack_classes: Sequence[str], alpha: float | None = None,
-                  delta: float = 0.0, class_params: Mapping[str, Mapping] | None = None) -> Target:
-        """The target of a claim on ``claim_class``: the attack classes contained in it that estimate the divergence."""
+                  delta: float = 0.0, class_params: Mapping[str, Mapping] | None = None,
+                  layer: str | None = None) -> Target:
+        """The target of a claim on ``claim_class``: the attack classes contained in it that estimate the divergence
+        (of one ``layer`` of :data:`attacks.classes.LAYERS` only, when given)."""
         claimed = parse_function_class(claim_class)
         usable = tuple(name for name in attack_classes
                        if divergence in parse_function_class(name).divergences
-                       and parse_function_class(name).is_contained_in(claimed))
+                       and parse_function_class(name).is_contained_in(claimed)
+                       and layer in (None, parse_function_class(name).layer))
         return cls(divergence, usable, alpha, delta, dict(class_params or {}))
 
 

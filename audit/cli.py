@@ -211,7 +211,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.json_summary:
         from audit.summary import json_summary
 
-        print(json_summary(result.table, result.verdict, code, out / "report.md"))
+        print(json_summary(result.table, result.verdict, code, out / "report.md", result.claims))
     return code
 
 
@@ -304,7 +304,12 @@ def _summary(title: str, result, out: Path, stream=None) -> None:
           file=stream or sys.stdout)
     from audit.events import event_tally
     from audit.provenance import not_neighbours
+    from audit.summary import claim_verdicts, layer_text
 
+    claims = getattr(result, "claims", ())
+    for line, claim in zip(claim_verdicts(claims), claims):  # each layer's verdict, where it is read
+        if layer_text(claim):
+            print(f"  {line['claim']}: {line['verdict']} ({layer_text(claim)})", file=stream or sys.stdout)
     if getattr(result, "events", ()):  # absorbed by the audit, but the reader must know
         print(event_tally(result.events), file=stream or sys.stdout)
     strangers = not_neighbours(getattr(result, "pairs", ()))
@@ -324,8 +329,13 @@ def _summary(title: str, result, out: Path, stream=None) -> None:
         print(f"capaudit: error: {message}", file=sys.stderr)
 
 
+_FLOAT_SAFE = {True: "yes", False: "no", None: "-"}
+"""``capaudit mechanisms``' float-safe column (:attr:`audit.mechanisms.base.MechanismInfo.float_safe`; -: not stated)."""
+
+
 def _mechanisms(long: bool) -> int:
-    """Name, description and true privacy; ``long`` adds kind, parameters and availability."""
+    """Name, description, true privacy and whether it is float-safe (:attr:`audit.mechanisms.base.BaseMechanism.float_safe`:
+    its float outputs carry no more than its values); ``long`` adds kind, parameters and availability."""
     from tabulate import tabulate
 
     from audit.mechanisms import list_mechanisms
@@ -333,7 +343,8 @@ def _mechanisms(long: bool) -> int:
     if long:
         rows = [
             (info.name, info.kind, info.description, ", ".join(f"{k}={v}" for k, v in info.parameters.items()),
-             info.true_privacy, info.availability)
+             info.true_privacy + ("" if info.float_safe is None else f"; float-safe: {_FLOAT_SAFE[info.float_safe]}"),
+             info.availability)
             for info in list_mechanisms()
         ]
         # name and kind stay whole; the four text columns share what is left of the terminal's width
@@ -344,8 +355,12 @@ def _mechanisms(long: bool) -> int:
                        maxcolwidths=widths))
     else:
         infos = list_mechanisms()
-        rows = [(info.name + ("" if info.available else " *"), info.description, info.true_privacy) for info in infos]
-        print(tabulate(rows, headers=["name", "description", "true privacy"], maxcolwidths=[None, 60, 50]))
+        rows = [(info.name + ("" if info.available else " *"), info.description, info.true_privacy,
+                 _FLOAT_SAFE[info.float_safe]) for info in infos]
+        print(tabulate(rows, headers=["name", "description", "true privacy", "float-safe"],
+                       maxcolwidths=[None, 60, 50, None]))
+        print("float-safe: its float64 outputs carry no more than its values; 'no': noise drawn in floating point, "
+              "refuted by the floatbits class (Mironov 2012) whatever its values' privacy")
         if not all(info.available for info in infos):
             print("* unavailable here: its library is missing; `capaudit mechanisms --long` says how to install it")
     return EXIT_PASS

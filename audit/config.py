@@ -77,7 +77,7 @@ _FIELDS = {
     "claims": ("divergence", "alpha", "function_class", "epsilon", "delta", "on_average", "epsilons", "deltas", "profile",
                "reason"),
     "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params", "coupled", "policy", "engine", "stages",
-                "max_outputs", "tolerance"),
+                "max_outputs", "tolerance", "representation"),
     "run": ("seed", "n_jobs", "backend", "sample_timeout", "max_seconds"),
 }
 DEFAULT_CLASSES = ("linear", "poly2", "poly3", "tree3", "atoms", "floatbits")
@@ -141,12 +141,19 @@ class AttackSpec:
     ``n_samples`` training it, the rest confirming it); unset,
     :func:`default_policy`.
 
+    ``representation``: audit the representation layer too (the classes that
+    read how outputs are stored, ``floatbits``; :attr:`attacks.classes.FunctionClass.layer`);
+    false for a claim about the released values only, which drops those
+    classes from ``classes``.
+
     ``sequential``: the ``best`` policy without ``n_samples`` in the config
     (:mod:`attacks.sequential`): rounds of growing budgets until each claim
     is decided (a violation, or an excess of ``tolerance`` over the claim
     detectable with probability 0.8) or ``max_outputs`` outputs (all of a
     claim's searches, every pair, dataset and stage) or ``[run]
-    max_seconds`` are reached.  False for a fixed design (``n_samples``).
+    max_seconds`` (unset by default: the budget is counted in outputs, so the
+    numbers depend on the config and seed only) are reached.  False for a
+    fixed design (``n_samples``).
     """
 
     classes: tuple[str, ...] = DEFAULT_CLASSES
@@ -160,6 +167,7 @@ class AttackSpec:
     sequential: bool = False
     max_outputs: int = 4_000_000
     tolerance: float = 0.1
+    representation: bool = True
 
     @property
     def stage_sizes(self) -> StageSizes:
@@ -180,13 +188,14 @@ class AttackSpec:
 @dataclass(frozen=True)
 class RunSpec:
     """``[run]``: the audit's seed, joblib's n_jobs and backend, each pair's sampling time limit (seconds), and
-    the wall time after which a sequential audit stops looking (``max_seconds``)."""
+    the wall time after which a sequential audit stops looking (``max_seconds``; None, the default: no wall-clock
+    limit, so that the numbers do not depend on the machine or its load)."""
 
     seed: int = 0
     n_jobs: int = 1
     backend: str = "threading"
     sample_timeout: float = 600.0
-    max_seconds: float = 120.0
+    max_seconds: float | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -663,6 +672,25 @@ def _class_name(value: Any, path: str) -> str:
     return value
 
 
+def _layers(table: dict, classes: tuple[str, ...], default: bool) -> tuple[str, ...]:
+    """``classes`` less the representation layer's when ``[attacks] representation = false`` (a claim about the
+    released values only); a class list that names one beside the switch is refused."""
+    from attacks.classes import REPRESENTATION, parse_function_class
+
+    representation = table.get("representation", default)
+    if not isinstance(representation, bool):
+        raise ConfigError(f"attacks.representation: must be true or false (a TOML boolean, unquoted). "
+                          f"Found {representation!r}.")
+    if representation:
+        return classes
+    stored = [name for name in classes if parse_function_class(name).layer == REPRESENTATION]
+    if stored and "classes" in table:
+        raise ConfigError(f"attacks.representation: false leaves out the classes that read how outputs are stored, "
+                          f"but attacks.classes lists {', '.join(stored)}; remove them or the switch. "
+                          f"Found representation = false.")
+    return tuple(name for name in classes if name not in stored)
+
+
 def _attacks(table: dict, on_average: bool = False) -> AttackSpec:
     _check_fields(table, "attacks", "attacks")
     defaults = AttackSpec()
@@ -674,6 +702,7 @@ def _attacks(table: dict, on_average: bool = False) -> AttackSpec:
     classes = tuple(_class_name(name, f"attacks.classes[{i}]") for i, name in enumerate(classes))
     if "all" in classes:
         raise ConfigError("attacks.classes: \"all\" is for claims only (no attack fits every function); remove it.")
+    classes = _layers(table, classes, defaults.representation)
     n_samples = _number(table.get("n_samples", defaults.n_samples), "attacks.n_samples", integer=True)
     if not MIN_SAMPLES <= n_samples <= MAX_SAMPLES:
         raise ConfigError(
@@ -714,6 +743,7 @@ def _attacks(table: dict, on_average: bool = False) -> AttackSpec:
         sequential=sequential,
         max_outputs=max_outputs,
         tolerance=tolerance,
+        representation=table.get("representation", defaults.representation),
     )
 
 
@@ -924,9 +954,12 @@ def _run(table: dict) -> RunSpec:
     timeout = float(_number(table.get("sample_timeout", defaults.sample_timeout), "run.sample_timeout"))
     if timeout <= 0:
         raise ConfigError(f"run.sample_timeout: must be a positive number of seconds, e.g. 600. Found {timeout!r}.")
-    max_seconds = float(_number(table.get("max_seconds", defaults.max_seconds), "run.max_seconds"))
-    if not 0.0 < max_seconds < math.inf:
-        raise ConfigError(f"run.max_seconds: must be a positive number of seconds, e.g. 120. Found {max_seconds!r}.")
+    max_seconds = table.get("max_seconds", defaults.max_seconds)
+    if max_seconds is not None:
+        max_seconds = float(_number(max_seconds, "run.max_seconds"))
+        if not 0.0 < max_seconds < math.inf:
+            raise ConfigError(f"run.max_seconds: must be a positive number of seconds, e.g. 600, or left out (no "
+                              f"wall-clock limit). Found {max_seconds!r}.")
     return RunSpec(seed=int(seed), n_jobs=int(n_jobs), backend=backend, sample_timeout=timeout,
                    max_seconds=max_seconds)
 

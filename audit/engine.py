@@ -3,10 +3,13 @@
 ``[attacks] policy`` (docs/config.md) says which candidates (pair x direction
 x attack class) get a confirmed row:
 
-- ``"best"``: one search per claim and Renyi order
-  (:func:`attacks.staged.staged_search`): every candidate contained in the
-  claim's class screened, the finalists trained and checked, ONE statistic
-  confirmed on a fresh sample; one row per claim and order, Holm over those.
+- ``"best"``: one search per claim, Renyi order and layer
+  (:func:`attacks.staged.staged_search`): every candidate of the layer
+  (:attr:`attacks.classes.FunctionClass.layer`: the values, or their
+  IEEE-754 representation) contained in the claim's class screened, the
+  finalists trained and checked, ONE statistic confirmed on a fresh sample;
+  one row per claim, order and layer, Holm over those (so the error is spent
+  across both layers and the audit-wide guarantee holds).
 - ``"every"``: every candidate of every pair trained on the train share and
   its own set or witness confirmed on a fresh held-out share
   (:func:`attacks.staged.confirm_every`, ``train_fraction`` splitting
@@ -50,7 +53,8 @@ import joblib
 import numpy as np
 from tqdm import tqdm
 
-from attacks.classes import parse_function_class
+from attacks.classes import LAYERS, REPRESENTATION, VALUE, parse_function_class
+from attacks.representation import FINEST_BITS, finest_bits, separating_bit
 from attacks.sequential import FIRST_BUDGET, FIXED, Limits, least_outputs, round_budgets, sequential_search
 from attacks.staged import (
     MAX_FINALISTS,
@@ -91,6 +95,10 @@ DETERMINISTIC_NOTE = (
 """The note of a pair whose samples look deterministic.  A finite sample never proves infinity (a
 randomized response at epsilon = 8 repeats one output 1 000 times in a row about 70 % of the time),
 so such rows get the attacks' finite bounds like any other (CBDP Lemma 2's infinity is not claimed)."""
+
+
+BIT_EVENT = "distinguishing event"
+"""The start of a representation row's note: the event on the outputs' finest set bit that tells d from d'."""
 
 
 RAISED_NOTE = "the mechanism raised"
@@ -226,20 +234,26 @@ def _largest_sizes(config: AuditConfig, n_pairs: int, n_units: int) -> StageSize
 
 
 class _Best:
-    """Policy ``best``: one staged search per claim and Renyi order (:func:`attacks.staged.staged_search`), or,
+    """Policy ``best``: one staged search per claim, Renyi order and layer (:func:`attacks.staged.staged_search`), or,
     without ``n_samples``, searches in rounds until decided (:func:`attacks.sequential.sequential_search`: each
-    unit gets an equal share of ``max_outputs`` and ``[run] max_seconds`` and stops at the level of Holm's first
-    step over the units)."""
+    unit gets an equal share of ``max_outputs`` and of ``[run] max_seconds`` when set, and stops at the level of
+    Holm's first step over the units)."""
 
     @staticmethod
     def units(config: AuditConfig, pairs: Sequence[NeighbourPair]) -> list[Unit]:
-        attacks = config.attacks
-        return [
-            Unit(f"staged|claim{index}|{alpha}",
-                 (Target.for_claim(claim.divergence, claim.function_class, attacks.classes, alpha, claim.delta,
-                                   attacks.class_params),), claim_index=index)
-            for index, claim in enumerate(config.claims) for alpha in claim.alpha
-        ]
+        """A unit per claim, Renyi order and layer (:data:`attacks.classes.LAYERS`) with a usable class: a
+        representation finding (``floatbits``) never ends the value classes' search, which goes on to its own
+        verdict; a claim no class can test keeps one (empty) unit, its row an error."""
+        attacks, units = config.attacks, []
+        for index, claim in enumerate(config.claims):
+            for alpha in claim.alpha:
+                targets = {layer: Target.for_claim(claim.divergence, claim.function_class, attacks.classes, alpha,
+                                                   claim.delta, attacks.class_params, layer=layer)
+                           for layer in LAYERS}
+                tested = [layer for layer in LAYERS if targets[layer].classes] or [VALUE]
+                units += [Unit(f"staged|claim{index}|{alpha}" + ("" if layer == VALUE else f"|{layer}"),
+                               (targets[layer],), claim_index=index) for layer in tested]
+        return units
 
     @staticmethod
     def held(sizes: StageSizes, n_samples: int, n_pairs: int) -> tuple[int, int]:
@@ -280,8 +294,9 @@ def _sequential(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence
                 bar: _OutputsBar, seed: int) -> StagedResult:
     """A ``best`` unit's search in rounds (:func:`attacks.sequential.sequential_search`); the progress bar
     replans each round and shows the current bound beside the claim."""
-    attacks, units = config.attacks, sum(len(claim.alpha) for claim in config.claims)
-    limits = Limits(attacks.max_outputs // units, config.run.max_seconds / units, attacks.tolerance,
+    attacks, units = config.attacks, len(_Best.units(config, pairs))
+    seconds = None if config.run.max_seconds is None else config.run.max_seconds / units
+    limits = Limits(attacks.max_outputs // units, seconds, attacks.tolerance,
                     (1.0 - attacks.confidence) / units)
     claim = config.claims[unit.claim_index]
     rounds = {}  # the running round's stage sizes and the outputs drawn before it
@@ -397,6 +412,8 @@ def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pai
     if outputs.deterministic(index):
         notes.append(DETERMINISTIC_NOTE)
     notes += outputs.raised_note(index)
+    if parse_function_class(task.function_class).layer == REPRESENTATION:
+        notes += outputs.bit_note(index)
     exact, theory_bound = _theory(mechanism, pairs[index], task)
     record.update(estimate=float(outcome.evidence.estimate), unbounded=False, note="; ".join(notes), exact=exact,
                   theory_bound=theory_bound)
@@ -405,12 +422,16 @@ def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pai
 
 def _theory(mechanism: Any, pair: NeighbourPair, task: Task) -> tuple[float | None, float | None]:
     """(exact divergence of the task's class in its direction, the mechanism's closed-form bound); None where
-    unknown.  The one place the audit reads theory (:mod:`audit.theory.exact`, :mod:`audit.theory.table`)."""
+    unknown.  The one place the audit reads theory (:mod:`audit.theory.exact`, :mod:`audit.theory.table`).
+    Closed forms hold in exact arithmetic, of the values: a representation-layer task (``floatbits``, how the
+    outputs are stored) has no published bound to exceed."""
     laws = known_laws(mechanism, pair.d, pair.d_prime)
     exact = None
     if laws is not None:
         exact = exact_value(laws if task.direction == "P|Q" else laws[::-1], task.function_class, task.divergence,
                             task.alpha)
+    if parse_function_class(task.function_class).layer == REPRESENTATION:
+        return exact, None
     try:
         theory_bound = law_bound(getattr(mechanism, "theory_law", None), task.function_class, task.divergence,
                                  task.alpha)
@@ -466,6 +487,7 @@ def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = N
         "direction": record["direction"],
         "function_class": record["function_class"],
         "divergence": record["divergence"],
+        "delta": float(record["delta"]),
         "alpha": math.nan if record["alpha"] is None else float(record["alpha"]),
         "estimate": float(record["estimate"]),
         "n_samples": math.nan if config.attacks.n_samples is None else config.attacks.n_samples,
@@ -554,19 +576,26 @@ def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coup
 
 class _Outputs:
     """The sampler, watching each pair's outputs: whether every output so far on d was one value, every output on
-    d' another (a deterministic release, :data:`DETERMINISTIC_NOTE`), and what the mechanism did besides regular
+    d' another (a deterministic release, :data:`DETERMINISTIC_NOTE`), what the mechanism did besides regular
     outputs (:class:`audit.events.EventCounter`: structural outputs, among them the event "the mechanism raised"
-    of :func:`audit.sampling.draw_pair_isolated`, per dataset)."""
+    of :func:`audit.sampling.draw_pair_isolated`, per dataset), and the finest bit each output sets
+    (:func:`attacks.representation.finest_bits`), for the event a representation row names (:meth:`bit_note`)."""
 
     def __init__(self, sample: Callable[[int, int, str, int], Draw], events: EventCounter, names: Sequence[str]):
         self.sample = sample
         self.firsts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.varied: set[int] = set()
         self.events, self.names = events, list(names)
+        self.bits: dict[int, np.ndarray] = {}
+        """Pair -> histograms of the finest bit set, shape (2, FINEST_BITS): outputs on d, on d'."""
+        self.lock = threading.Lock()
 
     def __call__(self, pair: int, n: int, stage: str, chunk: int) -> Draw:
         draw = self.sample(pair, n, stage, chunk)
         self.events.drawn(self.names[pair], draw.d, draw.d_prime)
+        bits = np.stack([_finest_bits(draw.d), _finest_bits(draw.d_prime)])
+        with self.lock:  # the staged search draws several pairs at once, in threads
+            self.bits[pair] = self.bits.get(pair, 0) + bits
         first_d, first_d_prime = self.firsts.setdefault(pair, (draw.d[0].copy(), draw.d_prime[0].copy()))
         if not (np.all(draw.d == first_d) and np.all(draw.d_prime == first_d_prime)):
             self.varied.add(pair)
@@ -578,6 +607,17 @@ class _Outputs:
         first_d, first_d_prime = self.firsts[pair]
         return bool(np.any(first_d != first_d_prime))
 
+    def bit_note(self, pair: int) -> list[str]:
+        """The event on the finest bit set that tells the pair's datasets apart most, with its shares of the outputs
+        drawn (:func:`attacks.representation.separating_bit`; [] when none does): what a representation finding
+        reads, in words."""
+        found = separating_bit(*self.bits[pair]) if pair in self.bits else None
+        if found is None:
+            return []
+        bit, share_d, share_d_prime = found
+        return [f"{BIT_EVENT}: lowest set bit (of any coordinate) below 2^{bit}: {_share(share_d)} of outputs on d, "
+                f"{_share(share_d_prime)} on d'"]
+
     def raised_note(self, pair: int) -> list[str]:
         """The note of a pair on which the mechanism raised: its counts on each dataset ([] when it never did)."""
         raised_d, n_d, raised_d_prime, n_d_prime = self.events.raised(self.names[pair])
@@ -587,6 +627,21 @@ class _Outputs:
                  else " on one dataset only, so the failure itself distinguishes the datasets")
         return [f"{RAISED_NOTE}{where}: {raised_d} of {n_d} outputs on d and {raised_d_prime} of {n_d_prime} "
                 f"on d' are the event \"the mechanism raised\" (one output per call once a call raised)"]
+
+
+def _finest_bits(outputs: np.ndarray) -> np.ndarray:
+    """The histogram of :func:`attacks.representation.finest_bits` over the finite float outputs."""
+    outputs = np.asarray(outputs)
+    if outputs.dtype.kind != "f":
+        return np.zeros(FINEST_BITS, dtype=np.int64)
+    rows = outputs.reshape(len(outputs), -1)
+    finite = rows[np.isfinite(rows).all(axis=1)].astype(np.float64)
+    return np.bincount(finest_bits(finite), minlength=FINEST_BITS)
+
+
+def _share(share: float) -> str:
+    """A share of outputs in words: "none", "all", else a percentage with two significant digits."""
+    return "none" if share == 0.0 else "all" if share == 1.0 else f"{100 * share:.2g} %"
 
 
 class _OutputsBar:

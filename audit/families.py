@@ -39,12 +39,13 @@ from typing import Any
 
 import numpy as np
 
+from attacks.classes import LAYERS
 from attacks.vocabulary import DP, FAMILIES, GDP, ZCDP, Curve, Profile, Renyi, divergence_kind, parse_curve
 from audit.schema import Row
 from audit.theory.tradeoff import (
     gaussian_profile, gaussian_tradeoff, laplace_profile, laplace_tradeoff, profile_tradeoff, zcdp_renyi_bound, zcdp_tradeoff,
 )
-from audit.verdicts import summarize_claims
+from audit.verdicts import combined_verdict, summarize_claims
 
 PROFILES = {"gaussian": gaussian_profile, "laplace": laplace_profile}
 """Named privacy profiles: name -> delta(epsilon, parameter)."""
@@ -159,8 +160,8 @@ class Family:
         return profile_tradeoff(a, self.points, self.member_deltas())
 
     def member_keys(self) -> list[tuple]:
-        """The members' keys in :func:`audit.verdicts.summarize_claims` (divergence, alpha, class, claim, on_average)."""
-        return [(m.divergence, m.alpha, self.function_class, m.epsilon, False) for m in self.members()]
+        """The members' keys in :func:`audit.verdicts.summarize_claims` (:func:`audit.verdicts.claim_key`)."""
+        return [(m.divergence, m.alpha, self.function_class, m.epsilon, m.delta, False) for m in self.members()]
 
 
 def families(config: Mapping[str, Any]) -> list[Family]:
@@ -181,7 +182,8 @@ def claim_summaries(rows: Sequence[Row], config: Mapping[str, Any]) -> list[dict
     """
     summaries = summarize_claims(rows)
     by_key = {_key(summary): summary for summary in summaries}
-    plain = {_rounded((e["divergence"], alpha, e["function_class"], float(e["epsilon"]), bool(e.get("on_average"))))
+    plain = {_rounded((e["divergence"], alpha, e["function_class"], float(e["epsilon"]), float(e.get("delta", 0.0)),
+                       bool(e.get("on_average"))))
              for e in _entries(config) if e.get("divergence") not in FAMILIES for alpha in _orders(e)}
     used, lines = set(), []
     for family in families(config):
@@ -199,29 +201,32 @@ def claim_summaries(rows: Sequence[Row], config: Mapping[str, Any]) -> list[dict
 
 def _family_line(family: Family, summaries: list[dict[str, Any] | None]) -> dict[str, Any]:
     members = []
+    untested = {"verdict": "untested", "strongest_task": None, "p_adjusted": math.nan,
+                **{f"{layer}_verdict": "untested" for layer in LAYERS}}
     for member, summary in zip(family.members(), summaries):
-        summary = summary or {"verdict": "untested", "strongest_task": None, "p_adjusted": math.nan}
+        summary = summary or untested
         members.append({"member": member.label, "verdict": summary["verdict"],
+                        **{f"{layer}_verdict": summary[f"{layer}_verdict"] for layer in LAYERS},
                         "strongest_task": summary["strongest_task"], "p_adjusted": summary["p_adjusted"]})
-    verdicts = [m["verdict"] for m in members]
     refuted = [m for m in members if m["verdict"] == "violation"]
     ran = [m for m in members if not math.isnan(m["p_adjusted"])]
     strongest = min(ran, key=lambda m: m["p_adjusted"]) if ran else None
+    verdict = combined_verdict(m["verdict"] for m in members)
     if refuted:
-        verdict = "violation"
         note = f"refuted by {len(refuted)} of its {len(members)} members, most strongly {strongest['member']}"
-    elif all(v == "untested" for v in verdicts):
-        verdict, note = "untested", "no member was tested"
+    elif verdict == "untested":
+        note = "no member was tested"
     else:
-        verdict = "inconclusive" if "inconclusive" in verdicts else "pass"
         note = f"{len(members)} members, none refuted"
     return {
         "divergence": family.divergence,
         "alpha": math.nan,
         "claim_class": family.function_class,
         "claim": family.parameter,
+        "delta": math.nan,  # each member has its own
         "on_average": False,
         "verdict": verdict,
+        **{f"{layer}_verdict": combined_verdict(m[f"{layer}_verdict"] for m in members) for layer in LAYERS},
         "strongest_task": None if strongest is None else strongest["strongest_task"],
         "p_adjusted": math.nan if strongest is None else strongest["p_adjusted"],
         "detectable_excess": math.nan,  # members' excesses are in different units (epsilon, Renyi)
@@ -245,7 +250,8 @@ def _orders(entry: Mapping[str, Any]) -> list[float | None]:
 def _key(summary: Mapping[str, Any]) -> tuple:
     alpha = summary["alpha"]
     alpha = None if alpha is None or (isinstance(alpha, float) and math.isnan(alpha)) else alpha
-    return _rounded((summary["divergence"], alpha, summary["claim_class"], summary["claim"], summary["on_average"]))
+    return _rounded((summary["divergence"], alpha, summary["claim_class"], summary["claim"], summary["delta"],
+                     summary["on_average"]))
 
 
 def _rounded(key: tuple) -> tuple:

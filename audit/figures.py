@@ -142,13 +142,14 @@ def plot_group(rows: Sequence[Row], title: str) -> Figure:
     width = max(320.0, 90.0 * len(classes) * points ** 0.5 + 120.0)
     fig = Figure(1, len(claims), panel=(width, 280.0), title=f"{title}\n{INTERVAL_LEVEL}", sharey=True)
     drawn: set[str] = set()
-    for ax, (claim_class, claim, on_average) in zip(fig.axes[0], claims):
-        members = [row for row in rows if _claim(row) == (claim_class, claim, on_average)]
+    for ax, (claim_class, claim, delta, on_average) in zip(fig.axes[0], claims):
+        members = [row for row in rows if _claim(row) == (claim_class, claim, delta, on_average)]
         drawn |= _plot_panel(ax, members, classes, ceiling)
         if claim is not None and math.isfinite(claim):
             ax.hline(claim, CLAIM)
             drawn.add("claim")
-        ax.title = f"claim: class {claim_class}, at most {format_number(claim)}" + (" on average" if on_average else "")
+        ax.title = (f"claim: class {claim_class}, at most {format_number(claim)}"
+                    + (f", delta {format_number(delta)}" if delta else "") + (" on average" if on_average else ""))
         ax.xlim = (-0.6, len(classes) - 0.4)
         ax.xticks = list(enumerate(classes))
         ax.xlabel = "function class (attack)"
@@ -208,9 +209,9 @@ def _value_range(rows: Sequence[Row]) -> tuple[float, float]:
     return bottom, top + 0.1 * (top - bottom or 1.0)
 
 
-def _claim(row: Row) -> tuple[str, float | None, bool]:
-    """The claim a row is judged against, as far as a figure tells claims apart: a panel each."""
-    return row.claim_class, _key(row.claim), row.on_average
+def _claim(row: Row) -> tuple[str, float | None, float | None, bool]:
+    """The claim a row is judged against, as far as a figure tells claims apart (its delta included): a panel each."""
+    return row.claim_class, _key(row.claim), _key(row.delta), row.on_average
 
 
 def _key(value: float | None) -> float | None:

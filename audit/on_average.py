@@ -170,14 +170,15 @@ def aggregate_rows(rows: Sequence[Row], confidence: float) -> list[Row]:
     for row in rows:
         if row.on_average and row.pair != PAIR:
             key = (row.direction, row.function_class, row.divergence, _alpha_text(row.alpha), float(row.claim),
-                   row.claim_class)
+                   row.claim_class, row.delta)
             groups.setdefault(key, []).append(row)
     aggregates = []
-    for (direction, attack_class, divergence, alpha, claim, claim_class), members in groups.items():
+    for (direction, attack_class, divergence, alpha, claim, claim_class, delta), members in groups.items():
         evidence = _aggregate([member.evidence for member in members], confidence)
         first = members[0]
         aggregates.append(Row(
             pair=PAIR, direction=direction, function_class=attack_class, divergence=divergence, alpha=first.alpha,
+            delta=delta,
             estimate=evidence.estimate, n_samples=first.n_samples, claim=first.claim, claim_class=claim_class,
             refutes_claim=parse_function_class(attack_class).is_contained_in(parse_function_class(claim_class)),
             note=f"mean over {len(members)} iid pairs (t interval over pairs)",

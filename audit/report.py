@@ -49,8 +49,11 @@ from audit.results_file import SCHEMA_VERSION, json_value, results_table, write_
 from audit.theory.check import failures
 
 from audit.schema import STAGE_SIZE_COLUMNS, Row  # noqa: E402
-from attacks.sequential import POWER  # noqa: E402
+from attacks.sequential import POWER, TIME_LIMIT  # noqa: E402
 from audit.families import claim_summaries  # noqa: E402
+from audit.verdicts import NOT_AUDITED, combined_verdict  # noqa: E402
+from attacks.classes import LAYERS, REPRESENTATION  # noqa: E402
+from audit.engine import BIT_EVENT  # noqa: E402
 from audit.tradeoff_report import LEVELS as TRADEOFF_LEVELS, Panel, tradeoff_panels  # noqa: E402
 from audit.config import AttackSpec  # noqa: E402
 
@@ -151,7 +154,8 @@ def write_audit_report(
     meta = {
         "schema_version": SCHEMA_VERSION, "verdict": verdict, "seed": seed, "seconds": seconds,
         "versions": versions, "config": dict(config), "audited": dict(audited or {}), "pairs": list(pairs),
-        "claims": claims, "outputs_drawn": _outputs_drawn(rows), "theory": [dict(entry) for entry in theory],
+        "claims": claims, "outputs_drawn": _outputs_drawn(rows), "machine_dependent": _time_limited(rows) > 0,
+        "theory": [dict(entry) for entry in theory],
         **({"checks": [dict(check) for check in checks]} if checks else {}),  # only configs with [[checks]]
         **({"search": [dict(entry) for entry in search]} if search else {}),  # only strategy = "search"
         **({"events": [dict(entry) for entry in events]} if events else {}),  # only when the mechanism showed some
@@ -174,7 +178,8 @@ def _strongest_row(rows: Sequence[Row], claim: Mapping[str, Any]) -> Row | None:
     keys = ("divergence", "claim_class", "claim", "on_average")
     tasks = [row for row in rows if row.task == claim["strongest_task"]]
     for row in tasks:
-        if _same_number(row.alpha, claim["alpha"]) and all(getattr(row, k) == claim[k] for k in keys):
+        if (_same_number(row.alpha, claim["alpha"]) and _same_number(row.delta, claim["delta"])
+                and all(getattr(row, k) == claim[k] for k in keys)):
             return row
     return tasks[0] if tasks else None  # a curve claim's line names its strongest member's row
 
@@ -241,7 +246,6 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
     """report.md of the typed ``rows`` (in the order shown), the audit's metadata and the trade-off section's lines."""
     verdict = meta["verdict"]
     attacks = meta["config"].get("attacks", {})
-    deltas = _claim_deltas(meta["config"])
     confidence = attacks.get("confidence")
     lines = [
         "# capaudit audit report",
@@ -250,6 +254,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         "",
         f"**{verdict.upper()}**: {_HEADLINES[verdict]}",
         "",
+        *_layers_line(meta["claims"]),
         _counts(rows) if rows else "No claims: the verdict is about the property checks.",
         "",
         *_theory_headline(meta.get("theory", [])),
@@ -262,6 +267,12 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         + ".",
         "",
     ]
+    if _time_limited(rows):
+        lines += [f"**Numbers depend on the machine:** the wall-clock limit `[run] max_seconds` stopped "
+                  f"{_time_limited(rows)} search(es), so another machine, or this one under another load, draws "
+                  "other outputs and gives other numbers; leave `max_seconds` out (the default: a budget counted in "
+                  "outputs, `[attacks] max_outputs`) for numbers that depend on the config and seed only.", ""]
+    lines += _layer_switch(attacks, rows)
     lines += _audited_block(meta["audited"], meta["pairs"], meta["config"])
     lines += _search_section(meta.get("search", []))
     if (meta["audited"].get("mechanism") or {}).get("reproducible") is False:
@@ -275,11 +286,12 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
             "",
         ]
     if meta["claims"]:
-        lines += ["## Claims", "", _claims_table(meta["claims"], deltas), "", *_reasons(meta["config"])]
+        lines += ["## Claims", "", _claims_table(meta["claims"]), "", *_reasons(meta["config"])]
+        lines += _representation_section(meta["claims"], rows)
     lines += list(tradeoff)
     lines += _on_average_section(rows, confidence)
     lines += _checks_block(meta.get("checks", []))
-    lines += _staged_section(rows, deltas) + _stop_lines(rows, attacks.get("tolerance", AttackSpec.tolerance), deltas)
+    lines += _staged_section(rows) + _stop_lines(rows, attacks.get("tolerance", AttackSpec.tolerance))
     for row_verdict, title in (
         ("violation", "Violations"),
         ("unbounded", "Unbounded rows"),
@@ -295,10 +307,10 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
     lines += ["## Results per claim", ""] if rows else []
     claims: dict[tuple, list[Row]] = {}
     for row in rows:
-        claims.setdefault((row.divergence, row.claim_class, row.claim, row.on_average), []).append(row)
-    for (divergence, claim_class, claim, on_average), claim_rows in claims.items():
-        title = _claim_title(divergence, claim_class, claim, on_average, _delta(deltas, divergence, claim_class, claim))
-        lines += [f"### {title}", "", _claim_table(claim_rows), ""]
+        claims.setdefault((row.divergence, row.claim_class, row.claim, row.delta, row.on_average), []).append(row)
+    for (divergence, claim_class, claim, delta, on_average), claim_rows in claims.items():
+        lines += [f"### {_claim_title(divergence, claim_class, claim, on_average, delta)}", "",
+                  _claim_table(claim_rows), ""]
     if figures:
         lines += ["## Figures", ""]
         lines += [f"![{path.stem}]({path.as_posix()})\n" for path in figures]
@@ -387,13 +399,14 @@ def _theory_section(theory: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
 
 
-def _staged_section(rows: Sequence[Row], deltas: Mapping[tuple[str, float], float]) -> list[str]:
+def _staged_section(rows: Sequence[Row]) -> list[str]:
     """"Staged search": per claim, the outputs per dataset each stage used and the candidate that won."""
     searched = [row for row in rows if row.n_screen and not row.error]  # policy best's rows: a screen chose them
     if not searched:
         return []
     frame = pd.DataFrame({
-        "claim": [_row_claim(r, deltas) for r in searched],
+        "claim": [_row_claim(r) for r in searched],
+        "layer": [r.layer for r in searched],
         "winner": [row_label(r.pair, r.direction, r.function_class) for r in searched],
         **{name: [str(getattr(r, name)) for r in searched] for name in STAGE_SIZE_COLUMNS},
     })
@@ -405,8 +418,9 @@ def _staged_section(rows: Sequence[Row], deltas: Mapping[tuple[str, float], floa
         f"`attacks.policy = \"best\"`: {budget}. Outputs per dataset: "
         "`n_screen` on every pair (all candidates: pairs x directions x classes), `n_train` and `n_check` on the "
         "finalists' pairs, `n_confirm` on the winner's pair only, a fresh sample that no choice saw; the claim's "
-        "one statistic (pooled over `sets_pooled` nested sets when more than 1) is its confirm bound, and Holm "
-        "corrects over the claims only.", "",
+        "one statistic (pooled over `sets_pooled` nested sets when more than 1) is its confirm bound. Each claim "
+        "has a search per layer (values; representation: how outputs are stored) and Holm corrects over these "
+        "searches only.", "",
         _to_markdown(frame), "",
     ]
 
@@ -421,22 +435,79 @@ _STOP_WORDS = {
 }
 
 
-def _row_claim(row: Row, deltas: Mapping[tuple[str, float], float]) -> str:
+def _row_claim(row: Row) -> str:
     """The claim a row answers, in words (:func:`_claim_label`, a dp claim's delta included)."""
-    return _claim_label(row.divergence, row.claim_class, row.claim, row.alpha,
-                        _delta(deltas, row.divergence, row.claim_class, row.claim))
+    return _claim_label(row.divergence, row.claim_class, row.claim, row.alpha, row.delta)
 
 
-def _stop_lines(rows: Sequence[Row], tolerance: float, deltas: Mapping[tuple[str, float], float]) -> list[str]:
+def _stop_lines(rows: Sequence[Row], tolerance: float) -> list[str]:
     """Why each claim's search stopped, in words ("stopped after 3 400 outputs: violation")."""
     stopped = [row for row in rows if row.stop is not None and not row.error]
     if not stopped:
         return []
-    lines = [f"- {_row_claim(r, deltas)}: stopped after "
+    lines = [f"- {_row_claim(r)}, {r.layer}: stopped after "
              f"{_thousands(r.outputs_drawn)} outputs ({r.rounds} round{'s' if r.rounds != 1 else ''}): "
              + _stop_words(r, tolerance) for r in stopped]
     return ["Outputs drawn (both datasets, every pair, stage and round) and why each search stopped "
             f"(tolerance {tolerance}):", "", *lines, ""]
+
+
+def _layers_line(claims: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The verdict block's line per layer: over the claims, what the mechanism computes (values) and how it stores
+    them (representation), each judged apart (:func:`audit.verdicts.combined_verdict`)."""
+    if not claims or not all("value_verdict" in claim for claim in claims):
+        return []
+    value, stored = (combined_verdict(claim[f"{layer}_verdict"] for claim in claims) for layer in LAYERS)
+    return [f"By layer: **values** (what the mechanism computes) {_bold_unless_pass(value)}; **representation** "
+            f"(how it stores them, IEEE-754 bits) {_bold_unless_pass(stored)}.", ""]
+
+
+def _representation_section(claims: Sequence[Mapping[str, Any]], rows: Sequence[Row]) -> list[str]:
+    """In plain words, when the representation layer refutes a claim: the event that distinguishes the datasets
+    (a representation row's note, :data:`audit.engine.BIT_EVENT`), that it is the floating-point sampler's
+    (Mironov 2012; Haney et al. 2022), that the value verdict is separate, and the fixes."""
+    refuted = [claim for claim in claims if claim.get("representation_verdict") == "violation"]
+    if not refuted:
+        return []
+    found = [row for row in rows if row.layer == REPRESENTATION and row.verdict in ("violation", "unbounded")]
+    events = list(dict.fromkeys(f"pair {row.pair}: {part.split(': ', 1)[1]}" for row in found
+                                for part in row.note.split("; ") if part.startswith(BIT_EVENT)))
+    lines = ["### How the outputs are stored (representation layer)", "",
+             f"The `floatbits` attack reads the outputs' IEEE-754 bits, not their values, and refutes "
+             f"{len(refuted)} claim(s) with them. This is a property of the floating-point sampler: noise drawn "
+             "in floating point (numpy's or an inverse-CDF Laplace or Gaussian) and added to a value that depends "
+             "on the data leaves gaps and a precision in the outputs that depend on the input (Mironov, CCS 2012; "
+             "Haney et al., 2022), which an adversary reads off the released bits.", ""]
+    if events:
+        lines += ["Event that distinguishes the datasets (shares of all outputs drawn):", "",
+                  *[f"- {event}" for event in events], ""]
+    lines += [f"- {_summary_label(claim)}: values **{claim['value_verdict']}**, representation **violation**"
+              for claim in refuted]
+    lines += ["", "The values' verdict is separate: it is what the mechanism computes, judged by the other classes "
+              "on their own search. To make the outputs safe, draw the noise with a float-safe sampler (OpenDP's "
+              "samplers, Mironov's snapping mechanism `snapping_laplace`, discrete Laplace or Gaussian noise on a "
+              "grid); a claim about the values only says so with `[attacks] representation = false`.", ""]
+    return lines
+
+
+def _layer_switch(attacks: Mapping[str, Any], rows: Sequence[Row]) -> list[str]:
+    """The header's line when the representation layer went unaudited on a claim about every function: switched
+    off (``[attacks] representation = false``), or no class of it in ``[attacks] classes``."""
+    if attacks.get("representation") is False:
+        return ["**Representation layer off** (`[attacks] representation = false`): the claims are judged on the "
+                "released values only; how the outputs are stored (their IEEE-754 bits) was not audited, so a "
+                "floating-point sampler's leak (Mironov 2012) would go unseen.", ""]
+    if any(row.claim_class == "all" for row in rows) and not any(row.layer == REPRESENTATION for row in rows):
+        return ["**Representation layer not audited**: no class of `[attacks] classes` reads how the outputs are "
+                "stored (`floatbits`), so the claims about `all` were judged on the released values only; add "
+                "`floatbits` to audit the floating-point outputs too, or set `representation = false` to say the "
+                "claims are about values.", ""]
+    return []
+
+
+def _time_limited(rows: Sequence[Row]) -> int:
+    """How many searches the wall-clock limit stopped (their rows' ``stop``; one per search and claim)."""
+    return len({(row.task, row.claim, row.delta) for row in rows if row.stop == TIME_LIMIT})
 
 
 def _sequential(rows: Sequence[Row]) -> bool:
@@ -461,7 +532,7 @@ def _thousands(value: int) -> str:
 def _outputs_drawn(rows: Sequence[Row]) -> int:
     """All outputs the audit drew: each unit's (a search of policy best, ``staged|claim<k>|...`` at one order; a
     pair of policy every), counted once over its rows."""
-    units = {(row.task.split("|")[1], json_value(row.alpha)) if row.task.startswith("staged|") else row.pair:
+    units = {(row.task.split("|")[1], json_value(row.alpha), row.layer) if row.task.startswith("staged|") else row.pair:
              row.outputs_drawn for row in rows if row.outputs_drawn is not None}
     return int(sum(units.values()))
 
@@ -516,7 +587,11 @@ def _exact_text(panel: Panel) -> list[str]:
     if gap > 1e-9 and (thresholds or isinstance(claimed_class, All)):
         text = f"below the claimed curve by up to {gap:.3g}: the claim is false at this pair."
     elif float(np.max(claimed - panel.exact)) <= 1e-9:
-        text = "at or above the claimed curve everywhere: the claim holds at this pair."
+        text = "at or above the claimed curve everywhere: the claim holds at this pair for the values (the output " \
+               "laws in exact arithmetic)."
+        if any(member.get("representation_verdict") == "violation" for member in panel.members):
+            text += (" Its floating-point outputs do not: the representation layer refutes the claim (Claims, "
+                     "\"How the outputs are stored\"); both statements hold, one of the values, one of their bits.")
     else:
         name, text = "curve T(P, Q)", f"below the claimed curve by up to {gap:.3g}; the class's own curve is not known."
     return [f"Exact {name} of the mechanism's output laws (pair {panel.classes[0].pair}): {text}", ""]
@@ -691,21 +766,32 @@ def _counts(rows: Sequence[Row]) -> str:
     return f"{len(rows)} row{'s' if len(rows) != 1 else ''}: " + ", ".join(parts) + "."
 
 
-def _claims_table(claims: list[dict[str, Any]], deltas: Mapping[tuple[str, float], float]) -> str:
+def _claims_table(claims: list[dict[str, Any]]) -> str:
     shown = pd.DataFrame(
         {
-            "claim": [c.get("label") or ("on average: " if c.get("on_average") else "")
-                      + _claim_label(c["divergence"], c["claim_class"], c["claim"], c["alpha"],
-                                     _delta(deltas, c["divergence"], c["claim_class"], c["claim"])) for c in claims],
-            "verdict": [f"**{c['verdict']}**" if c["verdict"] != "pass" else "pass" for c in claims],
+            "claim": [_summary_label(c) for c in claims],
+            "verdict": [_bold_unless_pass(c["verdict"]) for c in claims],
+            "values": [_bold_unless_pass(c.get("value_verdict", c["verdict"])) for c in claims],
+            "representation": [_bold_unless_pass(c.get("representation_verdict", NOT_AUDITED)) for c in claims],
             "strongest row": [c.get("strongest_row") or "-" for c in claims],
             "adjusted p": [_number(c["p_adjusted"]) for c in claims],
             f"detectable excess ({POWER:.0%} power)": [_number(c["detectable_excess"]) for c in claims],
             "note": [c["note"] for c in claims],
         },
-        columns=["claim", "verdict", "strongest row", "adjusted p", f"detectable excess ({POWER:.0%} power)", "note"],
+        columns=["claim", "verdict", "values", "representation", "strongest row", "adjusted p",
+                 f"detectable excess ({POWER:.0%} power)", "note"],
     )
     return _to_markdown(shown)
+
+
+def _summary_label(claim: Mapping[str, Any]) -> str:
+    """A claim summary in words: a curve claim's label, else :func:`_claim_label` (on average: said first)."""
+    return claim.get("label") or ("on average: " if claim.get("on_average") else "") + _claim_label(
+        claim["divergence"], claim["claim_class"], claim["claim"], claim["alpha"], claim.get("delta", 0.0))
+
+
+def _bold_unless_pass(verdict: str) -> str:
+    return verdict if verdict in ("pass", NOT_AUDITED) else f"**{verdict}**"
 
 
 def _summary_table(rows: Sequence[Row]) -> str:
@@ -766,31 +852,6 @@ def _claim_label(divergence: str, claim_class: Any, claim: Any, alpha: Any = Non
     shown = kind is DP and isinstance(delta, (int, float)) and delta and not math.isnan(delta)
     slack = f" at delta={_number(delta)}" if shown else ""
     return f"({claim_class}, {kind.label}{order}) <= {_number(claim)}{slack}"
-
-
-def _claim_deltas(config: Mapping[str, Any]) -> dict[tuple[str, float], float]:
-    """The delta of each dp claim of the config as written, by (class, epsilon): what :func:`_claim_label` shows
-    beside a dp claim (the rows and the claim summaries do not carry it)."""
-    claims = config.get("claims") or []
-    claims = [claims] if isinstance(claims, Mapping) else claims
-    return {(str(c.get("function_class")), float(c["epsilon"])): float(c["delta"]) for c in claims
-            if isinstance(c, Mapping) and _is_dp(c.get("divergence")) and isinstance(c.get("delta"), (int, float))
-            and isinstance(c.get("epsilon"), (int, float))}
-
-
-def _is_dp(divergence: Any) -> bool:
-    """Whether ``divergence`` names the dp divergence (the one with a delta); False for unknown names."""
-    try:
-        return divergence_kind(divergence) is DP
-    except ValueError:
-        return False
-
-
-def _delta(deltas: Mapping[tuple[str, float], float], divergence: Any, claim_class: Any, claim: Any) -> float | None:
-    """The delta of the dp claim (class, epsilon) in ``deltas`` (:func:`_claim_deltas`), None for other claims."""
-    if not _is_dp(divergence) or not isinstance(claim, (int, float)):
-        return None
-    return deltas.get((str(claim_class), float(claim)))
 
 
 def _divergence_label(divergence: str, alpha: Any) -> str:

@@ -20,10 +20,12 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from attacks.classes import parse_function_class
+
 if TYPE_CHECKING:  # a leaf module at run time: no SciPy for readers of tables
     from attacks.evidence import Evidence
 
-GROUPS = ("row", "verdict", "task", "on_average", "staged", "internal")
+GROUPS = ("row", "verdict", "task", "on_average", "claim", "staged", "internal")
 """The column lists a field can belong to; ``internal`` fields are never written."""
 OPTIONAL_GROUPS = ("on_average", "staged")
 """Groups whose fields only some rows carry: None means absent (left out of :meth:`Row.to_record`)."""
@@ -76,6 +78,12 @@ class Row:
         The row belongs to an on-average claim (:mod:`audit.on_average`).
     pairs_averaged, worst_case, worst_case_low : int, float, float or None
         An on-average aggregate row's fields; None on other rows.
+    delta : float
+        The task's and its claim's delta (``dp``; 0 for the other divergences): with the claim, its class,
+        divergence, order and ``on_average`` it names the claim a row answers (:func:`audit.verdicts.claim_key`).
+    layer : str
+        ``"value"`` or ``"representation"``: what the attack class reads, the released values or how they are
+        stored (:attr:`attacks.classes.FunctionClass.layer`); set from ``function_class`` when not given.
     policy, n_screen, n_train, n_check, n_confirm, candidates, finalists, sets_pooled : str, int or None
         The policy that confirmed the row (``"best"`` or ``"every"``, :mod:`audit.engine`), its stage sizes
         and counts; None on other rows (on-average aggregates).
@@ -116,6 +124,8 @@ class Row:
     pairs_averaged: int | None = _column("on_average", None)
     worst_case: float | None = _column("on_average", None)
     worst_case_low: float | None = _column("on_average", None)
+    delta: float = _column("claim", 0.0)
+    layer: str | None = _column("claim", None)
     policy: str | None = _column("staged", None)
     n_screen: int | None = _column("staged", None)
     n_train: int | None = _column("staged", None)
@@ -129,6 +139,10 @@ class Row:
     stop: str | None = _column("staged", None)
     unbounded: bool = _column("internal", False)
     evidence: Evidence | None = dataclasses.field(default=None, compare=False, repr=False, metadata={"group": "internal"})
+
+    def __post_init__(self):
+        if self.layer is None:  # derived from the class (tables of older versions have no layer column)
+            object.__setattr__(self, "layer", parse_function_class(self.function_class).layer)
 
     @property
     def held_out_scores(self) -> Mapping[str, Any] | None:
@@ -196,7 +210,9 @@ TASK_COLUMNS = _columns("task")
 """The task's stable id (:class:`audit.plan.Task`), its error message or None, and whether ``--resume`` read it back."""
 ON_AVERAGE_COLUMNS = _columns("on_average")
 """On-average claims (:mod:`audit.on_average`): whether the row belongs to one, and its aggregate's fields."""
-TABLE_COLUMNS = ROW_COLUMNS + VERDICT_COLUMNS + TASK_COLUMNS + ON_AVERAGE_COLUMNS
+CLAIM_COLUMNS = _columns("claim")
+"""What else tells a row's claim and finding apart: the claim's ``delta`` and the attack class's ``layer``."""
+TABLE_COLUMNS = ROW_COLUMNS + VERDICT_COLUMNS + TASK_COLUMNS + ON_AVERAGE_COLUMNS + CLAIM_COLUMNS
 """The columns of ``AuditResult.table`` and of the rows ``run_audit`` writes."""
 STAGED_COLUMNS = _columns("staged")
 """Result fields of an engine row (:mod:`audit.engine`, either policy), after :data:`TABLE_COLUMNS`."""

@@ -8,6 +8,9 @@ the claim's, docs/theory.md section 3) with the largest lower confidence bound
 row can refute the claim, or none has a lower bound, the largest estimate
 stands in, so that every claim has a line.
 
+Each claim also has a verdict per layer (:func:`audit.verdicts.layer_verdict`: what the mechanism computes,
+``value``; how it stores it, ``representation``), which :func:`layer_text` says in a few words.
+
 ``capaudit run --json-summary`` prints :func:`json_summary` on one line;
 ``capaudit summary DIR...`` prints :func:`summary_table`.
 """
@@ -18,7 +21,7 @@ import collections
 import datetime
 import math
 import pathlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,7 +53,8 @@ def strongest_per_claim(table: pd.DataFrame) -> pd.DataFrame:
         A subset of ``table``'s rows, one per distinct :data:`CLAIM_KEYS`.
     """
     chosen = []
-    keys = [*CLAIM_KEYS, *(["on_average"] if "on_average" in table.columns else [])]  # on-average claims apart
+    # claims that differ in delta or on-average-ness apart (tables of older versions lack those columns)
+    keys = [*CLAIM_KEYS, *(key for key in ("delta", "on_average") if key in table.columns)]
     for _, rows in table.groupby(keys, dropna=False, sort=False):
         refuting = rows[rows["refutes_claim"].astype(bool)]
         candidates = refuting if len(refuting) else rows
@@ -88,8 +92,36 @@ def evidence_lines(table: pd.DataFrame) -> list[str]:
     return [evidence_text(Row.from_record(record)) for record in strongest_per_claim(table).to_dict(orient="records")]
 
 
-def json_summary(table: pd.DataFrame, verdict: str, exit_code: int, report: str | pathlib.Path | None) -> str:
-    """One line of JSON for CI: verdict, exit code, row counts, strongest row per claim, report path.
+def layer_text(claim: Mapping) -> str:
+    """A claim's verdict per layer in words, e.g. ``"values pass, representation violation"`` (claims of
+    results.json; those of older versions have no layers: "")."""
+    if "value_verdict" not in claim:
+        return ""
+    return f"values {claim['value_verdict']}, representation {claim['representation_verdict']}"
+
+
+def claim_verdicts(claims: Sequence[Mapping]) -> list[dict]:
+    """Per claim of results.json's ``claims``: its label, verdict and verdict per layer (the json summary's
+    ``claims``)."""
+    return [{"claim": claim.get("label") or _claim_words(claim), "verdict": claim["verdict"],
+             **{key: claim[key] for key in ("value_verdict", "representation_verdict") if key in claim}}
+            for claim in claims]
+
+
+def _claim_words(claim: Mapping) -> str:
+    alpha = claim.get("alpha")
+    order = (f" alpha={format_number(alpha)}" if divergence_kind(claim["divergence"]).has_order
+             and alpha is not None else "")
+    delta = claim.get("delta")
+    slack = f" delta={format_number(delta)}" if isinstance(delta, float) and delta and not math.isnan(delta) else ""
+    return f"{'on average ' if claim.get('on_average') else ''}{claim['divergence']}{order}{slack} " \
+           f"({claim['claim_class']}) <= {format_number(claim['claim'])}"
+
+
+def json_summary(table: pd.DataFrame, verdict: str, exit_code: int, report: str | pathlib.Path | None,
+                 claims: Sequence[Mapping] = ()) -> str:
+    """One line of JSON for CI: verdict, exit code, row counts, strongest row per claim, each claim's verdict per
+    layer (``claims``: :func:`claim_verdicts` of results.json's claims), report path.
 
     Numbers that JSON cannot hold are written as in results.json: NaN as
     ``null``, infinities as ``"inf"`` / ``"-inf"``.  A failed task counts, and
@@ -100,10 +132,12 @@ def json_summary(table: pd.DataFrame, verdict: str, exit_code: int, report: str 
     -------
     str
         ``{"verdict": ..., "exit_code": ..., "counts": {verdict: rows}, "rows": n,
-        "strongest": [{claim keys, pair, direction, function_class, estimate,
-        ci_low, verdict}, ...], "report": path or null}`` without newlines.
+        "strongest": [{claim keys, pair, direction, function_class, layer, estimate,
+        ci_low, verdict}, ...], "claims": [{claim, verdict, value_verdict,
+        representation_verdict}, ...], "report": path or null}`` without newlines.
     """
-    columns = [*CLAIM_KEYS, "pair", "direction", "function_class", "estimate", "ci_low", "verdict"]
+    columns = [*CLAIM_KEYS, "pair", "direction", "function_class", "layer", "estimate", "ci_low", "verdict"]
+    columns = [column for column in columns if column in table.columns]
     strongest = []
     for record in (strongest_per_claim(table).to_dict(orient="records") if len(table) else []):
         strongest.append({**{key: record[key] for key in columns},
@@ -115,6 +149,7 @@ def json_summary(table: pd.DataFrame, verdict: str, exit_code: int, report: str 
         "rows": len(table),
         "counts": {str(key): int(value) for key, value in collections.Counter(verdicts).items()},
         "strongest": strongest,
+        "claims": claim_verdicts(claims),
         "report": None if report is None else str(report),
     }
     return json_text(document, indent=None)
@@ -136,7 +171,8 @@ def summary_table(paths: Sequence[str | pathlib.Path], problems: list[str] | Non
     Returns
     -------
     str
-        Columns: audit (its directory), mechanism, verdict, strongest evidence
+        Columns: audit (its directory), mechanism, verdict, each claim's
+        verdict per layer (values, representation), strongest evidence
         per claim (``<br>``-separated), rows, date (results.json's ``date`` if
         it has one, else the file's modification time, UTC).  Every cell is
         text with ``|``, line breaks and HTML escaped.
@@ -154,6 +190,9 @@ def summary_table(paths: Sequence[str | pathlib.Path], problems: list[str] | Non
                 "mechanism": mechanism_label(meta.get("config") or {}),
                 "verdict": str(meta["verdict"]),
                 "evidence": evidence_lines(table),
+                "layers": [f"{entry['claim']}: {layer_text(claim)}" for entry, claim
+                           in zip(claim_verdicts(meta.get("claims") or []), meta.get("claims") or [])
+                           if layer_text(claim)],
                 "rows": str(len(table)),
                 "date": str((meta.get("audited") or {}).get("date") or meta.get("date") or _modified(file)),
             }
@@ -162,12 +201,14 @@ def summary_table(paths: Sequence[str | pathlib.Path], problems: list[str] | Non
             message = f"{file}: unreadable results.json: {reason}"
             if problems is not None:
                 problems.append(bounded(message))
-            line = {"mechanism": "-", "verdict": "unreadable", "evidence": [], "rows": "-", "date": _modified(file)}
+            line = {"mechanism": "-", "verdict": "unreadable", "evidence": [], "layers": [], "rows": "-",
+                    "date": _modified(file)}
         verdict = _cell(line["verdict"])
         lines.append({
             "audit": _cell(file.parent.as_posix()),
             "mechanism": _cell(line["mechanism"]),
             "verdict": f"**{verdict}**" if line["verdict"] in ("violation", "error", "unreadable") else verdict,
+            "verdict per layer": "<br>".join(map(_cell, line["layers"])) or "-",
             "strongest evidence per claim": "<br>".join(map(_cell, line["evidence"])) or "-",
             "rows": line["rows"],
             "date": _cell(line["date"]),

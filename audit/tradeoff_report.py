@@ -96,11 +96,12 @@ def _strongest_first(row: Row) -> tuple[float, float]:
 
 def _member_rows(rows: Sequence[Row], family: Family) -> list[Row]:
     """The rows of the family's members that can refute it (class contained in the claim's), ran and kept their scores."""
-    keys = {(d, None if a is None else round(a, 9), c, round(e, 9)) for d, a, c, e, _ in family.member_keys()}
+    keys = {(d, None if a is None else round(a, 9), c, round(e, 9), round(delta, 9))
+            for d, a, c, e, delta, _ in family.member_keys()}
 
     def key(row: Row) -> tuple:
         alpha = None if math.isnan(row.alpha) else round(row.alpha, 9)
-        return row.divergence, alpha, row.claim_class, round(row.claim, 9)
+        return row.divergence, alpha, row.claim_class, round(row.claim, 9), round(row.delta, 9)
 
     return [row for row in rows if key(row) in keys and row.refutes_claim and has_scores(row.held_out_scores)]
 

@@ -76,12 +76,19 @@ refute them (``refutes_claim`` false, ``"info"``); one aggregate row per
 (attack class, direction), the mean over pairs with its t interval, enters
 Holm's family like any refuting row.
 
-Claims (:func:`summarize_claims`): one summary per (divergence, alpha, claim
-class, claimed value, on_average), with the verdict ``"violation"`` (a row refutes it),
-``"untested"`` (no refuting row ran: every one failed, or the audit had no
-class contained in the claim's), ``"inconclusive"`` (a refuting row is) or
-``"pass"``, the strongest row (smallest adjusted p-value), its adjusted
-p-value and the claim's detectable excess (the smallest over its rows).
+Claims (:func:`summarize_claims`): one summary per claim (:func:`claim_key`:
+divergence, alpha, claim class, claimed value, delta, on_average), with the
+verdict ``"violation"`` (a row refutes it), ``"untested"`` (no refuting row
+ran: every one failed, or the audit had no class contained in the claim's),
+``"inconclusive"`` (a refuting row is) or ``"pass"``, the strongest row
+(smallest adjusted p-value), its adjusted p-value and the claim's detectable
+excess (the smallest over its rows).  The same rule over the refuting rows of
+one layer (:attr:`attacks.classes.FunctionClass.layer`) gives the claim's
+``value_verdict`` and ``representation_verdict`` (``"not audited"`` when no
+class of that layer ran on it): what the mechanism computes and how it stores
+it, judged apart.  The claim's verdict is a violation when either layer's
+is, and the rows of both layers form one Holm family, so the audit-wide
+error guarantee covers both.
 
 Overall: ``"violation"`` if any row is a violation or unbounded; else
 ``"inconclusive"`` if any row is inconclusive, any claim is untested, or
@@ -94,16 +101,20 @@ a violation, else 0 (an inconclusive audit found no violation).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from attacks.classes import LAYERS
 from audit.schema import Row
 
 EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
 CLAIM_VERDICTS = ("violation", "untested", "inconclusive", "pass")
+NOT_AUDITED = "not audited"
+LAYER_VERDICTS = CLAIM_VERDICTS + (NOT_AUDITED,)
+"""A claim's verdict in one layer: a claim's verdicts, or ``"not audited"`` (no class of the layer ran on it)."""
 INFINITE_WITHOUT_RELEASE = (
     "the attack's estimate is +inf, but a finite sample never proves an infinite divergence "
     "(only a deterministic release is unbounded): the attack's scoring is at fault"
@@ -204,7 +215,7 @@ def assign_verdicts(rows: Sequence[Row], confidence: float) -> list[Row]:
 
 
 def summarize_claims(rows: Sequence[Row]) -> list[dict[str, Any]]:
-    """One summary per claim (divergence, alpha, claim class, claimed value) of rows judged by :func:`assign_verdicts`.
+    """One summary per claim (:func:`claim_key`) of rows judged by :func:`assign_verdicts`.
 
     Parameters
     ----------
@@ -215,8 +226,9 @@ def summarize_claims(rows: Sequence[Row]) -> list[dict[str, Any]]:
     -------
     list of dict
         In the order the claims first occur, each with ``divergence``,
-        ``alpha`` (NaN when not Renyi), ``claim_class``, ``claim``, ``on_average``,
-        ``verdict`` (one of :data:`CLAIM_VERDICTS`), ``strongest_task`` (the
+        ``alpha`` (NaN when not Renyi), ``claim_class``, ``claim``, ``delta``, ``on_average``,
+        ``verdict`` (one of :data:`CLAIM_VERDICTS`), ``value_verdict`` and
+        ``representation_verdict`` (one of :data:`LAYER_VERDICTS`), ``strongest_task`` (the
         refuting row with the smallest adjusted p-value, ties to the larger
         estimate; None when untested), its ``p_adjusted``,
         ``detectable_excess`` (smallest over the refuting rows that ran: the
@@ -225,7 +237,7 @@ def summarize_claims(rows: Sequence[Row]) -> list[dict[str, Any]]:
     """
     groups: dict[tuple, list[Row]] = {}
     for row in rows:
-        groups.setdefault(_claim_key(row), []).append(row)
+        groups.setdefault(claim_key(row), []).append(row)
     return [_summarize_claim(key, members) for key, members in groups.items()]
 
 
@@ -324,29 +336,60 @@ def _interval(row: Row, confidence: float) -> dict[str, float]:
     return dict(ci_low=float(low), ci_high=float(high))
 
 
-def _claim_key(row: Row) -> tuple:
+def claim_key(row: Row) -> tuple:
+    """What identifies the claim a row answers: (divergence, alpha or None, claim class, claimed value, delta,
+    on_average); two claims that differ in any of these (e.g. only in delta, as the members of two gdp curves
+    over one class at epsilon 0) never share rows."""
     alpha = None if math.isnan(row.alpha) else row.alpha
-    return row.divergence, alpha, row.claim_class, row.claim, row.on_average
+    return row.divergence, alpha, row.claim_class, row.claim, row.delta, row.on_average
+
+
+def _verdict_of(refuting: Sequence[Row]) -> str:
+    """The verdict of a claim (or of one layer of it) from its refuting rows: violation, untested, inconclusive
+    or pass (module docstring)."""
+    verdicts = {row.verdict for row in refuting}
+    if verdicts & {"violation", "unbounded"}:
+        return "violation"
+    if not any(not _failed(row) for row in refuting):
+        return "untested"
+    return "inconclusive" if "inconclusive" in verdicts else "pass"
+
+
+def combined_verdict(verdicts: Iterable[str]) -> str:
+    """The verdict of a claim made of parts (a curve claim's members, :mod:`audit.families`): ``"violation"`` when
+    a part is one, :data:`NOT_AUDITED` when every part is, ``"untested"`` when every part is that or untested,
+    else ``"inconclusive"`` when a part is, else ``"pass"``."""
+    found = set(verdicts)
+    if "violation" in found:
+        return "violation"
+    if found <= {NOT_AUDITED}:
+        return NOT_AUDITED if found else "untested"
+    if found <= {"untested", NOT_AUDITED}:
+        return "untested"
+    return "inconclusive" if "inconclusive" in found else "pass"
+
+
+def layer_verdict(refuting: Sequence[Row], layer: str) -> str:
+    """A claim's verdict in one layer (:data:`attacks.classes.LAYERS`) from its refuting rows of that layer,
+    :data:`NOT_AUDITED` when the audit ran no class of the layer contained in the claim's class."""
+    mine = [row for row in refuting if row.layer == layer]
+    return _verdict_of(mine) if mine else NOT_AUDITED
 
 
 def _summarize_claim(key: tuple, rows: Sequence[Row]) -> dict[str, Any]:
-    divergence, alpha, claim_class, claim, on_average = key
+    divergence, alpha, claim_class, claim, delta, on_average = key
     refuting = [row for row in rows if row.refutes_claim]
     ran = [row for row in refuting if not _failed(row)]
-    verdicts = {row.verdict for row in refuting}
-    if verdicts & {"violation", "unbounded"}:
-        verdict = "violation"
-    elif not ran:
-        verdict = "untested"
-    else:
-        verdict = "inconclusive" if "inconclusive" in verdicts else "pass"
+    verdict = _verdict_of(refuting)
     summary = {
         "divergence": divergence,
         "alpha": math.nan if alpha is None else alpha,
         "claim_class": claim_class,
         "claim": claim,
+        "delta": delta,
         "on_average": on_average,
         "verdict": verdict,
+        **{f"{layer}_verdict": layer_verdict(refuting, layer) for layer in LAYERS},
         "strongest_task": None,
         "p_adjusted": math.nan,
         "detectable_excess": math.nan,

@@ -48,9 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from attacks.sequential import FIRST_BUDGET, RATIO, TIME_LIMIT  # noqa: E402
 from audit import run_audit  # noqa: E402
-from audit.config import RunSpec  # noqa: E402
 from results_file import append_record, commit, machine, read_records  # noqa: E402
 
+EARLIER_DEFAULT_SECONDS = 120.0
+"""``[run] max_seconds`` of records that do not name one: the default before budgets were counted in outputs only."""
 CLAIMED_EPSILON = 0.1
 BUGGY = ["noisy_hist_2", "report_noisy_max_3", "report_noisy_max_4", "svt_3", "svt_4", "svt_5", "svt_6",
          "leaky_laplace", "textbook_laplace"]
@@ -101,7 +102,7 @@ class Records:
         """Whether a record stopped at a time limit below ``max_seconds``: the same audit with the larger limit
         (the same outputs up to that look) must run again.  A record that stopped otherwise is that audit's."""
         return (record["stop"] == TIME_LIMIT and max_seconds is not None
-                and record.get("max_seconds", RunSpec.max_seconds) < max_seconds)
+                and record.get("max_seconds", EARLIER_DEFAULT_SECONDS) < max_seconds)
 
     def caught(self, name: str, seed: int, n_samples: int | None = None) -> tuple[bool, int]:
         """(caught, outputs drawn) of one audit of the buggy mechanism at epsilon 0.1 claimed 0.1."""

@@ -90,10 +90,10 @@ def test_class_parameters_are_adversary_parameters(name):
     assert set(parse_function_class(name).parameters) <= accepted
 
 
-@pytest.mark.parametrize("name, reads", [("linear", "values"), ("tree3", "values"), ("atoms", "values"),
-                                         ("threshold", "values"), ("floatbits", "representation")])
-def test_a_class_says_whether_it_reads_values_or_their_representation(name, reads):
-    assert parse_function_class(name).reads == reads
+@pytest.mark.parametrize("name, layer", [("linear", "value"), ("tree3", "value"), ("atoms", "value"),
+                                         ("threshold", "value"), ("floatbits", "representation")])
+def test_a_class_says_whether_it_reads_values_or_their_representation(name, layer):
+    assert parse_function_class(name).layer == layer
 
 
 @pytest.mark.parametrize("name, linear_maps, pinsker", [

@@ -81,7 +81,7 @@ def test_unknown_mechanism_suggests_the_nearest_name(tmp_path, capsys):
 def test_mechanisms_is_narrow_by_default_and_long_on_request(capsys):
     assert main(["mechanisms"]) == 0
     narrow = capsys.readouterr().out.splitlines()
-    assert narrow[0].split() == ["name", "description", "true", "privacy"]
+    assert narrow[0].split() == ["name", "description", "true", "privacy", "float-safe"]
     assert any(line.startswith("noisy_hist_2") and "1/epsilon" in line for line in narrow)
     assert main(["mechanisms", "--long"]) == 0
     header = capsys.readouterr().out.splitlines()[0].split()

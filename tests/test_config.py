@@ -126,7 +126,7 @@ def test_overrides_replace_run_fields():
         load_config(BASE, {"backend": "nope"})
 
 
-@pytest.mark.parametrize("name", ["laplace.toml", "buggy.toml", "custom.toml"])
+@pytest.mark.parametrize("name", ["laplace.toml", "buggy.toml", "custom.toml", "custom_dp.toml"])
 def test_examples_load(name):
     """The example configs are valid; custom.toml finds my_mechanism.py next to it."""
     config = load_config(EXAMPLES / name)

@@ -76,7 +76,7 @@ def test_results_json_has_the_contract_schema_and_is_strict_json(written, table)
     out, _ = written
     text = (out / "results.json").read_text()
     document = json.loads(text, parse_constant=lambda name: pytest.fail(f"non-standard JSON constant {name}"))
-    assert set(document) == {"schema_version", "verdict", "seed", "seconds", "versions", "config", "audited", "pairs", "claims", "outputs_drawn", "theory", "rows"}
+    assert set(document) == {"schema_version", "verdict", "seed", "seconds", "versions", "config", "audited", "pairs", "claims", "outputs_drawn", "machine_dependent", "theory", "rows"}
     assert document["schema_version"] == SCHEMA_VERSION
     assert document["verdict"] == "violation" and document["seed"] == 3
     assert len(document["rows"]) == len(table)

@@ -118,8 +118,11 @@ def _check_tables_match_results(out_dir) -> None:
                           "n", "adjusted p", "verdict"] for header, _ in claim_tables)
     shown = Counter(tuple(cells) for _, body in claim_tables for cells in body)
     assert shown == Counter(_claim_cells(row) for row in document["rows"])
-    [(header, body)] = [(header, body) for header, body in tables if header[:3] == ["claim", "verdict", "strongest row"]]
-    assert [cells[2] for cells in body] == [claim["strongest_row"] or "-" for claim in document["claims"]]
+    [(header, body)] = [(header, body) for header, body in tables
+                        if header[:5] == ["claim", "verdict", "values", "representation", "strongest row"]]
+    assert [cells[4] for cells in body] == [claim["strongest_row"] or "-" for claim in document["claims"]]
+    assert [cells[2:4] for cells in body] == [[claim["value_verdict"], claim["representation_verdict"]]
+                                              for claim in document["claims"]]
 
 
 def test_tables_parse_back_to_the_results_rows(tmp_path):

@@ -35,7 +35,7 @@ DP_CONFIG = {"mechanism": {"name": "laplace"},
 
 
 def test_a_dp_claims_delta_is_shown_wherever_the_claim_is_named(tmp_path):
-    report = _report(tmp_path, [_row()], DP_CONFIG)
+    report = _report(tmp_path, [_row(delta=1e-6)], DP_CONFIG)  # an engine row carries its claim's delta
     assert "(all, DP epsilon) <= 1 at delta=1e-06" in report.split("## Claims")[1].split("\n\n")[1]  # Claims table
     assert "### Claim: (all, DP epsilon) <= 1 at delta=1e-06" in report  # Results per claim
     assert "(all, DP epsilon) <= 1 |" not in report and "(all, DP epsilon) <= 1\n" not in report

@@ -18,6 +18,7 @@ from audit.schema import (
     TABLE_COLUMNS,
     TASK_COLUMNS,
     VERDICT_COLUMNS,
+    CLAIM_COLUMNS,
     Row,
 )
 
@@ -26,7 +27,7 @@ WRITTEN = (
     "pair", "direction", "function_class", "divergence", "alpha", "estimate", "ci_low", "ci_high", "n_samples",
     "claim", "claim_class", "refutes_claim", "theory_bound", "exact", "verdict", "note",
     "p_adjusted", "detectable_excess", "task", "error", "resumed",
-    "on_average", "pairs_averaged", "worst_case", "worst_case_low",
+    "on_average", "pairs_averaged", "worst_case", "worst_case_low", "delta", "layer",
 )
 STAGED = ("policy", "n_screen", "n_train", "n_check", "n_confirm", "candidates", "finalists", "sets_pooled",
           "outputs_drawn", "rounds", "stop")
@@ -39,13 +40,15 @@ def _record(**extra):
         "estimate": 0.31, "ci_low": math.nan, "ci_high": math.nan, "n_samples": 20000, "claim": 0.5,
         "claim_class": "all", "refutes_claim": True, "theory_bound": 0.7, "exact": math.nan, "verdict": None,
         "note": "", "p_adjusted": math.nan, "detectable_excess": math.nan, "task": "p0|P|Q|linear|renyi|2|0",
-        "error": None, "resumed": False, "on_average": False, **extra,
+        "error": None, "resumed": False, "on_average": False,
+        **{name: extra.pop(name) for name in ON_AVERAGE_COLUMNS if name in extra},
+        "delta": 0.0, "layer": "value", **extra,
     }
 
 
 def test_the_column_lists_are_the_fields_of_the_row_in_their_old_order():
     assert TABLE_COLUMNS == WRITTEN and STAGED_COLUMNS == STAGED and STAGE_SIZE_COLUMNS == STAGED[1:]
-    assert ROW_COLUMNS + VERDICT_COLUMNS + TASK_COLUMNS + ON_AVERAGE_COLUMNS == TABLE_COLUMNS
+    assert ROW_COLUMNS + VERDICT_COLUMNS + TASK_COLUMNS + ON_AVERAGE_COLUMNS + CLAIM_COLUMNS == TABLE_COLUMNS
     assert NUMERIC_COLUMNS == ("alpha", "estimate", "ci_low", "ci_high", "n_samples", "claim", "theory_bound", "exact")
     fields = [field.name for field in dataclasses.fields(Row)]
     assert fields == [*WRITTEN, *STAGED, "unbounded", "evidence"]  # internal, never written
@@ -82,7 +85,10 @@ def test_from_record_reads_older_tables_and_missing_cells_as_defaults():
     assert row.n_samples == 1000 and type(row.n_samples) is int and row.refutes_claim is True and row.note == ""
     assert math.isnan(row.p_adjusted) and row.task is None and row.error is None and row.on_average is False
     assert row.policy is None and row.pairs_averaged is None
-    assert list(row.to_record()) == list(TABLE_COLUMNS[:-3])  # no aggregate fields: not an on-average row
+    # no aggregate fields (not an on-average row); the delta defaults to 0 and the layer follows the class
+    assert list(row.to_record()) == [name for name in TABLE_COLUMNS if name not in ON_AVERAGE_COLUMNS[1:]]
+    assert row.delta == 0.0 and row.layer == "value"
+    assert Row.from_record({**old, "function_class": "floatbits"}).layer == "representation"
 
 
 def test_a_table_round_trips_through_typed_rows():

@@ -134,16 +134,19 @@ def test_continuous_monitoring_keeps_false_violations_at_the_level_over_many_see
 
 
 def test_a_sequential_audit_stops_at_a_gross_violation_and_says_so(tmp_path):
-    """A float-safe Laplace at epsilon 5 claimed 1-DP: caught in the first round, 8 000 outputs in all."""
+    """A float-safe Laplace at epsilon 5 claimed 1-DP: caught in the first round by each layer's search (the
+    values', the representation's), 8 000 outputs each."""
     config = {"mechanism": {"name": "snapping_laplace", "params": {"epsilon": 5.0}},
               "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0}], "run": {"seed": 0}}
     result = run_audit(config, out_dir=tmp_path, progress=False)
     assert result.verdict == "violation"
     document = json.loads((tmp_path / "results.json").read_text())
-    assert document["outputs_drawn"] == 2 * FIRST_BUDGET <= 40_000
-    row = next(row for row in document["rows"] if row["error"] is None)
-    assert (row["stop"], row["rounds"], row["outputs_drawn"]) == (VIOLATION, 1, 2 * FIRST_BUDGET)
-    assert "stopped after 8 000 outputs (1 round): violation" in (tmp_path / "report.md").read_text()
+    assert document["outputs_drawn"] == 2 * 2 * FIRST_BUDGET <= 40_000
+    rows = [row for row in document["rows"] if row["error"] is None]
+    assert sorted(row["layer"] for row in rows) == ["representation", "value"]
+    for row in rows:
+        assert (row["stop"], row["rounds"], row["outputs_drawn"]) == (VIOLATION, 1, 2 * FIRST_BUDGET)
+    assert "value: stopped after 8 000 outputs (1 round): violation" in (tmp_path / "report.md").read_text()
 
 
 def test_a_fixed_budget_keeps_the_fixed_design(tmp_path):
@@ -163,7 +166,7 @@ def test_a_config_without_n_samples_is_sequential_and_one_with_it_is_fixed():
 
     sequential = load_config(BASE)
     assert sequential.attacks.sequential and sequential.attacks.max_outputs == 4_000_000
-    assert sequential.attacks.tolerance == 0.1 and sequential.run.max_seconds == 120.0
+    assert sequential.attacks.tolerance == 0.1 and sequential.run.max_seconds is None  # no wall clock by default
     assert "floatbits" in sequential.attacks.classes and "atoms" in sequential.attacks.classes
     assert not load_config({**BASE, "attacks": {"n_samples": 20_000}}).attacks.sequential
     assert not load_config({**BASE, "attacks": {"policy": "every"}}).attacks.sequential
@@ -181,3 +184,70 @@ def test_the_sequential_fields_are_refused_where_they_mean_nothing(attacks, run,
 
     with pytest.raises(ConfigError, match=message):
         load_config({**BASE, "attacks": attacks, "run": run})
+
+
+REPRODUCIBLE = {"mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
+                "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0}],
+                "attacks": {"max_outputs": 200_000}, "run": {"seed": 3}}
+"""A tight true claim: no layer decides early, so every round of the schedule runs (two per layer)."""
+
+
+def _rows(config: dict):
+    import pandas as pd
+
+    table = run_audit(config, progress=False).table
+    return table.drop(columns=[column for column in ("seconds",) if column in table.columns]).reset_index(drop=True), pd
+
+
+def test_default_numbers_do_not_depend_on_the_clock(monkeypatch):
+    """A machine 1 000 times slower (every clock reading 1 000 s after the last) gives the same rows: the default
+    budget is counted in outputs; before, the default max_seconds = 120 stopped the search after its first round."""
+    import types
+
+    import attacks.sequential
+
+    quiet, pd = _rows(REPRODUCIBLE)
+    assert set(quiet["stop"]) <= {"output limit", "decided", "violation"} and quiet["rounds"].max() > 1
+    ticks = iter(range(0, 10**9, 1000))
+    monkeypatch.setattr(attacks.sequential, "time", types.SimpleNamespace(perf_counter=lambda: float(next(ticks))))
+    slow, _ = _rows(REPRODUCIBLE)
+    pd.testing.assert_frame_equal(quiet, slow)
+
+
+def test_a_wall_clock_limit_says_the_numbers_depend_on_the_machine(monkeypatch, tmp_path):
+    import types
+
+    import attacks.sequential
+
+    ticks = iter(range(0, 10**9, 1000))
+    monkeypatch.setattr(attacks.sequential, "time", types.SimpleNamespace(perf_counter=lambda: float(next(ticks))))
+    config = {**REPRODUCIBLE, "run": {"seed": 3, "max_seconds": 600}}
+    run_audit(config, out_dir=tmp_path, progress=False)
+    document = json.loads((tmp_path / "results.json").read_text())
+    # the value layer's search stops at the limit (the built-in laplace's representation is refuted at once)
+    assert document["machine_dependent"] is True and "time limit" in {row["stop"] for row in document["rows"]}
+    assert "Numbers depend on the machine" in (tmp_path / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_default_rows_are_the_same_on_an_idle_and_a_loaded_machine():
+    """The same default audit alone and beside busy loops on every core (twice as many as cores): identical rows."""
+    import multiprocessing
+    import os
+
+    idle, pd = _rows(REPRODUCIBLE)
+    busy = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(2 * (os.cpu_count() or 1))]
+    for process in busy:
+        process.start()
+    try:
+        loaded, _ = _rows(REPRODUCIBLE)
+    finally:
+        for process in busy:
+            process.terminate()
+            process.join()
+    pd.testing.assert_frame_equal(idle, loaded)
+
+
+def _spin() -> None:
+    while True:
+        pass

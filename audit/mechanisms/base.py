@@ -33,6 +33,10 @@ def install_hint(extra: str) -> str:
     return f'install the extra capaudit[{extra}]: pip install ".[{extra}]" in a capaudit checkout'
 
 
+FLOAT_UNSAFE = "of the values only: the float outputs are not private (a floating-point sampler, Mironov 2012)"
+"""What a mechanism that is not float-safe (:attr:`BaseMechanism.float_safe`) adds to its true privacy."""
+
+
 @runtime_checkable
 class Mechanism(Protocol):
     """What the audit needs from any mechanism.
@@ -135,11 +139,20 @@ class BaseMechanism:
         The mechanism's exact pure-DP epsilon over its neighbouring inputs
         (``inf`` when it is not epsilon-DP for any epsilon), or None when it
         is not known or the mechanism is not meant to be pure DP.
+    float_safe : bool or None
+        Whether its float64 outputs carry no more about the input than their
+        values (the representation layer, ``floatbits``, finds nothing beyond
+        the values' privacy): True for samplers exact in floating point
+        (snapping) and for outputs on a grid (counts, indices, categories);
+        False for noise drawn in floating point and added to a data-dependent
+        value (numpy's Laplace or Gaussian: Mironov 2012), whose privacy then
+        holds of the values only; None when not stated.
     """
 
     name: ClassVar[str]
     description: ClassVar[str]
     privacy_claim: ClassVar[str]
+    float_safe: ClassVar[bool | None] = None
     library_version: str | None = None
     seedable: bool = True
     true_epsilon: float | None = None
@@ -149,12 +162,16 @@ class BaseMechanism:
 
     @property
     def true_privacy(self) -> str:
-        """The mechanism's actual privacy at its parameters, in words."""
+        """The mechanism's actual privacy at its parameters, in words (:meth:`of_values` when not float-safe)."""
         if self.true_epsilon is None:
-            return self.privacy_claim
+            return self.of_values(self.privacy_claim)
         if np.isinf(self.true_epsilon):
             return "not epsilon-DP for any finite epsilon"
-        return f"{self.true_epsilon:g}-DP (pure)"
+        return self.of_values(f"{self.true_epsilon:g}-DP (pure)")
+
+    def of_values(self, privacy: str) -> str:
+        """``privacy`` with :data:`FLOAT_UNSAFE` after it when the mechanism is not float-safe."""
+        return f"{privacy}; {FLOAT_UNSAFE}" if self.float_safe is False else privacy
 
     def sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         """n independent outputs on ``dataset``, shape (n, d), encoded by :class:`audit.structure.StructureEncoder`.
@@ -213,6 +230,8 @@ class MechanismInfo:
     parameters : dict
         Parameter name -> default value (:data:`REQUIRED` when there is none).
     true_privacy : str
+    float_safe : bool or None
+        :attr:`BaseMechanism.float_safe` (None: not stated, e.g. adapters).
     requires : tuple of str
         Modules that must import for the entry to be usable (adapters' libraries).
     install_hint : str
@@ -226,6 +245,7 @@ class MechanismInfo:
     true_privacy: str = ""
     requires: tuple[str, ...] = ()
     install_hint: str = ""
+    float_safe: bool | None = None
 
     @property
     def available(self) -> bool:

@@ -291,6 +291,7 @@ class LeakyLaplace(LaplaceMechanism):
     name = "leaky_laplace"
     description = "Laplace mechanism that releases the exact sum with probability p (BUG)"
     privacy_claim = "claims epsilon-DP; true: (epsilon, p)-DP, not (epsilon, delta)-DP for delta < p"
+    float_safe = False
 
     def __init__(self, epsilon: float = 1.0, sensitivity: float | list[float] = 1.0, p: float = 0.01) -> None:
         super().__init__(epsilon=epsilon, sensitivity=sensitivity)
@@ -341,6 +342,7 @@ class TextbookLaplace(LaplaceMechanism):
     name = "textbook_laplace"
     description = "sum + numpy rng.laplace(0, ||v||_1/epsilon) in float64 (BUG: porous float support, Mironov 2012)"
     privacy_claim = "claims epsilon-DP; epsilon-DP over the reals, in float64 not epsilon-DP for any epsilon"
+    float_safe = False
 
     def __init__(self, epsilon: float = 1.0, sensitivity: float | list[float] = 1.0) -> None:
         super().__init__(epsilon=epsilon, sensitivity=sensitivity)

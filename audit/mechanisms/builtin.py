@@ -164,8 +164,10 @@ class LaplaceMechanism(AdditiveNoiseMechanism):
     """
 
     name = "laplace"
-    description = "sum query + Laplace noise of scale ||v||_1/epsilon per coordinate"
+    description = ("sum query + Laplace noise of scale ||v||_1/epsilon per coordinate (numpy's sampler: not "
+                   "float-safe, floatbits refutes it; snapping_laplace is)")
     privacy_claim = "epsilon-DP (pure), tight"
+    float_safe = False
 
     def __init__(self, epsilon: float = 1.0, sensitivity: float | list[float] = 1.0) -> None:
         super().__init__(epsilon=epsilon, sensitivity=sensitivity)
@@ -202,7 +204,8 @@ class GaussianMechanism(AdditiveNoiseMechanism):
     """
 
     name = "gaussian"
-    description = "sum query + N(0, sigma^2) noise per coordinate"
+    description = "sum query + N(0, sigma^2) noise per coordinate (numpy's sampler: not float-safe, floatbits refutes it)"
+    float_safe = False
     privacy_claim = "Renyi-DP alpha ||v||^2/(2 sigma^2); KL ||v||^2/(2 sigma^2); not pure DP"
 
     def __init__(self, sigma: float = 1.0, sensitivity: float | list[float] = 1.0) -> None:
@@ -214,7 +217,7 @@ class GaussianMechanism(AdditiveNoiseMechanism):
     @property
     def true_privacy(self) -> str:
         kl = float(np.sum(self.v**2)) / (2 * self.sigma**2)
-        return f"Renyi-DP of order alpha: {kl:g} alpha; KL {kl:g}; not pure DP"
+        return self.of_values(f"Renyi-DP of order alpha: {kl:g} alpha; KL {kl:g}; not pure DP")
 
     def _noise(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return rng.normal(0.0, self.sigma, size=(n, self.v.size))
@@ -264,6 +267,7 @@ class SnappingLaplace(BaseMechanism):
     name = "snapping_laplace"
     description = "Mironov's snapping mechanism: clamp, Laplace from an exact-spacing uniform, round to 2^k, clamp"
     privacy_claim = "epsilon-DP (pure) in float64 (Mironov 2012, Theorem 1)"
+    float_safe = True
 
     def __init__(self, epsilon: float = 1.0, sensitivity: float = 1.0, bound: float = 1000.0) -> None:
         super().__init__(epsilon=epsilon, sensitivity=sensitivity, bound=bound)
@@ -353,6 +357,7 @@ class MatrixMechanism(BaseMechanism):
     name = "matrix"
     description = "W A^+ (A x + ||A||_1 Lap(0, 1/epsilon)) on a count vector x"
     privacy_claim = "epsilon-DP (pure)"
+    float_safe = False
 
     def __init__(self, A: Any, W: Any = None, epsilon: float = 1.0) -> None:
         super().__init__(A=A, W=W, epsilon=epsilon)
@@ -406,6 +411,7 @@ class RandomizedResponse(BaseMechanism):
     name = "randomized_response"
     description = "k-ary randomized response on one categorical value"
     privacy_claim = "epsilon-DP (pure), tight"
+    float_safe = True  # categories: outputs on a grid
 
     def __init__(self, epsilon: float = 1.0, k: int = 2) -> None:
         super().__init__(epsilon=epsilon, k=k)
@@ -474,6 +480,7 @@ class ReportNoisyMax(BaseMechanism):
     name = "report_noisy_max"
     description = "index of the largest query answer after Laplace or exponential noise of scale 2/epsilon"
     privacy_claim = "epsilon-DP (pure)"
+    float_safe = True  # an index: outputs on a grid
     release = "argmax"
     num_queries = 5  # length of the default pairs, as in DP-Sniper's benchmark
 
@@ -562,6 +569,7 @@ class SparseVector(BaseMechanism):
     name = "sparse_vector"
     description = "sparse vector technique (Lyu et al. 2017 Alg. 1): 1 above, 0 below, -1 not reached"
     privacy_claim = "epsilon-DP (pure)"
+    float_safe = True  # -1, 0 or 1: outputs on a grid
     num_queries = 10  # length of the default pairs, as in DP-Sniper's benchmark
 
     def __init__(self, epsilon: float = 1.0, threshold: float = 1.0, cutoff: int = 1) -> None:

@@ -69,6 +69,7 @@ def info_from_class(cls: type[BaseMechanism], kind: str) -> MechanismInfo:
         description=cls.description,
         parameters=parameters,
         true_privacy=cls.privacy_claim,
+        float_safe=cls.float_safe,
     )
 
 

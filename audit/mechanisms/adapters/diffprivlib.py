@@ -118,6 +118,7 @@ class DiffprivlibGeometric(DiscreteLaplaceNoise, DiffprivlibAdapter):
     name = "diffprivlib.geometric"
     description = "diffprivlib Geometric (two-sided geometric = discrete Laplace, on integers)"
     privacy_claim = "pure epsilon-DP"
+    float_safe = True  # integer outputs
     mechanism_class = "Geometric"
 
     def __init__(self, epsilon: float = 1.0, sensitivity: int = 1, n_jobs: int = 1) -> None:
@@ -151,6 +152,7 @@ class DiffprivlibSnapping(DiffprivlibAdapter):
     name = "diffprivlib.snapping"
     description = "diffprivlib Snapping (Mironov's snapping mechanism against floating-point attacks)"
     privacy_claim = "pure epsilon-DP on [lower, upper]"
+    float_safe = True  # Mironov's snapping
     mechanism_class = "Snapping"
 
     def __init__(

@@ -82,6 +82,7 @@ class OpenDPLaplace(LaplaceNoise, OpenDPAdapter):
     name = "opendp.laplace"
     description = "OpenDP make_laplace on floats (discrete Laplace on the lattice 2^-1074 Z, rounded to float)"
     privacy_claim = "pure epsilon-DP, epsilon = sensitivity / scale (OpenDP's privacy map)"
+    float_safe = True  # OpenDP's samplers are exact in floating point
 
     def __init__(self, scale: float = 1.0, sensitivity: float = 1.0, n_jobs: int = 1) -> None:
         super().__init__(scale=scale, sensitivity=sensitivity, n_jobs=n_jobs)
@@ -114,6 +115,7 @@ class OpenDPLaplaceInteger(DiscreteLaplaceNoise, OpenDPAdapter):
     name = "opendp.laplace_int"
     description = "OpenDP make_laplace on integers (discrete Laplace, exact sampler)"
     privacy_claim = "pure epsilon-DP, epsilon = sensitivity / scale (OpenDP's privacy map)"
+    float_safe = True  # integer outputs
 
     def __init__(self, scale: float = 1.0, sensitivity: int = 1, n_jobs: int = 1) -> None:
         super().__init__(scale=scale, sensitivity=sensitivity, n_jobs=n_jobs)
@@ -149,6 +151,7 @@ class OpenDPGaussian(GaussianNoise, OpenDPAdapter):
     name = "opendp.gaussian"
     description = "OpenDP make_gaussian on floats (discrete Gaussian on the lattice 2^-1074 Z, rounded to float)"
     privacy_claim = "rho-zCDP, rho = sensitivity² / (2 scale²) (OpenDP's privacy map)"
+    float_safe = True  # OpenDP's samplers are exact in floating point
 
     def __init__(self, scale: float = 1.0, sensitivity: float = 1.0, n_jobs: int = 1) -> None:
         super().__init__(scale=scale, sensitivity=sensitivity, n_jobs=n_jobs)
