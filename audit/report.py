@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from attacks.classes import LINEAR, All, Thresholds, parse_function_class
+from attacks.classes import LAYERS, LINEAR, REPRESENTATION, All, Thresholds, parse_function_class
 from attacks.vocabulary import DP, divergence_kind
 from audit.figures import mechanism_label, row_label, write_evidence_figures, write_figures, write_tradeoff_figure
 from audit.events import EVENTS, SIDES, WORDS as EVENT_WORDS
@@ -52,7 +52,6 @@ from audit.schema import STAGE_SIZE_COLUMNS, Row  # noqa: E402
 from attacks.sequential import POWER, TIME_LIMIT  # noqa: E402
 from audit.families import claim_summaries  # noqa: E402
 from audit.verdicts import NOT_AUDITED, combined_verdict  # noqa: E402
-from attacks.classes import LAYERS, REPRESENTATION  # noqa: E402
 from audit.engine import BIT_EVENT  # noqa: E402
 from audit.tradeoff_report import LEVELS as TRADEOFF_LEVELS, Panel, tradeoff_panels  # noqa: E402
 from audit.config import AttackSpec  # noqa: E402
@@ -497,7 +496,8 @@ def _layer_switch(attacks: Mapping[str, Any], rows: Sequence[Row]) -> list[str]:
         return ["**Representation layer off** (`[attacks] representation = false`): the claims are judged on the "
                 "released values only; how the outputs are stored (their IEEE-754 bits) was not audited, so a "
                 "floating-point sampler's leak (Mironov 2012) would go unseen.", ""]
-    if any(row.claim_class == "all" for row in rows) and not any(row.layer == REPRESENTATION for row in rows):
+    about_all = any(isinstance(parse_function_class(row.claim_class), All) for row in rows)
+    if about_all and not any(row.layer == REPRESENTATION for row in rows):
         return ["**Representation layer not audited**: no class of `[attacks] classes` reads how the outputs are "
                 "stored (`floatbits`), so the claims about `all` were judged on the released values only; add "
                 "`floatbits` to audit the floating-point outputs too, or set `representation = false` to say the "
