@@ -295,6 +295,24 @@ def test_sample_timeout_must_be_positive():
     assert load_config(_config()).run.sample_timeout == 600
 
 
+def test_a_probe_at_an_infinite_record_leaves_the_curve_claim_a_report(tmp_path, capsys):
+    """The built-in Gaussian's exact law at the special-values probe's inf record is centred at inf: the trade-off
+    panel draws no exact curve there instead of failing the report (exit 2 with no report.html)."""
+    path = tmp_path / "audit.toml"
+    path.write_text('[mechanism]\nname = "gaussian"\nparams = { sigma = 1.0 }\n\n'
+                    '[neighbours]\nstrategy = "search"\ncount = 1\ncandidates = 1\nscreen_samples = 200\n'
+                    'probes = ["special_values"]\n\n'
+                    '[[claims]]\ndivergence = "zcdp"\nfunction_class = "linear"\nepsilon = 1.0\n\n'
+                    '[attacks]\nn_samples = 2000\n\n[run]\nseed = 0\n')
+    out = tmp_path / "out"
+    code = main(["run", str(path), "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    results = json.loads((out / "results.json").read_text())
+    assert any("inf" in json.dumps(pair["d_prime"]) for pair in results["pairs"])
+    assert code != 2 and results["verdict"] != "error" and err.count("\n") <= 1, err  # no RuntimeWarning either
+    assert (out / "report.html").exists()
+
+
 # --- tasks.jsonl: checksums, torn lines, resumed rows -----------------------
 
 
