@@ -98,6 +98,10 @@ RAISED_NOTE = "the mechanism raised"
 compared by the attacks like any output (:func:`audit.sampling.draw_pair_isolated`)."""
 
 
+NO_STATISTIC = "staged search found no statistic"
+"""The start of the error row of a search that lost every candidate: its cause is the pairs' own error rows."""
+
+
 class SamplingError(RuntimeError):
     """The mechanism failed on a pair (the sampler's message)."""
 
@@ -264,8 +268,8 @@ class _Best:
                             staged=staged)
                     for pair, message in result.failures.items()]
         if result.evidence is None:  # no candidate, or the winner's pair failed in a later stage (confirm included)
-            return [*outcomes, Outcome(_task("-", "-", target), error=f"staged search found no statistic: "
-                                       f"{result.error}", staged=staged)]
+            return [*outcomes, Outcome(_task("-", "-", target), error=f"{NO_STATISTIC}: {result.error}",
+                                       staged=staged)]
         winner = result.winner
         task = _task(pairs[winner.pair].name, winner.direction, target, winner.function_class)
         return [*outcomes, Outcome(task, result.evidence, staged=staged)]

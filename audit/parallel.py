@@ -18,6 +18,7 @@ kernel at 400 000 outputs) and made an mlp audit 1.6 times slower.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -75,8 +76,8 @@ def _import_attacks() -> None:
 def cluster(name: str, workers: int) -> Iterator[None]:
     """For dask and ray: the cluster this process is connected to, else a local one for the audit.
 
-    The local cluster has ``workers`` single-threaded workers and no
-    dashboard, and is shut down when the audit ends; a cluster the caller
+    The local cluster has ``workers`` single-threaded workers, no
+    dashboard and no log lines below errors, and is shut down when the audit ends; a cluster the caller
     started (``distributed.Client(...)``, ``ray.init(...)``) is left running.
     """
     if name == "dask":
@@ -85,7 +86,8 @@ def cluster(name: str, workers: int) -> Iterator[None]:
         try:
             get_client()
         except ValueError:  # no client in this process
-            with Client(n_workers=workers, threads_per_worker=1, dashboard_address=None):
+            # its own logging off below errors: a failed audit's stderr is one line (audit.cli)
+            with Client(n_workers=workers, threads_per_worker=1, dashboard_address=None, silence_logs=logging.ERROR):
                 yield
             return
     if name == "ray":
@@ -94,7 +96,7 @@ def cluster(name: str, workers: int) -> Iterator[None]:
 
         register_ray()
         if not ray.is_initialized():
-            ray.init(num_cpus=workers, include_dashboard=False)
+            ray.init(num_cpus=workers, include_dashboard=False, logging_level=logging.ERROR)
             try:
                 yield
             finally:

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import audit.api
+import audit.engine
 import audit.report
 import attacks.staged
 import audit.sampling
@@ -29,6 +30,7 @@ from audit import run_audit
 from audit.api import AuditError
 from audit.cli import main
 from audit.config import ConfigError, load_config
+from audit.engine import NO_STATISTIC
 from audit.store import TASKS_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -583,3 +585,133 @@ def test_json_summary_is_one_line_when_the_mechanism_prints(tmp_path):
     assert done.returncode == 0, done.stderr
     (line,) = done.stdout.splitlines()
     assert json.loads(line)["verdict"] == "pass" and "a line from the mechanism" in done.stderr
+
+
+# --- fault injection: stages x faults x backends -------------------------------
+
+FAULT = {"stage": None, "kind": None}
+"""The fault :func:`staged_fault` injects (``kind``) and the stage it injects it in (``stage``)."""
+CURRENT = {"stage": None}
+"""The stage whose outputs are being drawn: set in this process before the sampler forks its children."""
+
+FAILURES = {
+    "raise": "raised ValueError: injected failure",
+    "exit": "called sys.exit('injected exit')",
+    "die": "exit code 9",
+    "hang": "run.sample_timeout = 2 s",
+    "shape": "outputs must have",
+}
+"""A mechanism's own failure -> what the one stderr line says of it."""
+EVIDENCE = ("nan", "inf", "huge", "wide")
+"""Outputs that are evidence (audit.structure), on both datasets: a verdict, never an error."""
+
+
+def staged_fault(dataset, n, rng):
+    """A Laplace sum that misbehaves in the stage ``FAULT`` names, on both datasets."""
+    outputs = _healthy(dataset, n, rng)
+    if CURRENT["stage"] != FAULT["stage"]:
+        return outputs
+    kind = FAULT["kind"]
+    if kind == "raise":
+        raise ValueError("injected failure")
+    if kind == "exit":
+        sys.exit("injected exit")
+    if kind == "die":
+        os._exit(9)
+    if kind == "hang":
+        time.sleep(600)
+    return {"nan": np.full(n, np.nan), "inf": np.full(n, np.inf), "huge": outputs * 1e308,
+            "wide": np.tile(outputs[:, None], (1, 50)), "shape": outputs[: n - 1]}[kind]
+
+
+@pytest.fixture
+def inject(monkeypatch):
+    """Sets the stage around each draw: the engine's (screen, train, check, confirm), the memory check's probe and
+    the structure pilot; a forked child sees the stage its parent set."""
+    pair_sampler = audit.engine.pair_sampler
+
+    def staged(*args, **kwargs):
+        sample = pair_sampler(*args, **kwargs)
+
+        def draw(pair, n, stage, chunk):
+            CURRENT["stage"] = stage
+            try:
+                return sample(pair, n, stage, chunk)
+            finally:
+                CURRENT["stage"] = None
+        return draw
+
+    def during(stage, function):
+        def wrapped(*args, **kwargs):
+            CURRENT["stage"] = stage
+            try:
+                return function(*args, **kwargs)
+            finally:
+                CURRENT["stage"] = None
+        return wrapped
+
+    monkeypatch.setattr(audit.engine, "pair_sampler", staged)
+    monkeypatch.setattr(audit.engine, "check_memory", during("probe", audit.engine.check_memory))
+    monkeypatch.setattr(audit.api, "fix_layout", during("pilot", audit.api.fix_layout))
+
+    def set_fault(stage, kind):
+        FAULT.update(stage=stage, kind=kind)
+    yield set_fault
+    FAULT.update(stage=None, kind=None)
+
+
+def _fault_config(policy, n_jobs, backend):
+    config = _config("staged_fault", policy, sample_timeout=2, n_jobs=n_jobs, backend=backend)
+    config["pairs"] = [{"d": [[0.0]], "d_prime": [[1.0]]}, {"d": [[0.0]], "d_prime": [[2.0]]}]
+    config["claims"] = [{"divergence": "gdp", "function_class": "linear", "epsilon": 3.0}]  # a curve claim
+    config["attacks"].update(n_samples=2000)
+    return config
+
+
+def _check_fault_cell(tmp_path, capsys, stage, kind, policy, n_jobs=1, backend="threading"):
+    code, err, results = _run(tmp_path, capsys, _fault_config(policy, n_jobs, backend))
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err, err
+    assert (tmp_path / "out" / "report.md").exists() and (tmp_path / "out" / "report.html").exists(), err
+    if kind in FAILURES and stage not in ("pilot", "probe"):  # the pilot ignores failures; the probe's raise is an event
+        assert code == 2 and len(lines) == 1 and FAILURES[kind] in lines[0], err
+        errors = [row["error"] for row in results["rows"] if row["error"]]
+        assert results["verdict"] == "error" and errors
+        # every failed pair's row names the mechanism's own failure, never the sampler's internals
+        assert all(FAILURES[kind] in error for error in errors if not error.startswith(NO_STATISTIC)), errors
+    elif kind in EVIDENCE:
+        assert code in (0, 1) and not lines, err
+        assert results["verdict"] in ("pass", "violation", "inconclusive")
+    else:
+        assert code in (0, 1, 2) and len(lines) <= 1, err
+
+
+STAGES = ("pilot", "probe", "screen", "train", "check", "confirm")
+LIGHT_CELLS = [
+    ("screen", "raise", "best"), ("screen", "exit", "best"), ("check", "exit", "best"), ("train", "die", "best"),
+    ("confirm", "shape", "best"), ("confirm", "hang", "best"), ("confirm", "nan", "best"), ("confirm", "huge", "best"),
+    ("confirm", "wide", "every"), ("train", "raise", "every"), ("pilot", "wide", "best"),
+]
+
+
+@pytest.mark.parametrize(("stage", "kind", "policy"), LIGHT_CELLS)
+def test_an_injected_fault_reads_as_itself(tmp_path, capsys, inject, stage, kind, policy):
+    """Representative cells of the fault matrix, in threads (the default backend); the full matrix is slow."""
+    inject(stage, kind)
+    _check_fault_cell(tmp_path, capsys, stage, kind, policy)
+
+
+@pytest.mark.parametrize("kind", ["raise", "nan"])
+def test_an_injected_fault_reads_as_itself_with_loky(tmp_path, capsys, inject, kind):
+    inject("confirm", kind)
+    _check_fault_cell(tmp_path, capsys, "confirm", kind, "best", n_jobs=2, backend="loky")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("n_jobs", "backend"), [(1, "threading"), (2, "threading"), (2, "loky")])
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("kind", [*FAILURES, *EVIDENCE])
+@pytest.mark.parametrize("stage", STAGES)
+def test_every_injected_fault_reads_as_itself(tmp_path, capsys, inject, stage, kind, policy, n_jobs, backend):
+    inject(stage, kind)
+    _check_fault_cell(tmp_path, capsys, stage, kind, policy, n_jobs, backend)
