@@ -602,7 +602,7 @@ FAILURES = {
     "shape": "outputs must have",
 }
 """A mechanism's own failure -> what the one stderr line says of it."""
-EVIDENCE = ("nan", "inf", "huge", "wide")
+EVIDENCE = ("nan", "inf", "huge", "wide", "very_wide")
 """Outputs that are evidence (audit.structure), on both datasets: a verdict, never an error."""
 
 
@@ -620,6 +620,8 @@ def staged_fault(dataset, n, rng):
         os._exit(9)
     if kind == "hang":
         time.sleep(600)
+    if kind == "very_wide":  # 200 000 coordinates on d only
+        return np.tile(outputs[:, None], (1, 200_000)) if np.sum(dataset) == 0 else outputs
     return {"nan": np.full(n, np.nan), "inf": np.full(n, np.inf), "huge": outputs * 1e308,
             "wide": np.tile(outputs[:, None], (1, 50)), "shape": outputs[: n - 1]}[kind]
 
@@ -690,7 +692,7 @@ STAGES = ("pilot", "probe", "screen", "train", "check", "confirm")
 LIGHT_CELLS = [
     ("screen", "raise", "best"), ("screen", "exit", "best"), ("check", "exit", "best"), ("train", "die", "best"),
     ("confirm", "shape", "best"), ("confirm", "hang", "best"), ("confirm", "nan", "best"), ("confirm", "huge", "best"),
-    ("confirm", "wide", "every"), ("train", "raise", "every"), ("pilot", "wide", "best"),
+    ("confirm", "wide", "every"), ("train", "raise", "every"), ("pilot", "very_wide", "best"),
 ]
 
 
