@@ -220,7 +220,8 @@ def _largest_sizes(config: AuditConfig, n_pairs: int, n_units: int) -> StageSize
     attacks = config.attacks
     if not attacks.sequential:
         return attacks.stage_sizes
-    budgets = round_budgets(FIRST_BUDGET, attacks.max_outputs // n_units, least_outputs(n_pairs, attacks.stages))
+    budgets = round_budgets(FIRST_BUDGET, attacks.max_outputs // max(n_units, 1),  # none: a config of checks only
+                            least_outputs(n_pairs, attacks.stages))
     return StageSizes.from_budget(budgets[-1], attacks.stages)
 
 

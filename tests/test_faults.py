@@ -315,6 +315,21 @@ def test_a_probe_at_an_infinite_record_leaves_the_curve_claim_a_report(tmp_path,
     assert (out / "report.html").exists()
 
 
+def returns_nan(dataset, n, rng):
+    return np.full(n, np.nan)
+
+
+def test_a_check_of_a_mechanism_returning_nan_says_so_in_the_users_terms(tmp_path, capsys):
+    """A post-processing check's map meets NaN outputs: the error names them, not the structural encoding's columns
+    ("the mechanism's outputs have 5 coordinate(s)"); a config of checks only runs (no claim, no unit)."""
+    path = tmp_path / "audit.toml"
+    path.write_text('[mechanism]\ncallable = "test_faults:returns_nan"\n\n[[pairs]]\nd = [[0.0]]\nd_prime = [[1.0]]\n\n'
+                    '[[checks]]\nproperty = "post-processing"\nmap = [[2.0]]\nd = [[0.0]]\nd_prime = [[1.0]]\n')
+    code = main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet"])
+    _assert_clean_error(code, capsys.readouterr().err, "returned outputs that are NaN, infinite")
+    assert (tmp_path / "out" / "report.html").exists()
+
+
 # --- tasks.jsonl: checksums, torn lines, resumed rows -----------------------
 
 
