@@ -222,6 +222,7 @@ def test_a_crash_after_the_tasks_keeps_the_rows(tmp_path, capsys, monkeypatch, s
     assert results["verdict"] == "error" and "ZeroDivisionError" in results["error"]
     assert len(results["rows"]) == ROWS[policy] and all(row["verdict"] is None for row in results["rows"])
     assert "**ERROR**" in (tmp_path / "out" / "report.md").read_text()
+    assert "ERROR" in (tmp_path / "out" / "report.html").read_text()
     assert len((tmp_path / "out" / TASKS_FILE).read_text().splitlines()) == ROWS[policy]
 
 
@@ -480,6 +481,7 @@ def test_a_config_error_replaces_an_earlier_report(tmp_path, capsys):
     code, err, results = _run(tmp_path, capsys, config)
     _assert_clean_error(code, err, "run.seed")
     assert results["verdict"] == "error" and "run.seed" in results["error"] and results["rows"] == []
+    assert "run.seed" in (tmp_path / "out" / "report.html").read_text()
 
 
 # --- fuzz: mutated configs end in a clean exit 2 or an audit -----------------
