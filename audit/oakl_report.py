@@ -307,7 +307,9 @@ def plot_n_figure(table: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
 def write_oakl_report(out_dir: str | pathlib.Path, *, quick: bool = False, seed: int = 0,
                       run: RunSpec = RunSpec(), progress: bool = False) -> pathlib.Path:
     """Compute the four tables, draw the figures, write ``report.md``, ``figure2.png`` (OAKL's) and
-    ``figure_n.png``; return the report's path.
+    ``figure_n.png``; return the report's path.  A table that fails (a mechanism that fails or hangs:
+    :class:`audit.errors.MechanismError`) leaves a report.md and report.html with the error and the tables
+    finished before it, and raises.
 
     ``run``: every measurement's sampling (``n_jobs``, ``backend``,
     ``sample_timeout``; :mod:`audit.generalization`; its seed is not read:
@@ -317,13 +319,39 @@ def write_oakl_report(out_dir: str | pathlib.Path, *, quick: bool = False, seed:
     budget = QUICK if quick else FULL
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    gammas, figure = gamma_table(budget, seed, run), figure_table(budget, seed, run, progress)
-    thm4, group = thm4_table(budget, seed, run, progress), small_group_table(budget, seed, run, progress)
+    steps = {
+        "OAKL Figure 2 (against gamma)": lambda: gamma_table(budget, seed, run),
+        "on-average and worst case as n grows": lambda: figure_table(budget, seed, run, progress),
+        "OAKL Theorem 4": lambda: thm4_table(budget, seed, run, progress),
+        "small groups (OAKL Lemma 6)": lambda: small_group_table(budget, seed, run, progress),
+    }
+    tables: dict[str, pd.DataFrame] = {}
+    for name, step in steps.items():
+        try:
+            tables[name] = step()
+        except Exception as error:
+            _write_partial(out / "report.md", tables, name, error)
+            raise
+    gammas, figure, thm4, group = tables.values()
     plot_oakl_figure2(gammas, out / "figure2.png")
     plot_n_figure(figure, out / "figure_n.png")
     report = out / "report.md"
     report.write_text(_markdown(gammas, figure, thm4, group, budget, quick, seed))
     return report
+
+
+def _write_partial(report: pathlib.Path, tables: dict[str, pd.DataFrame], failed: str, error: Exception) -> None:
+    """report.md (and report.html) of a run that failed in table ``failed``: the error and the finished tables."""
+    from audit.html_report import write_html_report
+    from audit.report import bounded, plain_text
+
+    lines = ["# On-average KL privacy of posterior sampling (OAKL)", "", "## Verdict: **ERROR**", "",
+             f"The {failed} table failed: {plain_text(bounded(f'{type(error).__name__}: {error}'))}. "
+             f"The {len(tables)} tables finished before it follow.", ""]
+    for name, table in tables.items():
+        lines += [f"## {name}", "", table.to_markdown(index=False), ""]
+    report.write_text("\n".join(lines))
+    write_html_report(report)
 
 
 def oakl_command(args: argparse.Namespace) -> int:
