@@ -19,7 +19,9 @@ kernel at 400 000 outputs) and made an mlp audit 1.6 times slower.
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -40,8 +42,26 @@ def backend(name: str, n_jobs: int) -> Iterator[None]:
     sampling inherit it.
     """
     with safe_worker_path(), threadpool_limits(limits=1), cluster(name, joblib.effective_n_jobs(n_jobs)), \
-            joblib.parallel_config(backend=name), _started(name, n_jobs):
+            joblib.parallel_config(backend=name, **_worker_options(name)), _started(name, n_jobs):
         yield
+
+
+def _worker_options(name: str) -> dict:
+    """loky: every worker runs :func:`_exit_with_parent` first, so that none outlives an audit killed with kill -9."""
+    return {"initializer": _exit_with_parent, "initargs": (os.getpid(),)} if name == "loky" else {}
+
+
+def _exit_with_parent(parent: int) -> None:
+    """In a loky worker: end it once the audit's process ``parent`` is gone (the worker is then re-parented).
+
+    A watching thread rather than ``PR_SET_PDEATHSIG``: that signal follows the *thread* that started the
+    worker, and loky starts workers from short-lived threads too (:func:`_started`)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 @contextmanager
@@ -62,8 +82,9 @@ def _started(name: str, n_jobs: int) -> Iterator[None]:
 
 
 def _start_workers(n_jobs: int, workers: int) -> None:
-    try:
-        joblib.Parallel(n_jobs=n_jobs, backend="loky")(joblib.delayed(_import_attacks)() for _ in range(workers))
+    try:  # the backend's options again: joblib's configuration is per thread
+        with joblib.parallel_config(backend="loky", **_worker_options("loky")):
+            joblib.Parallel(n_jobs=n_jobs)(joblib.delayed(_import_attacks)() for _ in range(workers))
     except Exception:  # noqa: BLE001 - the attacks' own jobs report what fails
         pass
 

@@ -464,6 +464,34 @@ def test_ctrl_c_while_a_pair_hangs_keeps_the_other_pairs(tmp_path, capsys, monke
     assert {row["pair"] for row in results["rows"]} == {"p0"} and len(results["rows"]) == 2
 
 
+def test_no_process_outlives_an_audit_killed_with_kill_9(tmp_path):
+    """loky's workers watch the audit's process (audit.parallel): kill -9 of the audit leaves neither them nor the
+    resource trackers they kept alive (4 processes stayed before); forked sampling children die with it too."""
+    psutil = pytest.importorskip("psutil")  # in the test extra
+    config = _config(policy="every", n_jobs=2, backend="loky")
+    config["attacks"].update(classes=["linear", "poly3", "tree3"], n_samples=400_000)  # still running at the kill
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    audit_process = subprocess.Popen([sys.executable, "-m", "audit.cli", "run", str(_toml(tmp_path, config)), "--out",
+                                      str(tmp_path / "out"), "--quiet"], env=environment, stderr=subprocess.DEVNULL)
+    def workers(processes):
+        try:
+            return sum("popen_loky" in " ".join(process.cmdline()) for process in processes)
+        except psutil.Error:  # one ended meanwhile: look again
+            return 0
+
+    parent, deadline, children = psutil.Process(audit_process.pid), time.monotonic() + 120, []
+    while time.monotonic() < deadline and workers(children) < 2:
+        time.sleep(0.2)
+        children = parent.children(recursive=True)
+    assert workers(children) >= 2, "the loky workers never started"
+    audit_process.kill()
+    audit_process.wait()
+    _, alive = psutil.wait_procs(children, timeout=15)
+    for process in alive:  # leave nothing behind, whatever the verdict
+        process.kill()
+    assert not [(process.pid, " ".join(process.cmdline())[:80]) for process in alive]
+
+
 def test_a_bad_parameter_value_is_a_config_error(tmp_path, capsys):
     path = tmp_path / "audit.toml"
     path.write_text('[mechanism]\nname = "laplace"\nparams = { sensitivity = {} }\n\n'
