@@ -464,6 +464,28 @@ def test_ctrl_c_while_a_pair_hangs_keeps_the_other_pairs(tmp_path, capsys, monke
     assert {row["pair"] for row in results["rows"]} == {"p0"} and len(results["rows"]) == 2
 
 
+def test_a_hanging_mechanism_shows_on_the_terminal_before_the_timeout(tmp_path, capsys, monkeypatch):
+    """The bar is drawn from the first mechanism call (the memory check's) and its heartbeat counts the seconds
+    without outputs while a chunk runs: not a blank terminal until run.sample_timeout."""
+    monkeypatch.setattr(audit.engine, "HEARTBEAT", {True: 0.5, False: 0.5})
+    code = main(["run", str(_toml(tmp_path, _config("hangs", sample_timeout=3))), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "first outputs (memory check)" in err
+    assert "waiting on the mechanism for 2 s" in err  # a heartbeat before the 3 s timeout
+
+
+def test_a_search_in_rounds_counts_against_its_most_outputs(tmp_path, capsys):
+    """The bar's total is the most the rounds may draw (it stays put; a decided unit shrinks it to what it drew),
+    and it says the round and the lower bound against the claim."""
+    config = _config(policy="best")
+    del config["attacks"]["n_samples"]  # rounds until decided
+    code = main(["run", str(_toml(tmp_path, config)), "--out", str(tmp_path / "out")])
+    bars = [line for line in capsys.readouterr().err.replace("\r", "\n").splitlines() if line.startswith("audit:")]
+    totals = {re.search(r"/([0-9.]+[kM]?) ", line).group(1) for line in bars if "100%" not in line}  # not the end
+    assert code in (0, 1) and len(totals) == 1, totals
+    assert any(re.search(r"round 2 of at most \d+, lower bound [0-9.]+ vs claim 0.5", line) for line in bars), bars
+
+
 def test_no_process_outlives_an_audit_killed_with_kill_9(tmp_path):
     """loky's workers watch the audit's process (audit.parallel): kill -9 of the audit leaves neither them nor the
     resource trackers they kept alive (4 processes stayed before); forked sampling children die with it too."""
