@@ -9,6 +9,7 @@ directory on sys.path).
 
 import importlib.util
 import json
+import math
 import multiprocessing.connection
 import os
 import re
@@ -22,6 +23,7 @@ import pytest
 
 import audit.api
 import audit.engine
+import audit.neighbours
 import audit.report
 import attacks.staged
 import audit.sampling
@@ -32,6 +34,7 @@ from audit.cli import main
 from audit.config import ConfigError, load_config
 from audit.engine import NO_STATISTIC
 from audit.store import TASKS_FILE
+from attacks.sequential import ROUND_STRIDE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -702,8 +705,8 @@ def inject(monkeypatch):
     def staged(*args, **kwargs):
         sample = pair_sampler(*args, **kwargs)
 
-        def draw(pair, n, stage, chunk):
-            CURRENT["stage"] = stage
+        def draw(pair, n, stage, chunk):  # a search in rounds: chunk r * ROUND_STRIDE + k of round r (from 0)
+            CURRENT["stage"] = stage if FAULT["stage"] != "round2" else f"round{chunk // ROUND_STRIDE + 1}"
             try:
                 return sample(pair, n, stage, chunk)
             finally:
@@ -722,6 +725,8 @@ def inject(monkeypatch):
     monkeypatch.setattr(audit.engine, "pair_sampler", staged)
     monkeypatch.setattr(audit.engine, "check_memory", during("probe", audit.engine.check_memory))
     monkeypatch.setattr(audit.api, "fix_layout", during("pilot", audit.api.fix_layout))
+    monkeypatch.setattr(audit.neighbours, "screen_candidates", during("search", audit.neighbours.screen_candidates))
+    monkeypatch.setattr(audit.api, "run_checks", during("checks", audit.api.run_checks))
 
     def set_fault(stage, kind):
         FAULT.update(stage=stage, kind=kind)
@@ -729,23 +734,41 @@ def inject(monkeypatch):
     FAULT.update(stage=None, kind=None)
 
 
-def _fault_config(policy, n_jobs, backend):
-    config = _config("staged_fault", policy, sample_timeout=2, n_jobs=n_jobs, backend=backend)
+def _fault_config(stage, policy, n_jobs, backend):
+    """Two pairs and a curve claim (gdp); the policy ``rounds`` is best without n_samples (a search in rounds); the
+    search stage screens a [neighbours] search instead of the pairs, the checks stage runs a sequential check."""
+    config = _config("staged_fault", "best" if policy == "rounds" else policy, sample_timeout=2, n_jobs=n_jobs,
+                     backend=backend)
     config["pairs"] = [{"d": [[0.0]], "d_prime": [[1.0]]}, {"d": [[0.0]], "d_prime": [[2.0]]}]
     config["claims"] = [{"divergence": "gdp", "function_class": "linear", "epsilon": 3.0}]  # a curve claim
     config["attacks"].update(n_samples=2000)
+    if policy == "rounds":  # a tight claim (KL of Lap(0, 1) against Lap(2, 1): 1 + e^-2): undecided after round 1
+        del config["attacks"]["n_samples"]
+        config["attacks"]["max_outputs"] = 200_000
+        config["claims"] = [{"divergence": "kl", "function_class": "linear", "epsilon": 1.0 + math.exp(-2.0)}]
+    if stage == "search":
+        del config["pairs"]
+        config["neighbours"] = {"strategy": "search", "domain": {"low": [0.0], "high": [2.0]}, "count": 2,
+                                "candidates": 2, "screen_samples": 100, "probes": []}
+    if stage == "checks":
+        config["checks"] = [{"property": "sequential", "d": [[0.0]], "d_prime": [[1.0]]}]
     return config
 
 
 def _check_fault_cell(tmp_path, capsys, stage, kind, policy, n_jobs=1, backend="threading"):
-    code, err, results = _run(tmp_path, capsys, _fault_config(policy, n_jobs, backend))
+    path = tmp_path / "audit.toml"
+    path.write_text(_to_toml(_fault_config(stage, policy, n_jobs, backend)))
+    code = main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
     lines = err.strip().splitlines()
     assert "Traceback" not in err, err
     assert (tmp_path / "out" / "report.md").exists() and (tmp_path / "out" / "report.html").exists(), err
     if kind in FAILURES and stage not in ("pilot", "probe"):  # the pilot ignores failures; the probe's raise is an event
         assert code == 2 and len(lines) == 1 and FAILURES[kind] in lines[0], err
         errors = [row["error"] for row in results["rows"] if row["error"]]
-        assert results["verdict"] == "error" and errors
+        errors += [check["error"] for check in results.get("checks", []) if check["error"]]
+        assert results["verdict"] == "error" and (errors or stage == "search")  # the search fails before any row
         # every failed pair's row names the mechanism's own failure, never the sampler's internals
         assert all(FAILURES[kind] in error for error in errors if not error.startswith(NO_STATISTIC)), errors
     elif kind in EVIDENCE:
@@ -755,8 +778,10 @@ def _check_fault_cell(tmp_path, capsys, stage, kind, policy, n_jobs=1, backend="
         assert code in (0, 1, 2) and len(lines) <= 1, err
 
 
-STAGES = ("pilot", "probe", "screen", "train", "check", "confirm")
+STAGES = ("pilot", "probe", "search", "screen", "train", "check", "confirm", "round2", "checks")
 LIGHT_CELLS = [
+    ("round2", "raise", "rounds"), ("round2", "nan", "rounds"), ("search", "hang", "best"), ("checks", "exit", "best"),
+    ("checks", "inf", "best"),
     ("screen", "raise", "best"), ("screen", "exit", "best"), ("check", "exit", "best"), ("train", "die", "best"),
     ("confirm", "shape", "best"), ("confirm", "hang", "best"), ("confirm", "nan", "best"), ("confirm", "huge", "best"),
     ("confirm", "wide", "every"), ("train", "raise", "every"), ("pilot", "very_wide", "best"),
@@ -778,7 +803,7 @@ def test_an_injected_fault_reads_as_itself_with_loky(tmp_path, capsys, inject, k
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("n_jobs", "backend"), [(1, "threading"), (2, "threading"), (2, "loky")])
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", [*POLICIES, "rounds"])
 @pytest.mark.parametrize("kind", [*FAILURES, *EVIDENCE])
 @pytest.mark.parametrize("stage", STAGES)
 def test_every_injected_fault_reads_as_itself(tmp_path, capsys, inject, stage, kind, policy, n_jobs, backend):
