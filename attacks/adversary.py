@@ -5,9 +5,10 @@
 witness h from its function class that maximises the variational form of the
 divergence D(P, Q) on those samples (CBDP eq. 1-3). ``score(X, y)`` evaluates
 the same objective for the fitted witness on other samples: on held-out data
-it is an unbiased (KL: consistent) estimate of a lower bound on the
-restricted divergence (docs/theory.md section 2), so ``cross_val_score`` gives
-held-out lower bounds.
+it estimates a lower bound on the restricted divergence (docs/theory.md
+section 2; unbiased for ipm, a plug-in log of means biased upward at small
+samples for kl and renyi), so ``cross_val_score`` gives held-out estimates of
+lower bounds.
 
 Every class is represented as a feature map phi followed by a linear map,
 g(x) = phi(x) . coef_ + intercept_ (docs/theory.md section 3 and 4):

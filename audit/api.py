@@ -21,6 +21,7 @@ import pandas as pd
 
 from audit.checks import combine, run_checks
 from audit.config import AuditConfig, ConfigError, load_config, user_import_path
+from audit.events import event_summary
 from audit.families import claim_summaries
 from audit.neighbours import NeighbourPair, make_pairs
 from audit.on_average import aggregate_rows
@@ -88,6 +89,11 @@ class AuditResult:
         ``[neighbours] strategy = "search"``: every candidate screened, probes
         included, with its score and why it was dropped
         (:func:`audit.provenance.screening_records`); empty otherwise.
+    events : list of dict
+        Per pair, what the mechanism did besides regular outputs: structural
+        outputs per dataset and draws redone one output per call after a call
+        for many outputs raised (:func:`audit.events.event_summary`); empty
+        when it did nothing of the kind.
     """
 
     verdict: str
@@ -102,6 +108,7 @@ class AuditResult:
     theory: Sequence[Mapping[str, Any]] = ()
     checks: Sequence[Mapping[str, Any]] = ()
     search: Sequence[Mapping[str, Any]] = ()
+    events: Sequence[Mapping[str, Any]] = ()
 
     @functools.cached_property
     def table(self) -> pd.DataFrame:
@@ -128,7 +135,8 @@ class AuditResult:
             return write_audit_report(
                 out, rows=self.rows, verdict=self.verdict, seed=self.seed, seconds=self.seconds,
                 versions=dict(self.versions), config=dict(self.config), pairs=list(self.pairs),
-                audited=dict(self.audited), theory=list(self.theory), checks=list(self.checks), search=list(self.search),
+                audited=dict(self.audited), theory=list(self.theory), checks=list(self.checks),
+                search=list(self.search), events=list(self.events),
             )
         finally:
             release_directory(out)
@@ -222,6 +230,7 @@ def run_audit(
             theory=check_bounds(rows, audit_config.attacks.confidence),
             checks=checks,
             search=screening_records(pairs),
+            events=event_summary(finished.values()),
         )
         stage = "writing the report"
         if out is not None:

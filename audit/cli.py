@@ -12,7 +12,8 @@ finished rows are saved and the report written to ``--out`` whatever happens
 stdout (the human summary line then goes to stderr).
 
 ``capaudit run CONFIG`` writes its report to ``--out`` (default
-``reports/<config name>``); ``capaudit demo`` writes two reports under
+``out/<config name>``, a folder git ignores, so that no run rewrites the committed example reports under
+``reports/``); ``capaudit demo`` writes two reports under
 ``--out`` (default a new temporary directory, printed first, so that the
 demo never rewrites files of a checkout): ``correct/`` (a noisy histogram with
 Lap(1/epsilon) noise, which passes) and ``buggy/`` (noise scale epsilon
@@ -37,6 +38,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR, EXIT_INCONCLUSIVE_STRICT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+DEFAULT_OUT = "out"
+"""Where ``run`` and ``oakl`` write without ``--out`` (under the current directory): ``/out/`` is in .gitignore."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     theory.add_argument("--seed", type=int, default=0, help="seed of the d-dim attacks")
 
     oakl = sub.add_parser("oakl", help="on-average KL privacy of posterior sampling: OAKL Figure 2, Thm 4, Lemma 6")
-    oakl.add_argument("--out", default="reports/oakl", help="output directory (default: reports/oakl)")
+    oakl.add_argument("--out", default=f"{DEFAULT_OUT}/oakl", help=f"output directory (default: {DEFAULT_OUT}/oakl)")
     oakl.add_argument("--seed", type=int, default=0, help="seed of every draw (default 0)")
     oakl.add_argument("--quick", action="store_true", help="a small budget (fewer n, pairs and datasets)")
     oakl.add_argument("--n-jobs", type=int,
@@ -82,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="audit the claims of a TOML config")
     run.add_argument("config", help="the audit config (TOML); see examples/")
-    run.add_argument("--out", help="output directory (default: reports/<config name>)")
+    run.add_argument("--out", help=f"output directory (default: {DEFAULT_OUT}/<config name>)")
     run.add_argument("--n-jobs", type=int, help="parallel workers (overrides [run] n_jobs; -1: all cores)")
     run.add_argument("--backend", help="joblib backend: threading, loky, dask, ray (overrides [run] backend)")
     run.add_argument("--seed", type=int, help="the audit's seed (overrides [run] seed)")
@@ -124,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _command(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     """Run the parsed command: its exit code, a failure as one line on stderr (module docstring)."""
     try:
+        if args.command == "run" and not (args.out and Path(args.out).is_dir()):  # else _run: a failure report
+            _check_config_path(Path(args.config))  # a typo costs no import of the audit's libraries
         if argv is None and args.command in ("run", "demo"):  # a process of its own (the console script)
             from audit.import_path import import_frozen
 
@@ -167,6 +172,8 @@ def _message(error: BaseException) -> str:
     """The error in one bounded line: the message of capaudit's own errors (they name the field and fix), else its
     type too; user input echoed in it is cut (:func:`audit.report.bounded`)."""
     text = " ".join(str(error).split())
+    if isinstance(error, _PathError):  # said before the audit's modules load: its own short line
+        return text
     try:
         from audit.api import AuditError
         from audit.mechanisms import MechanismError
@@ -192,10 +199,9 @@ def _run(args: argparse.Namespace) -> int:
     from audit.api import AuditError, run_audit, write_failure
 
     config = Path(args.config)
-    out = Path(args.out) if args.out else Path("reports") / config.stem
+    out = Path(args.out) if args.out else Path(DEFAULT_OUT) / config.stem
     try:
-        if config.is_dir():
-            raise ValueError(f"config {args.config!r} is a directory; give a TOML file, e.g. examples/laplace.toml.")
+        _check_config_path(config)
         # stdout carries only the JSON line: what the mechanism prints goes to stderr
         with _stdout_to_stderr() if args.json_summary else contextlib.nullcontext():
             result = run_audit(
@@ -217,6 +223,19 @@ def _run(args: argparse.Namespace) -> int:
 
         print(json_summary(result.table, result.verdict, code, out / "report.md"))
     return code
+
+
+class _PathError(ValueError):
+    """A command-line path that names nothing to read, refused before the audit's libraries are imported."""
+
+
+def _check_config_path(config: Path) -> None:
+    """Refuse a config path that names no file, before anything heavy is imported (:class:`_PathError`)."""
+    if config.is_dir():
+        raise _PathError(f"config {str(config)!r} is a directory; give a TOML file, e.g. examples/laplace.toml.")
+    if not config.exists():
+        raise _PathError(f"config file {str(config)!r} does not exist; give the path of a TOML file, "
+                         "e.g. examples/laplace.toml.")
 
 
 @contextlib.contextmanager
@@ -293,6 +312,15 @@ def _summary(title: str, result, out: Path, stream=None) -> None:
                       + [f"{count} checks {verdict}" for verdict, count in sorted(checks.items())])
     print(f"{title}: {result.verdict.upper()} ({tally}; {result.seconds:.1f} s) -> {out / 'report.md'}",
           file=stream or sys.stdout)
+    from audit.events import event_tally
+    from audit.provenance import not_neighbours
+
+    if getattr(result, "events", ()):  # absorbed by the audit, but the reader must know
+        print(event_tally(result.events), file=stream or sys.stdout)
+    strangers = not_neighbours(getattr(result, "pairs", ()))
+    if strangers:
+        print(f"WARNING: {len(strangers)} audited pair(s) are not neighbours (report.md, first screen)",
+              file=stream or sys.stdout)
     failing = [entry for entry in getattr(result, "theory", ()) if entry["fails"]]
     if failing:  # a published bound that fails does not change the verdict: say so where it is read
         print(f"PUBLISHED BOUND FAILS: {len(failing)} of {len(result.theory)} closed-form bounds compared "

@@ -65,6 +65,7 @@ from attacks.staged import (
 from attacks.vocabulary import DP, divergence_of
 from audit import store
 from audit.config import AuditConfig
+from audit.events import EventCounter
 from audit.theory.exact import exact_value, known_laws
 from audit.theory.table import theory_bound as law_bound
 from audit.neighbours import NeighbourPair
@@ -81,7 +82,6 @@ from audit.sampling import (
     one_line,
 )
 from audit.schema import Row
-from audit.structure import StructureEncoder
 
 DETERMINISTIC_NOTE = (
     "every output on D equal, every output on D' equal, and different: consistent with a deterministic release, "
@@ -190,22 +190,25 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
             bar.status = "first outputs (memory check)"
             probed = check_memory(config, pairs, functools.partial(draw_chunk, mechanism, seed=config.run.seed),
                                   n_samples=n_held, held_pairs=pairs_held)
+        events = EventCounter(getattr(mechanism, "structure", None))
         outputs = _Outputs(pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
                                         workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1),
                                         timeout=config.run.sample_timeout, on_outputs=bar.update, failed=probed,
-                                        backend=config.run.backend), getattr(mechanism, "structure", None))
+                                        backend=config.run.backend,
+                                        on_redrawn=lambda pair, error: events.redrawn(pairs[pair].name, error)),
+                           events, [pair.name for pair in pairs])
         for unit in units:
             if unit.id not in done:
                 bar.start()
-                start = time.perf_counter()
+                start, before = time.perf_counter(), events.snapshot()
                 outcomes = policy.run(unit, config, pairs, sizes, outputs, bar)
                 bar.finish()
                 drawn = 2 * bar.drawn  # both datasets, every pair, stage and round of the unit
                 outcomes = [dataclasses.replace(outcome, staged={**outcome.staged, "outputs_drawn": drawn})
                             for outcome in outcomes]
-                seconds = time.perf_counter() - start
+                seconds, drawn_events = time.perf_counter() - start, events.since(before)
                 done[unit.id] = [_record(unit, outcome, len(outcomes), mechanism, pairs, config, outputs,
-                                         seconds) for outcome in outcomes]
+                                         seconds, drawn_events) for outcome in outcomes]
                 for record, outcome in zip(done[unit.id], outcomes):
                     record.update(plan=plan, resumed=False)
                     evidence[record["task"]] = outcome.evidence if outcome.error is None else None
@@ -385,14 +388,16 @@ def _staged_fields(policy: str, sizes: StageSizes, candidates: int, finalists: i
 
 
 def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pairs: Sequence[NeighbourPair],
-            config: AuditConfig, outputs: _Outputs, seconds: float) -> dict:
+            config: AuditConfig, outputs: _Outputs, seconds: float, events: Mapping[str, Any]) -> dict:
     """The one record builder: a task's fields, its id, estimate, error, notes, exact value and closed-form bound,
-    the unit it belongs to (``search``, ``claim_index``, ``search_records``) and its stage fields (``staged``)."""
+    the unit it belongs to (``search``, ``claim_index``, ``search_records``), its stage fields (``staged``) and
+    what the mechanism did while the unit drew (``events``: :meth:`audit.events.EventCounter.since`, the same in
+    every record of the unit)."""
     task = outcome.task
     task_id = task.id if unit.claim_index is None else f"staged|claim{unit.claim_index}|{task.id}"
     record = task_record(task, task_id=task_id, error=outcome.error)
     record.update(search=unit.id, claim_index=unit.claim_index, search_records=unit_records,
-                  staged=dict(outcome.staged), seconds=seconds)
+                  staged=dict(outcome.staged), seconds=seconds, events=dict(events))
     if outcome.error is not None:
         return record
     index = next(i for i, pair in enumerate(pairs) if pair.name == task.pair)
@@ -499,7 +504,8 @@ def _finished_units(path: Path, plan: str) -> tuple[dict[str, list[dict]], dict[
 
 def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coupled: bool, *, workers: int = 1,
                  timeout: float = 600.0, on_outputs: Callable[[int], Any] = lambda n: None,
-                 failed: dict[str, str] | None = None, backend: str = "loky"):
+                 failed: dict[str, str] | None = None, backend: str = "loky",
+                 on_redrawn: Callable[[int, str], Any] = lambda pair, error: None):
     """The sampling callable of :mod:`attacks.staged` over ``pairs``; the staged search may call it from several
     threads at once (``on_outputs`` must allow that).
 
@@ -511,7 +517,9 @@ def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coup
     comes in; a failed pair's outputs count as drawn).  A pair named in
     ``failed`` (pair name -> message, e.g. the memory check's probe) is not
     sampled again: it fails at once with its message.  A failure raises
-    :class:`SamplingError`.
+    :class:`SamplingError`.  ``on_redrawn(pair, error)``: a draw of the pair
+    was redone one output per call after a call for many outputs raised
+    ``error`` (:func:`audit.sampling.draw_pair_isolated`).
     """
     failed = failed or {}
 
@@ -535,6 +543,8 @@ def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coup
             on_outputs(n - counted)
         if isinstance(drawn, str):
             raise SamplingError(drawn)
+        if drawn.redrawn is not None:
+            on_redrawn(pair, drawn.redrawn)
         return Draw(drawn.d, drawn.d_prime, drawn.coupled)
 
     return sample
@@ -542,25 +552,19 @@ def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coup
 
 class _Outputs:
     """The sampler, watching each pair's outputs: whether every output so far on d was one value, every output on
-    d' another (a deterministic release, :data:`DETERMINISTIC_NOTE`), and how many were the event "the mechanism
-    raised" (:func:`audit.sampling.draw_pair_isolated`) on each dataset."""
+    d' another (a deterministic release, :data:`DETERMINISTIC_NOTE`), and what the mechanism did besides regular
+    outputs (:class:`audit.events.EventCounter`: structural outputs, among them the event "the mechanism raised"
+    of :func:`audit.sampling.draw_pair_isolated`, per dataset)."""
 
-    def __init__(self, sample: Callable[[int, int, str, int], Draw], structure: StructureEncoder | None = None):
+    def __init__(self, sample: Callable[[int, int, str, int], Draw], events: EventCounter, names: Sequence[str]):
         self.sample = sample
         self.firsts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.varied: set[int] = set()
-        self.structure = structure if isinstance(structure, StructureEncoder) and structure.fixed else None
-        self.raised: dict[int, np.ndarray] = {}
-        """Pair -> [raised on d, outputs on d, raised on d', outputs on d']."""
-        self.lock = threading.Lock()
+        self.events, self.names = events, list(names)
 
     def __call__(self, pair: int, n: int, stage: str, chunk: int) -> Draw:
         draw = self.sample(pair, n, stage, chunk)
-        if self.structure is not None:
-            counts = [int(self.structure.is_raised(draw.d).sum()), len(draw.d),
-                      int(self.structure.is_raised(draw.d_prime).sum()), len(draw.d_prime)]
-            with self.lock:  # the staged search draws several pairs at once, in threads
-                self.raised[pair] = self.raised.get(pair, np.zeros(4, dtype=int)) + counts
+        self.events.drawn(self.names[pair], draw.d, draw.d_prime)
         first_d, first_d_prime = self.firsts.setdefault(pair, (draw.d[0].copy(), draw.d_prime[0].copy()))
         if not (np.all(draw.d == first_d) and np.all(draw.d_prime == first_d_prime)):
             self.varied.add(pair)
@@ -574,7 +578,7 @@ class _Outputs:
 
     def raised_note(self, pair: int) -> list[str]:
         """The note of a pair on which the mechanism raised: its counts on each dataset ([] when it never did)."""
-        raised_d, n_d, raised_d_prime, n_d_prime = self.raised.get(pair, np.zeros(4, dtype=int))
+        raised_d, n_d, raised_d_prime, n_d_prime = self.events.raised(self.names[pair])
         if not raised_d and not raised_d_prime:
             return []
         where = (" on both datasets" if raised_d and raised_d_prime

@@ -31,6 +31,7 @@ members' summaries replaced by one line per curve claim (results.json
 
 from __future__ import annotations
 
+import collections
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -54,6 +55,10 @@ LAPLACE_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
 """Default epsilons of a Laplace-profile claim, in units of its epsilon (delta = 0 from there on)."""
 ORDERS = (1.5, 2.0, 4.0)
 """Default Renyi orders of a zcdp claim: large orders weigh a few outputs heavily (their intervals widen)."""
+
+
+SHOWN_POINTS = 4
+"""A profile table's label lists its points up to this many, else the first ones and the last."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +138,9 @@ class Family:
             case Profile() if self.profile:
                 text = f"{self.profile} privacy profile ({self.parameter:.4g})"
             case _:
-                text = f"privacy profile at {len(self.points)} points"
+                points = [f"({e:.3g}, {d:.3g})" for e, d in zip(self.points, self.member_deltas())]
+                shown = points if len(points) <= SHOWN_POINTS else [*points[: SHOWN_POINTS - 1], "...", points[-1]]
+                text = f"privacy profile at {len(points)} points (epsilon, delta) = {', '.join(shown)}"
         return f"({self.function_class}, {text})"
 
     def tradeoff(self, a: np.ndarray) -> np.ndarray:
@@ -181,6 +188,11 @@ def claim_summaries(rows: Sequence[Row], config: Mapping[str, Any]) -> list[dict
         keys = [_rounded(key) for key in family.member_keys()]
         used.update(keys)
         lines.append(_family_line(family, [by_key.get(key) for key in keys]))
+    numbers = [i + 1 for i, entry in enumerate(_entries(config)) if entry.get("divergence") in FAMILIES]
+    labels = collections.Counter(line["label"] for line in lines)
+    for line, number in zip(lines, numbers):  # two claims that read alike are told apart by their place
+        if labels[line["label"]] > 1:
+            line["label"] += f" [claim {number} of the config]"
     kept = [s for s in summaries if _key(s) not in used or _key(s) in plain]
     return kept + lines
 

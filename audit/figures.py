@@ -358,9 +358,15 @@ def write_tradeoff_figure(panels: Sequence[Panel], figure_dir: pathlib.Path, *, 
     return [fig.save(figure_dir / "tradeoff.svg")]
 
 
+DECIDING_REGION = 0.1
+"""Type-I errors a below this are drawn again in a zoomed panel: where a dp member's curve 1 - delta - e^eps a
+falls steeply and a class's band decides against the claim, squashed on the full square."""
+
+
 def plot_tradeoff(panels: Sequence[Panel], title: str) -> Figure:
     """Per curve claim: the claimed trade-off function, the exact and the linear class's curves where the output
-    laws are known, and per attack class its empirical curve (thin) and upper confidence band (thick).
+    laws are known, and per attack class its empirical curve (dashed) and upper confidence band (solid), on the
+    full square (top) and zoomed on the deciding region a <= :data:`DECIDING_REGION` (bottom).
 
     Type-II error b against type-I error a (Dong, Roth and Su 2022): a curve lower
     down is a more powerful test; a class's band below the claimed curve
@@ -368,26 +374,39 @@ def plot_tradeoff(panels: Sequence[Panel], title: str) -> Figure:
     """
     from audit.tradeoff_report import LEVELS
 
-    fig = Figure(1, len(panels), panel=(360.0, 360.0), title=title)
-    for ax, panel in zip(fig.axes[0], panels):
-        if panel.exact is not None:
-            ax.plot(LEVELS, panel.exact, Style(colour=TAB10["gray"], width=2.5, alpha=0.6), label="exact T(P, Q)")
-        if panel.linear is not None:
-            ax.plot(LEVELS, panel.linear, Style(colour=TAB10["gray"], line="dotted", width=1.4),
-                    label="exact, linear class (restricted)")
-        implied = " (its Renyi bounds on tests)" if isinstance(panel.family.curve, ZCDP) else ""
-        ax.plot(LEVELS, panel.family.tradeoff(LEVELS), dataclasses.replace(CLAIM, width=1.6),
-                label=f"claimed curve{implied}")
-        for evidence, colour in zip(panel.classes, itertools.cycle(CLASS_COLOURS)):
-            curve = evidence.curve
-            ax.plot(curve.type_one, curve.type_two, Style(colour=colour, width=0.9, alpha=0.8),
-                    label=f"{evidence.function_class}: empirical ({evidence.pair} {evidence.direction})")
-            crossed = " — below the claim" if evidence.crossing else ""
-            ax.plot(LEVELS, curve.band(LEVELS), Style(colour=colour, width=2.0),
-                    label=f"{evidence.function_class}: {curve.confidence:g} band{crossed}")
-        ax.plot([0.0, 1.0], [1.0, 0.0], Style(colour="#d3d3d3", width=0.8), label="no privacy loss (b = 1 - a)")
-        ax.xlim = ax.ylim = (0.0, 1.0)
-        ax.xlabel, ax.ylabel = "type-I error a", "type-II error b"
-        ax.title = panel.family.label
-        ax.legend("upper right", size=8.0)
+    fig = Figure(2, len(panels), panel=(360.0, 360.0), title=title)
+    zoom = LEVELS <= DECIDING_REGION
+    for column, panel in enumerate(panels):
+        lowest = []  # b of each curve within the deciding region: the zoomed panel's y range
+        for row, ax in enumerate((fig.axes[0][column], fig.axes[1][column])):
+            if panel.exact is not None:
+                ax.plot(LEVELS, panel.exact, Style(colour=TAB10["gray"], width=2.5, alpha=0.6), label="exact T(P, Q)")
+                lowest.append(panel.exact[zoom])
+            if panel.linear is not None:
+                ax.plot(LEVELS, panel.linear, Style(colour=TAB10["gray"], line="dotted", width=1.4),
+                        label="exact, linear class (restricted)")
+                lowest.append(panel.linear[zoom])
+            implied = " (its Renyi bounds on tests)" if isinstance(panel.family.curve, ZCDP) else ""
+            claimed = panel.family.tradeoff(LEVELS)
+            ax.plot(LEVELS, claimed, dataclasses.replace(CLAIM, width=1.6), label=f"claimed curve{implied}")
+            lowest.append(claimed[zoom])
+            for evidence, colour in zip(panel.classes, itertools.cycle(CLASS_COLOURS)):
+                curve = evidence.curve
+                ax.plot(curve.type_one, curve.type_two, Style(colour=colour, width=1.6, line="dashed"),
+                        label=f"{evidence.function_class}: empirical ({evidence.pair} {evidence.direction})")
+                crossed = " — below the claim" if evidence.crossing else ""
+                band = curve.band(LEVELS)
+                ax.plot(LEVELS, band, Style(colour=colour, width=2.2),
+                        label=f"{evidence.function_class}: {curve.confidence:g} band{crossed}")
+                lowest += [band[zoom], curve.type_two[curve.type_one <= DECIDING_REGION]]
+            ax.plot([0.0, 1.0], [1.0, 0.0], Style(colour="#d3d3d3", width=0.8), label="no privacy loss (b = 1 - a)")
+            ax.xlabel, ax.ylabel = "type-I error a", "type-II error b"
+            if row == 0:
+                ax.xlim = ax.ylim = (0.0, 1.0)
+                ax.title = panel.label or panel.family.label
+                ax.legend("upper right", size=8.0)
+        ax.xlim = (0.0, DECIDING_REGION)
+        floor = min((float(np.nanmin(b)) for b in lowest if np.size(b) and np.isfinite(b).any()), default=0.0)
+        ax.ylim = (max(0.0, floor - 0.05 * (1.0 - floor)), 1.0)
+        ax.title = f"zoomed: a <= {DECIDING_REGION:g}, where the claim is decided"
     return fig

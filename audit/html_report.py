@@ -27,7 +27,15 @@ th { background: #f0f0f0; }
 tr:nth-child(even) td { background: #fafafa; }
 img { max-width: 100%; border: 1px solid #e0e0e0; margin: 0.5rem 0; }
 code { background: #f3f3f3; padding: 0 0.2rem; }
+h2.verdict { padding: 0.35rem 0.7rem; border-left: 0.45rem solid; border-radius: 0.2rem; }
+h2.verdict-pass { background: #e6f4ea; border-color: #1e7b34; color: #0f4d21; }
+h2.verdict-violation { background: #fce8e6; border-color: #b3261e; color: #7a1410; }
+h2.verdict-inconclusive { background: #fff4d5; border-color: #9a6700; color: #5c3d00; }
+h2.verdict-error { background: #ece7f6; border-color: #5b3e96; color: #3a2566; }
 """
+VERDICT_HEADING = "Verdict: "
+"""The start of report.md's verdict heading (``## Verdict: **PASS**``): report.html colours it by its verdict, whose
+word stays the text (the colour is never the only sign), dark on light at a contrast above 7:1."""
 
 
 def markdown_parser() -> MarkdownIt:
@@ -54,6 +62,10 @@ def render_html(markdown: str, base_dir: pathlib.Path, title: str = "capaudit au
     """
     parser = markdown_parser()
     tokens = parser.parse(markdown)
+    for heading, inline in zip(tokens, tokens[1:]):
+        if heading.type == "heading_open" and inline.content.startswith(VERDICT_HEADING):
+            verdict = inline.content[len(VERDICT_HEADING):].strip("* ").lower()
+            heading.attrSet("class", f"verdict verdict-{verdict}")
     for token in tokens:
         for child in token.children or ():
             if child.type == "image":

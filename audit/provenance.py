@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from audit.neighbours import RELATIONS, NeighbourPair, check_neighbours
+from audit.neighbours import RELATIONS, NeighbourPair, check_neighbours, record_distance
 
 
 PROBE_OUTPUTS = 64
@@ -140,6 +140,27 @@ def pair_records(pairs: Sequence[NeighbourPair]) -> list[dict[str, Any]]:
          **({"origin": pair.origin} if getattr(pair, "origin", "") else {})}
         for pair in pairs
     ]
+
+
+def not_neighbours(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One sentence per audited pair (:func:`pair_records`) that is no neighbouring pair: identical datasets,
+    or datasets more than one record apart (explicit ``[[pairs]]`` without a ``relation``); [] when all are."""
+    found = []
+    for pair in pairs:
+        if pair.get("relation"):
+            continue
+        try:
+            distance = record_distance(np.asarray(pair["d"], dtype=float), np.asarray(pair["d_prime"], dtype=float))
+        except ValueError:  # records of different widths: not comparable, not audited
+            continue
+        if distance == 0:
+            found.append(f"pair {pair['name']} has d' = d: M(d) and M(d') are one law, every divergence between "
+                         "them is 0, so its rows can only pass; they test nothing")
+        else:
+            found.append(f"pair {pair['name']}'s datasets differ in {distance} records: not neighbours (one record "
+                         f"replaced, added or removed), on which an epsilon-DP mechanism may reach {distance} epsilon "
+                         "(group privacy), so its rows test a claim only if it was meant for pairs this far apart")
+    return found
 
 
 def screening_records(pairs: Sequence[NeighbourPair]) -> list[dict[str, Any]]:

@@ -38,10 +38,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from attacks.vocabulary import divergence_kind
+from attacks.vocabulary import DP, divergence_kind
 from audit.figures import mechanism_label, row_label, write_evidence_figures, write_figures, write_tradeoff_figure
+from audit.events import EVENTS, SIDES, WORDS as EVENT_WORDS
 from audit.html_report import write_html_report
-from audit.provenance import NOT_REPRODUCIBLE
+from audit.provenance import NOT_REPRODUCIBLE, not_neighbours
 from audit.results_file import SCHEMA_VERSION, json_value, results_table, write_results
 from audit.theory.check import failures
 
@@ -77,6 +78,7 @@ def write_audit_report(
     theory: Sequence[Mapping[str, Any]] = (),
     checks: Sequence[Mapping[str, Any]] = (),
     search: Sequence[Mapping[str, Any]] = (),
+    events: Sequence[Mapping[str, Any]] = (),
 ) -> pathlib.Path:
     """Write results.json, results.csv, report.md, report.html and figures/*.svg for an audit.
 
@@ -115,6 +117,9 @@ def write_audit_report(
     search : sequence of mapping, optional
         The dataset search's screening log (:func:`audit.provenance.screening_records`):
         results.json's ``search`` and report.md's "Dataset search".
+    events : sequence of mapping, optional
+        What the mechanism did besides regular outputs, per pair (:func:`audit.events.event_summary`):
+        results.json's ``events`` and a paragraph on report.md's first screen.
 
     Returns
     -------
@@ -147,6 +152,7 @@ def write_audit_report(
         "claims": claims, "outputs_drawn": _outputs_drawn(rows), "theory": [dict(entry) for entry in theory],
         **({"checks": [dict(check) for check in checks]} if checks else {}),  # only configs with [[checks]]
         **({"search": [dict(entry) for entry in search]} if search else {}),  # only strategy = "search"
+        **({"events": [dict(entry) for entry in events]} if events else {}),  # only when the mechanism showed some
     }
     write_results(out_dir, meta, results_table(rows))
     figures = write_figures(rows, out_dir / "figures", mechanism=mechanism_label(config))
@@ -156,7 +162,7 @@ def write_audit_report(
     figures += write_tradeoff_figure(panels, out_dir / "figures", mechanism=mechanism_label(config))
     report = out_dir / "report.md"
     report.write_text(_markdown(_by_importance(rows), meta, [path.relative_to(out_dir) for path in figures],
-                                tradeoff=_tradeoff_section(panels, confidence)))
+                                tradeoff=_tradeoff_section(panels, confidence, rows)))
     write_html_report(report)
     return report
 
@@ -200,8 +206,8 @@ def _reasons(config: Mapping[str, Any]) -> list[str]:
     """Why each claimed value (``[[claims]] reason``), one line per claim that gives one."""
     claims = config.get("claims") or []
     claims = [claims] if isinstance(claims, Mapping) else claims
-    lines = [f"- {_claim_label(c.get('divergence'), c.get('function_class'), c.get('epsilon'), _orders(c))}: "
-             f"{plain_text(bounded(c['reason']))}" for c in claims if isinstance(c, Mapping) and c.get("reason")]
+    lines = [f"- {_claim_label(c.get('divergence'), c.get('function_class'), c.get('epsilon'), _orders(c), c.get('delta'))}"
+             f": {plain_text(bounded(c['reason']))}" for c in claims if isinstance(c, Mapping) and c.get("reason")]
     return ["Why these values:", "", *lines, ""] if lines else []
 
 
@@ -233,6 +239,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
     """report.md of the typed ``rows`` (in the order shown), the audit's metadata and the trade-off section's lines."""
     verdict = meta["verdict"]
     attacks = meta["config"].get("attacks", {})
+    deltas = _claim_deltas(meta["config"])
     confidence = attacks.get("confidence")
     lines = [
         "# capaudit audit report",
@@ -244,6 +251,8 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         _counts(rows) if rows else "No claims: the verdict is about the property checks.",
         "",
         *_theory_headline(meta.get("theory", [])),
+        *_events_block(meta.get("events", [])),
+        *_pairs_warning(meta["pairs"]),
         *_checks_summary(meta.get("checks", [])),
         f"Seed {meta['seed']}, {meta['seconds']:.1f} s. Versions: "
         + ", ".join(f"{name} {version}" for name, version in meta["versions"].items()
@@ -264,11 +273,11 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
             "",
         ]
     if meta["claims"]:
-        lines += ["## Claims", "", _claims_table(meta["claims"]), "", *_reasons(meta["config"])]
+        lines += ["## Claims", "", _claims_table(meta["claims"], deltas), "", *_reasons(meta["config"])]
     lines += list(tradeoff)
     lines += _on_average_section(rows, confidence)
     lines += _checks_block(meta.get("checks", []))
-    lines += _staged_section(rows) + _stop_lines(rows, attacks.get("tolerance", AttackSpec.tolerance))
+    lines += _staged_section(rows, deltas) + _stop_lines(rows, attacks.get("tolerance", AttackSpec.tolerance), deltas)
     for row_verdict, title in (
         ("violation", "Violations"),
         ("unbounded", "Unbounded rows"),
@@ -286,14 +295,16 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
     for row in rows:
         claims.setdefault((row.divergence, row.claim_class, row.claim, row.on_average), []).append(row)
     for (divergence, claim_class, claim, on_average), claim_rows in claims.items():
-        lines += [f"### {_claim_title(divergence, claim_class, claim, on_average)}", "", _claim_table(claim_rows), ""]
+        title = _claim_title(divergence, claim_class, claim, on_average, _delta(deltas, divergence, claim_class, claim))
+        lines += [f"### {title}", "", _claim_table(claim_rows), ""]
     if figures:
         lines += ["## Figures", ""]
         lines += [f"![{path.stem}]({path.as_posix()})\n" for path in figures]
     # what the rows carry (a screen stage, outputs per dataset) is read off them, not off the config as written
     screened = any(row.n_screen for row in rows)
     n_samples = next((row.n_samples for row in rows if not math.isnan(row.n_samples)), attacks.get("n_samples"))
-    lines += ["## Method", "", *_method_notes(confidence, n_samples, attacks.get("coupled", False), screened), ""]
+    lines += ["## Method", "", *_method_notes(confidence, n_samples, attacks.get("coupled", False), screened,
+                                              _sequential(rows)), ""]
     return "\n".join(lines)
 
 
@@ -308,6 +319,37 @@ def _theory_headline(theory: Sequence[Mapping[str, Any]]) -> list[str]:
         "config's claims only.",
         "",
     ]
+
+
+def _pairs_warning(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The first screen's warning on audited pairs that are not neighbours (:func:`audit.provenance.not_neighbours`)."""
+    found = not_neighbours(pairs)
+    if not found:
+        return []
+    return ["**WARNING, pairs that are not neighbours:** the claims bound neighbouring datasets. "
+            + "; ".join(found) + ". Give `relation` in a `[[pairs]]` entry to have such a pair refused.", ""]
+
+
+def _events_block(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The first screen's paragraph on what the mechanism did besides regular outputs (:mod:`audit.events`),
+    per pair; none without events.  The error text is the mechanism's: bounded, never raw HTML."""
+    if not events:
+        return []
+    items = []
+    for entry in events:
+        if entry["redrawn_draws"]:
+            items.append(f"- pair {_code(entry['pair'])}: {entry['redrawn_draws']} call(s) for many outputs raised "
+                         "and were absorbed by drawing those outputs again one per call; the first error: "
+                         f"{plain_text(bounded(entry['redraw_error']))}")
+        for kind in EVENTS:
+            counts = [entry[side][kind] for side in SIDES]
+            if any(counts):
+                items.append(f"- pair {_code(entry['pair'])}: {EVENT_WORDS[kind]} outputs: {counts[0]} of "
+                             f"{entry['d']['outputs']} on d, {counts[1]} of {entry['d_prime']['outputs']} on d'")
+    return ["**Mechanism events (absorbed, not errors):** the audit went on through what follows. Structural "
+            "outputs are compared like any output (audit.structure); a draw redone one output per call audits "
+            "single calls, not the calls for many outputs that raised. Counts are per dataset over every stage "
+            "(results.json `events`).", "", *items, ""]
 
 
 def _theory_section(theory: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -343,19 +385,22 @@ def _theory_section(theory: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
 
 
-def _staged_section(rows: Sequence[Row]) -> list[str]:
+def _staged_section(rows: Sequence[Row], deltas: Mapping[tuple[str, float], float]) -> list[str]:
     """"Staged search": per claim, the outputs per dataset each stage used and the candidate that won."""
     searched = [row for row in rows if row.n_screen and not row.error]  # policy best's rows: a screen chose them
     if not searched:
         return []
     frame = pd.DataFrame({
-        "claim": [_claim_label(r.divergence, r.claim_class, r.claim, r.alpha) for r in searched],
+        "claim": [_row_claim(r, deltas) for r in searched],
         "winner": [row_label(r.pair, r.direction, r.function_class) for r in searched],
         **{name: [str(getattr(r, name)) for r in searched] for name in STAGE_SIZE_COLUMNS},
     })
+    budget = ("`n_samples` is unset: each search ran in rounds of growing budgets (Sequential audits), each "
+              "round's budget one pair's over four stages; the sizes below are the last round's"
+              if _sequential(searched) else "`n_samples` is one pair's budget over four stages")
     return [
         "## Staged search", "",
-        "`attacks.policy = \"best\"`: `n_samples` is one pair's budget over four stages. Outputs per dataset: "
+        f"`attacks.policy = \"best\"`: {budget}. Outputs per dataset: "
         "`n_screen` on every pair (all candidates: pairs x directions x classes), `n_train` and `n_check` on the "
         "finalists' pairs, `n_confirm` on the winner's pair only, a fresh sample that no choice saw; the claim's "
         "one statistic (pooled over `sets_pooled` nested sets when more than 1) is its confirm bound, and Holm "
@@ -366,23 +411,45 @@ def _staged_section(rows: Sequence[Row]) -> list[str]:
 
 _STOP_WORDS = {
     "violation": "violation",
-    "decided": "decided (an excess of {tolerance} over the claim would have been detected with {power:.0%} probability)",
+    "decided": "decided, a pass (an excess of {tolerance} over the claim would have been detected with {power:.0%} "
+    "probability)",
     "output limit": "output limit reached, undecided",
     "time limit": "time limit reached, undecided",
     "fixed": "the fixed n_samples budget",
 }
 
 
-def _stop_lines(rows: Sequence[Row], tolerance: float) -> list[str]:
+def _row_claim(row: Row, deltas: Mapping[tuple[str, float], float]) -> str:
+    """The claim a row answers, in words (:func:`_claim_label`, a dp claim's delta included)."""
+    return _claim_label(row.divergence, row.claim_class, row.claim, row.alpha,
+                        _delta(deltas, row.divergence, row.claim_class, row.claim))
+
+
+def _stop_lines(rows: Sequence[Row], tolerance: float, deltas: Mapping[tuple[str, float], float]) -> list[str]:
     """Why each claim's search stopped, in words ("stopped after 3 400 outputs: violation")."""
     stopped = [row for row in rows if row.stop is not None and not row.error]
     if not stopped:
         return []
-    lines = [f"- {_claim_label(r.divergence, r.claim_class, r.claim, r.alpha)}: stopped after "
+    lines = [f"- {_row_claim(r, deltas)}: stopped after "
              f"{_thousands(r.outputs_drawn)} outputs ({r.rounds} round{'s' if r.rounds != 1 else ''}): "
-             + _STOP_WORDS[r.stop].format(tolerance=tolerance, power=POWER) for r in stopped]
+             + _stop_words(r, tolerance) for r in stopped]
     return ["Outputs drawn (both datasets, every pair, stage and round) and why each search stopped "
             f"(tolerance {tolerance}):", "", *lines, ""]
+
+
+def _sequential(rows: Sequence[Row]) -> bool:
+    """Whether the rows' searches ran in rounds (``n_samples`` unset): a stop other than the fixed design."""
+    return any(row.stop not in (None, "fixed") for row in rows)
+
+
+def _stop_words(row: Row, tolerance: float) -> str:
+    """Why a row's search stopped, never contradicting its verdict: a search that stopped ``decided`` but whose
+    row is not a pass (its estimate above the claim by less than the tolerance) is said to have stopped at the
+    tolerance, with the verdict."""
+    if row.stop == "decided" and row.verdict != "pass":
+        return (f"stopped at the tolerance (an excess of {tolerance} over the claim would have been detected with "
+                f"{POWER:.0%} probability), but the row reads {row.verdict}, not pass")
+    return _STOP_WORDS[row.stop].format(tolerance=tolerance, power=POWER)
 
 
 def _thousands(value: int) -> str:
@@ -397,10 +464,12 @@ def _outputs_drawn(rows: Sequence[Row]) -> int:
     return int(sum(units.values()))
 
 
-def _tradeoff_section(panels: Sequence[Panel], confidence: float) -> list[str]:
-    """report.md lines: per curve claim, its members and each class's band against the claimed curve."""
+def _tradeoff_section(panels: Sequence[Panel], confidence: float, rows: Sequence[Row] = ()) -> list[str]:
+    """report.md lines: per curve claim, its members and each class's band against the claimed curve; rows are
+    named in words (:func:`audit.figures.row_label`), never by task id."""
     if not panels:
         return []
+    words = {row.task: row_label(row.pair, row.direction, row.function_class) for row in rows if row.task}
     lines = [
         "## Trade-off curves", "",
         "A gdp, zcdp or profile claim is audited as its members, ordinary dp and Renyi claims at a grid "
@@ -412,16 +481,16 @@ def _tradeoff_section(panels: Sequence[Panel], confidence: float) -> list[str]:
         "(the row was chosen by its p-value), the verdict is the members'.", "",
     ]
     for panel in panels:
-        lines += [f"### {panel.family.label}", "", _to_markdown(pd.DataFrame({
+        lines += [f"### {panel.label or panel.family.label}", "", _to_markdown(pd.DataFrame({
             "member": [m["member"] for m in panel.members],
             "verdict": [f"**{m['verdict']}**" if m["verdict"] == "violation" else m["verdict"] for m in panel.members],
-            "strongest row": [m["strongest_task"] or "-" for m in panel.members],
+            "strongest row": [words.get(m["strongest_task"], "-") for m in panel.members],
             "adjusted p": [m["p_adjusted"] for m in panel.members],
         })), ""]
         if panel.classes:
             lines += [_to_markdown(pd.DataFrame({
                 "attack class": [c.function_class for c in panel.classes],
-                "row": [c.task for c in panel.classes],
+                "row": [row_label(c.pair, c.direction, c.function_class) for c in panel.classes],
                 "held-out n (P, Q)": [f"{c.curve.n_p}, {c.curve.n_q}" for c in panel.classes],
                 "band margins (a, b)": [f"{c.curve.margin_p:.3g}, {c.curve.margin_q:.3g}" for c in panel.classes],
                 "band below the claimed curve": [_crossing_text(c.crossing) for c in panel.classes],
@@ -619,11 +688,12 @@ def _counts(rows: Sequence[Row]) -> str:
     return f"{len(rows)} row{'s' if len(rows) != 1 else ''}: " + ", ".join(parts) + "."
 
 
-def _claims_table(claims: list[dict[str, Any]]) -> str:
+def _claims_table(claims: list[dict[str, Any]], deltas: Mapping[tuple[str, float], float]) -> str:
     shown = pd.DataFrame(
         {
             "claim": [c.get("label") or ("on average: " if c.get("on_average") else "")
-                      + _claim_label(c["divergence"], c["claim_class"], c["claim"], c["alpha"]) for c in claims],
+                      + _claim_label(c["divergence"], c["claim_class"], c["claim"], c["alpha"],
+                                     _delta(deltas, c["divergence"], c["claim_class"], c["claim"])) for c in claims],
             "verdict": [f"**{c['verdict']}**" if c["verdict"] != "pass" else "pass" for c in claims],
             "strongest row": [c.get("strongest_row") or "-" for c in claims],
             "adjusted p": [_number(c["p_adjusted"]) for c in claims],
@@ -682,14 +752,42 @@ def _claim_table(rows: Sequence[Row]) -> str:
     return _to_markdown(shown)
 
 
-def _claim_title(divergence: str, claim_class: Any, claim: Any, on_average: bool = False) -> str:
-    return f"Claim{' (on average)' if on_average else ''}: {_claim_label(divergence, claim_class, claim)}"
+def _claim_title(divergence: str, claim_class: Any, claim: Any, on_average: bool = False, delta: Any = None) -> str:
+    return f"Claim{' (on average)' if on_average else ''}: {_claim_label(divergence, claim_class, claim, delta=delta)}"
 
 
-def _claim_label(divergence: str, claim_class: Any, claim: Any, alpha: Any = None) -> str:
+def _claim_label(divergence: str, claim_class: Any, claim: Any, alpha: Any = None, delta: Any = None) -> str:
+    """A claim in words, e.g. ``(all, DP epsilon) <= 1 at delta=1e-06`` (delta shown when a dp claim has one)."""
     kind = divergence_kind(divergence)
     order = f" alpha={_number(alpha)}" if kind.has_order and alpha is not None and not pd.isna(alpha) else ""
-    return f"({claim_class}, {kind.label}{order}) <= {_number(claim)}"
+    shown = kind is DP and isinstance(delta, (int, float)) and delta and not math.isnan(delta)
+    slack = f" at delta={_number(delta)}" if shown else ""
+    return f"({claim_class}, {kind.label}{order}) <= {_number(claim)}{slack}"
+
+
+def _claim_deltas(config: Mapping[str, Any]) -> dict[tuple[str, float], float]:
+    """The delta of each dp claim of the config as written, by (class, epsilon): what :func:`_claim_label` shows
+    beside a dp claim (the rows and the claim summaries do not carry it)."""
+    claims = config.get("claims") or []
+    claims = [claims] if isinstance(claims, Mapping) else claims
+    return {(str(c.get("function_class")), float(c["epsilon"])): float(c["delta"]) for c in claims
+            if isinstance(c, Mapping) and _is_dp(c.get("divergence")) and isinstance(c.get("delta"), (int, float))
+            and isinstance(c.get("epsilon"), (int, float))}
+
+
+def _is_dp(divergence: Any) -> bool:
+    """Whether ``divergence`` names the dp divergence (the one with a delta); False for unknown names."""
+    try:
+        return divergence_kind(divergence) is DP
+    except ValueError:
+        return False
+
+
+def _delta(deltas: Mapping[tuple[str, float], float], divergence: Any, claim_class: Any, claim: Any) -> float | None:
+    """The delta of the dp claim (class, epsilon) in ``deltas`` (:func:`_claim_deltas`), None for other claims."""
+    if not _is_dp(divergence) or not isinstance(claim, (int, float)):
+        return None
+    return deltas.get((str(claim_class), float(claim)))
 
 
 def _divergence_label(divergence: str, alpha: Any) -> str:
@@ -757,13 +855,16 @@ def bounded(text: Any, limit: int = LINE_LIMIT) -> Any:
 
 
 def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool = False,
-                  screened: bool = False) -> list[str]:
+                  screened: bool = False, sequential: bool = False) -> list[str]:
     level = f"{confidence:g}" if confidence is not None else "the configured confidence"
     per_dataset = f"{n_samples} outputs" if n_samples is not None else "the configured number of outputs"
+    budget = (f"(policy best, `n_samples` unset): each search ran in rounds of growing budgets (Sequential "
+              f"audits); the last round's {per_dataset} per dataset were one pair's budget over four stages (Staged "
+              "search)" if sequential else
+              f"(policy best): {per_dataset} per dataset are one pair's budget over four stages (Staged search)")
     sampling = [
-        f"- Samples (policy best): {per_dataset} per dataset are one pair's budget over four stages (Staged "
-        "search). Every candidate (pair, direction, class) is screened on a small sample, the finalists are "
-        "trained and checked on fresh samples, and the one statistic chosen per claim is evaluated on a confirm "
+        f"- Samples {budget}. Every candidate (pair, direction, class) is screened on a small sample, the "
+        "finalists are trained and checked on fresh samples, and the one statistic chosen per claim is evaluated on a confirm "
         "sample that no choice saw; its interval is the held-out interval below, on the confirm sample.",
     ] if screened else [
         f"- Samples (policy every): {per_dataset} of the mechanism on each dataset of each neighbouring pair; "
@@ -781,9 +882,12 @@ def _method_notes(confidence: float | None, n_samples: int | None, coupled: bool
         *sampling,
         *coupling,
         "- Held-out scores: each adversary is fitted on a train split and its variational objective is "
-        "evaluated on the held-out rest, so an estimate is an unbiased estimate of a lower bound on the "
-        "restricted divergence of its class (docs/theory.md section 2); the interval is a confidence interval "
-        "for that lower bound.",
+        "evaluated on the held-out rest. The estimand, the fitted witness's objective under the output laws, is "
+        "a lower bound on the restricted divergence of its class (docs/theory.md section 2); the interval is a "
+        "confidence interval for that estimand. The estimate is a plug-in: unbiased for ipm (a difference of "
+        "means), but for kl, renyi and dp a log of means, biased upward at small counts (Jensen's inequality); "
+        "the lower bounds allow for that (the kl and renyi bounds for the unseen mass of a log of a mean, the "
+        "dp count bounds exactly), the estimate alone does not.",
         "- dp and ipm rows: bounds on log((P(S) - delta) / Q(S)) and on 2 (P(S) - Q(S)) from the held-out "
         "counts of the attack set S: score bounds where the counts reach 10 (30 discordant pairs when "
         "coupled), else Clopper-Pearson bounds on P(S) and Q(S) at Bonferroni-split levels, exact at any "

@@ -104,13 +104,38 @@ def load_results(path: str | pathlib.Path) -> tuple[pd.DataFrame, dict[str, Any]
         ``config``, ``audited``, ``pairs``, ``claims`` and ``theory`` (results
         written before schema version 1.0 lack the first and the last three,
         those before the theory check ``theory``).
+
+    Raises
+    ------
+    ValueError
+        When the file is not JSON, not an audit's results (no ``verdict`` or
+        ``rows`` list) or of a ``schema_version`` whose major part this version
+        cannot read; the message says which.
     """
     path = pathlib.Path(path)
     if path.is_dir():
         path = path / RESULTS_JSON
-    document = json.loads(path.read_text())
+    document = _results_document(path.read_text())
     rows = document.pop("rows")
     table = pd.DataFrame(rows, columns=column_order(rows[0].keys() if rows else ROW_COLUMNS))
     for column in NUMERIC_COLUMNS + tuple(c for c in VERDICT_COLUMNS if c in table.columns):
         table[column] = pd.to_numeric(table[column].replace({"inf": math.inf, "-inf": -math.inf}), errors="raise")
     return table, document
+
+
+def _results_document(text: str) -> dict[str, Any]:
+    """The JSON object of a results.json's text, checked to be an audit's results of a readable schema version."""
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"not JSON ({error.msg} at line {error.lineno}, column {error.colno})") from None
+    fix = "give a results.json written by capaudit run"
+    if not isinstance(document, dict) or not isinstance(document.get("rows"), list) or "verdict" not in document:
+        raise ValueError(f"not an audit's results: it needs a top-level object with 'verdict' and a 'rows' list; {fix}")
+    version = str(document.get("schema_version", SCHEMA_VERSION))
+    if version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+        raise ValueError(f"schema_version {version!r} is not readable by this capaudit (it reads "
+                         f"{SCHEMA_VERSION.split('.')[0]}.x); use the capaudit version that wrote it")
+    if not all(isinstance(row, dict) for row in document["rows"]):
+        raise ValueError(f"not an audit's results: every entry of 'rows' must be an object; {fix}")
+    return document

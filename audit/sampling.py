@@ -38,6 +38,7 @@ worker needs the config's folder or the current directory on its path.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import multiprocessing.connection
 import os
@@ -70,6 +71,9 @@ class PairSamples:
     d: np.ndarray
     d_prime: np.ndarray
     coupled: bool
+    redrawn: str | None = None
+    """The error of the call for many outputs that raised, when the draw was redone one output per call
+    (:func:`draw_pair_isolated`); None for a draw in batches."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +149,11 @@ class Raised(str):
 
 def _failure(mechanism: Any, pair: NeighbourPair, error: BaseException) -> str:
     """The message of what a mechanism call raised; a :class:`Raised` one for an exception of the audited code."""
-    text = one_line(error) if isinstance(error, SystemExit) else " ".join(str(error).split())
+    if isinstance(error, SystemExit):
+        text = one_line(error)
+    else:  # capaudit's own errors say what failed; another exception is named by its type too
+        named = str(error) if isinstance(error, MechanismError) else f"{type(error).__name__}: {error}"
+        text = " ".join(named.split())
     message = f"mechanism {mechanism.name!r} on pair {pair.name}: {text}"
     cause = error.__cause__ if isinstance(error, MechanismError) else error  # a user callable's error is wrapped
     # not events: malformed outputs (the output checks' own errors, without a cause), an exit, and running out of
@@ -211,7 +219,9 @@ def draw_pair_isolated(mechanism: Any, pair: NeighbourPair, n: int, seed: int, c
     switches, both datasets at once, so that its rows on d and d' come from
     one procedure whatever raised.  A pair on which every call on both
     datasets raised gives the first error message: the mechanism fails on
-    everything there, which is an error, not evidence.
+    everything there, which is an error, not evidence.  A redrawn draw
+    carries the error that made it switch (``redrawn``), so that the report
+    says what was absorbed.
     """
     samples = _draw_isolated(functools.partial(draw_chunk, mechanism, seed=seed), pair, n, coupled, workers, timeout,
                              on_chunk, backend)
@@ -224,7 +234,7 @@ def draw_pair_isolated(mechanism: Any, pair: NeighbourPair, n: int, seed: int, c
         return calls
     if encoder.is_raised(calls.d).all() and encoder.is_raised(calls.d_prime).all():
         return f"{samples} (every one of {n} one-output calls raised, on d and on d')"
-    return calls
+    return dataclasses.replace(calls, redrawn=str(samples))
 
 
 def _draw_isolated(draw: Callable, pair: NeighbourPair, n: int, coupled: bool, workers: int, timeout: float,

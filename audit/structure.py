@@ -63,6 +63,9 @@ CODES = {"posinf": 2 * MAX_OUTPUT, "neginf": -2 * MAX_OUTPUT, "nan": 3 * MAX_OUT
          "longer": 4 * MAX_OUTPUT, "raised": -4 * MAX_OUTPUT}
 """In-band codes of the structure a fixed identity layout has no column for (module docstring): beyond
 MAX_OUTPUT, so that no regular value takes them, and distinct in float32."""
+EVENTS = ("nan", "inf", "length", "raised")
+"""The kinds of structure :meth:`StructureEncoder.events` counts: a NaN coordinate, an infinite one (or beyond
++-MAX_OUTPUT), an output of another length than the layout's width, a call that raised."""
 RAISED_LENGTH = -1
 """The ``length`` indicator of a call that raised (no output), in a structural layout."""
 
@@ -121,6 +124,28 @@ class StructureEncoder:
         if self.structural:
             return rows[:, self.width] == RAISED_LENGTH
         return np.all(rows == CODES["raised"], axis=1)
+
+    def events(self, rows: np.ndarray) -> dict[str, int]:
+        """How many encoded rows (this layout's) show each kind of structure: :data:`EVENTS` -> count.
+
+        A row counts once per kind it shows (a row with a NaN and an infinite
+        coordinate counts under both); a call that raised counts under
+        ``raised`` only.
+        """
+        if len(rows) == 0 or self.width is None:
+            return dict.fromkeys(EVENTS, 0)
+        raised = self.is_raised(rows)
+        if self.structural:
+            lengths, counts = rows[:, self.width], rows[:, self.width + 1:]
+            found = {"nan": counts[:, 0] > 0, "inf": (counts[:, 1] > 0) | (counts[:, 2] > 0),
+                     "length": lengths != self.width}
+        else:
+            values = rows[:, : self.width]
+            found = {"nan": np.any(values == CODES["nan"], axis=1),
+                     "inf": np.any((values == CODES["posinf"]) | (values == CODES["neginf"]), axis=1),
+                     "length": np.any((values == CODES["absent"]) | (values == CODES["longer"]), axis=1)}
+        return {**{kind: int(np.count_nonzero(seen & ~raised)) for kind, seen in found.items()},
+                "raised": int(np.count_nonzero(raised))}
 
     def adopt(self, width: int | None, structural: bool) -> None:
         """Take the layout a forked child's copy of this encoder ended with (a widening of this one)."""
@@ -185,8 +210,8 @@ def output_array(array: np.ndarray, n: int) -> np.ndarray:
         array = array[:, None]
     if array.ndim != 2 or array.shape[0] != n:
         raise MechanismError(
-            f"mechanism outputs must have shape ({n}, d) or ({n},) for the {n} samples asked for. "
-            f"Found shape {array.shape}."
+            f"mechanism outputs must be one row per output asked for: a call with n = {n} must return shape "
+            f"({n}, d) or ({n},). Found shape {array.shape}."
         )
     return array
 
@@ -206,7 +231,8 @@ def output_rows(out: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
         return array, np.full(n, array.shape[1])
     rows = [_row(row) for row in out] if hasattr(out, "__len__") else []
     if len(rows) != n:
-        raise MechanismError(f"mechanism outputs must be {n} rows for the {n} samples asked for. Found {len(rows)}.")
+        raise MechanismError(f"mechanism outputs must be one row per output asked for: a call with n = {n} must "
+                             f"return {n} rows. Found {len(rows)}.")
     lengths = np.array([row.size for row in rows])
     values = np.full((n, max(lengths.max(initial=0), 1)), np.nan)
     for i, row in enumerate(rows):

@@ -14,10 +14,12 @@ stands in, so that every claim has a line.
 
 from __future__ import annotations
 
+import collections
 import datetime
 import math
 import pathlib
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -70,8 +72,15 @@ def evidence_text(row: Row) -> str:
         f"{'on average ' if row.on_average else ''}"
         f"{divergence} ({row.claim_class}) <= {format_number(row.claim)}: "
         f"estimate {format_number(row.estimate)}, lower bound {format_number(row.ci_low)}, "
-        f"{row_label(row.pair, row.direction, row.function_class)}, {row.verdict}"
+        f"{row_label(row.pair, row.direction, row.function_class)}, {row_verdict(row.verdict, row.error)}"
     )
+
+
+def row_verdict(verdict: str | None, error: Any) -> str:
+    """A row's verdict as the summaries show it: ``"error"`` for a failed task (whose ``verdict`` column reads
+    ``inconclusive``), else its verdict."""
+    failed = isinstance(error, str) and bool(error)
+    return "error" if failed else str(verdict)
 
 
 def evidence_lines(table: pd.DataFrame) -> list[str]:
@@ -83,7 +92,9 @@ def json_summary(table: pd.DataFrame, verdict: str, exit_code: int, report: str 
     """One line of JSON for CI: verdict, exit code, row counts, strongest row per claim, report path.
 
     Numbers that JSON cannot hold are written as in results.json: NaN as
-    ``null``, infinities as ``"inf"`` / ``"-inf"``.
+    ``null``, infinities as ``"inf"`` / ``"-inf"``.  A failed task counts, and
+    shows as the strongest row, as ``"error"`` (:func:`row_verdict`).  The
+    line's JSON Schema is docs/schema/summary.schema.json.
 
     Returns
     -------
@@ -93,12 +104,16 @@ def json_summary(table: pd.DataFrame, verdict: str, exit_code: int, report: str 
         ci_low, verdict}, ...], "report": path or null}`` without newlines.
     """
     columns = [*CLAIM_KEYS, "pair", "direction", "function_class", "estimate", "ci_low", "verdict"]
-    strongest = strongest_per_claim(table)[columns].to_dict(orient="records") if len(table) else []
+    strongest = []
+    for record in (strongest_per_claim(table).to_dict(orient="records") if len(table) else []):
+        strongest.append({**{key: record[key] for key in columns},
+                          "verdict": row_verdict(record["verdict"], record.get("error"))})
+    verdicts = [row_verdict(v, e) for v, e in zip(table["verdict"], table.get("error", [None] * len(table)))]
     document = {
         "verdict": verdict,
         "exit_code": exit_code,
         "rows": len(table),
-        "counts": {str(key): int(value) for key, value in table["verdict"].value_counts().items()},
+        "counts": {str(key): int(value) for key, value in collections.Counter(verdicts).items()},
         "strongest": strongest,
         "report": None if report is None else str(report),
     }
@@ -143,7 +158,8 @@ def summary_table(paths: Sequence[str | pathlib.Path], problems: list[str] | Non
                 "date": str((meta.get("audited") or {}).get("date") or meta.get("date") or _modified(file)),
             }
         except Exception as error:  # noqa: BLE001 - any unreadable file: name it and go on
-            message = f"{file}: unreadable results.json ({type(error).__name__}: {error})"
+            reason = str(error) if isinstance(error, (ValueError, OSError)) else f"{type(error).__name__}: {error}"
+            message = f"{file}: unreadable results.json: {reason}"
             if problems is not None:
                 problems.append(bounded(message))
             line = {"mechanism": "-", "verdict": "unreadable", "evidence": [], "rows": "-", "date": _modified(file)}

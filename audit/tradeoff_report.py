@@ -51,6 +51,8 @@ class Panel:
     classes: list[ClassCurve]
     exact: np.ndarray | None
     linear: np.ndarray | None
+    label: str = ""
+    """The claim's line's label (:func:`audit.families.claim_summaries`: distinct for claims that read alike)."""
 
 
 def tradeoff_panels(rows: Sequence[Row], config: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]],
@@ -82,7 +84,7 @@ def tradeoff_panels(rows: Sequence[Row], config: Mapping[str, Any], pairs: Seque
         laws = _laws(config, pairs, classes[0]) if classes else None
         panels.append(Panel(family, line["members"], classes,
                             None if laws is None else exact_tradeoff(LEVELS, *laws),
-                            None if laws is None else linear_tradeoff(LEVELS, *laws)))
+                            None if laws is None else linear_tradeoff(LEVELS, *laws), line["label"]))
     return panels
 
 

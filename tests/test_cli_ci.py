@@ -108,3 +108,107 @@ def test_json_summary_on_an_error_is_still_one_line(tmp_path, capsys):
     assert main(["run", str(tmp_path / "missing.toml"), "--json-summary"]) == 2
     summary = json.loads(capsys.readouterr().out)
     assert summary["verdict"] == "error" and summary["exit_code"] == 2 and "does not exist" in summary["error"]
+
+
+def always_raises(dataset, n, rng):
+    raise ValueError("no outputs today")
+
+
+ERROR_CONFIG = """
+[mechanism]
+callable = "test_cli_ci:always_raises"
+
+[[pairs]]
+d = [[0.0]]
+d_prime = [[1.0]]
+
+[[claims]]
+divergence = "kl"
+function_class = "linear"
+epsilon = 0.5
+
+[attacks]
+classes = ["linear"]
+n_samples = 200
+policy = "every"
+
+[run]
+n_jobs = 1
+seed = 0
+"""
+
+
+@pytest.fixture(scope="module")
+def error_audit(tmp_path_factory):
+    """An audit whose every task failed (the mechanism raises on both datasets): its --json-summary line and out."""
+    tmp_path = tmp_path_factory.mktemp("error")
+    config = tmp_path / "error.toml"
+    config.write_text(ERROR_CONFIG)
+    out = tmp_path / "out"
+    return config, out
+
+
+def test_json_summary_counts_failed_tasks_as_errors(error_audit, capsys):
+    config, out = error_audit
+    assert main(["run", str(config), "--out", str(out), "--quiet", "--json-summary"]) == 2
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["verdict"] == "error"
+    assert summary["counts"] == {"error": summary["rows"]} and summary["rows"] == 2  # P|Q and Q|P, both failed
+    assert [row["verdict"] for row in summary["strongest"]] == ["error"]
+    assert main(["summary", str(out)]) == 0
+    table = capsys.readouterr().out.splitlines()[2]
+    assert "**error**" in table and ", error" in table and "inconclusive" not in table
+
+
+@pytest.mark.parametrize("content, expected", [
+    ('{"verdict": "pass"}', "not an audit's results: it needs a top-level object with 'verdict' and a 'rows' list"),
+    ("[1, 2]", "not an audit's results"),
+    ("{not json", "not JSON (Expecting property name enclosed in double quotes at line 1, column 2)"),
+    ('{"schema_version": "7.0", "verdict": "pass", "rows": []}', "schema_version '7.0' is not readable"),
+])
+def test_summary_of_a_bad_results_file_is_one_clear_line(tmp_path, capsys, content, expected):
+    bad = tmp_path / "bad" / "results.json"
+    bad.parent.mkdir()
+    bad.write_text(content)
+    assert main(["summary", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("capaudit summary: error: ")
+    assert expected in err[0] and "KeyError" not in err[0] and "Traceback" not in err[0]
+
+
+def test_run_without_out_writes_under_the_ignored_out_folder(tmp_path, monkeypatch, capsys):
+    """Not into the tracked reports/: `capaudit run CONFIG` writes out/<config name>, which .gitignore lists."""
+    config = _config(tmp_path, 5.0)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(config), "--quiet"]) == 0
+    assert (tmp_path / "out" / config.stem / "report.md").is_file() and not (tmp_path / "reports").exists()
+    assert f"-> {Path('out') / config.stem / 'report.md'}" in capsys.readouterr().out
+    root = Path(__file__).resolve().parents[1]
+    assert "/out/" in (root / ".gitignore").read_text().splitlines()
+
+
+def test_examples_and_readme_agree_on_where_reports_go():
+    """Each example's header command writes to out/ (like the README's); reports/README.md regenerates the
+    committed reports with an explicit --out reports/..."""
+    root = Path(__file__).resolve().parents[1]
+    for example in sorted((root / "examples").glob("*.toml")):
+        commands = [line for line in example.read_text().splitlines() if line.lstrip("# ").startswith("capaudit run")]
+        assert commands and all("--out out/" in line for line in commands), example.name
+    readme = (root / "README.md").read_text()
+    assert "--out reports/laplace" not in readme and "writes to the git-ignored `out/<config name>`" in readme
+    assert "capaudit run examples/laplace.toml --out reports/laplace" in (root / "reports" / "README.md").read_text()
+
+
+def test_a_missing_config_is_refused_before_the_audits_libraries_are_imported(tmp_path):
+    """One line and exit 2, without importing pandas, SciPy or scikit-learn (1.4 CPU s before this check)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    code = ("import sys; from audit.cli import main; code = main(['run', 'missing.toml']); "
+            "print(code, sorted(m for m in ('pandas', 'scipy', 'sklearn', 'numpy') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                          env={"PYTHONPATH": str(root), "PATH": ""}, timeout=60)
+    assert done.stdout.split("\n")[0] == "2 []", done
+    assert done.stderr == ("capaudit run: error: config file 'missing.toml' does not exist; give the path of a TOML "
+                           "file, e.g. examples/laplace.toml.\n")

@@ -112,3 +112,24 @@ def test_a_changed_number_is_caught(audit_dir):
     assert not _matches(cells, row)
     cells["estimate [CI]"] = f"{row['estimate']:.4g} [{row['ci_low']:.4g}, {row['ci_high']:.4g}]"
     assert _matches(cells, row)
+
+
+def _luminance(colour: str) -> float:
+    """WCAG 2 relative luminance of ``#rrggbb``."""
+    channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+@pytest.mark.parametrize("verdict", ["pass", "violation", "inconclusive", "error"])
+def test_the_verdict_is_coloured_and_still_said_in_words(tmp_path, verdict):
+    import re
+
+    from audit.html_report import STYLE, render_html
+
+    page = render_html(f"# capaudit audit report\n\n## Verdict: **{verdict.upper()}**\n\nrows", tmp_path)
+    assert f'<h2 class="verdict verdict-{verdict}">Verdict: <strong>{verdict.upper()}</strong></h2>' in page
+    rule = re.search(rf"h2\.verdict-{verdict} {{ background: (#\w{{6}}); border-color: #\w{{6}}; color: (#\w{{6}}); }}",
+                     STYLE)
+    darker, lighter = sorted((_luminance(rule[1]), _luminance(rule[2])))
+    assert (lighter + 0.05) / (darker + 0.05) >= 7.0  # WCAG AAA contrast for the heading's text

@@ -497,6 +497,22 @@ def test_user_callable_errors_name_the_callable(user_module, spec, params, messa
         make_mechanism(callable=spec, params=params)
 
 
+@pytest.mark.parametrize(
+    "spec,params,message",
+    [
+        ("capaudit_user_mech:shifed", {}, "has no attribute 'shifed'. did you mean 'shifted'?"),
+        ("capaudit_user_mec:shifted", {}, "cannot import module 'capaudit_user_mec' (ModuleNotFoundError: No module "
+         "named 'capaudit_user_mec'). did you mean 'capaudit_user_mech'?"),
+        ("capaudit_user_mech:shifted", {"shfit": 2.0}, "accepted after (dataset, n, rng): shift."),
+        ("capaudit_user_mech:broken", {"shift": 2.0}, "accepted after (dataset, n, rng): none."),
+    ],
+)
+def test_a_misspelt_callable_or_parameter_gets_a_suggestion(user_module, spec, params, message):
+    with pytest.raises(ValueError) as raised:
+        make_mechanism(callable=spec, params=params)
+    assert message in str(raised.value)
+
+
 def test_user_callable_failures_become_mechanism_errors(user_module):
     mechanism = make_mechanism(callable=f"{user_module}:broken")
     with pytest.raises(MechanismError, match=f"{user_module}:broken.*raised RuntimeError: boom"):
@@ -528,3 +544,14 @@ def test_sample_coupled_reports_input_dependent_randomness():
     )
     _, same = sample_coupled(mechanism, [np.array([0.0]), np.array([1.0])], 10, 7)
     assert not same
+
+
+@pytest.mark.parametrize("out", [np.zeros(1), [[0.0], [0.0, 1.0], [2.0]]])
+def test_a_wrong_number_of_outputs_is_said_in_the_users_terms(out):
+    """The mechanism's own argument n, not the audit's internal sample sizes ("the 2 samples asked for")."""
+    from audit.errors import MechanismError
+    from audit.structure import output_rows
+
+    with pytest.raises(MechanismError) as raised:
+        output_rows(out, 2)
+    assert "a call with n = 2 must return" in str(raised.value) and "samples asked for" not in str(raised.value)

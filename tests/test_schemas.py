@@ -147,3 +147,23 @@ def test_results_with_infinite_unknown_and_failed_rows_validate(tmp_path):
     assert _errors(_validator("results.schema.json"), document) == []
     document["rows"][0]["estimate"] = "infinity"
     assert _errors(_validator("results.schema.json"), document)
+
+
+def test_summary_lines_validate(tmp_path):
+    """--json-summary's line of an audit with a failed row, and of a run refused before any task, validate; a
+    failed row counted as inconclusive (today's main before this schema) does not."""
+    from audit.summary import json_summary
+
+    row = {"pair": "p0", "direction": "P|Q", "function_class": "linear", "divergence": "kl", "alpha": math.nan,
+           "estimate": 0.2, "ci_low": 0.1, "ci_high": 0.3, "n_samples": 400, "claim": 0.5, "claim_class": "all",
+           "refutes_claim": True, "verdict": "pass", "task": "p0|P|Q|linear|kl", "error": None}
+    failed = {**row, "pair": "p1", "estimate": math.nan, "ci_low": math.nan, "verdict": "inconclusive",
+              "error": "mechanism failed on pair p1"}
+    line = json.loads(json_summary(pd.DataFrame([row, failed]), "error", 2, tmp_path / "report.md"))
+    validator = _validator("summary.schema.json")
+    assert _errors(validator, line) == []
+    assert line["counts"] == {"pass": 1, "error": 1}
+    assert _errors(validator, {"verdict": "error", "exit_code": 2, "error": "config 'x.toml' does not exist"}) == []
+    assert _errors(validator, {**line, "counts": {"pass": 1, "inconclusive": 1}}) == []  # a count name it knows
+    assert _errors(validator, {**line, "counts": {"failed": 1}})  # one it does not
+    assert _errors(validator, {"verdict": "pass", "exit_code": 0, "error": "x"})  # an error line reads error

@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import pkgutil
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -142,8 +143,7 @@ def make_mechanism(
         return _wrap_callable(callable, params)
     _load()
     if name not in _REGISTRY:
-        close = difflib.get_close_matches(str(name), _REGISTRY, n=1)
-        hint = f" did you mean {close[0]!r}?" if close else ""
+        hint = _did_you_mean(str(name), list(_REGISTRY))
         raise ValueError(f"unknown mechanism {name!r};{hint} accepted names: {', '.join(sorted(_REGISTRY))}.")
     factory, info = _REGISTRY[name]
     if not info.available:
@@ -174,16 +174,36 @@ def _import_attribute(spec: str, what: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except (Exception, SystemExit) as error:  # the module's own code ran: whatever it does is its error
+        missing = isinstance(error, ModuleNotFoundError) and error.name == module_name and "." not in module_name
+        hint = _did_you_mean(module_name, [found.name for found in pkgutil.iter_modules()]) if missing else ""
         raise ValueError(
-            f"{what} {spec!r}: cannot import module {module_name!r} ({type(error).__name__}: {error})."
+            f"{what} {spec!r}: cannot import module {module_name!r} ({type(error).__name__}: {error}).{hint}"
         ) from error
-    try:
-        value = module
-        for part in attribute.split("."):
+    value = module
+    for part in attribute.split("."):
+        try:
             value = getattr(value, part)
-    except AttributeError:
-        raise ValueError(f"{what} {spec!r}: module {module_name!r} has no attribute {attribute!r}.") from None
+        except AttributeError:
+            names = [name for name in dir(value) if not name.startswith("_") and callable(getattr(value, name, None))]
+            raise ValueError(f"{what} {spec!r}: module {module_name!r} has no attribute {attribute!r}."
+                             f"{_did_you_mean(part, names)}") from None
     return value
+
+
+def _did_you_mean(name: str, known: list[str]) -> str:
+    """`` did you mean 'x'?`` for the known name closest to a misspelt one, or "" when none is close."""
+    close = difflib.get_close_matches(name, known, n=1)
+    return f" did you mean {close[0]!r}?" if close else ""
+
+
+def _accepted_params(function: Callable[..., Any]) -> str:
+    """The parameters a user mechanism takes after (dataset, n, rng), as a config's ``params`` would name them."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())[3:]
+    except (TypeError, ValueError):
+        return "unknown"
+    names = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return ", ".join(names) or "none"
 
 
 def function_name(function: Callable[..., Any]) -> str:
@@ -202,7 +222,8 @@ def _wrap_callable(spec: str | Callable[..., Any], params: dict) -> CallableMech
         try:
             inspect.signature(function).bind_partial(**params)
         except TypeError as error:
-            raise ValueError(f"mechanism callable {spec!r} does not accept params {sorted(params)}: {error}.") from None
+            raise ValueError(f"mechanism callable {spec!r} does not accept params {sorted(params)}: {error}; "
+                             f"accepted after (dataset, n, rng): {_accepted_params(function)}.") from None
         except ValueError:
             pass  # no signature available (a builtin): partial will tell at call time
         function = partial(function, **params)

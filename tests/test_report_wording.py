@@ -1,0 +1,139 @@
+"""report.md says what the audit did in words that are true: deltas, stops, rows, sampling budgets, estimates."""
+
+import math
+import re
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+from audit import run_audit
+from audit.families import claim_summaries
+from audit.report import write_audit_report
+from audit.schema import Row
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _row(**fields):
+    base = dict(pair="p0", direction="P|Q", function_class="threshold", divergence="dp", alpha=math.nan,
+                estimate=0.8, ci_low=0.6, ci_high=1.0, n_samples=20000, claim=1.0, claim_class="all",
+                refutes_claim=True, verdict="pass", p_adjusted=1.0, detectable_excess=0.2,
+                task="p0|P|Q|threshold|dp||1e-06")
+    return Row(**{**base, **fields})
+
+
+def _report(tmp_path, rows, config):
+    write_audit_report(tmp_path, rows=rows, verdict="pass", seed=0, seconds=1.0, versions={"capaudit": None},
+                       config=config)
+    return (tmp_path / "report.md").read_text()
+
+
+DP_CONFIG = {"mechanism": {"name": "laplace"},
+             "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0, "delta": 1e-6}],
+             "attacks": {"confidence": 0.95, "n_samples": 20000}}
+
+
+def test_a_dp_claims_delta_is_shown_wherever_the_claim_is_named(tmp_path):
+    report = _report(tmp_path, [_row()], DP_CONFIG)
+    assert "(all, DP epsilon) <= 1 at delta=1e-06" in report.split("## Claims")[1].split("\n\n")[1]  # Claims table
+    assert "### Claim: (all, DP epsilon) <= 1 at delta=1e-06" in report  # Results per claim
+    assert "(all, DP epsilon) <= 1 |" not in report and "(all, DP epsilon) <= 1\n" not in report
+    pure = {**DP_CONFIG, "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0}]}
+    assert "delta" not in _report(tmp_path, [_row(task="p0|P|Q|threshold|dp||0")], pure).split("## Method")[0]
+
+
+SEQUENTIAL = dict(policy="best", n_screen=4000, n_train=4000, n_check=4000, n_confirm=244000, candidates=2,
+                  finalists=1, sets_pooled=1, outputs_drawn=1_360_000, rounds=3, n_samples=256000)
+
+
+def test_decided_is_never_said_beside_a_verdict_it_contradicts(tmp_path):
+    config = {**DP_CONFIG, "attacks": {"confidence": 0.95}}  # no n_samples: a sequential audit
+    inconclusive = _row(verdict="inconclusive", estimate=1.05, ci_low=0.95, stop="decided", **SEQUENTIAL)
+    report = _report(tmp_path, [inconclusive], config)
+    (line,) = [text for text in report.splitlines() if "stopped after" in text]
+    assert "decided" not in line and "reads inconclusive, not pass" in line
+    passing = _report(tmp_path, [_row(stop="decided", **SEQUENTIAL)], config)
+    (line,) = [text for text in passing.splitlines() if "stopped after" in text]
+    assert "decided, a pass" in line
+
+
+def test_a_sequential_report_does_not_call_n_samples_a_budget_it_never_had(tmp_path):
+    config = {**DP_CONFIG, "attacks": {"confidence": 0.95}}
+    report = _report(tmp_path, [_row(stop="decided", **SEQUENTIAL)], config)
+    assert "`n_samples` is one pair's budget" not in report
+    assert "`n_samples` is unset: each search ran in rounds" in report  # Staged search
+    assert "(policy best, `n_samples` unset): each search ran in rounds" in report  # Method
+    fixed = _report(tmp_path, [_row(stop="fixed", **{**SEQUENTIAL, "rounds": 1})], DP_CONFIG)
+    assert "`n_samples` is one pair's budget over four stages" in fixed and "unset" not in fixed
+
+
+def test_the_method_does_not_call_a_log_of_means_unbiased(tmp_path):
+    report = _report(tmp_path, [_row()], DP_CONFIG)
+    method = report.split("## Method")[1]
+    assert "unbiased estimate of a lower bound" not in method
+    assert "unbiased for ipm" in method and "biased upward" in method
+    theory = (ROOT / "docs" / "theory.md").read_text()
+    assert "unbiased estimate\nof a lower bound" not in theory and "biased upward" in theory
+
+
+def test_profile_tables_get_distinct_labels():
+    config = {"claims": [
+        {"divergence": "profile", "function_class": "all", "epsilons": [0.5, 1.0], "deltas": [0.1, 0.01]},
+        {"divergence": "profile", "function_class": "all", "epsilons": [0.5, 2.0], "deltas": [0.1, 0.01]},
+        {"divergence": "profile", "function_class": "all", "epsilons": [0.5, 2.0], "deltas": [0.1, 0.01]},
+    ]}
+    labels = [line["label"] for line in claim_summaries([], config)]
+    assert labels[0] == "(all, privacy profile at 2 points (epsilon, delta) = (0.5, 0.1), (1, 0.01))"
+    assert len(set(labels)) == 3  # the two identical tables are told apart by their place
+    assert labels[1].endswith("[claim 2 of the config]") and labels[2].endswith("[claim 3 of the config]")
+
+
+@pytest.fixture(scope="module")
+def tradeoff_report(tmp_path_factory):
+    """The Gaussian (sigma = 0.5) against a 1-GDP claim: the trade-off section and its figure."""
+    out = tmp_path_factory.mktemp("tradeoff")
+    config = {"mechanism": {"name": "gaussian", "params": {"sigma": 0.5}},
+              "claims": [{"divergence": "gdp", "function_class": "all", "epsilon": 1.0}],
+              "attacks": {"classes": ["linear"], "n_samples": 4000}, "run": {"seed": 0}}
+    run_audit(config, progress=False, out_dir=out)
+    return out
+
+
+def test_the_tradeoff_section_names_rows_in_words(tradeoff_report):
+    section = (tradeoff_report / "report.md").read_text().split("## Trade-off curves")[1].split("\n## ")[0]
+    assert "staged|" not in section and "|linear|dp|" not in section
+    assert re.search(r"\| pair p0, M\(d'?\) against M\(d'?\), linear functions \(linear\) +\|", section)
+
+
+def test_the_tradeoff_figure_zooms_on_the_deciding_region(tradeoff_report):
+    svg = ElementTree.parse(tradeoff_report / "figures" / "tradeoff.svg").getroot()
+    texts = ["".join(element.itertext()) for element in svg.iter() if element.tag.endswith("}text")]
+    assert any("zoomed: a <= 0.1" in text for text in texts)
+    assert "0.10" in texts and "0.02" in texts  # the zoomed panel's a axis: ticks within [0, 0.1]
+    widths = {float(line.get("stroke-width", 0)) for line in svg.iter() if line.tag.endswith("}path")
+              and line.get("stroke-dasharray") == "5,3" and line.get("stroke") != "#000000"}
+    assert widths and min(widths) >= 1.5  # the empirical curves: dashed, in their class's colour, not hairlines
+
+
+def test_pairs_that_are_not_neighbours_are_warned_of_on_the_first_screen(tmp_path, capsys):
+    """Explicit pairs without a relation are audited (the docs' choice), but one two records apart and one with
+    d' = d get a warning before anything else, and the terminal says so."""
+    from audit.cli import main
+
+    config = tmp_path / "far.toml"
+    config.write_text('[mechanism]\nname = "laplace"\nparams = { epsilon = 1.0 }\n\n'
+                      '[[pairs]]\nd = [[0.0], [0.0]]\nd_prime = [[1.0], [1.0]]\n\n'
+                      '[[pairs]]\nd = [[0.0]]\nd_prime = [[0.0]]\n\n'
+                      '[[pairs]]\nd = [[0.0]]\nd_prime = [[1.0]]\n\n'
+                      '[[claims]]\ndivergence = "kl"\nfunction_class = "linear"\nepsilon = 5.0\n\n'
+                      '[attacks]\nclasses = ["linear"]\nn_samples = 400\npolicy = "every"\n\n'
+                      '[run]\nseed = 0\nn_jobs = 1\n')
+    out = tmp_path / "out"
+    assert main(["run", str(config), "--out", str(out), "--quiet"]) == 0
+    assert "WARNING: 2 audited pair(s) are not neighbours (report.md, first screen)" in capsys.readouterr().out
+    for name in ("report.md", "report.html"):
+        screen = (out / name).read_text().split("What was audited")[0]
+        assert "WARNING, pairs that are not neighbours" in screen
+        assert "pair p0's datasets differ in 2 records" in screen and "may reach 2 epsilon" in screen
+        assert "pair p1 has d' = d" in screen and "they test nothing" in screen and "pair p2" not in screen
