@@ -669,7 +669,7 @@ FAILURES = {
     "exit": "called sys.exit('injected exit')",
     "die": "exit code 9",
     "hang": "run.sample_timeout = 2 s",
-    "shape": "outputs must have",
+    "shape": "must return shape",
 }
 """A mechanism's own failure -> what the one stderr line says of it."""
 EVIDENCE = ("nan", "inf", "huge", "wide", "very_wide")
