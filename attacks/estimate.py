@@ -449,6 +449,7 @@ def score_histogram(
     values = np.unique(pooled)
     if values.size <= bins:
         half_gap = np.diff(values).min() / 2 if values.size > 1 else 0.5
+        half_gap = max(half_gap, 1e-6 * np.abs(values).max())  # an outer edge differs from its value at any magnitude
         edges = np.r_[values[0] - half_gap, (values[1:] + values[:-1]) / 2, values[-1] + half_gap]
     else:
         edges = np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, bins + 1)))

@@ -377,7 +377,8 @@ def write_failure(
     seconds: float = 0.0,
     hint: str = "",
 ) -> Path | None:
-    """Write results.json (``"verdict": "error"``), results.csv and report.md for an audit that reached no verdict.
+    """Write results.json (``"verdict": "error"``), results.csv, report.md and report.html for an audit that reached
+    no verdict.
 
     A crash is never a verdict, and a failed run must not leave an earlier
     run's report in place to be read as this one's.  Writing never raises
@@ -409,6 +410,9 @@ def write_failure(
             f"{plain_text(bounded(reason))}.\n\n"
             f"{len(rows)} rows in results.json and results.csv. {hint}\n"
         )
+        from audit.html_report import write_html_report
+
+        write_html_report(report)
     except Exception:
         return None
     finally:

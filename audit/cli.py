@@ -33,6 +33,7 @@ import shutil
 import sys
 import tempfile
 import traceback
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -105,7 +106,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_common(parser: argparse.ArgumentParser, default: object) -> None:
-    parser.add_argument("--debug", action="store_true", default=default, help="show the traceback of an error")
+    parser.add_argument("--debug", action="store_true", default=default,
+                        help="show the traceback of an error and the libraries' warnings")
     parser.add_argument("--quiet", action="store_true", default=default, help="no progress bar")
 
 
@@ -116,6 +118,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     (the traceback too with ``--debug``); Ctrl-C returns 130.
     """
     args = _parser().parse_args(argv)
+    with warnings.catch_warnings():
+        if not args.debug:  # stderr holds the one line of a failure; a library's warnings only with --debug
+            warnings.simplefilter("ignore")
+        return _command(args, argv)
+
+
+def _command(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    """Run the parsed command: its exit code, a failure as one line on stderr (module docstring)."""
     try:
         if args.command == "run" and not (args.out and Path(args.out).is_dir()):  # else _run: a failure report
             _check_config_path(Path(args.config))  # a typo costs no import of the audit's libraries
@@ -320,13 +330,17 @@ def _summary(title: str, result, out: Path, stream=None) -> None:
     if failing:  # a published bound that fails does not change the verdict: say so where it is read
         print(f"PUBLISHED BOUND FAILS: {len(failing)} of {len(result.theory)} closed-form bounds compared "
               "(report.md, Theory)", file=stream or sys.stdout)
-    # Failed tasks make the exit code 2: their messages belong on stderr, one line per failure.
+    # Failed tasks make the exit code 2: one line on stderr, the first failure's own message (a search that lost
+    # its candidates repeats its pairs' cause: named only when nothing else failed), and how many more there are.
     messages = [row.error for row in rows if row.error]
     messages += [check["error"] for check in getattr(result, "checks", ()) if check["error"]]
+    from audit.engine import NO_STATISTIC
     from audit.summary import failure_lines
 
-    for message in failure_lines(messages):
-        print(f"capaudit: error: {message}", file=sys.stderr)
+    lines = sorted(failure_lines(messages), key=lambda line: line.startswith(NO_STATISTIC))
+    if lines:
+        more = f" (and {len(lines) - 1} more failure(s), listed in {out / 'report.md'})" if len(lines) > 1 else ""
+        print(f"capaudit: error: {lines[0]}{more}", file=sys.stderr)
 
 
 _FLOAT_SAFE = {True: "yes", False: "no", None: "-"}

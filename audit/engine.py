@@ -108,6 +108,10 @@ EVENT_NOTE = "bound from the counts of one event"
 """How the note of a ``kl`` or ``renyi`` row bounded by one event's counts begins (:func:`event_note`)."""
 
 
+NO_STATISTIC = "staged search found no statistic"
+"""The start of the error row of a search that lost every candidate: its cause is the pairs' own error rows."""
+
+
 class SamplingError(RuntimeError):
     """The mechanism failed on a pair (the sampler's message)."""
 
@@ -187,13 +191,15 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     pending = [unit for unit in units if unit.id not in done]
     # one backend (and, for dask and ray, one cluster) for the memory check's probe and every unit: the
     # sampler runs the mechanism on the cluster's workers
-    with backend(config.run.backend, config.run.n_jobs):
+    planned = policy.planned(sizes, len(pairs)) if not config.attacks.sequential else _Best.most(config, len(units))
+    # the bar shows from the first mechanism call on (the memory check's), its heartbeat while a chunk runs
+    with backend(config.run.backend, config.run.n_jobs), _OutputsBar(planned, len(pending), progress) as bar:
         probed = {}
         if pending:
             n_held, pairs_held = policy.held(sizes, config.attacks.n_samples, len(pairs))
+            bar.status = "first outputs (memory check)"
             probed = check_memory(config, pairs, functools.partial(draw_chunk, mechanism, seed=config.run.seed),
                                   n_samples=n_held, held_pairs=pairs_held)
-        bar = _OutputsBar(policy.planned(sizes, len(pairs)), len(pending), progress)
         events = EventCounter(getattr(mechanism, "structure", None))
         outputs = _Outputs(pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
                                         workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1),
@@ -201,25 +207,24 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
                                         backend=config.run.backend,
                                         on_redrawn=lambda pair, error: events.redrawn(pairs[pair].name, error)),
                            events, [pair.name for pair in pairs])
-        with bar.bar:
-            for unit in units:
-                if unit.id not in done:
-                    bar.start()
-                    start, before = time.perf_counter(), events.snapshot()
-                    outcomes = policy.run(unit, config, pairs, sizes, outputs, bar)
-                    bar.finish()
-                    drawn = 2 * bar.drawn  # both datasets, every pair, stage and round of the unit
-                    outcomes = [dataclasses.replace(outcome, staged={**outcome.staged, "outputs_drawn": drawn})
-                                for outcome in outcomes]
-                    seconds, drawn_events = time.perf_counter() - start, events.since(before)
-                    done[unit.id] = [_record(unit, outcome, len(outcomes), mechanism, pairs, config, outputs,
-                                             seconds, drawn_events) for outcome in outcomes]
-                    for record, outcome in zip(done[unit.id], outcomes):
-                        record.update(plan=plan, resumed=False)
-                        evidence[record["task"]] = outcome.evidence if outcome.error is None else None
-                        if path is not None:
-                            store.append(path, record, evidence[record["task"]])
-                records.update((record["task"], record) for record in done[unit.id])
+        for unit in units:
+            if unit.id not in done:
+                bar.start()
+                start, before = time.perf_counter(), events.snapshot()
+                outcomes = policy.run(unit, config, pairs, sizes, outputs, bar)
+                bar.finish()
+                drawn = 2 * bar.drawn  # both datasets, every pair, stage and round of the unit
+                outcomes = [dataclasses.replace(outcome, staged={**outcome.staged, "outputs_drawn": drawn})
+                            for outcome in outcomes]
+                seconds, drawn_events = time.perf_counter() - start, events.since(before)
+                done[unit.id] = [_record(unit, outcome, len(outcomes), mechanism, pairs, config, outputs,
+                                         seconds, drawn_events) for outcome in outcomes]
+                for record, outcome in zip(done[unit.id], outcomes):
+                    record.update(plan=plan, resumed=False)
+                    evidence[record["task"]] = outcome.evidence if outcome.error is None else None
+                    if path is not None:
+                        store.append(path, record, evidence[record["task"]])
+            records.update((record["task"], record) for record in done[unit.id])
     return engine_rows(config, records.values(), evidence)
 
 
@@ -229,7 +234,8 @@ def _largest_sizes(config: AuditConfig, n_pairs: int, n_units: int) -> StageSize
     attacks = config.attacks
     if not attacks.sequential:
         return attacks.stage_sizes
-    budgets = round_budgets(FIRST_BUDGET, attacks.max_outputs // n_units, least_outputs(n_pairs, attacks.stages))
+    budgets = round_budgets(FIRST_BUDGET, attacks.max_outputs // max(n_units, 1),  # none: a config of checks only
+                            least_outputs(n_pairs, attacks.stages))
     return StageSizes.from_budget(budgets[-1], attacks.stages)
 
 
@@ -265,6 +271,11 @@ class _Best:
         return n_pairs * sizes.screen + later_outputs(sizes, min(n_pairs, MAX_FINALISTS))
 
     @staticmethod
+    def most(config: AuditConfig, n_units: int) -> int:
+        """A search in rounds: the most outputs per dataset a unit may draw (its share of ``max_outputs``)."""
+        return config.attacks.max_outputs // max(n_units, 1) // 2
+
+    @staticmethod
     def run(unit: Unit, config: AuditConfig, pairs: Sequence[NeighbourPair], sizes: StageSizes,
             sample: Callable, bar: _OutputsBar) -> list[Outcome]:
         [target] = unit.targets
@@ -283,8 +294,8 @@ class _Best:
                             staged=staged)
                     for pair, message in result.failures.items()]
         if result.evidence is None:  # no candidate, or the winner's pair failed in a later stage (confirm included)
-            return [*outcomes, Outcome(_task("-", "-", target), error=f"staged search found no statistic: "
-                                       f"{result.error}", staged=staged)]
+            return [*outcomes, Outcome(_task("-", "-", target), error=f"{NO_STATISTIC}: {result.error}",
+                                       staged=staged)]
         winner = result.winner
         task = _task(pairs[winner.pair].name, winner.direction, target, winner.function_class)
         return [*outcomes, Outcome(task, result.evidence, staged=staged)]
@@ -292,28 +303,28 @@ class _Best:
 
 def _sequential(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence[NeighbourPair], sample: Callable,
                 bar: _OutputsBar, seed: int) -> StagedResult:
-    """A ``best`` unit's search in rounds (:func:`attacks.sequential.sequential_search`); the progress bar
-    replans each round and shows the current bound beside the claim."""
+    """A ``best`` unit's search in rounds (:func:`attacks.sequential.sequential_search`); the progress bar counts
+    against the most the unit may draw (a total that stays put) and shows the round and the lower bound beside
+    the claim."""
     attacks, units = config.attacks, len(_Best.units(config, pairs))
     seconds = None if config.run.max_seconds is None else config.run.max_seconds / units
     limits = Limits(attacks.max_outputs // units, seconds, attacks.tolerance,
                     (1.0 - attacks.confidence) / units)
     claim = config.claims[unit.claim_index]
-    rounds = {}  # the running round's stage sizes and the outputs drawn before it
+    rounds = len(round_budgets(FIRST_BUDGET, limits.max_outputs, least_outputs(len(pairs), attacks.stages)))
+    looks = {"round": 0, "bound": ""}
 
     def on_round(sizes: StageSizes) -> None:
-        rounds.update(sizes=sizes, before=bar.drawn)
-        bar.replan(bar.drawn + len(pairs) * sizes.screen + later_outputs(sizes, min(len(pairs), MAX_FINALISTS)))
-
-    def on_screened(later: int) -> None:
-        bar.replan(rounds["before"] + len(pairs) * rounds["sizes"].screen + later)
+        looks["round"] += 1
+        bar.status = f"claim {unit.claim_index}: round {looks['round']} of at most {rounds}{looks['bound']}"
 
     def on_look(evidence) -> None:
-        bar.bar.set_postfix_str(f"claim {unit.claim_index}: bound {evidence.lower_bound(1.0 - limits.level):.4g}",
-                                refresh=True)
+        looks["bound"] = (f", lower bound {evidence.lower_bound(1.0 - limits.level):.4g} "
+                          f"vs claim {claim.epsilon:.4g}")
+        bar.status = f"claim {unit.claim_index}: round {looks['round']} of at most {rounds}{looks['bound']}"
 
     return sequential_search(sample, len(pairs), target, claim.epsilon, limits, shares=attacks.stages, seed=seed,
-                             n_jobs=config.run.n_jobs, on_round=on_round, on_screened=on_screened, on_look=on_look)
+                             n_jobs=config.run.n_jobs, on_round=on_round, on_look=on_look)
 
 
 class _Every:
@@ -644,29 +655,69 @@ def _share(share: float) -> str:
     return "none" if share == 0.0 else "all" if share == 1.0 else f"{100 * share:.2g} %"
 
 
-class _OutputsBar:
-    """The progress bar, in outputs per dataset drawn (every stage, every pair).
+HEARTBEAT = {True: 1.0, False: 30.0}
+"""Seconds between the progress bar's redraws while no output comes in, on a terminal and elsewhere (a CI log)."""
 
-    Each unit is counted at first for the outputs it may draw (``planned``);
-    the best policy's screen fixes its later stages (:meth:`replan`), and the
-    unit's end sets its share to what it drew (a failed pair draws no more).
+
+class _OutputsBar:
+    """The progress bar, in outputs per dataset drawn (every stage, every pair), shown from the first mechanism call.
+
+    Each unit is counted at first for the outputs it may draw (``planned``; a
+    search in rounds: the most it may draw, so the total stays put); the best
+    policy's screen fixes its later stages (:meth:`replan`), and the unit's end
+    sets its share to what it drew (a failed pair draws no more).  ``status``
+    says what runs (the memory check's first outputs, a round and its lower
+    bound against the claim); a heartbeat thread redraws the bar while a chunk
+    runs, with the seconds since the last outputs came in, so that a slow or
+    hanging mechanism shows before ``run.sample_timeout``.
     """
 
     def __init__(self, planned: int, units: int, enabled: bool):
         self.planned = planned
-        options = {} if sys.stderr.isatty() else {"mininterval": 30.0}
+        terminal = sys.stderr.isatty()
         self.bar = tqdm(total=units * planned, desc="audit", unit="outputs", unit_scale=True, file=sys.stderr,
-                        disable=not enabled, **options)
+                        disable=not enabled, **({} if terminal else {"mininterval": HEARTBEAT[False]}))
         self.unit_planned = self.drawn = 0
+        self._status = ""
+        self.last = time.monotonic()
         self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.heartbeat = threading.Thread(target=self._beat, args=(HEARTBEAT[terminal],), daemon=True)
+        if enabled:
+            self.heartbeat.start()
+
+    def __enter__(self) -> _OutputsBar:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stopped.set()
+        if self.heartbeat.is_alive():
+            self.heartbeat.join()
+        self.bar.close()
+
+    def _beat(self, interval: float) -> None:
+        while not self.stopped.wait(interval):
+            idle = time.monotonic() - self.last
+            waiting = f"waiting on the mechanism for {idle:.0f} s" if idle >= interval else ""
+            self.bar.set_postfix_str("; ".join(text for text in (self.status, waiting) if text), refresh=True)
 
     def update(self, outputs: int) -> None:
         with self.lock:  # the staged search draws several pairs at once, in threads
             self.drawn += outputs
+            self.last = time.monotonic()
             self.bar.update(outputs)
 
     def start(self) -> None:
-        self.unit_planned, self.drawn = self.planned, 0
+        self.unit_planned, self.drawn, self.status = self.planned, 0, ""
+
+    @property
+    def status(self) -> str:
+        return self._status
+
+    @status.setter
+    def status(self, text: str) -> None:
+        self._status = text
+        self.bar.set_postfix_str(text, refresh=True)
 
     def replan(self, planned: int) -> None:
         """The running unit will draw ``planned`` outputs per dataset in all."""

@@ -255,7 +255,8 @@ def plot_witness_histograms(shown: Sequence[tuple[Row, Mapping[str, Any]]], titl
         top = 0.0
         for law, colour in (("p", TAB10["blue"]), ("q", TAB10["brown"])):
             counts = np.asarray(scores[law], dtype=float)
-            density = counts / max(counts.sum(), 1.0) / np.diff(edges)
+            widths = np.diff(edges)  # a bin between two adjacent floats can be empty of width: no density drawn
+            density = np.divide(counts / max(counts.sum(), 1.0), widths, out=np.zeros_like(counts), where=widths > 0)
             ax.stairs(density, edges, Style(colour=colour), label=f"{law.upper()} (held out, {int(counts.sum())})")
             top = max(top, float(density.max(initial=0.0)))
         if scores.get("threshold") is not None:

@@ -643,14 +643,17 @@ def screen_candidates(
     raises is a finding, its failures counted over :data:`FAILURE_CALLS`
     calls per dataset (in the same child); failures on both datasets are
     noted.  A child that runs past ``timeout`` seconds (a mechanism that
-    hangs, in Python or in C) is killed and drops its candidate with a note;
-    one that dies drops it with its exit code.  Seeds are drawn from
+    hangs, in Python or in C) is killed: a probe's candidate is dropped with
+    a note, an in-domain candidate's stops the search (a mechanism that hangs
+    on a dataset of its domain is an error, as a hung pair is in the audit; a
+    search in which every candidate hangs costs one timeout, not one per
+    candidate); a child that dies drops its candidate with its exit code.  Seeds are drawn from
     ``rng`` in order, so a seed fixes the result.
 
     Raises
     ------
     MechanismError
-        When no candidate could be scored (the first failure's message).
+        When no candidate could be scored (the first failure's message), or an in-domain candidate hung.
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 10:
         raise ValueError(f"neighbours.screen_samples must be an integer >= 10. Found {n!r}.")
@@ -667,6 +670,11 @@ def screen_candidates(
         except (TimeoutError, ChildProcessError) as error:
             failure = (f"{HUNG} = {timeout:g} s" if isinstance(error, TimeoutError) else
                        f"the mechanism's process ended without a result (exit code {error.args[0]})")
+            if isinstance(error, TimeoutError) and not label.startswith("probe"):
+                from audit.mechanisms import MechanismError
+
+                raise MechanismError(f"the search stopped: {failure} on the in-domain candidate pair "
+                                     f"{label or len(screening)} (a hung pair is an error, as in the audit)")
             first_failure = first_failure or failure
             screening.append(Screened(label, np.nan, f"dropped: {failure}"))
             continue

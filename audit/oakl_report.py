@@ -26,7 +26,7 @@ from audit.oakl_tables import (
     Budget, FRESH, FULL, MEAN_OF, QUICK, REGRESSION_RECORDS, RESOLUTION, figure_table, gamma_table, small_group_table, thm4_table,
 )
 from audit.svg import TAB10, Axes, Figure, Style
-from audit.tables import markdown_table
+from audit.tables import bounded, markdown_table, plain_text
 
 
 def plot_oakl_figure2(table: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
@@ -86,7 +86,9 @@ def plot_n_figure(table: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
 def write_oakl_report(out_dir: str | pathlib.Path, *, quick: bool = False, seed: int = 0,
                       run: RunSpec = RunSpec(), progress: bool = False) -> pathlib.Path:
     """Compute the four tables, draw the figures, write ``report.md``, report.html, ``figures/figure2.svg``
-    (OAKL's) and ``figures/figure_n.svg``; return the report's path.
+    (OAKL's) and ``figures/figure_n.svg``; return the report's path.  A table that fails (a mechanism that
+    fails or hangs: :class:`audit.errors.MechanismError`) leaves a report.md and report.html with the error
+    and the tables finished before it, and raises.
 
     ``run``: every measurement's sampling (``n_jobs``, ``backend``,
     ``sample_timeout``; :mod:`audit.generalization`; its seed is not read:
@@ -96,8 +98,20 @@ def write_oakl_report(out_dir: str | pathlib.Path, *, quick: bool = False, seed:
     budget = QUICK if quick else FULL
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    gammas, figure = gamma_table(budget, seed, run), figure_table(budget, seed, run, progress)
-    thm4, group = thm4_table(budget, seed, run, progress), small_group_table(budget, seed, run, progress)
+    steps = {
+        "OAKL Figure 2 (against gamma)": lambda: gamma_table(budget, seed, run),
+        "on-average and worst case as n grows": lambda: figure_table(budget, seed, run, progress),
+        "OAKL Theorem 4": lambda: thm4_table(budget, seed, run, progress),
+        "small groups (OAKL Lemma 6)": lambda: small_group_table(budget, seed, run, progress),
+    }
+    tables: dict[str, pd.DataFrame] = {}
+    for name, step in steps.items():
+        try:
+            tables[name] = step()
+        except Exception as error:
+            _write_partial(out / "report.md", tables, name, error)
+            raise
+    gammas, figure, thm4, group = tables.values()
     (out / "figures").mkdir(exist_ok=True)
     plot_oakl_figure2(gammas, out / "figures" / "figure2.svg")
     plot_n_figure(figure, out / "figures" / "figure_n.svg")
@@ -105,6 +119,17 @@ def write_oakl_report(out_dir: str | pathlib.Path, *, quick: bool = False, seed:
     report.write_text(_markdown(gammas, figure, thm4, group, budget, quick, seed))
     write_html_report(report)
     return report
+
+
+def _write_partial(report: pathlib.Path, tables: dict[str, pd.DataFrame], failed: str, error: Exception) -> None:
+    """report.md (and report.html) of a run that failed in table ``failed``: the error and the finished tables."""
+    lines = ["# On-average KL privacy of posterior sampling (OAKL)", "", "## Verdict: **ERROR**", "",
+             f"The {failed} table failed: {plain_text(bounded(f'{type(error).__name__}: {error}'))}. "
+             f"The {len(tables)} tables finished before it follow.", ""]
+    for name, table in tables.items():
+        lines += [f"## {name}", "", markdown_table(table), ""]
+    report.write_text("\n".join(lines))
+    write_html_report(report)
 
 
 def oakl_command(args: argparse.Namespace) -> int:

@@ -17,7 +17,10 @@ cost the audit's tall, thin products CPU without shortening them
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -38,8 +41,26 @@ def backend(name: str, n_jobs: int) -> Iterator[None]:
     sampling inherit it.
     """
     with safe_worker_path(), threadpool_limits(limits=1), cluster(name, joblib.effective_n_jobs(n_jobs)), \
-            joblib.parallel_config(backend=name), _started(name, n_jobs):
+            joblib.parallel_config(backend=name, **_worker_options(name)), _started(name, n_jobs):
         yield
+
+
+def _worker_options(name: str) -> dict:
+    """loky: every worker runs :func:`_exit_with_parent` first, so that none outlives an audit killed with kill -9."""
+    return {"initializer": _exit_with_parent, "initargs": (os.getpid(),)} if name == "loky" else {}
+
+
+def _exit_with_parent(parent: int) -> None:
+    """In a loky worker: end it once the audit's process ``parent`` is gone (the worker is then re-parented).
+
+    A watching thread rather than ``PR_SET_PDEATHSIG``: that signal follows the *thread* that started the
+    worker, and loky starts workers from short-lived threads too (:func:`_started`)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 @contextmanager
@@ -60,8 +81,9 @@ def _started(name: str, n_jobs: int) -> Iterator[None]:
 
 
 def _start_workers(n_jobs: int, workers: int) -> None:
-    try:
-        joblib.Parallel(n_jobs=n_jobs, backend="loky")(joblib.delayed(_import_attacks)() for _ in range(workers))
+    try:  # the backend's options again: joblib's configuration is per thread
+        with joblib.parallel_config(backend="loky", **_worker_options("loky")):
+            joblib.Parallel(n_jobs=n_jobs)(joblib.delayed(_import_attacks)() for _ in range(workers))
     except Exception:  # noqa: BLE001 - the attacks' own jobs report what fails
         pass
 
@@ -74,8 +96,8 @@ def _import_attacks() -> None:
 def cluster(name: str, workers: int) -> Iterator[None]:
     """For dask and ray: the cluster this process is connected to, else a local one for the audit.
 
-    The local cluster has ``workers`` single-threaded workers and no
-    dashboard, and is shut down when the audit ends; a cluster the caller
+    The local cluster has ``workers`` single-threaded workers, no
+    dashboard and no log lines below errors, and is shut down when the audit ends; a cluster the caller
     started (``distributed.Client(...)``, ``ray.init(...)``) is left running.
     """
     if name == "dask":
@@ -84,7 +106,8 @@ def cluster(name: str, workers: int) -> Iterator[None]:
         try:
             get_client()
         except ValueError:  # no client in this process
-            with Client(n_workers=workers, threads_per_worker=1, dashboard_address=None):
+            # its own logging off below errors: a failed audit's stderr is one line (audit.cli)
+            with Client(n_workers=workers, threads_per_worker=1, dashboard_address=None, silence_logs=logging.ERROR):
                 yield
             return
     if name == "ray":
@@ -93,7 +116,7 @@ def cluster(name: str, workers: int) -> Iterator[None]:
 
         register_ray()
         if not ray.is_initialized():
-            ray.init(num_cpus=workers, include_dashboard=False)
+            ray.init(num_cpus=workers, include_dashboard=False, logging_level=logging.ERROR)
             try:
                 yield
             finally:

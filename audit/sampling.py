@@ -490,6 +490,8 @@ class _ForkPool:
         wait = max(0.0, deadline - time.monotonic()) if block else 0.0  # block: until a chunk ends or a deadline
         ready = multiprocessing.connection.wait(list(running), timeout=wait)
         for receiver, (draws, batch, started) in list(running.items()):
+            if receiver not in running:  # stopped by the caller meanwhile, with its pair's other chunks
+                continue
             if receiver in ready:
                 yield receiver, _receive((receiver, self.children[receiver]), draws.pair)
             elif time.monotonic() >= started + self.timeout:

@@ -14,7 +14,8 @@ used by ``BaseMechanism.sample`` and ``CallableMechanism.sample``):
   call) are passed on unchanged: the encoding is the identity, and an audit
   of a mechanism that never shows structure is the audit it was;
 * from the first structural output on, every output is encoded as
-  ``width`` value columns (NaN and inf replaced by 0, magnitudes clipped to
+  ``width`` value columns (the widest output seen, at most
+  :data:`MAX_STRUCTURAL_WIDTH`) (NaN and inf replaced by 0, magnitudes clipped to
   :data:`MAX_OUTPUT`, missing coordinates 0, extra ones cut) followed by the
   :data:`INDICATORS` columns: the output's length (-1 for a call that
   raised) and, per row, its numbers of NaN, of +inf (or > :data:`MAX_OUTPUT`)
@@ -53,6 +54,9 @@ from audit.isolation import FORK, fork
 MAX_OUTPUT = 1e30
 """Largest magnitude passed on as a value: it and the :data:`CODES` stay within float32's range (3.4e38; the
 tree classes read their features as float32), and their cubes' squares within float64's."""
+MAX_STRUCTURAL_WIDTH = 100
+"""Most value columns of a structural layout: an output whose length changes keeps its first this many values and
+its length (the ``length`` indicator), so that one very wide output does not widen every row of the audit."""
 INDICATORS = ("length", "nan", "posinf", "neginf")
 """The structural columns appended to the value columns once a mechanism's outputs show structure."""
 CODES = {"posinf": 2 * MAX_OUTPUT, "neginf": -2 * MAX_OUTPUT, "nan": 3 * MAX_OUTPUT, "absent": -3 * MAX_OUTPUT,
@@ -106,7 +110,7 @@ class StructureEncoder:
             if self.fixed:
                 return encode_in_band(values, lengths, self.width)
             self.structural = True
-            self.width = max(self.width, values.shape[1])
+            self.width = min(max(self.width, values.shape[1]), MAX_STRUCTURAL_WIDTH)
         return encode_structure(values, lengths, self.width)
 
     def raised(self, n: int) -> np.ndarray:

@@ -107,7 +107,8 @@ def _member_rows(rows: Sequence[Row], family: Family) -> list[Row]:
 
 
 def _laws(config: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]], evidence: ClassCurve) -> tuple | None:
-    """(P, Q) of a built-in mechanism at the row's pair, in the row's direction; None when unknown."""
+    """(P, Q) of a built-in mechanism at the row's pair, in the row's direction; None when unknown or centred at an
+    infinite record (a probe pair's: no finite closed form)."""
     from audit.mechanisms import make_mechanism
 
     spec = config.get("mechanism", {})
@@ -119,6 +120,6 @@ def _laws(config: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]], evidenc
             np.asarray(pair["d"], dtype=float), np.asarray(pair["d_prime"], dtype=float))
     except Exception:  # an adapter whose library is missing, an unknown name: no exact curve
         return None
-    if laws is None:
+    if laws is None or not all(np.isfinite(law.mean()) for law in laws):  # an infinite record: no finite curve
         return None
     return laws if evidence.direction == "P|Q" else laws[::-1]

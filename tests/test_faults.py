@@ -7,7 +7,9 @@ finishes; configs name them ``test_faults:<function>`` (pytest puts this
 directory on sys.path).
 """
 
+import importlib.util
 import json
+import math
 import multiprocessing.connection
 import os
 import re
@@ -20,6 +22,8 @@ import numpy as np
 import pytest
 
 import audit.api
+import audit.engine
+import audit.neighbours
 import audit.report
 import attacks.staged
 import audit.sampling
@@ -28,7 +32,9 @@ from audit import run_audit
 from audit.api import AuditError
 from audit.cli import main
 from audit.config import ConfigError, load_config
+from audit.engine import NO_STATISTIC
 from audit.store import TASKS_FILE
+from attacks.sequential import ROUND_STRIDE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -219,6 +225,7 @@ def test_a_crash_after_the_tasks_keeps_the_rows(tmp_path, capsys, monkeypatch, s
     assert results["verdict"] == "error" and "ZeroDivisionError" in results["error"]
     assert len(results["rows"]) == ROWS[policy] and all(row["verdict"] is None for row in results["rows"])
     assert "**ERROR**" in (tmp_path / "out" / "report.md").read_text()
+    assert "ERROR" in (tmp_path / "out" / "report.html").read_text()
     assert len((tmp_path / "out" / TASKS_FILE).read_text().splitlines()) == ROWS[policy]
 
 
@@ -294,6 +301,39 @@ def test_sample_timeout_must_be_positive():
     assert load_config(_config()).run.sample_timeout == 600
 
 
+def test_a_probe_at_an_infinite_record_leaves_the_curve_claim_a_report(tmp_path, capsys):
+    """The built-in Gaussian's exact law at the special-values probe's inf record is centred at inf: the trade-off
+    panel draws no exact curve there instead of failing the report (exit 2 with no report.html)."""
+    path = tmp_path / "audit.toml"
+    path.write_text('[mechanism]\nname = "gaussian"\nparams = { sigma = 1.0 }\n\n'
+                    '[neighbours]\nstrategy = "search"\ncount = 1\ncandidates = 1\nscreen_samples = 200\n'
+                    'probes = ["special_values"]\n\n'
+                    '[[claims]]\ndivergence = "zcdp"\nfunction_class = "linear"\nepsilon = 1.0\n\n'
+                    '[attacks]\nn_samples = 2000\n\n[run]\nseed = 0\n')
+    out = tmp_path / "out"
+    code = main(["run", str(path), "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    results = json.loads((out / "results.json").read_text())
+    assert any("inf" in json.dumps(pair["d_prime"]) for pair in results["pairs"])
+    assert code != 2 and results["verdict"] != "error" and err.count("\n") <= 1, err  # no RuntimeWarning either
+    assert (out / "report.html").exists()
+
+
+def returns_nan(dataset, n, rng):
+    return np.full(n, np.nan)
+
+
+def test_a_check_of_a_mechanism_returning_nan_says_so_in_the_users_terms(tmp_path, capsys):
+    """A post-processing check's map meets NaN outputs: the error names them, not the structural encoding's columns
+    ("the mechanism's outputs have 5 coordinate(s)"); a config of checks only runs (no claim, no unit)."""
+    path = tmp_path / "audit.toml"
+    path.write_text('[mechanism]\ncallable = "test_faults:returns_nan"\n\n[[pairs]]\nd = [[0.0]]\nd_prime = [[1.0]]\n\n'
+                    '[[checks]]\nproperty = "post-processing"\nmap = [[2.0]]\nd = [[0.0]]\nd_prime = [[1.0]]\n')
+    code = main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet"])
+    _assert_clean_error(code, capsys.readouterr().err, "returned outputs that are NaN, infinite")
+    assert (tmp_path / "out" / "report.html").exists()
+
+
 # --- tasks.jsonl: checksums, torn lines, resumed rows -----------------------
 
 
@@ -336,6 +376,9 @@ TRAP = "import pathlib\npathlib.Path(__file__).with_suffix('.imported').write_te
 
 
 def test_adapters_never_import_from_the_config_folder_or_the_current_directory(tmp_path):
+    """With OpenDP installed the config fails after the adapter is built; without it (the test extra alone), the
+    adapter names the extra to install: in both cases the opendp.py beside the config is never imported."""
+    opendp = importlib.util.find_spec("opendp") is not None
     (tmp_path / "opendp.py").write_text(TRAP)
     # no [[claims]]: the config fails right after the adapter (and its library) is built
     (tmp_path / "audit.toml").write_text('[mechanism]\nname = "opendp.laplace"\nparams = { scale = 1.0 }\n')
@@ -344,7 +387,8 @@ def test_adapters_never_import_from_the_config_folder_or_the_current_directory(t
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
-    assert done.returncode == 2 and "claims: missing required field" in done.stderr
+    expected = "claims: missing required field" if opendp else "install the extra capaudit[opendp]"
+    assert done.returncode == 2 and expected in done.stderr, done.stderr
     assert not (tmp_path / "opendp.imported").exists()
 
 
@@ -423,6 +467,56 @@ def test_ctrl_c_while_a_pair_hangs_keeps_the_other_pairs(tmp_path, capsys, monke
     assert {row["pair"] for row in results["rows"]} == {"p0"} and len(results["rows"]) == 2
 
 
+def test_a_hanging_mechanism_shows_on_the_terminal_before_the_timeout(tmp_path, capsys, monkeypatch):
+    """The bar is drawn from the first mechanism call (the memory check's) and its heartbeat counts the seconds
+    without outputs while a chunk runs: not a blank terminal until run.sample_timeout."""
+    monkeypatch.setattr(audit.engine, "HEARTBEAT", {True: 0.5, False: 0.5})
+    code = main(["run", str(_toml(tmp_path, _config("hangs", sample_timeout=3))), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "first outputs (memory check)" in err
+    assert "waiting on the mechanism for 2 s" in err  # a heartbeat before the 3 s timeout
+
+
+def test_a_search_in_rounds_counts_against_its_most_outputs(tmp_path, capsys):
+    """The bar's total is the most the rounds may draw (it stays put; a decided unit shrinks it to what it drew),
+    and it says the round and the lower bound against the claim."""
+    config = _config(policy="best")
+    del config["attacks"]["n_samples"]  # rounds until decided
+    code = main(["run", str(_toml(tmp_path, config)), "--out", str(tmp_path / "out")])
+    bars = [line for line in capsys.readouterr().err.replace("\r", "\n").splitlines() if line.startswith("audit:")]
+    totals = {re.search(r"/([0-9.]+[kM]?) ", line).group(1) for line in bars if "100%" not in line}  # not the end
+    assert code in (0, 1) and len(totals) == 1, totals
+    assert any(re.search(r"round 2 of at most \d+, lower bound [0-9.]+ vs claim 0.5", line) for line in bars), bars
+
+
+def test_no_process_outlives_an_audit_killed_with_kill_9(tmp_path):
+    """loky's workers watch the audit's process (audit.parallel): kill -9 of the audit leaves neither them nor the
+    resource trackers they kept alive (4 processes stayed before); forked sampling children die with it too."""
+    psutil = pytest.importorskip("psutil")  # in the test extra
+    config = _config(policy="every", n_jobs=2, backend="loky")
+    config["attacks"].update(classes=["linear", "poly3", "tree3"], n_samples=400_000)  # still running at the kill
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    audit_process = subprocess.Popen([sys.executable, "-m", "audit.cli", "run", str(_toml(tmp_path, config)), "--out",
+                                      str(tmp_path / "out"), "--quiet"], env=environment, stderr=subprocess.DEVNULL)
+    def workers(processes):
+        try:
+            return sum("popen_loky" in " ".join(process.cmdline()) for process in processes)
+        except psutil.Error:  # one ended meanwhile: look again
+            return 0
+
+    parent, deadline, children = psutil.Process(audit_process.pid), time.monotonic() + 120, []
+    while time.monotonic() < deadline and workers(children) < 2:
+        time.sleep(0.2)
+        children = parent.children(recursive=True)
+    assert workers(children) >= 2, "the loky workers never started"
+    audit_process.kill()
+    audit_process.wait()
+    _, alive = psutil.wait_procs(children, timeout=15)
+    for process in alive:  # leave nothing behind, whatever the verdict
+        process.kill()
+    assert not [(process.pid, " ".join(process.cmdline())[:80]) for process in alive]
+
+
 def test_a_bad_parameter_value_is_a_config_error(tmp_path, capsys):
     path = tmp_path / "audit.toml"
     path.write_text('[mechanism]\nname = "laplace"\nparams = { sensitivity = {} }\n\n'
@@ -440,6 +534,7 @@ def test_a_config_error_replaces_an_earlier_report(tmp_path, capsys):
     code, err, results = _run(tmp_path, capsys, config)
     _assert_clean_error(code, err, "run.seed")
     assert results["verdict"] == "error" and "run.seed" in results["error"] and results["rows"] == []
+    assert "run.seed" in (tmp_path / "out" / "report.html").read_text()
 
 
 # --- fuzz: mutated configs end in a clean exit 2 or an audit -----------------
@@ -560,3 +655,159 @@ def test_json_summary_is_one_line_when_the_mechanism_prints(tmp_path):
     assert done.returncode == 0, done.stderr
     (line,) = done.stdout.splitlines()
     assert json.loads(line)["verdict"] == "pass" and "a line from the mechanism" in done.stderr
+
+
+# --- fault injection: stages x faults x backends -------------------------------
+
+FAULT = {"stage": None, "kind": None}
+"""The fault :func:`staged_fault` injects (``kind``) and the stage it injects it in (``stage``)."""
+CURRENT = {"stage": None}
+"""The stage whose outputs are being drawn: set in this process before the sampler forks its children."""
+
+FAILURES = {
+    "raise": "raised ValueError: injected failure",
+    "exit": "called sys.exit('injected exit')",
+    "die": "exit code 9",
+    "hang": "run.sample_timeout = 2 s",
+    "shape": "must return shape",
+}
+"""A mechanism's own failure -> what the one stderr line says of it."""
+EVIDENCE = ("nan", "inf", "huge", "wide", "very_wide")
+"""Outputs that are evidence (audit.structure), on both datasets: a verdict, never an error."""
+
+
+def staged_fault(dataset, n, rng):
+    """A Laplace sum that misbehaves in the stage ``FAULT`` names, on both datasets."""
+    outputs = _healthy(dataset, n, rng)
+    if CURRENT["stage"] != FAULT["stage"]:
+        return outputs
+    kind = FAULT["kind"]
+    if kind == "raise":
+        raise ValueError("injected failure")
+    if kind == "exit":
+        sys.exit("injected exit")
+    if kind == "die":
+        os._exit(9)
+    if kind == "hang":
+        time.sleep(600)
+    if kind == "very_wide":  # 200 000 coordinates on d only
+        return np.tile(outputs[:, None], (1, 200_000)) if np.sum(dataset) == 0 else outputs
+    return {"nan": np.full(n, np.nan), "inf": np.full(n, np.inf), "huge": outputs * 1e308,
+            "wide": np.tile(outputs[:, None], (1, 50)), "shape": outputs[: n - 1]}[kind]
+
+
+@pytest.fixture
+def inject(monkeypatch):
+    """Sets the stage around each draw: the engine's (screen, train, check, confirm), the memory check's probe and
+    the structure pilot; a forked child sees the stage its parent set."""
+    pair_sampler = audit.engine.pair_sampler
+
+    def staged(*args, **kwargs):
+        sample = pair_sampler(*args, **kwargs)
+
+        def draw(pair, n, stage, chunk):  # a search in rounds: chunk r * ROUND_STRIDE + k of round r (from 0)
+            CURRENT["stage"] = stage if FAULT["stage"] != "round2" else f"round{chunk // ROUND_STRIDE + 1}"
+            try:
+                return sample(pair, n, stage, chunk)
+            finally:
+                CURRENT["stage"] = None
+        return draw
+
+    def during(stage, function):
+        def wrapped(*args, **kwargs):
+            CURRENT["stage"] = stage
+            try:
+                return function(*args, **kwargs)
+            finally:
+                CURRENT["stage"] = None
+        return wrapped
+
+    monkeypatch.setattr(audit.engine, "pair_sampler", staged)
+    monkeypatch.setattr(audit.engine, "check_memory", during("probe", audit.engine.check_memory))
+    monkeypatch.setattr(audit.api, "fix_layout", during("pilot", audit.api.fix_layout))
+    monkeypatch.setattr(audit.neighbours, "screen_candidates", during("search", audit.neighbours.screen_candidates))
+    monkeypatch.setattr(audit.api, "run_checks", during("checks", audit.api.run_checks))
+
+    def set_fault(stage, kind):
+        FAULT.update(stage=stage, kind=kind)
+    yield set_fault
+    FAULT.update(stage=None, kind=None)
+
+
+def _fault_config(stage, policy, n_jobs, backend):
+    """Two pairs and a curve claim (gdp); the policy ``rounds`` is best without n_samples (a search in rounds); the
+    search stage screens a [neighbours] search instead of the pairs, the checks stage runs a sequential check."""
+    config = _config("staged_fault", "best" if policy == "rounds" else policy, sample_timeout=2, n_jobs=n_jobs,
+                     backend=backend)
+    config["pairs"] = [{"d": [[0.0]], "d_prime": [[1.0]]}, {"d": [[0.0]], "d_prime": [[2.0]]}]
+    config["claims"] = [{"divergence": "gdp", "function_class": "linear", "epsilon": 3.0}]  # a curve claim
+    config["attacks"].update(n_samples=2000)
+    if policy == "rounds":  # a tight claim (KL of Lap(0, 1) against Lap(2, 1): 1 + e^-2): undecided after round 1
+        del config["attacks"]["n_samples"]
+        config["attacks"]["max_outputs"] = 200_000
+        config["claims"] = [{"divergence": "kl", "function_class": "linear", "epsilon": 1.0 + math.exp(-2.0)}]
+    if stage == "search":
+        del config["pairs"]
+        config["neighbours"] = {"strategy": "search", "domain": {"low": [0.0], "high": [2.0]}, "count": 2,
+                                "candidates": 2, "screen_samples": 100, "probes": []}
+    if stage == "checks":
+        config["checks"] = [{"property": "sequential", "d": [[0.0]], "d_prime": [[1.0]]}]
+    return config
+
+
+def _check_fault_cell(tmp_path, capsys, stage, kind, policy, n_jobs=1, backend="threading"):
+    path = tmp_path / "audit.toml"
+    path.write_text(_to_toml(_fault_config(stage, policy, n_jobs, backend)))
+    code = main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err, err
+    assert (tmp_path / "out" / "report.md").exists() and (tmp_path / "out" / "report.html").exists(), err
+    if kind in FAILURES and stage not in ("pilot", "probe"):  # the pilot ignores failures; the probe's raise is an event
+        assert code == 2 and len(lines) == 1 and FAILURES[kind] in lines[0], err
+        errors = [row["error"] for row in results["rows"] if row["error"]]
+        errors += [check["error"] for check in results.get("checks", []) if check["error"]]
+        assert results["verdict"] == "error" and (errors or stage == "search")  # the search fails before any row
+        # every failed pair's row names the mechanism's own failure, never the sampler's internals
+        assert all(FAILURES[kind] in error for error in errors if not error.startswith(NO_STATISTIC)), errors
+    elif kind in EVIDENCE and (kind != "very_wide" or stage == "pilot"):  # 200 000 coordinates a call past the
+        assert code in (0, 1) and not lines, err                          # pilot: 1.6 GB a chunk, may time out
+        assert results["verdict"] in ("pass", "violation", "inconclusive")
+    else:
+        assert code in (0, 1, 2) and len(lines) <= 1, err
+
+
+STAGES = ("pilot", "probe", "search", "screen", "train", "check", "confirm", "round2", "checks")
+LIGHT_CELLS = [
+    ("round2", "raise", "rounds"), ("round2", "nan", "rounds"), ("search", "hang", "best"), ("checks", "exit", "best"),
+    ("checks", "inf", "best"),
+    ("screen", "raise", "best"), ("screen", "exit", "best"), ("check", "exit", "best"), ("train", "die", "best"),
+    ("confirm", "shape", "best"), ("confirm", "hang", "best"), ("confirm", "nan", "best"), ("confirm", "huge", "best"),
+    ("confirm", "wide", "every"), ("train", "raise", "every"), ("pilot", "very_wide", "best"),
+]
+
+
+@pytest.mark.parametrize(("stage", "kind", "policy"), LIGHT_CELLS)
+def test_an_injected_fault_reads_as_itself(tmp_path, capsys, inject, stage, kind, policy):
+    """Representative cells of the fault matrix, in threads (the default backend); the full matrix is slow."""
+    inject(stage, kind)
+    _check_fault_cell(tmp_path, capsys, stage, kind, policy)
+
+
+@pytest.mark.parametrize("kind", ["raise", "nan"])
+def test_an_injected_fault_reads_as_itself_with_loky(tmp_path, capsys, inject, kind):
+    inject("confirm", kind)
+    _check_fault_cell(tmp_path, capsys, "confirm", kind, "best", n_jobs=2, backend="loky")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("n_jobs", "backend"), [(1, "threading"), (2, "threading"), (2, "loky")])
+@pytest.mark.parametrize("policy", [*POLICIES, "rounds"])
+@pytest.mark.parametrize("kind", [*FAILURES, *EVIDENCE])
+@pytest.mark.parametrize("stage", STAGES)
+def test_every_injected_fault_reads_as_itself(tmp_path, capsys, inject, stage, kind, policy, n_jobs, backend):
+    if policy == "every" and stage in ("screen", "check", "round2"):
+        pytest.skip(f"policy every has no {stage} stage")
+    inject(stage, kind)
+    _check_fault_cell(tmp_path, capsys, stage, kind, policy, n_jobs, backend)

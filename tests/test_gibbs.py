@@ -272,6 +272,9 @@ def test_oakl_command_with_a_hanging_mechanism_exits_2_after_sample_timeout(tmp_
     assert time.monotonic() - start < 30
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "sample_timeout" in error
+    report = (tmp_path / "oakl" / "report.md").read_text()  # the partial report: the error, the finished tables
+    assert "## Verdict: **ERROR**" in report and "sample_timeout" in report
+    assert "## OAKL Figure 2 (against gamma)" in report and (tmp_path / "oakl" / "report.html").exists()
 
 
 @pytest.mark.slow

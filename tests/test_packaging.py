@@ -7,12 +7,20 @@ or ``audit/`` would be left out of the wheel, as ``audit.mechanisms`` once was.
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.metadata
 import os
+import re
 import shutil
 import subprocess
 import sys
 import zipfile
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 from pathlib import Path
 
 import pytest
@@ -79,3 +87,36 @@ def test_tests_import_the_installed_package():
         source = ROOT / name.split(".")[0]  # the checkout's sources; CI's own .venv also lies inside ROOT
         assert source not in location.parents, f"{name} imported from the checkout: {location}"
         assert "site-packages" in location.parts, f"{name} not from site-packages: {location}"
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """The top-level names a module imports when it is loaded (its module body; not inside functions)."""
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def _requirement_names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].lower().replace("_", "-") for requirement in requirements}
+
+
+def test_the_test_extra_installs_what_collecting_the_suite_imports():
+    """``pip install ".[test]" && python -m pytest -q`` collects: the tests and the benchmark modules they load
+    import only capaudit, the standard library, tests/ and benchmarks/ and what the dependencies and the
+    ``[test]`` extra install (a library of another extra is imported inside a test, which skips naming it)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    installed = _requirement_names(project["dependencies"] + project["optional-dependencies"]["test"])
+    local = {*TOP_LEVEL, *(path.stem for folder in ("tests", "benchmarks") for path in (ROOT / folder).glob("*.py"))}
+    distributions = importlib.metadata.packages_distributions()
+    missing = {}
+    for path in [*(ROOT / "tests").glob("*.py"), *(ROOT / "benchmarks").glob("*.py")]:
+        for name in _top_level_imports(path) - set(sys.stdlib_module_names) - local:
+            names = _requirement_names(distributions.get(name, [name]))
+            if not names & installed:
+                missing.setdefault(name, []).append(path.name)
+    assert not missing, f"imported when the suite is collected but installed by no dependency or the [test] extra: {missing}"

@@ -20,7 +20,7 @@ from audit.mechanisms import MechanismError, make_mechanism
 from audit.neighbours import PROBES, Domain, check_neighbours, make_pairs, probe_pairs, record_distance
 from audit.neighbours import NeighbourPair
 from audit.sampling import draw_pair_isolated
-from audit.structure import CODES, INDICATORS, MAX_OUTPUT, StructureEncoder
+from audit.structure import CODES, INDICATORS, MAX_OUTPUT, MAX_STRUCTURAL_WIDTH, StructureEncoder
 
 BUGS = [  # (mechanism, relation, domain high): records in [0, 1], categories 0-4 for the histogram
     ("unclipped_sum", "replace-one", 1),
@@ -70,6 +70,17 @@ def test_structural_outputs_get_value_and_indicator_columns():
     )
     np.testing.assert_array_equal(encoder.encode(np.array([7.0]), 1), [[7.0, 0.0, 1, 0, 0, 0]])
     assert encoder.structural and encoder.width == 2 and len(INDICATORS) == 4
+
+
+def test_one_very_wide_output_does_not_widen_every_row():
+    """A structural layout keeps at most MAX_STRUCTURAL_WIDTH values and the real length (its indicator)."""
+    encoder = StructureEncoder()
+    wide = encoder.encode(np.ones((2, 200_000)), 2)  # the first call: the identity layout, as wide as it is
+    assert wide.shape == (2, 200_000) and not encoder.structural
+    narrow = encoder.encode(np.array([7.0]), 1)
+    assert encoder.structural and encoder.width == MAX_STRUCTURAL_WIDTH
+    np.testing.assert_array_equal(narrow[0, [0, 1, MAX_STRUCTURAL_WIDTH]], [7.0, 0.0, 1])  # value, absent, length
+    assert encoder.encode(np.ones((1, 200_000)), 1)[0, MAX_STRUCTURAL_WIDTH] == 200_000
 
 
 def test_ragged_rows_and_none_are_read_per_row():
@@ -355,15 +366,18 @@ def test_the_search_hands_its_childrens_layout_to_the_audit():
 
 
 def test_a_mechanism_that_hangs_on_every_candidate_is_a_clear_error(tmp_path):
+    """The first in-domain candidate that hangs stops the search (an error, as a hung pair is in the audit): one
+    timeout, not one per candidate (ten random pairs, the corner pairs and the probes)."""
     def hangs(dataset, n, rng):
         time.sleep(3600)
 
-    spec = {"strategy": "search", "domain": {"low": [0], "high": [1], "size": 2}, "candidates": 1,
-            "screen_samples": 20, "probes": []}
+    spec = {"strategy": "search", "domain": {"low": [0], "high": [1], "size": 2}, "candidates": 10,
+            "screen_samples": 20}
     start = time.perf_counter()
-    with pytest.raises(MechanismError, match="failed on every candidate.*took longer than run.sample_timeout = 0.2 s"):
-        make_pairs(spec, make_mechanism(callable=hangs), rng=0, timeout=0.2)
-    assert time.perf_counter() - start < 10
+    with pytest.raises(MechanismError, match="the search stopped: the mechanism took longer than "
+                                             "run.sample_timeout = 0.5 s on the in-domain candidate pair extreme"):
+        make_pairs(spec, make_mechanism(callable=hangs), rng=0, timeout=0.5)
+    assert time.perf_counter() - start < 5
 
 
 # ---------------------------------------------------------------- audits

@@ -118,6 +118,12 @@ def test_linear_class_curve_lies_above_the_exact_curve_of_a_scale_pair():
     assert T.exact_tradeoff(a, p, q) is None
 
 
+@pytest.mark.parametrize("law", [stats.norm, stats.laplace])
+def test_no_exact_curve_for_a_law_at_an_infinite_record(law):
+    """A search probe's infinite record puts one law's location at inf: no finite closed form, no error."""
+    assert T.exact_tradeoff(LEVELS, law(0.0, 1.0), law(math.inf, 1.0)) is None
+
+
 def test_inputs_are_checked():
     with pytest.raises(ValueError, match="levels"):
         T.gaussian_tradeoff(1.5, 1.0)

@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from audit.errors import MechanismError
 from audit.mechanisms.base import BaseMechanism
+from audit.structure import MAX_OUTPUT, StructureEncoder
 from audit.theory.table import GaussianShift, LaplaceShift
 
 MAPS = ("square", "append-square")
@@ -208,7 +210,16 @@ class PostProcessed(BaseMechanism):
         self.seedable = _seedable(mechanism)
 
     def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-        return apply_map(np.asarray(self.mechanism.sample(dataset, n, rng), dtype=float).reshape(n, -1), self.mapping)
+        outputs = np.asarray(self.mechanism.sample(dataset, n, rng), dtype=float).reshape(n, -1)
+        encoder = getattr(self.mechanism, "structure", None)
+        if (isinstance(encoder, StructureEncoder) and encoder.structural) or np.any(np.abs(outputs) > MAX_OUTPUT):
+            # the encoded columns of structure (audit.structure) are capaudit's, not outputs a map can be applied to
+            raise MechanismError(
+                f"mechanism {_label(self.mechanism)!r} returned outputs that are NaN, infinite, beyond "
+                f"+-{MAX_OUTPUT:g} or of a changing length, to which the map of a post-processing check does not "
+                "apply; audit the mechanism itself (such outputs are evidence there) or make it return finite numbers"
+            )
+        return apply_map(outputs, self.mapping)
 
     def default_pairs(self) -> list[tuple[np.ndarray, np.ndarray]]:
         return self.mechanism.default_pairs() if hasattr(self.mechanism, "default_pairs") else []

@@ -242,7 +242,7 @@ def _check_scale(p, q) -> None:
         quantiles = np.array([law.ppf(levels) for law in (p, q)], dtype=float)
         extent = np.ptp(quantiles) if np.all(np.isfinite(quantiles)) else np.inf
         reach = max(extent, float(np.max(np.abs(quantiles))))
-    widths = quantiles[:, 2] - quantiles[:, 1]
+        widths = quantiles[:, 2] - quantiles[:, 1]
     narrow = not _is_discrete(p) and bool(
         np.any(widths < _MIN_RELATIVE_WIDTH * reach) or abs(p.median() - q.median()) > _MAX_SEPARATION * np.min(widths)
     )

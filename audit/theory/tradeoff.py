@@ -198,7 +198,8 @@ def linear_tradeoff(a: ArrayLike, p, q) -> np.ndarray:
 
 def exact_tradeoff(a: ArrayLike, p, q) -> np.ndarray | None:
     """T(P, Q)(a) for two Gaussian laws of one scale (:func:`gaussian_tradeoff`) or two Laplace laws of one scale
-    (:func:`laplace_tradeoff`), None for other laws.  ``p``, ``q``: frozen 1-D ``scipy.stats`` laws."""
+    (:func:`laplace_tradeoff`), None for other laws and for a shift that is not finite (a law centred at an
+    infinite record has no finite closed form).  ``p``, ``q``: frozen 1-D ``scipy.stats`` laws."""
     names = {getattr(law.dist, "name", None) for law in (p, q)}
     if len(names) != 1 or names - {"norm", "laplace"}:
         return None
@@ -206,6 +207,8 @@ def exact_tradeoff(a: ArrayLike, p, q) -> np.ndarray | None:
         return None
     scale = float(p.std()) / (1.0 if names == {"norm"} else math.sqrt(2.0))  # Laplace: sd = sqrt(2) b
     shift = abs(float(p.mean()) - float(q.mean())) / scale
+    if not math.isfinite(shift):
+        return None
     return gaussian_tradeoff(a, shift) if names == {"norm"} else laplace_tradeoff(a, shift)
 
 
