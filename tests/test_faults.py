@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import audit.api
+import audit.checks
 import audit.engine
 import audit.neighbours
 import audit.report
@@ -726,7 +727,7 @@ def inject(monkeypatch):
     monkeypatch.setattr(audit.engine, "check_memory", during("probe", audit.engine.check_memory))
     monkeypatch.setattr(audit.api, "fix_layout", during("pilot", audit.api.fix_layout))
     monkeypatch.setattr(audit.neighbours, "screen_candidates", during("search", audit.neighbours.screen_candidates))
-    monkeypatch.setattr(audit.api, "run_checks", during("checks", audit.api.run_checks))
+    monkeypatch.setattr(audit.checks, "run_checks", during("checks", audit.checks.run_checks))  # api imports it per call
 
     def set_fault(stage, kind):
         FAULT.update(stage=stage, kind=kind)
