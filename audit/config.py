@@ -750,7 +750,7 @@ def _attacks(table: dict, on_average: bool = False) -> AttackSpec:
 def _sequential(table: dict, policy: str, stages: Mapping[str, float] | None,
                 defaults: AttackSpec) -> tuple[bool, int, float]:
     """Whether the audit is sequential (policy ``best``, no ``n_samples``), its ``max_outputs`` and ``tolerance``."""
-    from attacks.sequential import FIRST_BUDGET
+    from attacks.sequential import PILOT_BELOW
     from attacks.staged import StageSizes
 
     sequential = policy == "best" and "n_samples" not in table
@@ -761,21 +761,25 @@ def _sequential(table: dict, policy: str, stages: Mapping[str, float] | None,
                 f"remove {name} or n_samples. Found {table[name]!r}."
             )
     max_outputs = _number(table.get("max_outputs", defaults.max_outputs), "attacks.max_outputs", integer=True)
-    if not 1_000 <= max_outputs <= 10**12:
-        raise ConfigError(f"attacks.max_outputs: must be from 1000 to 10^12 outputs, e.g. 4000000. Found {max_outputs!r}.")
+    if not MIN_MAX_OUTPUTS <= max_outputs <= 10**12:
+        raise ConfigError(f"attacks.max_outputs: must be from {MIN_MAX_OUTPUTS} to 10^12 outputs, e.g. 4000000. "
+                          f"Found {max_outputs!r}.")
     tolerance = float(_number(table.get("tolerance", defaults.tolerance), "attacks.tolerance"))
     if not 0.0 < tolerance < math.inf:
         raise ConfigError(f"attacks.tolerance: must be a positive number (in the claim's units), e.g. 0.1. "
                           f"Found {tolerance!r}.")
     if sequential:
         try:
-            StageSizes.from_budget(FIRST_BUDGET, stages)
+            StageSizes.from_budget(PILOT_BELOW, stages)
         except ValueError as error:
-            raise ConfigError(f"attacks.stages: the first round of {FIRST_BUDGET} outputs: {error}") from None
+            raise ConfigError(f"attacks.stages: a round of {PILOT_BELOW} outputs: {error}") from None
     return sequential, int(max_outputs), tolerance
 
 
 POLICIES = ("best", "every")
+MIN_MAX_OUTPUTS = 100
+"""The smallest ``[attacks] max_outputs``: a search's first round shrinks to fit it, down to the smallest budget
+(:func:`attacks.sequential.first_budget`: 200 outputs per dataset, 400 for one pair), which runs whatever the limit."""
 MIN_STAGED_BUDGET = 200
 """The smallest ``n_samples`` the default stage shares split into stages of at least 20 outputs."""
 

@@ -91,6 +91,9 @@ class Row:
         The row's unit (a search, or a pair of policy ``every``): all the outputs it drew (both datasets,
         every pair, stage and round), its rounds, and why it stopped (:data:`attacks.sequential.STOPS`);
         None on other rows.
+    interval : str or None
+        Which interval the row's bounds are (:func:`attacks.sequential.interval_of`: ``"betting CS"``,
+        ``"binomial counts"``, ``"event counts"``, ``"delta method"``); None on rows without a staged statistic.
     unbounded : bool
         A deterministic release with no finite bound (internal: never written).
     evidence : Evidence or None
@@ -137,6 +140,7 @@ class Row:
     outputs_drawn: int | None = _column("staged", None)
     rounds: int | None = _column("staged", None)
     stop: str | None = _column("staged", None)
+    interval: str | None = _column("staged", None)
     unbounded: bool = _column("internal", False)
     evidence: Evidence | None = dataclasses.field(default=None, compare=False, repr=False, metadata={"group": "internal"})
 
