@@ -28,9 +28,12 @@ from attacks.sequential import (
     SequentialEstimate,
     decide,
     detectable_excess,
+    first_budget,
     least_outputs,
     round_budgets,
+    schedule,
     sequential_search,
+    smallest_budget,
     spending_weights,
 )
 from attacks.staged import StageSizes, Target, count_estimate, later_outputs, witness_estimate
@@ -149,8 +152,38 @@ def test_a_sequential_audit_stops_at_a_gross_violation_and_says_so(tmp_path):
         assert (row["stop"], row["rounds"], row["interval"]) == (VIOLATION, 1, "betting CS")
         assert row["outputs_drawn"] <= 2 * FIRST_BUDGET
     value = next(row for row in rows if row["layer"] == "value")
-    assert (f"value: stopped after {value['outputs_drawn']} outputs (1 round): violation"
+    assert (f"value: stopped after {value['outputs_drawn']} outputs (1 round): violation; bounds: betting CS"
             in (tmp_path / "report.md").read_text())
+
+
+def test_a_gross_bug_is_decided_within_a_thousand_outputs_at_default_settings():
+    """Issue 34's target (benchmarks/bench_anytime.py: 20 seeds): the clip-after-sum bug of ``true eps 5``
+    (a float-safe Laplace at epsilon 5 claimed 1-DP) decided with a median of at most 1 000 outputs; seed 1 here
+    (seed 0 above), each search stopping in its pilot round."""
+    drawn = []
+    for seed in (1,):
+        config = {"mechanism": {"name": "snapping_laplace", "params": {"epsilon": 5.0}},
+                  "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0}], "run": {"seed": seed}}
+        result = run_audit(config, progress=False)
+        assert result.verdict == "violation" and set(result.table["stop"]) == {VIOLATION}
+        drawn.append(int(result.table["outputs_drawn"].max()))
+    assert max(drawn) <= 2 * FIRST_BUDGET <= 1_000
+
+
+def test_a_small_budget_runs_a_smaller_first_round():
+    """Issue 35 item 7: max_outputs of a few hundred is accepted, and the first round shrinks to fit it (a budget of
+    at least the smallest whose stages all get 20 outputs)."""
+    cost = least_outputs(1)
+    assert first_budget(4_000_000, cost) == FIRST_BUDGET and schedule(4_000_000, 1)[:3] == [250, 1_000, 4_000]
+    assert cost(first_budget(400, cost)) <= 400 and first_budget(400, cost) >= smallest_budget() == 200
+    assert first_budget(10, cost) == 200  # the smallest round runs whatever the limit
+    assert spending_weights(5, 2) == pytest.approx((0.05, 0.05, 0.3, 0.3, 0.3))
+    assert spending_weights(2, 2) == (0.5, 0.5)
+    config = {"mechanism": {"name": "snapping_laplace", "params": {"epsilon": 5.0}},
+              "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0}],
+              "attacks": {"max_outputs": 600, "representation": False}, "run": {"seed": 0}}
+    result = run_audit(config, progress=False)
+    assert result.verdict == "violation" and int(result.table["outputs_drawn"].max()) <= 600
 
 
 def test_a_fixed_budget_keeps_the_fixed_design(tmp_path):
