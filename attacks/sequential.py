@@ -84,8 +84,9 @@ ANYTIME_SHARE = 0.5
 """The share of a round's error spent by the looks of its confirm confidence sequence; the rest is spent by the
 exact count bound of its whole confirm sample (:func:`anytime_confirm`)."""
 LOOK = 50
-"""Outputs per dataset between the first looks of a confirm confidence sequence; later looks come after every
-eighth more (a geometric grid: about 50 looks up to 32 000 outputs)."""
+"""Outputs per dataset between the first looks of a confirm confidence sequence; later looks come after half as
+many more as drawn so far (a geometric grid: 3 looks in 125 outputs, 16 in 32 000), so that a search stops at most
+half again past the look that could decide, in few draws (each a call of the sampler, e.g. a process started)."""
 ROUND_STRIDE = 1_000_000
 """Round r's chunk k of a stage is drawn as chunk ``r * ROUND_STRIDE + k`` (fresh outputs every round)."""
 POWER = 0.8
@@ -398,7 +399,7 @@ def anytime_confirm(weight: float, decides: Callable[[Evidence, float], bool], l
     ``kl`` or ``renyi`` witness or event: the fixed confirm,
     :func:`attacks.staged.confirm_statistic`, at the round's whole weight),
     the confirm sample is drawn in batches of :data:`LOOK` outputs per
-    dataset, then of an eighth of those drawn so far; after each, the set's
+    dataset, then of half of those drawn so far; after each, the set's
     betting confidence sequences (:class:`attacks.anytime_sets.AnytimeSetEstimate`)
     are read at ``ANYTIME_SHARE * weight`` of the error, and the stage stops
     at the first look where ``decides(evidence, that weight)``.  Valid at any
@@ -431,7 +432,7 @@ def anytime_confirm(weight: float, decides: Callable[[Evidence, float], bool], l
         in_p = in_q = BettingSequence.start(min(level * anytime / 2.0, 0.5))
         cells, coupled, n, batch, first = np.zeros(4, dtype=np.int64), True, 0, 0, ([], [])
         while n < sizes.confirm:
-            size = min(max(LOOK, n // 8), sizes.confirm - n)
+            size = min(max(LOOK, n // 2), sizes.confirm - n)
             samples = draw(winner.pair, size, "confirm", batch)
             if samples is None:
                 return None
