@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from attacks.betting import BettingSequence
+from attacks.betting import BernoulliBetting
 from attacks.estimate import DivergenceEstimate
 from attacks.vocabulary import DP, IPM, divergence_of
 
@@ -56,8 +56,8 @@ class AnytimeSetEstimate:
     """
 
     counts: DivergenceEstimate
-    in_p: BettingSequence
-    in_q: BettingSequence
+    in_p: BernoulliBetting
+    in_q: BernoulliBetting
 
     def __post_init__(self):
         if not isinstance(divergence_of(self.counts), DP | IPM):
@@ -119,5 +119,5 @@ class AnytimeSetEstimate:
     @classmethod
     def from_record(cls, record: Mapping) -> AnytimeSetEstimate:
         """The estimate of :meth:`to_record`'s record: bounds and p-values equal the original's."""
-        return cls(DivergenceEstimate.from_record(dict(record["counts"])), BettingSequence.from_record(record["in_p"]),
-                   BettingSequence.from_record(record["in_q"]))
+        return cls(DivergenceEstimate.from_record(dict(record["counts"])), BernoulliBetting.from_record(record["in_p"]),
+                   BernoulliBetting.from_record(record["in_q"]))

@@ -62,7 +62,7 @@ from scipy.stats import norm
 from attacks.evidence import Evidence
 from attacks import paired_ratio
 from attacks.anytime_sets import AnytimeSetEstimate
-from attacks.betting import BettingSequence
+from attacks.betting import BernoulliBetting
 from attacks.estimate import DivergenceEstimate
 from attacks.staged import (CHUNK, DEFAULT_SHARES, FIGURE_OUTPUTS, Attack, Candidate, Draw, Sampler, StagedResult,
                             PooledEstimate, StageSizes, Target, confirm_statistic, count_estimate, later_outputs, score_summary,
@@ -429,7 +429,7 @@ def anytime_confirm(weight: float, decides: Callable[[Evidence, float], bool], l
         else:
             in_set = attack.in_set
         # the bets are tuned for the one-sided level each probability gets at this round (fixed before the data)
-        in_p = in_q = BettingSequence.start(min(level * anytime / 2.0, 0.5))
+        in_p = in_q = BernoulliBetting.start(min(level * anytime / 2.0, 0.5))
         cells, coupled, n, batch, first = np.zeros(4, dtype=np.int64), True, 0, 0, ([], [])
         while n < sizes.confirm:
             size = min(max(LOOK, n // 2), sizes.confirm - n)

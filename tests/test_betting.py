@@ -16,7 +16,7 @@ import pytest
 from scipy.stats import beta, binom
 
 from attacks.anytime_sets import AnytimeSetEstimate, estimand
-from attacks.betting import GRID, BettingSequence
+from attacks.betting import GRID, BernoulliBetting, BettingSequence
 from attacks.staged import Target, count_estimate
 from audit.store import evidence_from_record
 
@@ -30,11 +30,20 @@ def _streams(law: str, mean: float, seeds: int, n: int) -> list[np.ndarray]:
     return [rng.beta(4 * mean, 4 * (1 - mean), n) for _ in range(seeds)]  # a continuous law with that mean
 
 
-def _misses(law: str, mean: float, seeds: int, n: int, error: float) -> tuple[int, int]:
+def _looked(x: np.ndarray, error: float) -> BernoulliBetting:
+    """The indicators' mixture sequence, looked at after 20 values, then after half as many more as so far."""
+    sequence, n = BernoulliBetting.start(error), 0
+    while n < x.size:
+        size = max(20, n // 2)
+        sequence, n = sequence.update(x[n:n + size]), n + size
+    return sequence
+
+
+def _misses(law: str, mean: float, seeds: int, n: int, error: float, mixture: bool = False) -> tuple[int, int]:
     """(streams whose lower bound ever exceeded the mean, streams whose upper bound ever fell below it)."""
     low = high = 0
     for x in _streams(law, mean, seeds, n):
-        sequence = BettingSequence.start(error).update(x)
+        sequence = _looked(x, error) if mixture else BettingSequence.start(error).update(x)
         low += sequence.lower_bound(error) > mean
         high += sequence.upper_bound(error) < mean
     return low, high
@@ -42,9 +51,9 @@ def _misses(law: str, mean: float, seeds: int, n: int, error: float) -> tuple[in
 
 @pytest.mark.parametrize("law, mean", [("bernoulli", 0.5), ("bernoulli", 0.05), ("beta", 0.3)])
 def test_each_one_sided_sequence_covers_the_mean_at_every_n(law, mean):
-    """150 streams of 200 values: the lower (upper) bound exceeds (falls below) the mean at some n in at most the
-    binomial(150, 0.1) count's 0.999 quantile (27) of them."""
-    seeds = 150
+    """120 streams of 200 values: the lower (upper) bound exceeds (falls below) the mean at some n in at most the
+    binomial(120, 0.1) count's 0.999 quantile (23) of them."""
+    seeds = 120
     low, high = _misses(law, mean, seeds, 200, ERROR)
     assert max(low, high) <= binom.ppf(0.999, seeds, ERROR)
 
@@ -57,6 +66,37 @@ def test_each_one_sided_sequence_covers_the_mean_at_every_n_over_many_seeds(law,
     seeds = 1_000
     low, high = _misses(law, mean, seeds, 2_000, 0.05)
     assert max(low, high) <= binom.ppf(0.999, seeds, 0.05)
+
+
+@pytest.mark.parametrize("mean", [0.5, 0.02])
+def test_the_indicators_mixture_covers_the_mean_at_every_look(mean):
+    """100 streams of 300 indicators, looked at 6 times: as for the plug-in sequence."""
+    low, high = _misses("bernoulli", mean, 100, 300, ERROR, mixture=True)
+    assert max(low, high) <= binom.ppf(0.999, 100, ERROR)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mean", [0.5, 0.05, 0.002, 0.999])
+def test_the_indicators_mixture_covers_the_mean_at_every_look_over_many_seeds(mean):
+    """1 000 streams of 5 000 indicators, about 10 looks each."""
+    low, high = _misses("bernoulli", mean, 1_000, 5_000, 0.05, mixture=True)
+    assert max(low, high) <= binom.ppf(0.999, 1_000, 0.05)
+
+
+def test_the_mixture_bounds_a_rare_set_near_clopper_pearson():
+    """A set of probability 0.001 at 10 000 outputs (11 ones) and a set no output fell in at 32 000: the mixture's
+    99 % bounds within a factor 2 (lower) and 1.6 (upper) of Clopper-Pearson's fixed-n ones, where the plug-in
+    sequence's lower bound is 3 times below."""
+    x = (np.random.default_rng(0).random(10_000) < 0.001).astype(float)
+    k, n = int(x.sum()), x.size
+    mixture, plug_in = _looked(x, 0.01), BettingSequence.start(0.01).update(x)
+    assert beta.ppf(0.01, k, n - k + 1) / 2 < mixture.lower_bound(0.01) < beta.ppf(0.01, k, n - k + 1)
+    assert plug_in.lower_bound(0.01) < beta.ppf(0.01, k, n - k + 1) / 3
+    assert beta.ppf(0.99, k + 1, n - k) < mixture.upper_bound(0.01) < 1.6 * beta.ppf(0.99, k + 1, n - k)
+    none = _looked(np.zeros(32_000), 0.001)
+    assert none.lower_bound(0.001) == 0.0 and 0.00022 < none.upper_bound(0.001) < 1.6 * 0.00022
+    with pytest.raises(ValueError, match="0 or 1"):
+        none.update([0.5])
 
 
 def test_the_bounds_shrink_like_a_square_root_and_lie_on_the_grid():
@@ -95,15 +135,20 @@ def _anytime(divergence: str, p: float, q: float, n: int, seed: int, delta: floa
     in_p, in_q = rng.random(n) < p, rng.random(n) < q
     cells = np.array([np.sum(in_p & in_q), np.sum(in_p & ~in_q), np.sum(~in_p & in_q), np.sum(~in_p & ~in_q)])
     counts = count_estimate(cells, Target(divergence, ("threshold",), delta=delta), "threshold", False)
-    start = BettingSequence.start(0.025)
-    return AnytimeSetEstimate(counts, start.update(in_p), start.update(in_q))
+    start = BernoulliBetting.start(0.025)
+    looks = [0, 50, 100, 150, 225, 300]
+    in_p_seq = in_q_seq = start
+    for begin, end in zip(looks, looks[1:]):
+        in_p_seq, in_q_seq = in_p_seq.update(in_p[begin:end]), in_q_seq.update(in_q[begin:end])
+    return AnytimeSetEstimate(counts, in_p_seq, in_q_seq)
 
 
 @pytest.mark.parametrize("divergence, p, q", [("dp", 0.5, 0.5 * math.exp(-1.0)), ("ipm", 0.6, 0.3)])
 def test_the_set_bounds_cover_the_estimand_and_agree_with_their_p_values(divergence, p, q):
-    """120 streams of 300 outputs per law: the 90 % lower bound of log(p / q) or 2 (p - q) exceeds the truth in at
-    most the binomial(120, 0.1) count's 0.999 quantile; p_value(c) <= 0.1 exactly when lower_bound(0.9) >= c."""
-    truth, seeds, misses = estimand(divergence, 0.0, p, q), 120, 0
+    """80 streams of 300 outputs per law, looked at 5 times: the 90 % lower bound of log(p / q) or 2 (p - q) exceeds
+    the truth in at most the binomial(80, 0.1) count's 0.999 quantile; p_value(c) <= 0.1 exactly when
+    lower_bound(0.9) >= c."""
+    truth, seeds, misses = estimand(divergence, 0.0, p, q), 80, 0
     for seed in range(seeds):
         estimate = _anytime(divergence, p, q, 300, seed)
         low, high = estimate.confidence_interval(0.8)
