@@ -120,10 +120,10 @@ def _monitored_false_violations(runs: int, max_outputs: int, divergence, alpha, 
 
 @pytest.mark.parametrize("divergence, alpha, classes, claim", TRUTHS)
 def test_continuous_monitoring_keeps_false_violations_at_the_level(divergence, alpha, classes, claim):
-    """8 searches of 4 rounds each (500, 2 000, 8 000 then 32 000 outputs; the first three look after every batch
-    of their confirm samples): at most 2 false violations (binomial(8, 0.05) is above 2 with probability 0.006)."""
+    """8 searches of 3 rounds each (500, 2 000 then 8 000 outputs; each looks after every batch of its confirm
+    sample): at most 2 false violations (binomial(8, 0.05) is above 2 with probability 0.006)."""
     runs = 8
-    violations = _monitored_false_violations(runs, 42_500, divergence, alpha, classes, claim)
+    violations = _monitored_false_violations(runs, 10_500, divergence, alpha, classes, claim)
     assert violations <= binom.ppf(0.99, runs, LEVEL)
 
 
