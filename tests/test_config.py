@@ -205,7 +205,7 @@ def test_unauditable_values_are_refused(path, value, expected):
 def test_min_held_out_bounds_an_empty_set_below_a_tenth(confidence, minimum):
     from scipy.stats import binomtest
 
-    from audit.config import min_held_out
+    from attacks.budget import min_held_out
 
     assert min_held_out(confidence) == minimum
     upper = binomtest(0, minimum, alternative="less").proportion_ci(confidence, method="exact").high
@@ -216,7 +216,7 @@ def test_held_out_count_matches_the_estimator_split():
     import numpy as np
 
     from attacks.estimate import estimate_divergence
-    from audit.config import held_out
+    from attacks.budget import held_out
 
     rng = np.random.default_rng(0)
     for n, fraction in [(100, 0.5), (1000, 0.97), (333, 0.3)]:
@@ -371,7 +371,7 @@ def test_the_smallest_accepted_split_keeps_true_claims_mostly_unrefuted():
     from scipy.stats import binom
 
     from audit import run_audit
-    from audit.config import held_out, min_held_out
+    from attacks.budget import held_out, min_held_out
     from audit.theory import bounds
 
     assert held_out(1000, 0.97) == min_held_out(0.95)
