@@ -187,6 +187,8 @@ class AttackSpec:
 
 def attack_spec(table: dict, on_average: bool = False) -> AttackSpec:
     """An ``[attacks]`` table validated; ``on_average``: the config has an on-average claim (policy ``every``)."""
+    from attacks.classes import All, parse_function_class
+
     check_fields(table, ATTACKS.names, "attacks")
     classes = table.get("classes", list(DEFAULT_CLASSES))
     if not isinstance(classes, list) or not classes:
@@ -194,7 +196,7 @@ def attack_spec(table: dict, on_average: bool = False) -> AttackSpec:
             f'attacks.classes: must be a non-empty list of class names, e.g. ["linear", "poly2"]. Found {classes!r}.'
         )
     classes = tuple(class_name(name, f"attacks.classes[{i}]") for i, name in enumerate(classes))
-    if "all" in classes:
+    if any(isinstance(parse_function_class(name), All) for name in classes):
         raise ConfigError("attacks.classes: \"all\" is for claims only (no attack fits every function); remove it.")
     classes = _layers(table, classes)
     n_samples = value(table, ATTACKS["n_samples"], "attacks.n_samples", default=FIXED_SAMPLES)

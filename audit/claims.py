@@ -44,6 +44,8 @@ ALPHA = {"type": "number", "minimum": MIN_ALPHA, "maximum": MAX_ALPHA}
 _CLAIM_CLASS = "^(linear|poly[1-9][0-9]*|kernel|mlp|tree[1-9][0-9]*|threshold|atoms|floatbits|all)$"
 _NAMES = DIVERGENCES + FAMILIES
 _ORDERED = {"divergence": {"const": Renyi.name}}
+_LAW = "profile"
+"""The field naming a profile claim's law (``profile = "gaussian"``), not the divergence of that name."""
 
 
 def _has(*names: str) -> dict:
@@ -86,9 +88,9 @@ CLAIMS = Section("claims", (
      "else": {"if": {"properties": {"divergence": {"const": ZCDP.name}}}, "else": {"not": {"required": ["alpha"]}}}},
     {"if": {"properties": {"divergence": {"const": DP.name}}}, "else": {"not": {"required": ["delta"]}}},
     {"if": {"properties": {"divergence": {"const": Profile.name}}},
-     "then": {"oneOf": [{"required": ["profile", "epsilon"], "not": {"required": ["deltas"]}},
-                        {"required": ["epsilons", "deltas"], "not": _has("epsilon", "profile")}]},
-     "else": {"required": ["epsilon"], "not": _has("deltas", "profile")}},
+     "then": {"oneOf": [{"required": [_LAW, "epsilon"], "not": {"required": ["deltas"]}},
+                        {"required": ["epsilons", "deltas"], "not": _has("epsilon", _LAW)}]},
+     "else": {"required": ["epsilon"], "not": _has("deltas", _LAW)}},
     {"if": {"properties": {"divergence": {"enum": [kind.name for kind in (KL, Renyi, IPM, DP, ZCDP)]}}},
      "then": {"not": {"required": ["epsilons"]}}},
     {"if": {"properties": {"divergence": {"enum": list(FAMILIES)}}}, "then": {"not": _has("delta", "on_average")}},
@@ -97,7 +99,7 @@ CLAIMS = Section("claims", (
 CURVE_FIELDS: dict[type[Curve], tuple[str, ...]] = {
     GDP: ("epsilon", "epsilons"),
     ZCDP: ("epsilon", "alpha"),
-    Profile: ("epsilon", "epsilons", "deltas", "profile"),
+    Profile: ("epsilon", "epsilons", "deltas", _LAW),
 }
 """Fields each curve claim takes besides divergence and function_class."""
 _PARAMETER = {GDP: "mu, e.g. epsilon = 1.0", ZCDP: "rho, e.g. epsilon = 0.5",
@@ -133,7 +135,7 @@ def claims_of(table: dict, path: str) -> list[Claim]:
     divergence = choice(required(table, "divergence", path, f"one of {', '.join(_NAMES)}"), _NAMES,
                         f"{path}.divergence")
     if not issubclass(divergence_kind(divergence), Curve):
-        for key in ("epsilons", "deltas", "profile"):
+        for key in ("epsilons", "deltas", _LAW):
             if key in table:
                 raise ConfigError(f'{path}.{key}: only divergence = "gdp" or "profile" takes {key}. '
                                   f"Found {table[key]!r}.")
@@ -152,7 +154,7 @@ def _curve_table(table: dict, curve: Curve, path: str) -> dict:
             raise ConfigError(f"{path}.{key}: a {curve.name} claim takes no {key}; {hint}. Found {table[key]!r}.")
     class_name(required(table, "function_class", path, 'e.g. function_class = "all"'), f"{path}.function_class")
     words = _PARAMETER[type(curve)]
-    table_form = isinstance(curve, Profile) and "profile" not in table
+    table_form = isinstance(curve, Profile) and _LAW not in table
     if table_form:
         if "epsilon" in table or "deltas" not in table or "epsilons" not in table:
             raise ConfigError(
@@ -164,8 +166,8 @@ def _curve_table(table: dict, curve: Curve, path: str) -> dict:
         found = float(number(required(table, "epsilon", path, words), f"{path}.epsilon"))
         if found <= 0:
             raise ConfigError(f"{path}.epsilon: must be > 0 ({words.split(',')[0]}). Found {found!r}.")
-    if "profile" in table:
-        choice(table["profile"], tuple(PROFILES), f"{path}.profile")
+    if _LAW in table:
+        choice(table[_LAW], tuple(PROFILES), f"{path}.profile")
         if "deltas" in table:
             raise ConfigError(f"{path}.deltas: a named profile computes its deltas; remove deltas or profile.")
     if "alpha" in table:
