@@ -52,10 +52,13 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 __all__ = ["DEFAULT_CLASSES", "PROPERTIES", "AttackSpec", "AuditConfig", "CheckSpec", "Claim", "ConfigError",
-           "MechanismSpec", "RunSpec", "SECTIONS", "load_config", "load_run"]
+           "MechanismSpec", "RULES", "RunSpec", "SECTIONS", "load_config", "load_run"]
 
 SECTIONS = ("mechanism", "pairs", "neighbours", "claims", "checks", "attacks", "run")
 """The config's tables, in the order the "accepted fields" hint lists them."""
+RULES = {"allOf": [{"not": {"required": ["pairs", "neighbours"]}}],
+         "anyOf": [{"required": ["claims"]}, {"required": ["checks"]}]}
+"""The rules between the tables (:func:`_validate` applies them), as JSON Schema keywords."""
 
 
 @dataclass(frozen=True, eq=False)

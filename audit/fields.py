@@ -114,7 +114,8 @@ class Field:
         """The field's row of docs/config.md's table: field, type, default, limits and meaning."""
         kind = self.type_doc or (" \\| ".join(f'`"{c}"`' for c in self.choices) if self.choices else self.kind)
         default = self.default_doc or ("required" if self.default is REQUIRED else "none" if self.default is None
-                                       else f"`{_toml(self.default)}`")
+                                       else f"`{_toml(self.default)}`" if isinstance(self.default, (str, Mapping, tuple))
+                                       else _toml(self.default))
         return f"| `{self.name}` | {kind} | {default} | {self.meaning} |"
 
 
