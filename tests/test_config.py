@@ -405,3 +405,27 @@ def test_built_in_parameters_are_numbers_not_bools_or_strings(name, params, expe
     with pytest.raises(ConfigError) as error:
         load_config(config)
     assert str(error.value).startswith("mechanism.name: ") and expected in str(error.value), str(error.value)
+
+
+def test_a_declared_field_gives_its_schema_its_docs_row_and_its_check():
+    """One declaration (audit.fields.Field) speaks in the schema, docs/config.md and the loader alike."""
+    from audit.attack_config import ATTACKS
+    from audit.fields import value
+
+    confidence = ATTACKS["confidence"]
+    assert confidence.schema == {"type": "number", "minimum": 0.5, "exclusiveMaximum": 1.0, "default": 0.95,
+                                 "description": confidence.meaning}
+    assert confidence.row == f"| `confidence` | number | 0.95 | {confidence.meaning} |"
+    assert value({}, confidence, "attacks.confidence") == 0.95
+    assert value({"confidence": 0.5}, confidence, "attacks.confidence") == 0.5  # the closed end is accepted
+    with pytest.raises(ConfigError, match=r"^attacks\.confidence: must be in \[0\.5, 1\), e\.g\. 0\.95\. Found 1\.0\.$"):
+        value({"confidence": 1}, confidence, "attacks.confidence")  # the open end is not; an int reads as a number
+
+
+def test_every_table_the_loader_reads_is_declared_in_the_loaders_order():
+    from audit.config import SECTIONS, sections
+    from audit.neighbours import SPEC_FIELDS
+    from audit.pairs_config import NEIGHBOURS
+
+    assert tuple(section.name for section in sections()) == SECTIONS
+    assert NEIGHBOURS.names == SPEC_FIELDS  # [neighbours]' rules are the generator's own (audit.neighbours.check_spec)
