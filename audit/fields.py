@@ -246,12 +246,6 @@ def string(found: Any, path: str) -> str:
     return found
 
 
-def flag(found: Any, path: str) -> bool:
-    if not isinstance(found, bool):
-        raise ConfigError(f"{path}: {_BOOLEAN}. Found {found!r}.")
-    return found
-
-
 def choice(found: Any, accepted: Sequence[str], path: str) -> str:
     """``found`` if it is one of ``accepted``, else an error with the nearest name."""
     found = string(found, path)

@@ -11,9 +11,10 @@ the calls).  A *climb* is a call made from a room (module) after the walk went
 down into another room from it: the walk climbs back up to the caller's room to
 go on.
 
+A method or property of the config's parts used on a tracked name
+(``config.mechanism.build()``, ``config.attacks.held_out``) is a stay in it.
 A reading of issue 33's measure ("following config from run_audit ... climbs
-back into rooms above it"), static and by name: methods called on a config's
-parts (``config.mechanism.build()``) are not resolved.  Run by hand::
+back into rooms above it"), static and by name.  Run by hand::
 
     python benchmarks/config_walk.py [ROOT]    # ROOT: a checkout (default this one); prints stays and climbs
 """
@@ -54,6 +55,15 @@ for package in ("audit", "attacks"):
                         FUNCS[f"{module}.{node.name}.{item.name}"] = (module, item)
                 FUNCS[f"{module}.{node.name}"] = (module, next((i for i in node.body if isinstance(i, ast.FunctionDef)
                                                               and i.name == "__init__"), None))
+
+
+PARTS = ("AuditConfig", "MechanismSpec", "Claim", "AttackSpec", "RunSpec", "CheckSpec")
+"""The config and its parts: a method or property of theirs used on a tracked name is a call into it."""
+MEMBERS = {}
+for qualified in FUNCS:
+    *where, cls, member = qualified.split(".")
+    if cls in PARTS and member not in ("__init__", "__post_init__"):
+        MEMBERS.setdefault(member, qualified)
 
 
 def root(expr):
@@ -143,6 +153,9 @@ def walk(name, tracked, path):
     if node is None:
         return
     tracked = grown(node, tracked)
+    for use in (n for n in ast.walk(node) if isinstance(n, ast.Attribute) and n.attr in MEMBERS):
+        if root(use.value) in tracked and MEMBERS[use.attr] not in {f for _, f in path + [(module, name)]}:
+            walk(MEMBERS[use.attr], {"self"}, path + [(module, name)])
     for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
         if not any(mentions(a, tracked) for a in call.args + [k.value for k in call.keywords]):
             continue
