@@ -13,10 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from attacks.vocabulary import IPM, KL
 from audit.fields import REQUIRED, ConfigError, Field, Section, check_fields, choice, one_line, required
 from audit.import_path import user_import_path
-from audit.neighbours import DEFAULT_COUNT, MAX_RECORD, PROBES, RELATIONS, STRATEGIES, check_neighbours, check_spec
+from audit.neighbours import (
+    DEFAULT_COUNT, MAX_CANDIDATES, MAX_COUNT, MAX_DOMAIN_SIZE, MAX_RECORD, MAX_SCREEN_SAMPLES, PROBES, RELATIONS,
+    SCREENING_DIVERGENCES, STRATEGIES, check_neighbours, check_spec,
+)
 from audit.validation import as_numbers
 
 _NUMBERS = {"oneOf": [{"type": "number"}, {"type": "array", "minItems": 1, "items": {"type": "number"}}]}
@@ -58,7 +60,7 @@ NEIGHBOURS = Section("neighbours", (
           meaning="random datasets and a random neighbour; datasets at the corners of the domain with one record moved "
                   "to another corner (farthest moves first); screen candidates with a cheap attack and keep the most "
                   "distinguishable; or iid pairs from a data distribution (below)"),
-    Field("count", "integer", DEFAULT_COUNT, low=1, meaning="≥ 1: pairs kept"),
+    Field("count", "integer", DEFAULT_COUNT, low=1, high=MAX_COUNT, meaning=f"1 to {MAX_COUNT}: pairs kept"),
     Field("relation", "string", RELATIONS[0], choices=RELATIONS,
           meaning="same size and one record differs; or one dataset is the other plus one record"),
     Field("domain", "other", type_doc="table `{ low = [...], high = [...], size = m }`",
@@ -68,19 +70,19 @@ NEIGHBOURS = Section("neighbours", (
                                        "size": {"type": "integer", "minimum": 1, "default": 1}}},
           meaning="per-coordinate bounds of a record (finite, `low <= high`, equal lengths) and the number of records "
                   "per dataset (`size`, integer ≥ 1, default 1). Required for mechanisms without default pairs."),
-    Field("candidates", "integer", low=1, default_doc="10 × `count`",
-          meaning="`search` only: random candidates screened (besides every extreme pair)"),
-    Field("screen_samples", "integer", 2000, low=10,
-          meaning="`search` only: ≥ 10 outputs per dataset for the screening attack"),
+    Field("candidates", "integer", low=1, high=MAX_CANDIDATES, default_doc="10 × `count`",
+          meaning=f"`search` only: 1 to {MAX_CANDIDATES} random candidates screened (besides every extreme pair)"),
+    Field("screen_samples", "integer", 2000, low=10, high=MAX_SCREEN_SAMPLES,
+          meaning=f"`search` only: 10 to {MAX_SCREEN_SAMPLES} outputs per dataset for the screening attack"),
     Field("function_class", "string", "linear", type_doc="class name", schema_extra={"pattern": _CLASS_PATTERN},
           meaning="`search` only: the screening attack's class"),
-    Field("divergence", "string", KL.name, choices=(KL.name, IPM.name),
+    Field("divergence", "string", SCREENING_DIVERGENCES[0], choices=SCREENING_DIVERGENCES,
           meaning="`search` only: the screening attack's divergence"),
     Field("distribution", "other", type_doc="table or `\"module:function\"`", default_doc="required for `on-average`",
           schema_extra=_DISTRIBUTION, meaning="`on-average` only: the data distribution D of the records (below)"),
-    Field("size", "integer", low=1, high=100_000, default_doc="required for `on-average`",
-          meaning="`on-average` only: 1 to 100000 records per dataset (n); 2 × `count` × `size` × `dim` at most 10⁸ "
-                  "record values (the pairs are held in memory)"),
+    Field("size", "integer", low=1, high=MAX_DOMAIN_SIZE, default_doc="required for `on-average`",
+          meaning=f"`on-average` only: 1 to {MAX_DOMAIN_SIZE} records per dataset (n); 2 × `count` × `size` × `dim` at "
+                  "most 10⁸ record values (the pairs are held in memory)"),
     Field("probes", "other", PROBES, type_doc="array of " + ", ".join(f'`"{name}"`' for name in PROBES),
           default_doc="all five", schema_extra={"type": "array", "uniqueItems": True, "items": {"enum": list(PROBES)}},
           meaning="`search` only: the families of edge-case datasets screened besides the domain's corners and random "
