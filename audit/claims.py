@@ -64,7 +64,8 @@ CLAIMS = Section("claims", (
                   "unstable as α → 1; α = 1 is KL); non-empty"),
     Field("function_class", "string", REQUIRED, type_doc="class name, or `\"all\"`",
           schema_extra={"pattern": _CLAIM_CLASS}, meaning="the class H the claim is about"),
-    Field("epsilon", "number", REQUIRED, low=0.0, default_doc="required (not for a `profile` table)",
+    Field("epsilon", "number", REQUIRED, low=0.0, limits="a divergence bound must be >= 0",
+          default_doc="required (not for a `profile` table)",
           meaning="≥ 0: the claimed bound; μ of `gdp`, ρ of `zcdp`, a named profile's parameter (> 0)"),
     Field("delta", "number", 0.0, low=0.0, high=1.0, open_high=True, limits="must be in [0, 1)",
           meaning="`dp` only; in [0, 1)"),
@@ -200,9 +201,8 @@ def _claim(table: dict, path: str) -> Claim:
         required(table, "function_class", path, "e.g. function_class = \"linear\" (or \"all\")"),
         f"{path}.function_class",
     )
-    epsilon = float(number(required(table, "epsilon", path, "the claimed value, e.g. epsilon = 0.5"), f"{path}.epsilon"))
-    if epsilon < 0:
-        raise ConfigError(f"{path}.epsilon: a divergence bound must be >= 0. Found {epsilon!r}.")
+    required(table, "epsilon", path, "the claimed value, e.g. epsilon = 0.5")
+    epsilon = _value(table, "epsilon", path)
     alpha: tuple[float | None, ...] = (None,)
     if kind.has_order:
         values = required(table, "alpha", path, "Renyi claims need Renyi orders, e.g. alpha = [2, 4, 8]")
