@@ -38,13 +38,13 @@ from typing import Any
 
 import numpy as np
 
-from audit.attack_config import DEFAULT_CLASSES, AttackSpec, attack_spec
-from audit.check_config import PROPERTIES, CheckSpec, check_specs
-from audit.claims import Claim, check_on_average, check_refutable, claims_of
+from audit.attack_config import ATTACKS, DEFAULT_CLASSES, AttackSpec, attack_spec
+from audit.check_config import CHECKS, PROPERTIES, CheckSpec, check_specs
+from audit.claims import CLAIMS, Claim, check_on_average, check_refutable, claims_of
 from audit.fields import ConfigError, Section, array_of_tables, check_fields, one_line, table
-from audit.mechanisms.spec import MechanismSpec, check_build, mechanism_spec
-from audit.pairs_config import import_distribution, neighbours_spec, pair
-from audit.parallel import RunSpec, run_spec
+from audit.mechanisms.spec import MECHANISM, MechanismSpec, check_build, mechanism_spec
+from audit.pairs_config import NEIGHBOURS, PAIRS, import_distribution, neighbours_spec, pair
+from audit.parallel import RUN, RunSpec, run_spec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -212,11 +212,4 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
 
 def sections() -> tuple[Section, ...]:
     """Every table's declared fields, in :data:`SECTIONS` order (for :mod:`audit.config_docs`)."""
-    from audit.attack_config import ATTACKS
-    from audit.check_config import CHECKS
-    from audit.claims import CLAIMS
-    from audit.mechanisms.spec import MECHANISM
-    from audit.pairs_config import NEIGHBOURS, PAIRS
-    from audit.parallel import RUN
-
     return MECHANISM, PAIRS, NEIGHBOURS, CLAIMS, CHECKS, ATTACKS, RUN
