@@ -11,7 +11,6 @@ as names.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -72,13 +71,10 @@ CLAIMS = Section("claims", (
     Field("on_average", "boolean", False, limits="must be true or false",
           meaning="an on-average claim (below); `kl` and `renyi` only; policy `every` only (`[attacks] policy = "
                   "\"best\"` is refused: it confirms the most distinguishable pair, a worst-case statistic)"),
-    Field("epsilons", "other", type_doc="array of numbers ≥ 0", default_doc="see below",
-          schema_extra={"type": "array", "minItems": 1, "items": {"type": "number", "minimum": 0}},
-          meaning="`gdp` and `profile` only: the ε grid of the members"),
-    Field("deltas", "other", type_doc="array of numbers in [0, 1)", default_doc="-",
-          schema_extra={"type": "array", "minItems": 1,
-                        "items": {"type": "number", "minimum": 0, "exclusiveMaximum": 1}},
-          meaning="`profile` tables only: δ at each of `epsilons`"),
+    Field("epsilons", "numbers", low=0.0, limits="must be in [0, inf)", type_doc="array of numbers ≥ 0",
+          default_doc="see below", meaning="`gdp` and `profile` only: the ε grid of the members"),
+    Field("deltas", "numbers", low=0.0, high=1.0, open_high=True, limits="must be in [0, 1)",
+          type_doc="array of numbers in [0, 1)", default_doc="-", meaning="`profile` tables only: δ at each of `epsilons`"),
     Field("profile", "string", choices=tuple(PROFILES), default_doc="-",
           meaning="`profile` only: a named law's privacy profile, parameter `epsilon`"),
     Field("reason", "string", schema_extra={"maxLength": MAX_REASON},
@@ -177,17 +173,9 @@ def _curve_table(table: dict, curve: Curve, path: str) -> dict:
             raise ConfigError(f"{path}.alpha: the list is empty; give orders > 1, e.g. alpha = [1.5, 2, 4].")
         for i, order in enumerate(orders):
             renyi_order(order, f"{path}.alpha[{i}]")
-    for key, low, high in (("epsilons", 0.0, math.inf), ("deltas", 0.0, 1.0)):
-        if key not in table:
-            continue
-        values = table[key]
-        if not isinstance(values, list) or not values:
-            raise ConfigError(f"{path}.{key}: must be a non-empty list of numbers, e.g. [0.5, 1.0, 2.0]. "
-                              f"Found {values!r}.")
-        for i, entry in enumerate(values):
-            entry = float(number(entry, f"{path}.{key}[{i}]"))
-            if not low <= entry < high:
-                raise ConfigError(f"{path}.{key}[{i}]: must be in [{low:g}, {high:g}). Found {entry!r}.")
+    for key in ("epsilons", "deltas"):
+        if key in table:
+            _value(table, key, path)
     if table_form and len(table["epsilons"]) != len(table["deltas"]):
         raise ConfigError(f"{path}.deltas: one delta per epsilon; found {len(table['deltas'])} deltas for "
                           f"{len(table['epsilons'])} epsilons.")

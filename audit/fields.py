@@ -45,7 +45,8 @@ class Field:
     ----------
     name : str
     kind : str
-        ``integer``, ``number``, ``boolean``, ``string``, ``table``, or ``other`` (read by its owner's code;
+        ``integer``, ``number``, ``numbers`` (a non-empty list of numbers, each within the limits), ``boolean``,
+        ``string``, ``table``, or ``other`` (read by its owner's code;
         the declaration then serves the docs and the schema only).
     default : object
         :data:`REQUIRED`, None (unset), or the value a config that leaves it out gets.
@@ -97,9 +98,12 @@ class Field:
             schema["enum"] = list(self.choices)
         elif self.kind in _KINDS:
             schema["type"] = _KINDS[self.kind]
-        for bound, key, exclusive in ((self.low, "minimum", self.open_low), (self.high, "maximum", self.open_high)):
-            if bound is not None:
-                schema[f"exclusive{key.title()}" if exclusive else key] = bound
+        bounds = {f"exclusive{key.title()}" if exclusive else key: bound for bound, key, exclusive in (
+            (self.low, "minimum", self.open_low), (self.high, "maximum", self.open_high)) if bound is not None}
+        if self.kind == "numbers":
+            schema.update({"type": "array", "minItems": 1, "items": {"type": "number", **bounds}})
+        else:
+            schema.update(bounds)
         if self.forbid:
             schema["not"] = {"enum": list(self.forbid)} if len(self.forbid) > 1 else {"const": self.forbid[0]}
         schema.update(self.schema_extra)
@@ -199,6 +203,15 @@ def value(table: Mapping, declared: Field, path: str, default: Any = REQUIRED) -
         return choice(found, declared.choices, path)
     if declared.kind == "string":
         return string(found, path)
+    if declared.kind == "numbers":
+        if not isinstance(found, list) or not found:
+            raise ConfigError(f"{path}: must be a non-empty list of numbers, e.g. [0.5, 1.0, 2.0]. Found {found!r}.")
+        return tuple(_scalar(item, declared, f"{path}[{i}]") for i, item in enumerate(found))
+    return _scalar(found, declared, path)
+
+
+def _scalar(found: Any, declared: Field, path: str) -> int | float:
+    """A number of the declared kind (an integer, or any finite number as a float) within the declared limits."""
     integer = declared.kind == "integer"
     found = number(found, path, integer=integer)
     found = int(found) if integer else float(found)
