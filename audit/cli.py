@@ -307,7 +307,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _summary(title: str, result, out: Path, stream=None) -> None:
     rows = result.rows
     counts = collections.Counter("failed" if row.error else row.verdict for row in rows if row.verdict or row.error)
-    checks = collections.Counter(check["verdict"] for check in getattr(result, "checks", ()))
+    checks = collections.Counter(check.verdict for check in getattr(result, "checks", ()))
     tally = ", ".join([f"{count} {verdict}" for verdict, count in sorted(counts.items())]
                       + [f"{count} checks {verdict}" for verdict, count in sorted(checks.items())])
     print(f"{title}: {result.verdict.upper()} ({tally}; {result.seconds:.1f} s) -> {out / 'report.md'}",
@@ -333,7 +333,7 @@ def _summary(title: str, result, out: Path, stream=None) -> None:
     # Failed tasks make the exit code 2: one line on stderr, the first failure's own message (a search that lost
     # its candidates repeats its pairs' cause: named only when nothing else failed), and how many more there are.
     messages = [row.error for row in rows if row.error]
-    messages += [check["error"] for check in getattr(result, "checks", ()) if check["error"]]
+    messages += [check.error for check in getattr(result, "checks", ()) if check.error]
     from audit.engine import NO_STATISTIC
     from audit.summary import failure_lines
 

@@ -17,7 +17,8 @@ x attack class) get a confirmed row:
   tables, the per-pair estimates on-average claims average), Holm over every
   refuting row.
 
-Both run as *units* (best: a claim at one order; every: a pair), the one
+Both run as *units* (best: a claim at one order; every: a pair), then each
+``[[checks]]`` entry as one unit (:func:`audit.checks.run_check`), the one
 unit of work, of ``tasks.jsonl`` and of resume: a finished unit appends all
 its records (:mod:`audit.store`), a resume keeps the units whose records were
 all written and runs the others, with the numbers an uninterrupted run gives
@@ -68,6 +69,7 @@ from attacks.staged import (
 )
 from attacks.vocabulary import DP, divergence_of
 from audit import store
+from audit.checks import check_name, run_check
 from audit.config import AuditConfig
 from audit.events import EventCounter
 from audit.theory.exact import exact_value, known_laws
@@ -118,19 +120,22 @@ class SamplingError(RuntimeError):
 
 @dataclass(frozen=True)
 class Unit:
-    """One unit of work and of resume: a claim at one Renyi order (policy ``best``) or a pair (``every``).
+    """One unit of work and of resume: a claim at one Renyi order (policy ``best``), a pair (``every``) or a
+    ``[[checks]]`` entry.
 
     ``id`` names its seeds and its records in tasks.jsonl; ``targets`` are
     what it searches (best: the claim's; every: every distinct divergence,
     order and delta of the claims, with every attack class that estimates
-    it); ``claim_index`` (best) is the claim its rows answer, ``pair`` (every)
-    the index of its pair.
+    it; none for a check); ``claim_index`` (best) is the claim its rows
+    answer, ``pair`` (every) the index of its pair, ``check`` the index of
+    its check (:func:`audit.checks.run_check`).
     """
 
     id: str
     targets: tuple[Target, ...]
     claim_index: int | None = None
     pair: int | None = None
+    check: int | None = None
 
 
 @dataclass(frozen=True)
@@ -181,8 +186,9 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     """
     policy = POLICIES[config.attacks.policy]
     units = policy.units(config, pairs)
+    checks = [Unit(check_name(index), (), check=index) for index in range(len(config.checks))]
     sizes = _largest_sizes(config, len(pairs), len(units))
-    plan = plan_hash(config, units)
+    plan = plan_hash(config, units + checks)
     path = None if out_dir is None else Path(out_dir) / store.TASKS_FILE
     records = {} if finished is None else finished
     done, evidence = _finished_units(path, plan) if resume and path is not None else ({}, {})
@@ -193,7 +199,9 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     # sampler runs the mechanism on the cluster's workers
     planned = policy.planned(sizes, len(pairs)) if not config.attacks.sequential else _Best.most(config, len(units))
     # the bar shows from the first mechanism call on (the memory check's), its heartbeat while a chunk runs
-    with backend(config.run.backend, config.run.n_jobs), _OutputsBar(planned, len(pending), progress) as bar:
+    checks_pending = sum(unit.id not in done for unit in checks)
+    with backend(config.run.backend, config.run.n_jobs), \
+            _OutputsBar(planned, len(pending) + checks_pending, progress) as bar:
         probed = {}
         if pending:
             n_held, pairs_held = policy.held(sizes, config.attacks.n_samples, len(pairs))
@@ -225,6 +233,17 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
                     if path is not None:
                         store.append(path, record, evidence[record["task"]])
             records.update((record["task"], record) for record in done[unit.id])
+        for unit in checks:  # each check one unit: its row is its record (audit.schema.Row.to_check_record)
+            if unit.id not in done:
+                bar.start()
+                row = run_check(config, unit.check, on_outputs=bar.update)
+                bar.finish()
+                done[unit.id] = [dict(row.to_check_record(), task=unit.id, search=unit.id, search_records=1,
+                                      plan=plan)]
+                evidence[unit.id] = None
+                if path is not None:
+                    store.append(path, done[unit.id][0], None)
+            records[unit.id] = done[unit.id][0]
     return engine_rows(config, records.values(), evidence)
 
 
@@ -471,9 +490,13 @@ def engine_rows(config: AuditConfig, records: Iterable[dict], evidence: Mapping[
     """The result rows of the engine's records: :func:`claim_rows` of each record (a ``best`` record against its
     own search's claim and order, an ``every`` record against every claim), with its stage columns and its
     evidence (``evidence``: task id -> confirm statistic; a failed task's rows carry None, and so do all rows
-    without ``evidence``, e.g. those a failed audit saves without verdicts)."""
+    without ``evidence``, e.g. those a failed audit saves without verdicts); a check's record is its row
+    (:meth:`audit.schema.Row.from_check_record`, ``property`` set)."""
     rows = []
     for record in records:
+        if "property" in record:  # a check's record (audit.checks)
+            rows.append(Row.from_check_record(record))
+            continue
         one = config
         if record.get("claim_index") is not None:
             claim = config.claims[record["claim_index"]]
