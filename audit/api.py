@@ -135,8 +135,7 @@ class AuditResult:
             return write_audit_report(
                 out, rows=self.rows, verdict=self.verdict, seed=self.seed, seconds=self.seconds,
                 versions=dict(self.versions), config=dict(self.config), pairs=list(self.pairs),
-                audited=dict(self.audited), theory=list(self.theory),
-                checks=[row.to_check_record() for row in self.checks],
+                audited=dict(self.audited), theory=list(self.theory), checks=list(self.checks),
                 search=list(self.search), events=list(self.events),
             )
         finally:
@@ -404,7 +403,7 @@ def write_failure(
         columns = [*TABLE_COLUMNS, *STAGED_COLUMNS] if rows and "claim" in rows[0] else None
         write_results(out, {"verdict": FAILED, "error": reason, "seed": seed, "seconds": seconds, "config": config},
                       pd.DataFrame(list(rows), columns=columns))
-        from audit.report import bounded, plain_text
+        from audit.tables import bounded, plain_text
 
         report = out / "report.md"
         report.write_text(  # the reason echoes user input: one bounded line, never raw HTML

@@ -170,14 +170,14 @@ def _command(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
 
 def _message(error: BaseException) -> str:
     """The error in one bounded line: the message of capaudit's own errors (they name the field and fix), else its
-    type too; user input echoed in it is cut (:func:`audit.report.bounded`)."""
+    type too; user input echoed in it is cut (:func:`audit.tables.bounded`)."""
     text = " ".join(str(error).split())
     if isinstance(error, _PathError):  # said before the audit's modules load: its own short line
         return text
     try:
         from audit.api import AuditError
         from audit.mechanisms import MechanismError
-        from audit.report import LINE_LIMIT, bounded
+        from audit.tables import LINE_LIMIT, bounded
         from audit.sampling import one_line
     except Exception:  # a broken install: still one line
         return f"{type(error).__name__}: {text}"[:400]

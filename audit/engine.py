@@ -71,7 +71,7 @@ from attacks.vocabulary import DP, divergence_of
 from audit import store
 from audit.checks import check_name, run_check
 from audit.config import AuditConfig
-from audit.events import EventCounter
+from audit.events import BIT_EVENT, EventCounter
 from audit.theory.exact import exact_value, known_laws
 from audit.theory.table import theory_bound as law_bound
 from audit.neighbours import NeighbourPair
@@ -97,10 +97,6 @@ DETERMINISTIC_NOTE = (
 """The note of a pair whose samples look deterministic.  A finite sample never proves infinity (a
 randomized response at epsilon = 8 repeats one output 1 000 times in a row about 70 % of the time),
 so such rows get the attacks' finite bounds like any other (CBDP Lemma 2's infinity is not claimed)."""
-
-
-BIT_EVENT = "distinguishing event"
-"""The start of a representation row's note: the event on the outputs' finest set bit that tells d from d'."""
 
 
 RAISED_NOTE = "the mechanism raised"

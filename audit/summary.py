@@ -29,7 +29,7 @@ import pandas as pd
 
 from attacks.vocabulary import divergence_kind
 from audit.figures import format_number, mechanism_label, row_label
-from audit.report import bounded, plain_text
+from audit.tables import bounded, plain_text
 from audit.results_file import json_text, load_results
 from audit.schema import Row
 
@@ -250,7 +250,7 @@ def failure_lines(messages: Sequence[str]) -> list[str]:
     lost its candidates reports the same cause again under its own prefix;
     two messages whose last :data:`SAME_CAUSE` characters agree are one
     failure, shown by its shortest message, cut to
-    :data:`audit.report.LINE_LIMIT` characters.
+    :data:`audit.tables.LINE_LIMIT` characters.
     """
     causes: dict[str, str] = {}
     for message in messages:
