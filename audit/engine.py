@@ -441,7 +441,7 @@ def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pai
     if parse_function_class(task.function_class).layer == REPRESENTATION:
         notes += outputs.bit_note(index)
     exact, theory_bound = _theory(mechanism, pairs[index], task)
-    record.update(estimate=float(outcome.evidence.estimate), unbounded=False, note="; ".join(notes), exact=exact,
+    record.update(estimate=float(outcome.evidence.estimate), note="; ".join(notes), exact=exact,
                   theory_bound=theory_bound)
     return record
 
@@ -479,7 +479,7 @@ def event_note(evidence: Any, confidence: float) -> list[str]:
 def task_record(task: Task, *, task_id: str | None = None, error: str | None = None) -> dict:
     """A task's record before its statistic: the task's fields, its id (``task_id``, default ``task.id``), no estimate."""
     return dict(dataclasses.asdict(task), task=task.id if task_id is None else task_id, estimate=math.nan,
-                unbounded=False, error=error, note="", exact=None, theory_bound=None, seconds=0.0)
+                error=error, note="", exact=None, theory_bound=None, seconds=0.0)
 
 
 def engine_rows(config: AuditConfig, records: Iterable[dict], evidence: Mapping[str, Any] | None = None) -> list[Row]:
@@ -525,7 +525,6 @@ def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = N
         "exact": _number(record["exact"]),
         "note": record["note"],
         "task": record["task"],
-        "unbounded": bool(record["unbounded"]),
         "error": record["error"],
         "resumed": bool(record.get("resumed", False)),
         "evidence": evidence,

@@ -246,7 +246,6 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
     lines += staged_section(rows) + stop_lines(rows, attacks.get("tolerance", AttackSpec.tolerance))
     for row_verdict, title in (
         ("violation", "Violations"),
-        ("unbounded", "Unbounded rows"),
         ("inconclusive", "Inconclusive rows"),
     ):
         judged = [row for row in rows if row.verdict == row_verdict and not row.error]  # failed: their own table

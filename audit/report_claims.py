@@ -98,7 +98,7 @@ def representation_section(claims: Sequence[Mapping[str, Any]], rows: Sequence[R
     refuted = [claim for claim in claims if claim.get("representation_verdict") == "violation"]
     if not refuted:
         return []
-    found = [row for row in rows if row.layer == REPRESENTATION and row.verdict in ("violation", "unbounded")]
+    found = [row for row in rows if row.layer == REPRESENTATION and row.verdict == "violation"]
     events = list(dict.fromkeys(f"pair {row.pair}: {part.split(': ', 1)[1]}" for row in found
                                 for part in row.note.split("; ") if part.startswith(BIT_EVENT)))
     lines = ["### How the outputs are stored (representation layer)", "",

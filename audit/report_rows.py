@@ -15,7 +15,7 @@ from audit.schema import Row
 from audit.tables import bounded, format_number, markdown_table
 
 
-ROW_VERDICTS = ("violation", "unbounded", "inconclusive", "pass", "info")
+ROW_VERDICTS = ("violation", "inconclusive", "pass", "info")
 
 
 def by_importance(rows: Sequence[Row]) -> list[Row]:
@@ -70,7 +70,7 @@ def claim_table(rows: Sequence[Row]) -> str:
             "exact": [format_number(r.exact) for r in rows],
             "n": [f"{int(r.n_samples)}" if math.isfinite(r.n_samples) else "-" for r in rows],
             "adjusted p": [format_number(r.p_adjusted) for r in rows],
-            "verdict": ["failed" if r.error else f"**{r.verdict}**" if r.verdict in ("violation", "unbounded")
+            "verdict": ["failed" if r.error else f"**{r.verdict}**" if r.verdict == "violation"
                         else r.verdict for r in rows],
         }
     )

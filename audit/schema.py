@@ -99,8 +99,6 @@ class Row:
         (``checks[i]``), its ``claim`` the theorem's bound, ``estimate`` and ``ci_low`` the decisive composed
         measurement and its lower bound, ``verdict`` one of :data:`audit.checks.CHECK_VERDICTS`
         (:meth:`Row.to_check_record` writes it as results.json's ``checks`` entry).
-    unbounded : bool
-        A deterministic release with no finite bound (internal: never written).
     evidence : Evidence or None
         The row's statistic (:class:`attacks.evidence.Evidence`: its bounds and
         p-value for :mod:`audit.verdicts` and the theory check), None for a failed
@@ -150,7 +148,6 @@ class Row:
     mechanisms: tuple[str, ...] | None = _column("check", None)
     level: float | None = _column("check", None)
     measurements: tuple[Mapping[str, Any], ...] | None = _column("check", None)
-    unbounded: bool = _column("internal", False)
     evidence: Evidence | None = dataclasses.field(default=None, compare=False, repr=False, metadata={"group": "internal"})
 
     def __post_init__(self):

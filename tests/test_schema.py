@@ -52,7 +52,7 @@ def test_the_column_lists_are_the_fields_of_the_row_in_their_old_order():
     assert NUMERIC_COLUMNS == ("alpha", "estimate", "ci_low", "ci_high", "n_samples", "claim", "theory_bound", "exact")
     fields = [field.name for field in dataclasses.fields(Row)]
     checks = ["checked", "theorem", "mechanisms", "level", "measurements"]  # a [[checks]] row's own: not in the table
-    assert fields == [*WRITTEN, *STAGED, *checks, "unbounded", "evidence"]  # internal, never written
+    assert fields == [*WRITTEN, *STAGED, *checks, "evidence"]  # internal, never written
     assert not set(checks) & set(Row(**_record()).to_record())
 
 
@@ -85,7 +85,7 @@ def test_the_row_carries_its_evidence_but_never_writes_or_compares_it():
 def test_to_record_inverts_from_record_key_for_key(extra):
     """The record the engines build comes back with the same keys, order, values and types (so the same JSON)."""
     record = _record(**extra)
-    row = Row.from_record({**record, "unbounded": False})
+    row = Row.from_record(record)
     back = row.to_record()
     assert list(back) == list(record)
     assert json.dumps(back) == json.dumps(record)
