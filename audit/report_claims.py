@@ -47,7 +47,8 @@ def tight_note(claim: Mapping[str, Any], row: Row | None, confidence: float | No
         return ""
     if not (math.isfinite(row.ci_low) and math.isfinite(row.ci_high) and row.ci_low <= row.claim <= row.ci_high):
         return ""
-    text = (f"consistent with equality: the strongest row's interval [{format_number(row.ci_low)}, {format_number(row.ci_high)}] "
+    interval = f"[{format_number(row.ci_low)}, {format_number(row.ci_high)}]"
+    text = (f"consistent with equality: the strongest row's interval {interval} "
             f"holds the claimed {format_number(row.claim)}, so a mechanism exactly at its claim reads inconclusive in a "
             "good share of audits")
     excess = claim["detectable_excess"]

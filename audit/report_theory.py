@@ -81,7 +81,8 @@ def checks_block(checks: Sequence[Mapping[str, Any]]) -> list[str]:
             "class, divergence": [f"{c['function_class']}, {divergence_label(c['divergence'], c['alpha'])}"
                                   for c in checks],
             "bound": [format_number(c["bound"]) for c in checks],
-            "measured [lower bound]": [f"{format_number(c['measured'])} [{format_number(c['measured_low'])}]" for c in checks],
+            "measured [lower bound]": [f"{format_number(c['measured'])} [{format_number(c['measured_low'])}]"
+                                       for c in checks],
             "measurements: estimate [lower, upper] (exact)": ["; ".join(map(_measurement_text, c["measurements"]))
                                                               for c in checks],
             "verdict": [f"**{c['verdict']}**" if c["verdict"] != "holds" else "holds" for c in checks],
