@@ -171,7 +171,8 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     list of Row
         :func:`engine_rows` of every record: the stage columns
         (:data:`audit.schema.STAGED_COLUMNS`) and the confirm statistic (``evidence``) filled;
-        error rows (``evidence`` None) for failed pairs and searches.
+        error rows (``evidence`` None) for failed pairs and searches; then one row per
+        ``[[checks]]`` entry (``checked`` set, :func:`audit.checks.run_check`).
 
     Raises
     ------
