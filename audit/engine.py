@@ -42,8 +42,6 @@ import dataclasses
 import functools
 import math
 import os
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -51,11 +49,8 @@ from pathlib import Path
 from typing import Any
 
 import joblib
-import numpy as np
-from tqdm import tqdm
 
 from attacks.classes import LAYERS, REPRESENTATION, VALUE, parse_function_class
-from attacks.representation import FINEST_BITS, finest_bits, separating_bit
 from attacks.sequential import FIRST_BUDGET, FIXED, Limits, least_outputs, round_budgets, sequential_search
 from attacks.staged import (
     MAX_FINALISTS,
@@ -71,11 +66,12 @@ from attacks.vocabulary import DP, divergence_of
 from audit import store
 from audit.checks import check_name, run_check
 from audit.config import AuditConfig
-from audit.events import BIT_EVENT, EventCounter
+from audit.events import EventCounter
 from audit.theory.exact import exact_value, known_laws
 from audit.theory.table import theory_bound as law_bound
 from audit.neighbours import NeighbourPair
 from audit.parallel import backend
+from audit.progress import OutputsBar
 from audit.plan import MEMORY_FRACTION, DIRECTIONS, Task, available_memory, estimate_memory, plan_hash, task_seed
 from audit.sampling import (
     CHUNK_SIZE,
@@ -88,6 +84,7 @@ from audit.sampling import (
     one_line,
 )
 from audit.schema import Row
+from audit.watch import OutputWatch
 
 DETERMINISTIC_NOTE = (
     "every output on D equal, every output on D' equal, and different: consistent with a deterministic release, "
@@ -99,9 +96,6 @@ randomized response at epsilon = 8 repeats one output 1 000 times in a row about
 so such rows get the attacks' finite bounds like any other (CBDP Lemma 2's infinity is not claimed)."""
 
 
-RAISED_NOTE = "the mechanism raised"
-"""The start of the note of a pair on which mechanism calls raised: a call that raises is an observable event,
-compared by the attacks like any output (:func:`audit.sampling.draw_pair_isolated`)."""
 EVENT_NOTE = "bound from the counts of one event"
 """How the note of a ``kl`` or ``renyi`` row bounded by one event's counts begins (:func:`event_note`)."""
 
@@ -198,7 +192,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     # the bar shows from the first mechanism call on (the memory check's), its heartbeat while a chunk runs
     checks_pending = sum(unit.id not in done for unit in checks)
     with backend(config.run.backend, config.run.n_jobs), \
-            _OutputsBar(planned, len(pending) + checks_pending, progress) as bar:
+            OutputsBar(planned, len(pending) + checks_pending, progress) as bar:
         probed = {}
         if pending:
             n_held, pairs_held = policy.held(sizes, config.attacks.n_samples, len(pairs))
@@ -206,7 +200,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
             probed = check_memory(config, pairs, functools.partial(draw_chunk, mechanism, seed=config.run.seed),
                                   n_samples=n_held, held_pairs=pairs_held)
         events = EventCounter(getattr(mechanism, "structure", None))
-        outputs = _Outputs(pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
+        outputs = OutputWatch(pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
                                         workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1),
                                         timeout=config.run.sample_timeout, on_outputs=bar.update, failed=probed,
                                         backend=config.run.backend,
@@ -293,7 +287,7 @@ class _Best:
 
     @staticmethod
     def run(unit: Unit, config: AuditConfig, pairs: Sequence[NeighbourPair], sizes: StageSizes,
-            sample: Callable, bar: _OutputsBar) -> list[Outcome]:
+            sample: Callable, bar: OutputsBar) -> list[Outcome]:
         [target] = unit.targets
         seed = int(task_seed(config.run.seed, unit.id).generate_state(1)[0])
         try:
@@ -318,7 +312,7 @@ class _Best:
 
 
 def _sequential(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence[NeighbourPair], sample: Callable,
-                bar: _OutputsBar, seed: int) -> StagedResult:
+                bar: OutputsBar, seed: int) -> StagedResult:
     """A ``best`` unit's search in rounds (:func:`attacks.sequential.sequential_search`); the progress bar counts
     against the most the unit may draw (a total that stays put) and shows the round and the lower bound beside
     the claim."""
@@ -365,7 +359,7 @@ class _Every:
 
     @staticmethod
     def run(unit: Unit, config: AuditConfig, pairs: Sequence[NeighbourPair], sizes: StageSizes,
-            sample: Callable, bar: _OutputsBar) -> list[Outcome]:
+            sample: Callable, bar: OutputsBar) -> list[Outcome]:
         pair = pairs[unit.pair]
         # the targets share the pair's samples: drawn once, held until the pair is done
         draw = functools.cache(sample) if len(unit.targets) > 1 else sample
@@ -421,7 +415,7 @@ def _staged_fields(policy: str, sizes: StageSizes, candidates: int, finalists: i
 
 
 def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pairs: Sequence[NeighbourPair],
-            config: AuditConfig, outputs: _Outputs, seconds: float, events: Mapping[str, Any]) -> dict:
+            config: AuditConfig, outputs: OutputWatch, seconds: float, events: Mapping[str, Any]) -> dict:
     """The one record builder: a task's fields, its id, estimate, error, notes, exact value and closed-form bound,
     the unit it belongs to (``search``, ``claim_index``, ``search_records``), its stage fields (``staged``) and
     what the mechanism did while the unit drew (``events``: :meth:`audit.events.EventCounter.since`, the same in
@@ -602,150 +596,6 @@ def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coup
         return Draw(drawn.d, drawn.d_prime, drawn.coupled)
 
     return sample
-
-
-class _Outputs:
-    """The sampler, watching each pair's outputs: whether every output so far on d was one value, every output on
-    d' another (a deterministic release, :data:`DETERMINISTIC_NOTE`), what the mechanism did besides regular
-    outputs (:class:`audit.events.EventCounter`: structural outputs, among them the event "the mechanism raised"
-    of :func:`audit.sampling.draw_pair_isolated`, per dataset), and the finest bit each output sets
-    (:func:`attacks.representation.finest_bits`), for the event a representation row names (:meth:`bit_note`)."""
-
-    def __init__(self, sample: Callable[[int, int, str, int], Draw], events: EventCounter, names: Sequence[str]):
-        self.sample = sample
-        self.firsts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self.varied: set[int] = set()
-        self.events, self.names = events, list(names)
-        self.bits: dict[int, np.ndarray] = {}
-        """Pair -> histograms of the finest bit set, shape (2, FINEST_BITS): outputs on d, on d'."""
-        self.lock = threading.Lock()
-
-    def __call__(self, pair: int, n: int, stage: str, chunk: int) -> Draw:
-        draw = self.sample(pair, n, stage, chunk)
-        self.events.drawn(self.names[pair], draw.d, draw.d_prime)
-        bits = np.stack([_finest_bits(draw.d), _finest_bits(draw.d_prime)])
-        with self.lock:  # the staged search draws several pairs at once, in threads
-            self.bits[pair] = self.bits.get(pair, 0) + bits
-        first_d, first_d_prime = self.firsts.setdefault(pair, (draw.d[0].copy(), draw.d_prime[0].copy()))
-        if not (np.all(draw.d == first_d) and np.all(draw.d_prime == first_d_prime)):
-            self.varied.add(pair)
-        return draw
-
-    def deterministic(self, pair: int) -> bool:
-        if pair not in self.firsts or pair in self.varied:
-            return False
-        first_d, first_d_prime = self.firsts[pair]
-        return bool(np.any(first_d != first_d_prime))
-
-    def bit_note(self, pair: int) -> list[str]:
-        """The event on the finest bit set that tells the pair's datasets apart most, with its shares of the outputs
-        drawn (:func:`attacks.representation.separating_bit`; [] when none does): what a representation finding
-        reads, in words."""
-        found = separating_bit(*self.bits[pair]) if pair in self.bits else None
-        if found is None:
-            return []
-        bit, share_d, share_d_prime = found
-        return [f"{BIT_EVENT}: lowest set bit (of any coordinate) below 2^{bit}: {_share(share_d)} of outputs on d, "
-                f"{_share(share_d_prime)} on d'"]
-
-    def raised_note(self, pair: int) -> list[str]:
-        """The note of a pair on which the mechanism raised: its counts on each dataset ([] when it never did)."""
-        raised_d, n_d, raised_d_prime, n_d_prime = self.events.raised(self.names[pair])
-        if not raised_d and not raised_d_prime:
-            return []
-        where = (" on both datasets" if raised_d and raised_d_prime
-                 else " on one dataset only, so the failure itself distinguishes the datasets")
-        return [f"{RAISED_NOTE}{where}: {raised_d} of {n_d} outputs on d and {raised_d_prime} of {n_d_prime} "
-                f"on d' are the event \"the mechanism raised\" (one output per call once a call raised)"]
-
-
-def _finest_bits(outputs: np.ndarray) -> np.ndarray:
-    """The histogram of :func:`attacks.representation.finest_bits` over the finite float outputs."""
-    outputs = np.asarray(outputs)
-    if outputs.dtype.kind != "f":
-        return np.zeros(FINEST_BITS, dtype=np.int64)
-    rows = outputs.reshape(len(outputs), -1)
-    finite = rows[np.isfinite(rows).all(axis=1)].astype(np.float64)
-    return np.bincount(finest_bits(finite), minlength=FINEST_BITS)
-
-
-def _share(share: float) -> str:
-    """A share of outputs in words: "none", "all", else a percentage with two significant digits."""
-    return "none" if share == 0.0 else "all" if share == 1.0 else f"{100 * share:.2g} %"
-
-
-HEARTBEAT = {True: 1.0, False: 30.0}
-"""Seconds between the progress bar's redraws while no output comes in, on a terminal and elsewhere (a CI log)."""
-
-
-class _OutputsBar:
-    """The progress bar, in outputs per dataset drawn (every stage, every pair), shown from the first mechanism call.
-
-    Each unit is counted at first for the outputs it may draw (``planned``; a
-    search in rounds: the most it may draw, so the total stays put); the best
-    policy's screen fixes its later stages (:meth:`replan`), and the unit's end
-    sets its share to what it drew (a failed pair draws no more).  ``status``
-    says what runs (the memory check's first outputs, a round and its lower
-    bound against the claim); a heartbeat thread redraws the bar while a chunk
-    runs, with the seconds since the last outputs came in, so that a slow or
-    hanging mechanism shows before ``run.sample_timeout``.
-    """
-
-    def __init__(self, planned: int, units: int, enabled: bool):
-        self.planned = planned
-        terminal = sys.stderr.isatty()
-        self.bar = tqdm(total=units * planned, desc="audit", unit="outputs", unit_scale=True, file=sys.stderr,
-                        disable=not enabled, **({} if terminal else {"mininterval": HEARTBEAT[False]}))
-        self.unit_planned = self.drawn = 0
-        self._status = ""
-        self.last = time.monotonic()
-        self.lock = threading.Lock()
-        self.stopped = threading.Event()
-        self.heartbeat = threading.Thread(target=self._beat, args=(HEARTBEAT[terminal],), daemon=True)
-        if enabled:
-            self.heartbeat.start()
-
-    def __enter__(self) -> _OutputsBar:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.stopped.set()
-        if self.heartbeat.is_alive():
-            self.heartbeat.join()
-        self.bar.close()
-
-    def _beat(self, interval: float) -> None:
-        while not self.stopped.wait(interval):
-            idle = time.monotonic() - self.last
-            waiting = f"waiting on the mechanism for {idle:.0f} s" if idle >= interval else ""
-            self.bar.set_postfix_str("; ".join(text for text in (self.status, waiting) if text), refresh=True)
-
-    def update(self, outputs: int) -> None:
-        with self.lock:  # the staged search draws several pairs at once, in threads
-            self.drawn += outputs
-            self.last = time.monotonic()
-            self.bar.update(outputs)
-
-    def start(self) -> None:
-        self.unit_planned, self.drawn, self.status = self.planned, 0, ""
-
-    @property
-    def status(self) -> str:
-        return self._status
-
-    @status.setter
-    def status(self, text: str) -> None:
-        self._status = text
-        self.bar.set_postfix_str(text, refresh=True)
-
-    def replan(self, planned: int) -> None:
-        """The running unit will draw ``planned`` outputs per dataset in all."""
-        self.bar.total += planned - self.unit_planned
-        self.unit_planned = planned
-        self.bar.refresh()
-
-    def finish(self) -> None:
-        self.replan(self.drawn)
 
 
 def check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: functools.partial, *,

@@ -24,6 +24,7 @@ import pytest
 import audit.api
 import audit.engine
 import audit.neighbours
+import audit.progress
 import audit.report
 import attacks.staged
 import audit.sampling
@@ -470,7 +471,7 @@ def test_ctrl_c_while_a_pair_hangs_keeps_the_other_pairs(tmp_path, capsys, monke
 def test_a_hanging_mechanism_shows_on_the_terminal_before_the_timeout(tmp_path, capsys, monkeypatch):
     """The bar is drawn from the first mechanism call (the memory check's) and its heartbeat counts the seconds
     without outputs while a chunk runs: not a blank terminal until run.sample_timeout."""
-    monkeypatch.setattr(audit.engine, "HEARTBEAT", {True: 0.5, False: 0.5})
+    monkeypatch.setattr(audit.progress, "HEARTBEAT", {True: 0.5, False: 0.5})
     code = main(["run", str(_toml(tmp_path, _config("hangs", sample_timeout=3))), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 2 and "first outputs (memory check)" in err
