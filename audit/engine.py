@@ -67,23 +67,15 @@ from audit import store
 from audit.checks import check_name, run_check
 from audit.config import AuditConfig
 from audit.events import EventCounter
-from audit.theory.exact import exact_value, known_laws
-from audit.theory.table import theory_bound as law_bound
+from audit.memory import check_memory
 from audit.neighbours import NeighbourPair
 from audit.parallel import backend
+from audit.plan import DIRECTIONS, Task, plan_hash, task_seed
 from audit.progress import OutputsBar
-from audit.plan import MEMORY_FRACTION, DIRECTIONS, Task, available_memory, estimate_memory, plan_hash, task_seed
-from audit.sampling import (
-    CHUNK_SIZE,
-    COUPLING_REFUSED,
-    ChunkSampler,
-    PairSamples,
-    Raised,
-    draw_chunk,
-    draw_pair_isolated,
-    one_line,
-)
+from audit.sampling import CHUNK_SIZE, COUPLING_REFUSED, draw_chunk, draw_pair_isolated, one_line
 from audit.schema import Row
+from audit.theory.exact import exact_value, known_laws
+from audit.theory.table import theory_bound as law_bound
 from audit.watch import OutputWatch
 
 DETERMINISTIC_NOTE = (
@@ -173,7 +165,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     ValueError
         When ``resume`` meets a tasks.jsonl written by another config, seed or
         policy, or edited since (:func:`audit.store.read_finished`), and when
-        the samples held at once would not fit in memory (:func:`check_memory`).
+        the samples held at once would not fit in memory (:func:`audit.memory.check_memory`).
     """
     policy = POLICIES[config.attacks.policy]
     units = policy.units(config, pairs)
@@ -596,37 +588,3 @@ def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coup
         return Draw(drawn.d, drawn.d_prime, drawn.coupled)
 
     return sample
-
-
-def check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: functools.partial, *,
-                 n_samples: int, held_pairs: int) -> dict[str, str]:
-    """Refuse a plan that would not fit in memory; the output width comes from two outputs of the first pair.
-
-    ``n_samples`` outputs per dataset of ``held_pairs`` pairs are held at once
-    (the policy's, ``held``), and each worker fits on 2 ``n_samples`` rows
-    (:func:`audit.plan.estimate_memory`).  The two outputs are drawn like every
-    chunk (:class:`audit.sampling.ChunkSampler`); when that fails, the failure
-    is returned as the first pair's (pair name -> message), so that a hung
-    mechanism costs one timeout, not two, and the check is skipped.
-    """
-    if not pairs:
-        return {}
-    [(pair, samples)] = list(ChunkSampler(draw, pairs[:1], 2, config.attacks.coupled, 1, config.run.sample_timeout,
-                                          backend=config.run.backend))
-    if isinstance(samples, Raised):  # perhaps evidence (draw_pair_isolated decides): the pair is sampled, unchecked
-        return {}
-    if not isinstance(samples, PairSamples):
-        return {pair.name: samples}
-    dim = samples.d.shape[1]
-    workers = joblib.effective_n_jobs(config.run.n_jobs)
-    need = estimate_memory(n_samples, dim, held_pairs, config.attacks.classes, workers,
-                           class_params=config.attacks.class_params, backend=config.run.backend)
-    have = available_memory()
-    if have is not None and need > MEMORY_FRACTION * have:
-        raise ValueError(
-            f"the audit would need about {need / 2**30:.1f} GiB of memory ({held_pairs} pairs x 2 datasets x "
-            f"{n_samples} samples x d = {dim}, plus {workers} workers' processes and features) but only "
-            f"{have / 2**30:.1f} GiB are available; lower attacks.n_samples or run.n_jobs. "
-            f"Found n_samples = {config.attacks.n_samples}."
-        )
-    return {}
