@@ -335,6 +335,28 @@ def test_a_nonlinear_map_widens_the_class_beyond_the_bound():
 # --------------------------------------------------------------------------- resume
 
 
+def _written_checks(out):
+    return [{key: value for key, value in check.items() if key != "resumed"}
+            for check in json.loads((out / "results.json").read_text())["checks"]]
+
+
+def test_resume_keeps_the_finished_checks_and_runs_the_others(tmp_path):
+    """An audit cut after its first check (its line whole, the next torn): --resume reads the first check's row
+    back and runs the second, and the checks are those of an uninterrupted run."""
+    config = _config({"property": "post-processing", "map": [[2.0]]}, {"property": "convexity"}, n=200)
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    run_audit(config, out_dir=full, progress=False)
+    lines = (full / TASKS_FILE).read_text().splitlines()
+    assert [json.loads(line)["check"] for line in lines] == ["checks[0]", "checks[1]"]
+    cut.mkdir()
+    (cut / TASKS_FILE).write_text(lines[0] + "\n" + lines[1][:40])
+    resumed = run_audit(config, out_dir=cut, resume=True, progress=False)
+    assert [check.resumed for check in resumed.checks] == [True, False]
+    assert (cut / TASKS_FILE).read_text().splitlines()[0] == lines[0]  # kept verbatim
+    assert _written_checks(cut) == _written_checks(full)
+
+
+@pytest.mark.slow
 def test_resume_after_kill_9_gives_the_checks_of_an_uninterrupted_run(tmp_path):
     """Each check is a unit of the engine: killed (SIGKILL) after the first check's row reached tasks.jsonl, the
     resumed audit keeps that row, runs the second, and writes the checks an uninterrupted run writes."""
@@ -356,9 +378,5 @@ def test_resume_after_kill_9_gives_the_checks_of_an_uninterrupted_run(tmp_path):
     resumed = run_audit(config, out_dir=cut, resume=True, progress=False)
     assert [check.resumed for check in resumed.checks] == [True, False]
     run_audit(config, out_dir=tmp_path / "full", progress=False)  # the marker exists: never killed
-
-    def checks(out):
-        return [{key: value for key, value in check.items() if key != "resumed"}
-                for check in json.loads((out / "results.json").read_text())["checks"]]
-
-    assert checks(cut) == checks(tmp_path / "full") and [c["verdict"] for c in checks(cut)] == ["holds"] * 2
+    checks = _written_checks(cut)
+    assert checks == _written_checks(tmp_path / "full") and [c["verdict"] for c in checks] == ["holds"] * 2
