@@ -100,6 +100,23 @@ def test_decide_needs_a_pass_budget_for_a_pass_and_the_spent_level_for_a_violati
     assert decide(tight, 1.0, LEVEL, 1e-6, budget=PASS_BUDGET) is None
 
 
+def test_each_statistic_names_its_interval():
+    """results.json ``interval`` (issue 34 item 6)."""
+    from attacks.anytime_sets import AnytimeSetEstimate
+    from attacks.betting import BernoulliBetting
+    from attacks.sequential import interval_of
+
+    dp = count_estimate(np.array([300, 150, 40, 510]), Target("dp", ("threshold",)), "threshold", False)
+    event = count_estimate(np.array([0, 500, 0, 500]), Target("kl", ("linear",)), "linear", False)
+    witness = witness_estimate(WitnessMoments.from_values(np.random.default_rng(0).normal(size=500),
+                                                          np.random.default_rng(1).normal(size=500), "kl"),
+                               Target("kl", ("linear",)), "linear", False)
+    start = BernoulliBetting.start(0.05)
+    anytime = AnytimeSetEstimate(dp, start.update(np.ones(450)), start.update(np.r_[np.ones(340), np.zeros(660)]))
+    assert [interval_of(e) for e in (dp, event, witness, anytime, SequentialEstimate(anytime, 0.5))] == [
+        "binomial counts", "event counts", "delta method", "betting CS", "betting CS"]
+
+
 def test_a_look_with_an_untrusted_interval_decides_nothing():
     """Issue 32: a search stopped "violation" on a witness with no spread while its row read inconclusive (the
     caveat): a look with a caveat is neither a violation nor a decided pass, so stop and verdict agree."""
