@@ -106,10 +106,11 @@ ATTACKS = Section("attacks", (
                   "stages grow too) and looks after each: it stops at a violation, at a decided pass, or when the next "
                   "round would pass `max_outputs` or `[run] max_seconds` when set. The first round always runs: where "
                   "its 250 outputs per dataset would pass a search's share of `max_outputs` it shrinks to fit, down to "
-                  "200 (400 outputs for one pair, the least a search draws). In the rounds below 256 000 a `dp` or "
+                  "200 (400 outputs for one pair, the least a search draws). In the two pilot rounds a `dp` or "
                   "`ipm` set is confirmed by betting confidence sequences read after every batch of its confirm sample "
                   "(50 outputs per dataset, then half as many more as drawn so far), so a gross violation stops within "
-                  "a few hundred outputs. The two pilot rounds (250, 1 000) spend 5 % of the error each, the others "
+                  "a few hundred outputs; the larger rounds confirm at their end. The pilot rounds spend 5 % of the error "
+                  "each, the others "
                   "share the rest, so the verdict holds at the audit's confidence whatever round and look it stopped "
                   "at (docs/theory.md section 7, \"Sequential audits\")"),
     Field("tolerance", "number", 0.1, low=0.0, open_low=True,
