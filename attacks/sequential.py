@@ -78,7 +78,14 @@ versions before the pilot rounds, so that a pass is decided at the same budgets.
 PILOT_BELOW = 4_000
 """Rounds of a smaller budget are *pilots*: cheap looks that stop a gross violation within a few hundred outputs
 (their confirm a confidence sequence read after every batch, :func:`anytime_confirm`), each spending
-:data:`PILOT_WEIGHT` of the error; the larger rounds confirm at their end."""
+:data:`PILOT_WEIGHT` of the error."""
+ANYTIME_BELOW = 16_000
+"""Rounds of a smaller budget (250, 1 000, 4 000) confirm a ``dp`` / ``ipm`` set by confidence sequences read after
+every batch (:func:`anytime_confirm`); the larger ones at their end, at their whole weight.  With looks in every
+round below :data:`PASS_BUDGET`, a correct Laplace's pass took 17 s in place of 6 on the shared machine (the
+capital on the grid, a sampler call per look); with looks in the pilots only, svt_5 and numpy's textbook Laplace,
+caught in the 4 000 round, drew 38 250 and 10 500 outputs in place of 35 764 and 8 770
+(benchmarks/bench_anytime.py)."""
 PILOT_WEIGHT = 0.05
 """The share of the error each pilot round spends when larger rounds follow (:func:`spending_weights`)."""
 ANYTIME_SHARE = 0.5
@@ -312,14 +319,10 @@ def sequential_search(sample: Sampler, n_pairs: int, target: Target, claim: floa
                       on_look: Callable[[SequentialEstimate], object] = lambda evidence: None) -> StagedResult:
     """Staged searches in rounds of growing budgets until the claim is decided or a limit is reached.
 
-    A pilot round (a budget below :data:`PILOT_BELOW`) whose chosen statistic
+    A round of a budget below :data:`ANYTIME_BELOW` whose chosen statistic
     is one ``dp`` or ``ipm`` set confirms it by :func:`anytime_confirm`: looks
     after every batch of its confirm sample, stopping at the first that
-    decides.  The larger rounds confirm at their end, at their whole weight:
-    with looks in the rounds up to 64 000 as well, a correct Laplace's pass
-    took 17 s in place of 6 (the sequences' capital on the grid and a sampler
-    call per look) and svt_5, caught in the 4 000 round, drew no fewer outputs
-    (the round's exact bound at half its weight; benchmarks/bench_anytime.py).
+    decides.  The larger rounds confirm at their end, at their whole weight.
 
     Parameters
     ----------
@@ -371,7 +374,7 @@ def sequential_search(sample: Sampler, n_pairs: int, target: Target, claim: floa
                           budget) is not None
 
         round_seed = seed if r == 0 else int(np.random.SeedSequence([seed, r]).generate_state(1)[0] >> 1)
-        confirm = anytime_confirm(weights[r], decides, limits.level) if budget < PILOT_BELOW else None
+        confirm = anytime_confirm(weights[r], decides, limits.level) if budget < ANYTIME_BELOW else None
         result = staged_search(round_sample, n_pairs, target, sizes, seed=round_seed, chunk=chunk, n_jobs=n_jobs,
                                on_screened=on_screened, confirm=confirm)
         if result.evidence is None:

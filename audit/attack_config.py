@@ -106,7 +106,7 @@ ATTACKS = Section("attacks", (
                   "stages grow too) and looks after each: it stops at a violation, at a decided pass, or when the next "
                   "round would pass `max_outputs` or `[run] max_seconds` when set. The first round always runs: where "
                   "its 250 outputs per dataset would pass a search's share of `max_outputs` it shrinks to fit, down to "
-                  "200 (400 outputs for one pair, the least a search draws). In the two pilot rounds a `dp` or "
+                  "200 (400 outputs for one pair, the least a search draws). In the rounds of 250, 1 000 and 4 000 a `dp` or "
                   "`ipm` set is confirmed by betting confidence sequences read after every batch of its confirm sample "
                   "(50 outputs per dataset, then half as many more as drawn so far), so a gross violation stops within "
                   "a few hundred outputs; the larger rounds confirm at their end. The pilot rounds spend 5 % of the error "

@@ -11,8 +11,8 @@ claimed 0.1).  "Before" is the median outputs of the same audits in those
 benchmarks' records (``bench_defaults.jsonl``, ``bench_sequential.jsonl``:
 rounds of 4 000 x 4^r outputs per dataset, each confirmed at its end);
 "after" is this code's: pilot rounds of 250 and 1 000 outputs per dataset
-first, their confirm samples read after each batch by betting confidence
-sequences.  Outputs: results.json
+first, the confirm samples of the rounds up to 4 000 read after each batch by
+betting confidence sequences.  Outputs: results.json
 ``outputs_drawn`` of the last row (the search that decided, both datasets,
 every pair, stage and round); ``interval``: the interval of that row.  Each
 audit is appended to ``--records`` (default: ``--out`` with ``.jsonl``) when
