@@ -41,6 +41,7 @@ import pandas as pd
 from attacks.classes import LAYERS, LINEAR, REPRESENTATION, All, Thresholds, parse_function_class
 from attacks.vocabulary import DP, divergence_kind
 from audit.figures import mechanism_label, row_label, write_evidence_figures, write_figures, write_tradeoff_figure
+from audit.gdp_report import gdp_route, gdp_route_lines
 from audit.events import EVENTS, SIDES, WORDS as EVENT_WORDS
 from audit.html_report import write_html_report
 from audit.provenance import NOT_REPRODUCIBLE, not_neighbours
@@ -159,6 +160,8 @@ def write_audit_report(
         **({"search": [dict(entry) for entry in search]} if search else {}),  # only strategy = "search"
         **({"events": [dict(entry) for entry in events]} if events else {}),  # only when the mechanism showed some
     }
+    route = gdp_route(rows, config, claims, strongest, confidence)  # gdp claims, (epsilon, delta) of Gaussians
+    meta.update({"gdp_route": route} if route else {})
     write_results(out_dir, meta, results_table(rows))
     figures = write_figures(rows, out_dir / "figures", mechanism=mechanism_label(config))
     shown = [(row, row.held_out_scores) for row in strongest if row is not None]  # the rows the Claims table names
@@ -288,6 +291,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         lines += ["## Claims", "", _claims_table(meta["claims"]), "", *_reasons(meta["config"])]
         lines += _representation_section(meta["claims"], rows)
     lines += list(tradeoff)
+    lines += gdp_route_lines(meta.get("gdp_route"))
     lines += _on_average_section(rows, confidence)
     lines += _checks_block(meta.get("checks", []))
     lines += _staged_section(rows) + _stop_lines(rows, attacks.get("tolerance", AttackSpec.tolerance))

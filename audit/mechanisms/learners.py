@@ -13,7 +13,7 @@ when one is replaced), which is (C_sens / (sigma C))-GDP (DRS Thm 2.7); the
 T steps compose adaptively to mu-GDP with mu = sqrt(T) C_sens / (sigma C)
 (DRS Corollary 3.3), and the final parameters are post-processing of the
 noisy sums.  mu-GDP is (epsilon, delta_mu(epsilon))-DP for every epsilon
-(DRS Corollary 2.13, :func:`audit.theory.tradeoff.gaussian_profile`).
+(DRS Corollary 2.13, :func:`audit.theory.tradeoff.gdp_epsilon`).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from audit.mechanisms.base import BaseMechanism
 from audit.mechanisms.builtin import positive_int
-from audit.theory.tradeoff import gaussian_profile
+from audit.theory.tradeoff import gdp_epsilon
 from audit.validation import check_positive, is_number
 
 Pair = tuple[np.ndarray, np.ndarray]
@@ -35,30 +35,6 @@ NEIGHBOURS = ("add_remove", "replace_one")
 """The neighbour relations a DP-GD run can be calibrated for."""
 DELTA = 1e-5
 """The delta at which ``true_privacy`` states the (epsilon, delta) of mu-GDP."""
-
-
-def gdp_epsilon(mu: float, delta: float) -> float:
-    """The smallest epsilon >= 0 with delta_mu(epsilon) <= delta: mu-GDP read as (epsilon, delta)-DP.
-
-    DRS Corollary 2.13 (mu-GDP holds exactly when (epsilon, delta_mu(epsilon))-DP
-    holds for all epsilon); delta_mu (:func:`audit.theory.tradeoff.gaussian_profile`)
-    decreases in epsilon, so the root is found by Brent's method.
-
-    Examples
-    --------
-    >>> round(gdp_epsilon(1.0, 1e-5), 3)
-    4.377
-    """
-    mu, delta = check_positive(mu, "mu"), check_positive(delta, "delta")
-    if delta >= 1.0:
-        raise ValueError(f"delta must be in (0, 1). Found {delta!r}.")
-    if gaussian_profile(0.0, mu) <= delta:
-        return 0.0
-    high = mu * mu / 2.0 + mu * (1.0 + math.sqrt(2.0 * math.log(1.0 / delta)))
-    while gaussian_profile(high, mu) > delta:
-        high *= 2.0
-    return float(optimize.brentq(lambda epsilon: float(gaussian_profile(epsilon, mu)) - delta, 0.0, high,
-                                 xtol=1e-12))
 
 
 def _optional_positive(value: Any, name: str) -> float | None:
