@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attacks.vocabulary import DIVERGENCES
+from audit.accounting import ACCOUNTANTS, TRAINING_FIELDS, accountant_epsilon, training_parameters
 from audit.families import FAMILIES, PROFILES, Family
 from audit.mechanisms.compose import MAPS
 from audit.neighbours import (
@@ -75,7 +76,7 @@ _FIELDS = {
     "pairs": ("d", "d_prime", "relation"),
     "neighbours": SPEC_FIELDS,
     "claims": ("divergence", "alpha", "function_class", "epsilon", "delta", "on_average", "epsilons", "deltas", "profile",
-               "reason"),
+               "reason", "accountant", "noise_multiplier", "sampling_rate", "steps", "accounted"),
     "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params", "coupled", "policy", "engine", "stages",
                 "max_outputs", "tolerance", "representation"),
     "run": ("seed", "n_jobs", "backend", "sample_timeout", "max_seconds"),
@@ -311,6 +312,9 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
             "pairs: missing required field for a user mechanism (it has no default neighbours); "
             "add [[pairs]] entries with d and d_prime, or a [neighbours] table."
         )
+    if "claims" in raw:  # an accountant claim's epsilon computed and written into its entry (audit.accounting)
+        raw["claims"] = [_accounted(entry, f"claims[{i}]", mechanism)
+                         for i, entry in enumerate(_array_of_tables(raw, "claims"))]
     # a curve claim (gdp, zcdp, profile) is audited as its members, ordinary dp / renyi claims (audit.families)
     members = [(f"claims[{i}]", claim) for i, entry in enumerate(_array_of_tables(raw, "claims"))
                for claim in _claims_of(entry, f"claims[{i}]")]
@@ -499,6 +503,48 @@ def _neighbours(table: dict) -> dict:
     except ValueError as error:
         raise ConfigError(_one_line(error)) from None
     return table
+
+
+def _accounted(entry: dict, path: str, mechanism: MechanismSpec) -> dict:
+    """A ``[[claims]]`` entry, with ``epsilon`` and ``accounted`` (the parameters used) when it names an accountant."""
+    if "accountant" not in entry:
+        for field in TRAINING_FIELDS + ("accounted",):
+            if field in entry:
+                raise ConfigError(f'{path}.{field}: only a claim with accountant = "rdp" or "pld" takes {field}. '
+                                  f"Found {entry[field]!r}.")
+        return entry
+    accountant = _choice(entry["accountant"], ACCOUNTANTS, f"{path}.accountant")
+    if entry.get("divergence") != "dp":
+        raise ConfigError(f'{path}.divergence: an accountant claim is an (epsilon, delta) claim; set divergence = "dp". '
+                          f"Found {entry.get('divergence')!r}.")
+    if "epsilon" in entry and "accounted" not in entry:
+        raise ConfigError(f"{path}.epsilon: an accountant claim computes its epsilon; remove epsilon or accountant. "
+                          f"Found {entry['epsilon']!r}.")
+    delta = float(_number(_required(entry, "delta", path, "the accountant's delta, e.g. delta = 1e-5"), f"{path}.delta"))
+    stated = None if all(field in entry for field in TRAINING_FIELDS) else _stated_training(mechanism)
+    try:
+        used = training_parameters(entry, stated)
+    except KeyError as missing:
+        raise ConfigError(f"{path}.{missing.args[0]}: missing; an accountant claim needs noise_multiplier, "
+                          "sampling_rate and steps unless its mechanism states them (dp_gd_logistic does).") from None
+    for field, value in used.items():
+        _number(value, f"{path}.{field}", integer=field == "steps")
+    try:
+        epsilon = accountant_epsilon(accountant, float(used["noise_multiplier"]), float(used["sampling_rate"]),
+                                     int(used["steps"]), delta)
+    except ImportError as error:
+        raise ConfigError(f"{path}.accountant: {_one_line(error)}") from None
+    except ValueError as error:
+        raise ConfigError(f"{path}: {_one_line(error)}") from None
+    return {**entry, "epsilon": epsilon, "accounted": dict(used)}
+
+
+def _stated_training(mechanism: MechanismSpec) -> Mapping[str, float] | None:
+    """The training parameters a built-in learner states (``training_parameters()``), None for others."""
+    if mechanism.name is None:
+        return None
+    built = mechanism.build()
+    return built.training_parameters() if hasattr(built, "training_parameters") else None
 
 
 def _claims_of(table: dict, path: str) -> list[Claim]:

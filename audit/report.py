@@ -40,6 +40,7 @@ import pandas as pd
 
 from attacks.classes import LAYERS, LINEAR, REPRESENTATION, All, Thresholds, parse_function_class
 from attacks.vocabulary import DP, divergence_kind
+from audit.accounting import claim_source
 from audit.figures import mechanism_label, row_label, write_evidence_figures, write_figures, write_tradeoff_figure
 from audit.gdp_report import gdp_route, gdp_route_lines
 from audit.events import EVENTS, SIDES, WORDS as EVENT_WORDS
@@ -147,7 +148,7 @@ def write_audit_report(
     for claim, row in zip(claims, strongest):
         claim["strongest_row"] = None if row is None else row_label(row.pair, row.direction, row.function_class)
         tight = _tight_note(claim, row, confidence)
-        claim["note"] = "; ".join(part for part in (claim["note"], tight) if part)
+        claim["note"] = "; ".join(part for part in (claim["note"], tight, _source(claim, config)) if part)
     versions = dict(versions)
     if ((audited or {}).get("mechanism") or {}).get("reproducible") is False:  # the probe overrules the declaration
         versions["mechanism_seedable"] = False
@@ -173,6 +174,17 @@ def write_audit_report(
                                 tradeoff=_tradeoff_section(panels, confidence, rows)))
     write_html_report(report)
     return report
+
+
+def _source(claim: Mapping[str, Any], config: Mapping[str, Any]) -> str:
+    """Where a dp claim's epsilon came from when an accountant computed it (:func:`audit.accounting.claim_source`)."""
+    entries = config.get("claims") or []
+    for entry in [entries] if isinstance(entries, Mapping) else entries:
+        if (claim["divergence"] == "dp" and "accounted" in entry and entry["function_class"] == claim["claim_class"]
+                and _same_number(float(entry["epsilon"]), claim["claim"])
+                and _same_number(float(entry["delta"]), claim["delta"])):
+            return claim_source(entry)
+    return ""
 
 
 def _strongest_row(rows: Sequence[Row], claim: Mapping[str, Any]) -> Row | None:

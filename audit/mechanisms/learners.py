@@ -148,6 +148,7 @@ class DPGradientDescent(BaseMechanism):
         self.clipping, self.noise_over_dataset_size = bool(clipping), bool(noise_over_dataset_size)
         self.pass_nan_gradients, self.release_dataset_size = bool(pass_nan_gradients), bool(release_dataset_size)
         accounted = 1.0 if neighbours == "add_remove" or replace_one_as_add_remove else 2.0
+        self.accounted_sensitivity = accounted
         if sigma is None:
             self.mu = check_positive(1.0 if mu is None else mu, "mu")
             self.sigma = math.sqrt(self.steps) * accounted / self.mu
@@ -156,6 +157,13 @@ class DPGradientDescent(BaseMechanism):
             self.mu = math.sqrt(self.steps) * accounted / self.sigma
         self.true_mu = self._true_mu()
         self.true_epsilon = math.inf if self.true_mu is None else None
+
+    def training_parameters(self) -> dict[str, float]:
+        """What an accountant reads of this run (:mod:`audit.accounting`): T full-batch steps (sampling rate 1) of
+        noise multiplier sigma C / C_sens, C_sens as accounted (C, or 2C for ``replace_one``, C again under
+        ``replace_one_as_add_remove``: the accountant then inherits that bug)."""
+        return {"noise_multiplier": self.sigma / self.accounted_sensitivity, "sampling_rate": 1.0,
+                "steps": self.steps}
 
     def _true_mu(self) -> float | None:
         """The mu-GDP the sampler has over ``self.neighbours`` (None: not DP for any epsilon over all datasets)."""
