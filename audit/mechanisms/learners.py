@@ -223,19 +223,28 @@ class DPGradientDescent(BaseMechanism):
         p0, the canary: a record of feature norm ``canary_norm`` C on the unused third feature, label 1,
         added (``add_remove``), or replacing a record of the opposite feature (``replace_one``: the
         two clipped gradients point in opposite directions, 2C apart); p1, a record of NaN features
-        in the canary's place (a special value: its gradient is not finite).
+        in the canary's place (a special value: its gradient is not finite); p2, a mislabelled point:
+        feature norm ``canary_norm`` C along the data's own direction (1, 1, 0) / sqrt(2), label 0 where
+        the data say 1, added (``add_remove``) or replacing the same point correctly labelled
+        (``replace_one``).  The model never fits it (the data pull theta the other way), so its gradient
+        stays clipped at C at every step: for T > 1 it is the stronger canary (p0's gradient vanishes
+        once theta fits it after a step or two).
         """
         generator = np.random.default_rng(20261127)
         features = np.hstack([generator.normal(size=(20, 2)), np.zeros((20, 1))])
         labels = (features[:, 0] + features[:, 1] + generator.normal(size=20) > 0).astype(float)
         base = np.column_stack([features, labels])
-        canary = np.array([[0.0, 0.0, self.canary_norm * self.clip_norm, 1.0]])
+        norm = self.canary_norm * self.clip_norm
+        canary = np.array([[0.0, 0.0, norm, 1.0]])
         nan_record = np.array([[np.nan, np.nan, np.nan, 1.0]])
+        mislabelled = np.array([[norm / math.sqrt(2.0), norm / math.sqrt(2.0), 0.0, 0.0]])
         if self.neighbours == "add_remove":
-            return [(base, np.vstack([base, canary])), (base, np.vstack([base, nan_record]))]
+            return [(base, np.vstack([base, record])) for record in (canary, nan_record, mislabelled)]
         opposite = canary * np.array([1.0, 1.0, -1.0, 1.0])
         d = np.vstack([base, opposite])
-        return [(d, np.vstack([base, canary])), (d, np.vstack([base, nan_record]))]
+        labelled = mislabelled + np.array([0.0, 0.0, 0.0, 1.0])
+        return [(d, np.vstack([base, canary])), (d, np.vstack([base, nan_record])),
+                (np.vstack([base, labelled]), np.vstack([base, mislabelled]))]
 
 
 MECHANISMS = (DPGradientDescent,)
