@@ -29,8 +29,8 @@ from audit.schema import Row
 from audit.theory.tradeoff import gdp_epsilon
 
 GAUSSIAN_MECHANISMS = ("gaussian", "dp_gd_logistic")
-"""Built-ins whose every neighbouring pair has a Gaussian trade-off curve (a Gaussian shift; DP-GD: post-processing
-of Gaussian sums), so that an (epsilon, delta) claim of theirs gets the route too."""
+"""Built-ins whose trade-off curves are Gaussian-like (a Gaussian shift; DP-GD: exactly at one step, post-processing
+of Gaussian sums at more), so that an (epsilon, delta) claim of theirs gets the route too, labelled as assuming it."""
 
 
 def route_applies(config: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> bool:
