@@ -1,14 +1,17 @@
 """The Gaussian-DP route in results.json (``gdp_route``) and report.md: a labelled estimate beside the verdict.
 
 For an audit with a ``gdp`` claim, or an (epsilon, delta) claim (delta > 0)
-of a mechanism whose trade-off curve is Gaussian by construction
-(:data:`GAUSSIAN_MECHANISMS`), every row's held-out threshold tests
-(:func:`attacks.gdp_route.threshold_tests`, independent samples only) give
-one lower confidence bound mu_low at the audit's confidence, the error split
-over every test of every row (:func:`attacks.gdp_route.mu_lower_bound`), and
-its (epsilon, delta) reading at each claim's delta
-(:func:`audit.theory.tradeoff.gdp_epsilon`: the smallest epsilon with
-delta_mu(epsilon) <= delta, Dong, Roth and Su 2022, Cor. 2.13).
+of a mechanism whose trade-off curve is Gaussian-like (:data:`GAUSSIAN_MECHANISMS`),
+each claim gets a lower confidence bound mu_low at the audit's confidence
+from the held-out threshold tests of every task (:func:`attacks.gdp_route.threshold_tests`,
+independent samples only): per task, the one stored test nearest the
+symmetric point b = Phi(-mu_c / 2) of the claim's mu_c (a gdp claim's mu; for
+(epsilon, delta), :func:`audit.theory.tradeoff.gdp_mu`, the mu whose profile
+passes through it), chosen from the claim alone, the error split over the
+tasks (:func:`attacks.gdp_route.mu_lower_bound`); and for an (epsilon, delta)
+claim, mu_low's epsilon at its delta (:func:`audit.theory.tradeoff.gdp_epsilon`:
+the smallest epsilon with delta_mu(epsilon) <= delta, Dong, Roth and Su 2022,
+Cor. 2.13).  Each claim's reading holds at the audit's confidence on its own.
 
 The reading assumes a Gaussian trade-off curve, so it never sets a verdict:
 each claim keeps the verdict of its nonparametric rows, reported beside it
@@ -23,10 +26,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from scipy.special import ndtr
+
 from attacks.binomial_ratio import clopper_pearson_log_ratio_bound
 from attacks.gdp_route import ASSUMPTION, mu_lower_bound
 from audit.schema import Row
-from audit.theory.tradeoff import gdp_epsilon
+from audit.theory.tradeoff import gdp_epsilon, gdp_mu
 
 GAUSSIAN_MECHANISMS = ("gaussian", "dp_gd_logistic")
 """Built-ins whose trade-off curves are Gaussian-like (a Gaussian shift; DP-GD: exactly at one step, post-processing
@@ -42,32 +47,42 @@ def route_applies(config: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]
 
 def gdp_route(rows: Sequence[Row], config: Mapping[str, Any], claims: Sequence[Mapping[str, Any]],
               strongest: Sequence[Row | None], confidence: float) -> dict[str, Any] | None:
-    """results.json's ``gdp_route``: mu_low over every row's tests and one entry per gdp or (epsilon, delta) claim.
+    """results.json's ``gdp_route``: one reading per gdp or (epsilon, delta) claim (module docstring).
 
     ``strongest``: each claim's strongest row (None when untested), in the order of ``claims``.  None when the
     route does not apply (:func:`route_applies`) or no row kept threshold tests.
     """
-    tests = [row.held_out_scores["gdp_tests"] for row in rows
-             if row.held_out_scores and "gdp_tests" in row.held_out_scores]
+    tests = list({row.task or str(i): row.held_out_scores["gdp_tests"] for i, row in enumerate(rows)
+                  if row.held_out_scores and "gdp_tests" in row.held_out_scores}.values())  # one per task
     if not tests or not route_applies(config, claims):
         return None
-    bound = mu_lower_bound(tests, confidence)
     entries = []
     for claim, row in zip(claims, strongest):
         if claim["divergence"] == "gdp":
-            entries.append({"label": claim.get("label", f"{claim['claim']:g}-GDP"), "claim": claim["claim"],
-                            "delta": None, "verdict": claim["verdict"], "gdp_mu_low": bound.mu_low,
-                            "gdp_epsilon_low": None, "gdp_exceeds_claim": bound.mu_low > claim["claim"],
-                            **_nonparametric(row, confidence)})
+            label, delta, mu = claim.get("label", f"{claim['claim']:g}-GDP"), None, claim["claim"]
         elif claim["divergence"] == "dp" and claim["delta"] > 0:
-            epsilon_low = gdp_epsilon(bound.mu_low, claim["delta"]) if bound.mu_low > 0 else 0.0
-            entries.append({"label": f"({claim['claim']:g}, {claim['delta']:g})-DP", "claim": claim["claim"],
-                            "delta": claim["delta"], "verdict": claim["verdict"], "gdp_mu_low": bound.mu_low,
-                            "gdp_epsilon_low": epsilon_low, "gdp_exceeds_claim": epsilon_low > claim["claim"],
-                            **_nonparametric(row, confidence)})
-    return {"assumption": ASSUMPTION, "confidence": confidence, "mu_low": bound.mu_low,
-            "type_one_upper": bound.type_one_upper, "type_two_upper": bound.type_two_upper,
-            "n_p": bound.n_p, "n_q": bound.n_q, "tests": bound.tests, "claims": entries}
+            label, delta = f"({claim['claim']:g}, {claim['delta']:g})-DP", claim["delta"]
+            mu = gdp_mu(claim["claim"], delta)
+        else:
+            continue
+        bound = mu_lower_bound([_targeted(test, mu) for test in tests], confidence)
+        epsilon_low = None if delta is None else (gdp_epsilon(bound.mu_low, delta) if bound.mu_low > 0 else 0.0)
+        entries.append({
+            "label": label, "claim": claim["claim"], "delta": delta, "verdict": claim["verdict"],
+            "claimed_mu": mu, "gdp_mu_low": bound.mu_low, "gdp_epsilon_low": epsilon_low,
+            "gdp_exceeds_claim": bound.mu_low > mu, "type_one_upper": bound.type_one_upper,
+            "type_two_upper": bound.type_two_upper, "n_p": bound.n_p, "n_q": bound.n_q, "tests": bound.tests,
+            **_nonparametric(row, confidence),
+        })
+    return {"assumption": ASSUMPTION, "confidence": confidence, "claims": entries}
+
+
+def _targeted(test: Mapping[str, Any], mu: float) -> dict[str, Any]:
+    """The one stored test whose rank is nearest the symmetric point b = Phi(-mu / 2) of G_mu (the test that
+    bounds mu best at the claim): chosen from the claim and n_Q alone, so no error is spent on the others."""
+    goal = (1.0 - float(ndtr(-mu / 2.0))) * test["n_q"]
+    i = min(range(len(test["ranks"])), key=lambda k: abs(test["ranks"][k] - goal))
+    return {**test, "ranks": [test["ranks"][i]], "p_counts": [test["p_counts"][i]]}
 
 
 def _nonparametric(row: Row | None, confidence: float) -> dict[str, Any]:
@@ -82,23 +97,26 @@ def _nonparametric(row: Row | None, confidence: float) -> dict[str, Any]:
 
 def gdp_route_lines(route: Mapping[str, Any] | None) -> list[str]:
     """report.md's "Gaussian-DP route" section ([] when there is no route)."""
-    if not route:
+    if not route or not route["claims"]:
         return []
     lines = [
         "## Gaussian-DP route (assumes a Gaussian trade-off curve)", "",
-        f"Threshold tests on the held-out scores of every row give mu_low = {route['mu_low']:.4g} at confidence "
-        f"{route['confidence']:g} (Clopper-Pearson bounds a <= {route['type_one_upper']:.4g}, "
-        f"b <= {route['type_two_upper']:.4g} from {route['n_p']} and {route['n_q']} outputs, the error split "
-        f"over {route['tests']} tests; mu_low = Phi^-1(1 - a) - Phi^-1(b), docs/theory.md \"The Gaussian-DP "
-        "route\"). It " + ASSUMPTION + " and never sets a verdict: each claim keeps its nonparametric one, "
-        "shown beside it with the count bound's ceiling at the strongest row's size.", "",
-        "| claim | verdict | nonparametric lower bound | ceiling | GDP route: mu_low | GDP route: epsilon_low |",
-        "|---|---|---|---|---|---|",
+        "Per claim, one threshold test per task on its held-out scores, chosen from the claim (nearest the "
+        "symmetric point of the claim's mu), gives mu_low = Phi^-1(1 - a) - Phi^-1(b) from Clopper-Pearson bounds "
+        f"on its errors a and b, the error split over the tasks, at confidence {route['confidence']:g} "
+        "(docs/theory.md \"The Gaussian-DP route\"). It " + ASSUMPTION + " and never sets a verdict: each claim "
+        "keeps its nonparametric one, shown beside it with the count bound's ceiling at the strongest row's size.",
+        "",
+        "| claim | verdict | nonparametric lower bound | ceiling | GDP route: mu_low (claimed mu) | "
+        "GDP route: epsilon_low | best test: a <=, b <= (outputs, tests) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for entry in route["claims"]:
         epsilon = "-" if entry["gdp_epsilon_low"] is None else f"{entry['gdp_epsilon_low']:.4g}"
         lines.append(f"| {entry['label']} | {entry['verdict']} | {_text(entry['nonparametric_low'])} | "
-                     f"{_text(entry['ceiling'])} | {entry['gdp_mu_low']:.4g} | {epsilon} |")
+                     f"{_text(entry['ceiling'])} | {entry['gdp_mu_low']:.4g} ({entry['claimed_mu']:.4g}) | {epsilon} | "
+                     f"{entry['type_one_upper']:.3g}, {entry['type_two_upper']:.3g} ({entry['n_p']}, {entry['n_q']}; "
+                     f"{entry['tests']}) |")
     return lines + [""]
 
 

@@ -12,7 +12,7 @@ from scipy.stats import binomtest, norm
 from attacks.gdp_route import ASSUMPTION, clopper_pearson_upper, mu_lower_bound, threshold_tests
 from audit import run_audit
 from audit.gdp_report import route_applies
-from audit.theory.tradeoff import gaussian_profile, gdp_epsilon
+from audit.theory.tradeoff import gaussian_profile, gdp_epsilon, gdp_mu
 
 
 @pytest.mark.parametrize("mu", [0.5, 1.0, 2.0, 4.0])
@@ -23,10 +23,11 @@ def test_gdp_profile_at_zero_is_the_total_variation(mu):
 
 
 @pytest.mark.parametrize("mu, epsilon", [(0.5, 0.3), (1.0, 1.0), (2.0, 5.0), (2.0, 9.0)])
-def test_gdp_epsilon_inverts_the_closed_form_profile(mu, epsilon):
+def test_gdp_epsilon_and_gdp_mu_invert_the_closed_form_profile(mu, epsilon):
     # DRS Cor. 2.13 written out: delta(eps) = Phi(-eps / mu + mu / 2) - e^eps Phi(-eps / mu - mu / 2)
     delta = norm.cdf(-epsilon / mu + mu / 2) - math.exp(epsilon) * norm.cdf(-epsilon / mu - mu / 2)
     assert gdp_epsilon(mu, delta) == pytest.approx(epsilon, abs=1e-8)
+    assert gdp_mu(epsilon, delta) == pytest.approx(mu, rel=1e-8)
 
 
 def test_clopper_pearson_upper_matches_scipy_exact_interval():
@@ -83,10 +84,13 @@ def test_report_puts_the_route_beside_the_verdict(tmp_path):
     }
     result = run_audit(config, out_dir=tmp_path, progress=False)
     route = json.loads((tmp_path / "results.json").read_text())["gdp_route"]
-    assert route["assumption"] == ASSUMPTION and route["tests"] >= 6
+    assert route["assumption"] == ASSUMPTION
     [dp] = route["claims"]
     assert dp["label"] == "(1, 1e-05)-DP"
-    assert dp["gdp_epsilon_low"] == pytest.approx(gdp_epsilon(route["mu_low"], 1e-5)) and dp["ceiling"] > 0
+    assert dp["claimed_mu"] == pytest.approx(gdp_mu(1.0, 1e-5)) and dp["tests"] >= 1 and dp["ceiling"] > 0
+    assert dp["gdp_epsilon_low"] == pytest.approx(gdp_epsilon(dp["gdp_mu_low"], 1e-5))
+    # the test chosen from the claim: its mu_low is the formula at its bounds, split over the tasks
+    assert dp["gdp_mu_low"] == pytest.approx(norm.ppf(1 - dp["type_one_upper"]) - norm.ppf(dp["type_two_upper"]))
     assert dp["verdict"] in {"violation", "pass", "inconclusive"}  # the nonparametric verdict, kept
     assert [c["verdict"] for c in result.claims if c["divergence"] == "dp"] == [dp["verdict"]]
     assert ASSUMPTION in (tmp_path / "report.md").read_text()

@@ -126,6 +126,26 @@ def gdp_epsilon(mu: float, delta: float) -> float:
                                  xtol=1e-12))
 
 
+def gdp_mu(epsilon: float, delta: float) -> float:
+    """The mu whose Gaussian-DP profile passes through (epsilon, delta): delta_mu(epsilon) = delta.
+
+    delta_mu(epsilon) increases with mu (G_mu decreases in mu, DRS Def. 2.6), from 0 to 1, so the
+    root is found by Brent's method; the inverse of :func:`gdp_epsilon` in mu.
+
+    Examples
+    --------
+    >>> round(gdp_mu(gdp_epsilon(2.0, 1e-5), 1e-5), 6)
+    2.0
+    """
+    epsilon, delta = _non_negative(epsilon, "epsilon"), check_positive(delta, "delta")
+    if delta >= 1.0:
+        raise ValueError(f"delta must be in (0, 1). Found {delta!r}.")
+    high = 1.0
+    while gaussian_profile(epsilon, high) < delta:
+        high *= 2.0
+    return float(optimize.brentq(lambda mu: float(gaussian_profile(epsilon, mu)) - delta, 1e-12, high, xtol=1e-12))
+
+
 def laplace_profile(epsilon: ArrayLike, epsilon0: float) -> np.ndarray:
     """delta(epsilon) = max(0, 1 - exp((epsilon - epsilon0) / 2)): the privacy profile of Lap(0, 1) vs Lap(epsilon0, 1).
 
