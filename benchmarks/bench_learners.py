@@ -118,7 +118,8 @@ def main() -> None:
     canary = [canary_reading(seed, args.fits) for seed in range(args.seeds)]
     audits = [audit_reading(seed, args.fits) for seed in range(args.seeds)]
     seconds = cpu_seconds() - start
-    verdicts = ", ".join(f"{v} {sum(r['verdict'] == v for r in audits)}" for v in sorted({r["verdict"] for r in audits}))
+    verdicts = ", ".join(f"{v} {sum(r['verdict'] == v for r in audits)}"
+                         for v in sorted({r["verdict"] for r in audits}))
     drawn = statistics.median(r["outputs_drawn"] for r in audits)
     rows = [["white-box canary, 1 test", args.fits, 2 * args.fits, *_summary(canary, args.seeds), "-"],
             ["capaudit run (linear, default pairs and stages)", args.fits, f"{drawn:.0f}",

@@ -47,7 +47,8 @@ def test_replace_one_accounting_halves_the_noise_multiplier_unless_the_bug_is_pl
     """T = 10, mu = 1: sigma = sqrt(T) 2 / mu over C_sens = 2C, or (the bug) sigma = sqrt(T) / mu over C; either way
     the accountant reads z = sqrt(10), the claim mu = 1, while the buggy run's true mu is 2."""
     correct = make_mechanism("dp_gd_logistic", {"mu": 1.0, "neighbours": "replace_one"})
-    buggy = make_mechanism("dp_gd_logistic", {"mu": 1.0, "neighbours": "replace_one", "replace_one_as_add_remove": True})
+    buggy = make_mechanism("dp_gd_logistic",
+                           {"mu": 1.0, "neighbours": "replace_one", "replace_one_as_add_remove": True})
     for mechanism, true_mu in ((correct, 1.0), (buggy, 2.0)):
         assert mechanism.training_parameters()["noise_multiplier"] == pytest.approx(math.sqrt(10))
         assert mechanism.true_mu == pytest.approx(true_mu)
