@@ -152,3 +152,12 @@ def test_mislabelled_point_is_the_stronger_canary_after_several_steps():
     canary_shift = shift(runs[1], np.array([0.0, 0.0, 1.0]))
     mislabelled_shift = shift(runs[2], np.array([1.0, 1.0, 0.0]) / math.sqrt(2.0))
     assert mislabelled_shift > canary_shift + 0.2
+
+
+def test_an_audit_of_200_fits_per_dataset_decides_a_gross_bug():
+    """Small budgets (issue 35 item 7): n_samples = 200 fits per dataset of a pair.  Gradients clipped at 4C with
+    noise for C are truly 4-GDP at T = 1: delta_4(0.5) = 0.94 against the member's 0.24, far past what 100
+    held-out fits per side resolve (the correct learner is not refuted at 1 000: the test above)."""
+    config = audit_config({"mu": 1.0, "steps": 1, "clip_norm_applied": 4.0}, DP_MEMBER)
+    config["attacks"]["n_samples"] = 200
+    assert run_audit(config, n_jobs=1, progress=False).verdict == "violation"
