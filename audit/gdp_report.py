@@ -40,9 +40,8 @@ of Gaussian sums at more), so that an (epsilon, delta) claim of theirs gets the 
 
 def route_applies(config: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> bool:
     """Whether the audit reports the route: a gdp claim, or a dp claim with delta > 0 of a Gaussian mechanism."""
-    name = (config.get("mechanism") or {}).get("name")
-    return any(c["divergence"] == "gdp" or (c["divergence"] == "dp" and c["delta"] > 0 and name in GAUSSIAN_MECHANISMS)
-               for c in claims)
+    gaussian = (config.get("mechanism") or {}).get("name") in GAUSSIAN_MECHANISMS
+    return any(c["divergence"] == "gdp" or (c["divergence"] == "dp" and c["delta"] > 0 and gaussian) for c in claims)
 
 
 def gdp_route(rows: Sequence[Row], config: Mapping[str, Any], claims: Sequence[Mapping[str, Any]],
@@ -56,11 +55,12 @@ def gdp_route(rows: Sequence[Row], config: Mapping[str, Any], claims: Sequence[M
                   if row.held_out_scores and "gdp_tests" in row.held_out_scores}.values())  # one per task
     if not tests or not route_applies(config, claims):
         return None
+    gaussian = (config.get("mechanism") or {}).get("name") in GAUSSIAN_MECHANISMS
     entries = []
     for claim, row in zip(claims, strongest):
         if claim["divergence"] == "gdp":
             label, delta, mu = claim.get("label", f"{claim['claim']:g}-GDP"), None, claim["claim"]
-        elif claim["divergence"] == "dp" and claim["delta"] > 0:
+        elif claim["divergence"] == "dp" and claim["delta"] > 0 and gaussian:
             label, delta = f"({claim['claim']:g}, {claim['delta']:g})-DP", claim["delta"]
             mu = gdp_mu(claim["claim"], delta)
         else:
