@@ -77,9 +77,9 @@ def test_mu_low_is_close_at_a_large_sample():
 
 def test_report_puts_the_route_beside_the_verdict(tmp_path):
     config = {
-        "mechanism": {"name": "dp_gd_logistic", "params": {"mu": 2.0, "steps": 1}},
+        "mechanism": {"name": "gaussian"},
         "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0, "delta": 1e-5}],
-        "attacks": {"classes": ["linear"], "n_samples": 200, "confidence": 0.95},
+        "attacks": {"classes": ["linear"], "n_samples": 400, "confidence": 0.95},
         "run": {"seed": 0, "n_jobs": 1},
     }
     result = run_audit(config, out_dir=tmp_path, progress=False)
