@@ -27,6 +27,14 @@ two readings from ``--fits`` training runs per dataset:
   0.5 or 0.1 / 0.2 / 0.1 / 0.6 on the canary pair alone gave medians 5.3 and
   5.1 over seeds 0..5).
 
+One-run mode (Steinke, Nasr and Jagielski 2023, :mod:`attacks.one_run`):
+a non-private learner (``sigma = 1e-6``: noise a millionth of the clip
+norm) trained once on the 20 records plus each of m = 1000 canaries with
+probability 1/2, canary i a record of norm 100 C on its own unused feature;
+the guess for canary i is "included" when the released parameter on its
+feature exceeds half a step's move of an included canary (eta C / 2, fixed
+before the run); the pure-DP bound at confidence 0.95 beside its ceiling.
+
 CPU seconds: the process's and its children's (``resource.getrusage``), all seeds together.
 """
 
@@ -48,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from attacks.binomial_ratio import clopper_pearson_log_ratio_bound  # noqa: E402
 from attacks.gdp_route import mu_lower_bound, threshold_tests  # noqa: E402
+from attacks.one_run import guess_from_scores, one_run_ceiling, one_run_lower_bound  # noqa: E402
 from audit import run_audit  # noqa: E402
 from audit.mechanisms import make_mechanism  # noqa: E402
 from audit.theory.tradeoff import gdp_epsilon  # noqa: E402
@@ -95,6 +104,26 @@ def audit_reading(seed: int, fits: int) -> dict[str, object]:
             "outputs_drawn": results["outputs_drawn"]}
 
 
+def one_run_reading(seed: int, canaries: int = 1000) -> dict[str, float]:
+    """One run of a non-private learner with ``canaries`` canaries each included with probability 1/2."""
+    learner = make_mechanism("dp_gd_logistic", {"sigma": 1e-6, "steps": 1, "learning_rate": 0.1})
+    base, _ = learner.default_pairs()[0]
+    features, labels = base[:, :2], base[:, -1]
+    records = np.column_stack([features, np.zeros((len(base), canaries)), labels])
+    planted = np.zeros((canaries, canaries + 3))
+    planted[np.arange(canaries), 2 + np.arange(canaries)] = learner.canary_norm * learner.clip_norm
+    planted[:, -1] = 1.0
+    rng = np.random.default_rng(seed)
+    included = rng.random(canaries) < 0.5
+    theta = learner.sample(np.vstack([records, planted[included]]), 1, rng)[0]
+    cut = learner.learning_rate * learner.clip_norm / 2  # an included canary moves its parameter by eta C
+    guessed = guess_from_scores(theta[2:2 + canaries], cut, cut)
+    correct = int(np.sum(guessed[guessed != 0] == np.where(included, 1, -1)[guessed != 0]))
+    guesses = int(np.count_nonzero(guessed))
+    return {"correct": correct, "guesses": guesses, "bound": one_run_lower_bound(correct, guesses, CONFIDENCE),
+            "ceiling": one_run_ceiling(guesses, CONFIDENCE)}
+
+
 def cpu_seconds() -> float:
     """User and system CPU seconds of this process and its finished children (the audits' isolated samplers)."""
     usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
@@ -117,6 +146,7 @@ def main() -> None:
     start = cpu_seconds()
     canary = [canary_reading(seed, args.fits) for seed in range(args.seeds)]
     audits = [audit_reading(seed, args.fits) for seed in range(args.seeds)]
+    one_run = [one_run_reading(seed) for seed in range(args.seeds)]
     seconds = cpu_seconds() - start
     verdicts = ", ".join(f"{v} {sum(r['verdict'] == v for r in audits)}"
                          for v in sorted({r["verdict"] for r in audits}))
@@ -134,7 +164,12 @@ def main() -> None:
                                 "GDP route (min)",
                                 f">= {TARGET}", "nonparametric (median)", "ceiling", "verdicts"],
                  tablefmt="github", disable_numparse=True), "",
-        f"CPU time, all seeds and both readings: {seconds:.1f} s. Code: {commit()}. Machine: {machine()}.",
+        f"One run, non-private learner, m = 1000 canaries (seeds 0..{args.seeds - 1}): correct guesses "
+        f"{statistics.median(r['correct'] for r in one_run):.0f} of "
+        f"{statistics.median(r['guesses'] for r in one_run):.0f} "
+        f"(median), bound {statistics.median(r['bound'] for r in one_run):.3f} (min "
+        f"{min(r['bound'] for r in one_run):.3f}), ceiling {one_run[0]['ceiling']:.3f}; target >= 5.0.", "",
+        f"CPU time, all seeds and readings: {seconds:.1f} s. Code: {commit()}. Machine: {machine()}.",
     ]))
 
 

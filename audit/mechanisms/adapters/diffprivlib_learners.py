@@ -26,8 +26,12 @@ adjusts its noisy class counts until they sum to the exact number of records
 and releases them, so under add/remove neighbours the size is released
 exactly (not DP for any epsilon; tests/test_diffprivlib_learners.py shows
 the audit reading violation), and objective perturbation scales its
-regulariser with the size (Chaudhuri et al. analyse replace-one).  diffprivlib 0.6.6 imports only with scikit-learn < 1.9 (the extra
-``capaudit[diffprivlib]`` pins one).
+regulariser with the size (Chaudhuri et al. analyse replace-one).
+diffprivlib 0.6.6 imports only with scikit-learn < 1.9 (the extra
+``capaudit[diffprivlib]`` pins one), and its LogisticRegression passes
+``multi_class``, which scikit-learn 1.7 removed: it fits only with the
+``real-bugs`` extra's scikit-learn < 1.7 (elsewhere building it raises a
+ValueError naming the library's error).
 """
 
 from __future__ import annotations
