@@ -29,6 +29,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from audit.fields import ConfigError, number, one_line, required
 from audit.mechanisms.base import install_hint
 
 ACCOUNTANTS = ("rdp", "pld")
@@ -87,6 +88,55 @@ def training_parameters(entry: Mapping[str, Any], stated: Mapping[str, float] | 
         else:
             raise KeyError(field)
     return values
+
+
+def accounted_entry(entry: dict, path: str, mechanism: Any) -> dict:
+    """A ``[[claims]]`` entry, with ``epsilon`` and ``accounted`` (the parameters used) when it names an accountant.
+
+    ``mechanism``: the config's :class:`audit.mechanisms.spec.MechanismSpec`, built only when the entry leaves a
+    training parameter out (a built-in that states them: ``training_parameters()``).  Raises ConfigError naming
+    the field.
+    """
+    if "accountant" not in entry:
+        for field in TRAINING_FIELDS + ("accounted",):
+            if field in entry:
+                raise ConfigError(f'{path}.{field}: only a claim with accountant = "rdp" or "pld" takes {field}. '
+                                  f"Found {entry[field]!r}.")
+        return entry
+    if entry["accountant"] not in ACCOUNTANTS:
+        raise ConfigError(f"{path}.accountant: must be one of {', '.join(map(repr, ACCOUNTANTS))}. "
+                          f"Found {entry['accountant']!r}.")
+    if entry.get("divergence") != "dp":
+        raise ConfigError(f'{path}.divergence: an accountant claim is an (epsilon, delta) claim; set divergence = '
+                          f'"dp". Found {entry.get("divergence")!r}.')
+    if "epsilon" in entry and "accounted" not in entry:
+        raise ConfigError(f"{path}.epsilon: an accountant claim computes its epsilon; remove epsilon or accountant. "
+                          f"Found {entry['epsilon']!r}.")
+    delta = float(number(required(entry, "delta", path, "the accountant's delta, e.g. delta = 1e-5"), f"{path}.delta"))
+    stated = None if all(field in entry for field in TRAINING_FIELDS) else _stated(mechanism)
+    try:
+        used = training_parameters(entry, stated)
+    except KeyError as missing:
+        raise ConfigError(f"{path}.{missing.args[0]}: missing; an accountant claim needs noise_multiplier, "
+                          "sampling_rate and steps unless its mechanism states them (dp_gd_logistic does).") from None
+    for field, found in used.items():
+        number(found, f"{path}.{field}", integer=field == "steps")
+    try:
+        epsilon = accountant_epsilon(entry["accountant"], float(used["noise_multiplier"]),
+                                     float(used["sampling_rate"]), int(used["steps"]), delta)
+    except ImportError as error:
+        raise ConfigError(f"{path}.accountant: {one_line(error)}") from None
+    except ValueError as error:
+        raise ConfigError(f"{path}: {one_line(error)}") from None
+    return {**entry, "epsilon": epsilon, "accounted": dict(used)}
+
+
+def _stated(mechanism: Any) -> Mapping[str, float] | None:
+    """The training parameters a built-in learner states, None for user code and other mechanisms."""
+    if mechanism.name is None:
+        return None
+    built = mechanism.build()
+    return built.training_parameters() if hasattr(built, "training_parameters") else None
 
 
 def claim_source(entry: Mapping[str, Any]) -> str:

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from audit.config import AuditConfig, ConfigError, load_config, user_import_path
+from audit.config import AuditConfig, ConfigError, load_config
+from audit.import_path import user_import_path
 from audit.events import event_summary
 from audit.families import claim_summaries
 from audit.neighbours import NeighbourPair, make_pairs

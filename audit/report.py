@@ -56,7 +56,7 @@ from audit.families import claim_summaries  # noqa: E402
 from audit.verdicts import NOT_AUDITED, combined_verdict  # noqa: E402
 from audit.engine import BIT_EVENT  # noqa: E402
 from audit.tradeoff_report import LEVELS as TRADEOFF_LEVELS, Panel, tradeoff_panels  # noqa: E402
-from audit.config import AttackSpec  # noqa: E402
+from audit.attack_config import AttackSpec  # noqa: E402
 
 VERDICTS = ("pass", "violation", "inconclusive", "error")
 ROW_VERDICTS = ("violation", "unbounded", "inconclusive", "pass", "info")

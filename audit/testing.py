@@ -84,7 +84,7 @@ def assert_claim_holds(
         audit stops by itself as ``capaudit run`` does (``[attacks] max_outputs``).
     classes : sequence of str, optional
         The attack classes; unset, ``capaudit run``'s default classes
-        (:data:`audit.config.DEFAULT_CLASSES`: both layers).
+        (:data:`audit.attack_config.DEFAULT_CLASSES`: both layers).
     confidence : float, default=0.95
         Family-wise confidence of the audit: a correct claim fails with
         probability at most ``1 - confidence``.
