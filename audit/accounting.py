@@ -148,3 +148,13 @@ def claim_source(entry: Mapping[str, Any]) -> str:
     origin = "" if all(field in entry for field in TRAINING_FIELDS) else " (parameters the mechanism states)"
     return (f"claim from dp_accounting's {entry['accountant'].upper()} accountant: {parts}, delta "
             f"{entry['delta']:g}{origin} -> epsilon {entry['epsilon']:.4g}")
+
+
+def source_note(claim: Mapping[str, Any], config: Mapping[str, Any]) -> str:
+    """:func:`claim_source` of the config entry a dp claim summary (results.json ``claims``) came from, or ""."""
+    entries = config.get("claims") or []
+    for entry in [entries] if isinstance(entries, Mapping) else entries:
+        if (claim["divergence"] == "dp" and "accounted" in entry and entry["function_class"] == claim["claim_class"]
+                and float(entry["epsilon"]) == claim["claim"] and float(entry["delta"]) == claim["delta"]):
+            return claim_source(entry)
+    return ""
