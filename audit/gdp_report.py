@@ -38,9 +38,15 @@ GAUSSIAN_MECHANISMS = ("gaussian", "dp_gd_logistic")
 of Gaussian sums at more), so that an (epsilon, delta) claim of theirs gets the route too, labelled as assuming it."""
 
 
+def _gaussian(config: Mapping[str, Any]) -> bool:
+    """A Gaussian built-in, DP-GD with full batches only (a Poisson-subsampled step's curve is not Gaussian)."""
+    mechanism = config.get("mechanism") or {}
+    return mechanism.get("name") in GAUSSIAN_MECHANISMS and (mechanism.get("params") or {}).get("sampling_rate", 1) == 1
+
+
 def route_applies(config: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> bool:
     """Whether the audit reports the route: a gdp claim, or a dp claim with delta > 0 of a Gaussian mechanism."""
-    gaussian = (config.get("mechanism") or {}).get("name") in GAUSSIAN_MECHANISMS
+    gaussian = _gaussian(config)
     return any(c["divergence"] == "gdp" or (c["divergence"] == "dp" and c["delta"] > 0 and gaussian) for c in claims)
 
 
@@ -55,7 +61,7 @@ def gdp_route(rows: Sequence[Row], config: Mapping[str, Any], claims: Sequence[M
                   if row.held_out_scores and "gdp_tests" in row.held_out_scores}.values())  # one per task
     if not tests or not route_applies(config, claims):
         return None
-    gaussian = (config.get("mechanism") or {}).get("name") in GAUSSIAN_MECHANISMS
+    gaussian = _gaussian(config)
     entries = []
     for claim, row in zip(claims, strongest):
         if claim["divergence"] == "gdp":

@@ -92,3 +92,11 @@ def test_subsampled_dp_sgd_accounting_matches_the_issue_figures():
     pytest.importorskip("dp_accounting")
     pld = accountant_epsilon("pld", 0.7, 0.01, 1000, 1e-5)
     assert pld == pytest.approx(4.618, abs=0.01) and accountant_epsilon("rdp", 0.7, 0.01, 1000, 1e-5) > pld
+
+
+def test_a_dp_sgd_learner_hands_its_sampling_rate_to_the_accountant():
+    pytest.importorskip("dp_accounting")
+    sgd = {"name": "dp_gd_logistic", "params": {"sigma": 0.7, "sampling_rate": 0.1, "steps": 10}}
+    [claim] = load_config(config({**ACCOUNTED, "accountant": "rdp"}, sgd)).claims
+    assert claim.epsilon == accountant_epsilon("rdp", 0.7, 0.1, 10, 1e-5)
+    assert claim.epsilon < accountant_epsilon("rdp", 0.7, 1.0, 10, 1e-5)  # subsampling amplifies

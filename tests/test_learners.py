@@ -161,3 +161,18 @@ def test_an_audit_of_200_fits_per_dataset_decides_a_gross_bug():
     config = audit_config({"mu": 1.0, "steps": 1, "clip_norm_applied": 4.0}, DP_MEMBER)
     config["attacks"]["n_samples"] = 200
     assert run_audit(config, n_jobs=1, progress=False).verdict == "violation"
+
+
+def test_poisson_sampling_shrinks_the_canarys_shift_to_q_steps_and_is_stated_to_the_accountant():
+    """DP-SGD at q = 0.5, T = 1: the canary joins the batch with probability 1/2, so its coordinate moves by eta C
+    half the time: mean shift q eta C (5 standard errors at n = 20 000); the accountant reads q."""
+    mechanism = learner(sigma=1.0, steps=1, learning_rate=0.5, sampling_rate=0.5)
+    assert mechanism.training_parameters() == {"noise_multiplier": 1.0, "sampling_rate": 0.5, "steps": 1}
+    assert "at most" in mechanism.true_privacy
+    d, d_prime = mechanism.default_pairs()[0]
+    n = 20_000
+    p, q = (mechanism.sample(x, n, np.random.default_rng(seed))[:, -1] for x, seed in ((d, 1), (d_prime, 2)))
+    spread = math.sqrt((p.var() + q.var()) / n)
+    assert abs((q.mean() - p.mean()) - 0.5 * 0.5 * 1.0) < 5 * spread
+    with pytest.raises(ValueError, match="give sigma"):
+        learner(mu=1.0, sampling_rate=0.5)

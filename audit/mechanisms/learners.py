@@ -42,7 +42,7 @@ def _optional_positive(value: Any, name: str) -> float | None:
 
 
 class DPGradientDescent(BaseMechanism):
-    """Full-batch DP-GD for L2-regularised logistic regression; releases the final parameters.
+    """DP-GD (full batch) or DP-SGD (Poisson batches) for L2-regularised logistic regression; releases theta_T.
 
     From theta_0 = 0, T steps of
 
@@ -62,6 +62,14 @@ class DPGradientDescent(BaseMechanism):
     (the canary's first gradient is clipped to norm exactly C); for T > 1
     the canary's gradient shrinks once the model fits it, so the last
     iterate leaks less than the composition.
+
+    ``sampling_rate`` q < 1 makes it DP-SGD: at each step each record joins
+    the batch independently with probability q (Poisson sampling) and only
+    the batch's clipped gradients are summed; it then needs ``sigma``.  The
+    full-batch mu above remains an upper bound (each step is the full-batch
+    step applied to a random subset: joint convexity), no longer tight; the
+    amplified (epsilon, delta) is the accountant's (``training_parameters``,
+    :mod:`audit.accounting`).
 
     Switches that plant known bugs (all off by default):
 
@@ -97,6 +105,8 @@ class DPGradientDescent(BaseMechanism):
         C, the clipping norm the noise is calibrated to.
     l2 : float
         lambda >= 0, the L2 penalty's weight.
+    sampling_rate : float
+        q in (0, 1], the Poisson sampling rate of each step's batch (1: full batch); below 1 give ``sigma``.
     neighbours : {"add_remove", "replace_one"}
         The neighbour relation of the calibration and of the default pairs.
     clipping, clip_norm_applied, noise_over_dataset_size, replace_one_as_add_remove, pass_nan_gradients,
@@ -105,7 +115,7 @@ class DPGradientDescent(BaseMechanism):
     """
 
     name = "dp_gd_logistic"
-    description = ("full-batch DP-GD logistic regression (clip C, noise N(0, (sigma C)^2), T steps), "
+    description = ("DP-GD / DP-SGD logistic regression (clip C, noise N(0, (sigma C)^2), T steps, Poisson rate q), "
                    "releases the parameters; switches plant known bugs")
     privacy_claim = "mu-GDP, mu = sqrt(T) C_sens / (sigma C) (Dong, Roth and Su 2022, Cor. 3.3)"
     canary_norm = 100.0
@@ -113,19 +123,26 @@ class DPGradientDescent(BaseMechanism):
 
     def __init__(
         self, mu: float | None = None, sigma: float | None = None, steps: int = 10, learning_rate: float = 0.1,
-        clip_norm: float = 1.0, l2: float = 0.0, neighbours: str = "add_remove", clipping: bool = True,
+        clip_norm: float = 1.0, l2: float = 0.0, sampling_rate: float = 1.0, neighbours: str = "add_remove",
+        clipping: bool = True,
         clip_norm_applied: float | None = None, noise_over_dataset_size: bool = False,
         replace_one_as_add_remove: bool = False, pass_nan_gradients: bool = False,
         release_dataset_size: bool = False,
     ) -> None:
         super().__init__(
             mu=mu, sigma=sigma, steps=steps, learning_rate=learning_rate, clip_norm=clip_norm, l2=l2,
-            neighbours=neighbours, clipping=clipping, clip_norm_applied=clip_norm_applied,
+            sampling_rate=sampling_rate, neighbours=neighbours, clipping=clipping, clip_norm_applied=clip_norm_applied,
             noise_over_dataset_size=noise_over_dataset_size, replace_one_as_add_remove=replace_one_as_add_remove,
             pass_nan_gradients=pass_nan_gradients, release_dataset_size=release_dataset_size,
         )
         if mu is not None and sigma is not None:
             raise ValueError(f"give mu or sigma, not both. Found mu={mu!r}, sigma={sigma!r}.")
+        if not is_number(sampling_rate) or not 0.0 < float(sampling_rate) <= 1.0:
+            raise ValueError(f"sampling_rate must be in (0, 1]. Found {sampling_rate!r}.")
+        if float(sampling_rate) < 1.0 and sigma is None:
+            raise ValueError("a sampling_rate below 1 (DP-SGD) is calibrated by the noise multiplier: give sigma "
+                             f"(e.g. sigma = 0.7) instead of mu. Found mu={mu!r}.")
+        self.sampling_rate = float(sampling_rate)
         if neighbours not in NEIGHBOURS:
             raise ValueError(f"neighbours must be one of {', '.join(map(repr, NEIGHBOURS))}. Found {neighbours!r}.")
         switches = dict(clipping=clipping, noise_over_dataset_size=noise_over_dataset_size,
@@ -159,10 +176,10 @@ class DPGradientDescent(BaseMechanism):
         self.true_epsilon = math.inf if self.true_mu is None else None
 
     def training_parameters(self) -> dict[str, float]:
-        """What an accountant reads of this run (:mod:`audit.accounting`): T full-batch steps (sampling rate 1) of
+        """What an accountant reads of this run (:mod:`audit.accounting`): T steps at sampling rate q of
         noise multiplier sigma C / C_sens, C_sens as accounted (C, or 2C for ``replace_one``, C again under
         ``replace_one_as_add_remove``: the accountant then inherits that bug)."""
-        return {"noise_multiplier": self.sigma / self.accounted_sensitivity, "sampling_rate": 1.0,
+        return {"noise_multiplier": self.sigma / self.accounted_sensitivity, "sampling_rate": self.sampling_rate,
                 "steps": self.steps}
 
     def _true_mu(self) -> float | None:
@@ -179,7 +196,8 @@ class DPGradientDescent(BaseMechanism):
         if self.true_mu is None:
             return f"claims {self.mu:.4g}-GDP; not DP for any epsilon"
         claim = "" if math.isclose(self.true_mu, self.mu) else f"claims {self.mu:.4g}-GDP; true: "
-        return (f"{claim}{self.true_mu:.4g}-GDP over {self.neighbours} neighbours: "
+        bound = f"at most (Poisson sampling at q = {self.sampling_rate:g} amplifies it) " * (self.sampling_rate < 1)
+        return (f"{claim}{bound}{self.true_mu:.4g}-GDP over {self.neighbours} neighbours: "
                 f"({gdp_epsilon(self.true_mu, DELTA):.4g}, {DELTA:g})-DP")
 
     def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -193,6 +211,8 @@ class DPGradientDescent(BaseMechanism):
         theta = np.zeros((n, k))
         for _ in range(self.steps):  # sequential over steps, vectorised over the n runs
             residuals = special.expit(theta @ features.T) - labels  # (n, m): g_i = residual_i x_i
+            if self.sampling_rate < 1.0:  # Poisson sampling: record i in run j's batch with probability q
+                residuals = residuals * (rng.random(residuals.shape) < self.sampling_rate)
             if self.clipping:
                 with np.errstate(divide="ignore", invalid="ignore"):  # a zero gradient: C / 0 = inf, kept as is
                     residuals = residuals * np.minimum(1.0, self.applied_clip_norm / (np.abs(residuals) * row_norms))
