@@ -84,6 +84,8 @@ def figure_table(budget: Budget, seed: int = 0, run: RunSpec = RunSpec(),
     on-average (lin, KL) of :func:`audit.generalization.on_average_divergence`
     with its t interval; ``gap``: gamma times the measured generalization gap
     (Gaussian only: the Laplace mean's loss is not a sum over records).
+    The two mechanisms at one n draw the same pairs (``datasets``: one
+    shared draw per n).
     """
     rows = []
     for n in budget.records:
@@ -105,6 +107,7 @@ def figure_table(budget: Budget, seed: int = 0, run: RunSpec = RunSpec(),
                     function_class="linear"),
                 **_interval_columns("measured (lin, KL)", measured),
                 **(_interval_columns("measured gamma x gap", gap) if gap is not None else {}),
+                "datasets": shared_draw(f"n = {n}", seed + n),
             })
     return pd.DataFrame(rows)
 
@@ -296,13 +299,15 @@ def small_group_table(budget: Budget, seed: int = 0, run: RunSpec = RunSpec(),
         progress=progress,
     )
     rows = [{"k": 1, **_interval_columns("measured (lin, KL)", base), "k x measured(k = 1)": base.estimate,
-             "closed form k epsilon": mechanism.on_average_kl(1), "difference": "", "within interval": ""}]
+             "closed form k epsilon": mechanism.on_average_kl(1), "difference": "", "within interval": "",
+             "datasets": shared_draw("k = 1", seed + 1)}]
     for row in group_rows:
         rows.append({
             "k": row.k, **_interval_columns("measured (lin, KL)", row.measured),
             "k x measured(k = 1)": row.expected, "closed form k epsilon": row.closed_form,
             "difference": f"[{row.interval[0]:.4g}, {row.interval[1]:.4g}]",
             "within interval": "yes" if row.consistent else "NO",
+            "datasets": f"{shared_draw(f'k = {row.k}', seed + row.k)}; difference with k = 1's",
         })
     return pd.DataFrame(rows)
 
