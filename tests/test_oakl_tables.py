@@ -122,3 +122,51 @@ def test_thm4_false_no_rate_is_at_most_one_minus_confidence():
                                         oakl_tables.exactly(exact)).consistent
           for a, b in rng.standard_normal((1000, 2))]
     assert 0.01 < np.mean(no) <= 0.05
+
+
+# ---------------------------------------------------------------- OAKL Lemma 5 (post-processing), Lemma 7 (composition)
+
+FIRST = {"noise_scale": 1.0, "prior_scale": 1.0, "temperature": 4.0}
+SECOND = {"noise_scale": 0.5, "prior_scale": 0.3, "temperature": 2.0}
+
+
+def test_thresholded_release_kl_is_a_binary_kl_below_the_gaussian_kl():
+    """Per pair, Lemma 5's data processing: the KL of 1{h > t} never exceeds the Gaussian KL, equals the
+    binary KL of the tail probabilities, and vanishes where the threshold is far from both laws."""
+    means = np.linspace(-1.0, 1.0, 9)
+    for t in (-0.5, 0.0, 0.3):
+        kl = gibbs_theory.thresholded_normal_kl(means[:, None], means[None, :], 0.4, t)
+        assert np.all(kl <= gibbs_theory.normal_kl(means[:, None], 0.16, means[None, :], 0.16) + 1e-15)
+        p, q = stats.norm.sf(t, 0.2, 0.4), stats.norm.sf(t, -0.3, 0.4)
+        assert gibbs_theory.thresholded_normal_kl(0.2, -0.3, 0.4, t) == pytest.approx(
+            p * np.log(p / q) + (1 - p) * np.log((1 - p) / (1 - q)), rel=1e-12)
+    assert gibbs_theory.thresholded_normal_kl(0.0, 0.5, 0.1, 20.0) < 1e-30
+
+
+def test_adaptive_composition_kl_is_the_chain_rule_sum_per_pair():
+    """Lemma 7 per pair: the bivariate normal KL of (h1, h2) equals KL(h1) + KL(h2 | h1) (h2's mean moves by the
+    same amount whatever h1), so its on-average value is epsilon_1 + epsilon_2."""
+    sums = np.random.default_rng(6).normal(0.0, 3.0, (50, 2))
+    means, covariance = gibbs_theory.adaptive_gaussian_means_law(sums, 20, first=FIRST, second=SECOND)
+    joint = gibbs_theory.shared_covariance_normal_kl(means[:, 0], means[:, 1], covariance)
+    m1, v1 = gibbs_theory.gaussian_mean_posterior(sums, 20, prior_mean=0.0, **FIRST)
+    m2, v2 = gibbs_theory.gaussian_mean_posterior(sums, 20, prior_mean=0.0, **SECOND)
+    np.testing.assert_allclose(joint, (m1[:, 0] - m1[:, 1]) ** 2 / (2 * v1) + (m2[:, 0] - m2[:, 1]) ** 2 / (2 * v2),
+                               rtol=1e-12)
+
+
+def test_lemma_5_and_7_checks_against_their_closed_forms():
+    """Monte Carlo over 800 pairs from D: the thresholded release's on-average KL is well below the Gaussian
+    mean's (Lemma 5: 4 standard errors clear); the composition's within 4 standard errors of epsilon_1 + epsilon_2
+    (Lemma 7, an equality here)."""
+    from audit.generalization import adaptive_composition_check, post_processing_check
+    from audit.mechanisms.gibbs import GaussianPosteriorMean
+
+    mechanism = GaussianPosteriorMean(temperature=4.0, records=20)
+    released, bound = post_processing_check(mechanism, 800, threshold=0.0, seed=1)
+    assert bound == pytest.approx(mechanism.on_average_kl())
+    assert 0 < released.estimate and released.estimate + 4 * released.standard_error < bound
+    composed, total = adaptive_composition_check(mechanism, SECOND, 800, seed=2)
+    assert total == pytest.approx(mechanism.on_average_kl() + gibbs_theory.gaussian_mean_on_average_kl(
+        20, mechanism.data_variance(), **SECOND))
+    assert abs(composed.estimate - total) < 4 * composed.standard_error

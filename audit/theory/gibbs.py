@@ -68,6 +68,48 @@ def gaussian_mean_on_average_kl(
     return replaced * temperature**2 * check_positive(data_variance, "data_variance") / (noise_scale**4 * precision)
 
 
+def adaptive_gaussian_means_on_average_kl(
+    n: int, data_variance: float, *, first: dict, second: dict
+) -> float:
+    """OAKL Lemma 7 for two Gaussian-mean posteriors, the second's prior centred on the first's output.
+
+    M1(Z) = h1 from :func:`gaussian_mean_posterior` with the parameters
+    ``first`` (noise_scale, prior_scale, temperature); M2(Z, h1) the same
+    with ``second``'s and prior mean h1.  Between neighbours M2's mean moves
+    by gamma_2 sum_j (z_j - z'_j) / (s_2^2 lambda_2) whatever h1, so by the
+    chain rule of KL the composition's on-average KL is epsilon_1 + epsilon_2
+    (each :func:`gaussian_mean_on_average_kl`): Lemma 7's bound, met with
+    equality.
+    """
+    return (gaussian_mean_on_average_kl(n, data_variance, **first)
+            + gaussian_mean_on_average_kl(n, data_variance, **second))
+
+
+def adaptive_gaussian_means_law(data_sum: ArrayLike, n: int, *, first: dict, second: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Mean (shape (..., 2)) and covariance (2 x 2, the same for every dataset) of (h1, h2) of
+    :func:`adaptive_gaussian_means_on_average_kl`'s composition: h2 = (h1 / tau_2^2 + gamma_2 S / s_2^2) / lambda_2
+    + N(0, 1 / lambda_2), S the data sum."""
+    mean_1, variance_1 = gaussian_mean_posterior(data_sum, n, prior_mean=0.0, **first)
+    slope = 1.0 / (second["prior_scale"] ** 2 * _gaussian_mean_precision(n, **second))
+    offset, variance_2 = gaussian_mean_posterior(data_sum, n, prior_mean=0.0, **second)
+    covariance = np.array([[variance_1, slope * variance_1], [slope * variance_1, slope**2 * variance_1 + variance_2]])
+    return np.stack([mean_1, slope * mean_1 + offset], axis=-1), covariance
+
+
+def shared_covariance_normal_kl(mean_p: ArrayLike, mean_q: ArrayLike, covariance: ArrayLike) -> np.ndarray:
+    """KL of two normals of one covariance Sigma: (mu_p - mu_q)' Sigma^{-1} (mu_p - mu_q) / 2 (last axis)."""
+    shift = np.asarray(mean_p, dtype=float) - np.asarray(mean_q, dtype=float)
+    return 0.5 * np.einsum("...i,...i->...", shift, np.linalg.solve(covariance, shift[..., None])[..., 0])
+
+
+def thresholded_normal_kl(mean_p: ArrayLike, mean_q: ArrayLike, scale: float, threshold: float = 0.0) -> np.ndarray:
+    """KL of the releases 1{h > t} of h ~ N(m_p, s^2) and N(m_q, s^2): the binary KL of their tail
+    probabilities, a post-processing of the Gaussian release (OAKL Lemma 5: never above its KL)."""
+    above_p, above_q = (stats.norm.sf(threshold, loc=mean, scale=scale) for mean in (mean_p, mean_q))
+    below_p, below_q = (stats.norm.cdf(threshold, loc=mean, scale=scale) for mean in (mean_p, mean_q))
+    return special.rel_entr(above_p, above_q) + special.rel_entr(below_p, below_q)
+
+
 def gaussian_mean_worst_case_kl(
     n: int, width: float, *, noise_scale: float = 1.0, prior_scale: float = 1.0, temperature: float = 1.0
 ) -> float:
