@@ -170,3 +170,13 @@ def test_lemma_5_and_7_checks_against_their_closed_forms():
     assert total == pytest.approx(mechanism.on_average_kl() + gibbs_theory.gaussian_mean_on_average_kl(
         20, mechanism.data_variance(), **SECOND))
     assert abs(composed.estimate - total) < 4 * composed.standard_error
+
+
+def test_lemma_table_rows_hold_their_bounds():
+    table = oakl_tables.lemma_table(oakl_tables.Budget(records=(1,), pairs=3, samples=300, datasets=60,
+                                                       exact_pairs=600), seed=7)
+    assert list(table["lemma"]) == ["Lemma 5", "Lemma 5", "Lemma 7"] and (table["holds"] == "yes").all()
+    composed = table.iloc[2]
+    assert composed["on-average KL of the release low"] <= composed["bound (closed form)"] <= composed[
+        "on-average KL of the release high"]
+    assert (table["on-average KL of the release"][:2] < table["bound (closed form)"][:2] / 2).all()
