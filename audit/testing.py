@@ -136,7 +136,7 @@ def assert_claim_holds(
     errors = result.table["error"].dropna().unique()
     if len(errors):
         raise RuntimeError(f"the audit of {mechanism!r} could not finish: " + "; ".join(failure_lines(errors)))
-    deciding = {"violation": ("violation", "unbounded"), "inconclusive": ("inconclusive",)}.get(result.verdict)
+    deciding = {"violation": ("violation",), "inconclusive": ("inconclusive",)}.get(result.verdict)
     if deciding is None:
         return result
     message = _evidence(result, deciding, mechanism, out_dir)

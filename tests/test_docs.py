@@ -99,7 +99,7 @@ def test_readme_is_a_short_manual_that_starts_with_the_two_commands():
     assert len(readme.splitlines()) <= 300
     first_block = re.search(r"```bash\n(.*?)```", readme, re.S)[1].splitlines()
     assert first_block[0] == "pip install . && capaudit demo --out out/demo"
-    assert first_block[1] == 'pip install ".[test]" && python -m pytest -q'
+    assert first_block[1] == 'pip install ".[test]" && python -m pytest -q -n auto'
     assert "/out/" in (ROOT / ".gitignore").read_text().splitlines()
 
 
