@@ -39,11 +39,14 @@ def plot_oakl_figure2(table: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
         gamma = rows["gamma"].to_numpy()
         ax.plot(gamma, rows["DP epsilon (paper)"], Style(line="dashed"), label="DP ε (as OAKL states it)")
         ax.plot(gamma, rows["on-average KL"], Style(colour=TAB10["blue"]), label="on-average KL privacy")
+        if rows["on-average KL (closed form)"].notna().all():
+            ax.plot(gamma, rows["on-average KL (closed form)"], Style(colour=TAB10["purple"], line="dotted"),
+                    label="on-average KL, closed form")
         ax.plot(gamma, rows["excess risk"], Style(colour=TAB10["green"], line="dotted"), label="excess population risk")
         _points(ax, gamma, rows, "gamma x gap", Style(colour=TAB10["red"], line=None, marker="s"),
                 "γ x generalization gap, 95%")
-        _log_axes(ax, rows[["DP epsilon (paper)", "on-average KL", "excess risk", "gamma x gap",
-                            "gamma x gap low", "gamma x gap high"]])
+        _log_axes(ax, rows[["DP epsilon (paper)", "on-average KL", "on-average KL (closed form)", "excess risk",
+                            "gamma x gap", "gamma x gap low", "gamma x gap high"]])
         ax.xlabel, ax.title = "γ", f"{name} (OAKL section 6)"
         ax.legend("right", size=8.0)
     return fig.save(path)

@@ -78,14 +78,16 @@ def test_figure_2_intervals_cover_the_closed_form_over_seeds_slow():
         assert np.all(coverage >= 0.92), (name, coverage)
 
 
-def test_gamma_table_has_the_closed_form_and_names_its_shared_draws():
+def test_gamma_table_has_the_closed_form_and_names_its_shared_draws(tmp_path):
     budget = oakl_tables.Budget(records=(1,), pairs=3, samples=300, datasets=60, exact_pairs=60)
     table = oakl_tables.gamma_table(budget, seed=4)
     laplace = table[table["example"] == "Laplace mean"]
     assert laplace["on-average KL (closed form)"].notna().all()
     assert table.loc[table["example"] == "linear regression", "on-average KL (closed form)"].isna().all()
     assert table.groupby("example")["datasets"].nunique().eq(1).all() and table["datasets"].nunique() == 2
-    from audit.oakl_report import _coverage_note
+    from audit.oakl_report import _coverage_note, plot_oakl_figure2
+
+    assert plot_oakl_figure2(table, tmp_path / "f.svg").read_text().count("on-average KL, closed form") == 1
 
     missed = laplace.assign(**{"on-average KL low": laplace["on-average KL (closed form)"] * 2})
     assert _coverage_note(missed) == ("Here 8 of the 8 intervals miss the closed form, from 1 draw(s) "
