@@ -198,8 +198,8 @@ def _markdown(gammas: pd.DataFrame, figure: pd.DataFrame, thm4: pd.DataFrame, gr
         f"and where the on-average value is tiny (below about {RESOLUTION:g}: the Laplace mean from n = 10 on, "
         "drawn hollow) "
         f"{budget.samples} outputs per dataset cannot resolve it and the estimate shrinks toward 0. "
-        "Between the two (per-pair KL 0.02 to 0.5) a Gaussian shift's estimate is within 5-10% of its KL at 2 500 "
-        "outputs per law to score; at 1 000 (--quick) 86-90% of it from KL 0.05 to 0.5 and 51% at 0.01, because "
+        "Between the two a Gaussian shift's estimate is 93-96% of its KL from per-pair KL 0.05 to 0.5 and 81% at "
+        "0.01 with 2 500 outputs per law to score (the full budget); with 1 000 (--quick) 86-90% and 51%, because "
         "each pair's witness is scaled toward the constant for its own lower bound (docs/benchmarks.md). "
         "Averages over many small pairs (Thm 4 and Lemma 6 at n = 20) therefore read low.",
         "",
