@@ -26,9 +26,10 @@ def learner(**params):
 
 
 @pytest.mark.parametrize("params, width", [({}, 3 + 1), ({"hidden": 2}, 3 * 2 + 2 + 2 + 1),
-                                           ({"release": "canary_loss"}, 1)])
+                                           ({"release": "canary_loss"}, 1), ({"sampling_rate": 0.2}, 3 + 1)])
 def test_one_output_is_one_run_reproducible_from_the_seed(params, width):
-    """Width: a linear layer's 3 weights and bias; with 2 hidden units 3x2 + 2, then 2 + 1; or one loss."""
+    """Width: a linear layer's 3 weights and bias; with 2 hidden units 3x2 + 2, then 2 + 1; or one loss.  At
+    q = 0.2 Opacus's Poisson batches are drawn from the run's seed too."""
     mechanism = learner(steps=3, **params)
     d, _ = mechanism.default_pairs()[0]
     state = torch.random.get_rng_state()
@@ -103,3 +104,15 @@ def test_a_run_with_the_noise_off_reads_violation_at_the_claim_for_z_2():
     pytest.importorskip("dp_accounting")
     claim = {**ACCOUNTED, "noise_multiplier": 2.0, "sampling_rate": 1.0, "steps": 1}
     assert run_audit(audit_config(0.0, claim), progress=False).verdict == "violation"
+
+
+@pytest.mark.slow
+def test_correct_runs_read_violation_at_most_at_the_error_rate():
+    """20 seeds of the correct audit above: violations at most what a 5 % error rate allows (binomial p >= 0.01)."""
+    pytest.importorskip("dp_accounting")
+    from scipy import stats
+
+    config = audit_config(2.0, ACCOUNTED)
+    violations = sum(run_audit({**config, "run": {"seed": seed, "n_jobs": 1}}, progress=False).verdict == "violation"
+                     for seed in range(20))
+    assert stats.binomtest(violations, 20, 0.05, alternative="greater").pvalue >= 0.01

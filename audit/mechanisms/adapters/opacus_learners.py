@@ -32,6 +32,7 @@ Opacus and CPU torch are the optional extra ``capaudit[opacus]``.
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 from typing import Any
@@ -147,22 +148,24 @@ class OpacusDPSGD(LibraryAdapter):
         from opacus import PrivacyEngine
         from opacus.data_loader import DPDataLoader
 
-        threads = torch.get_num_threads()
+        threads, loader_log = torch.get_num_threads(), logging.getLogger("opacus.data_loader")
         torch.set_num_threads(1)  # a tiny network: threads only add overhead
+        level = loader_log.level
+        loader_log.setLevel(logging.ERROR)  # a first Poisson batch that is empty is logged, every run
         try:
             with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
                 for message in QUIET:
                     warnings.filterwarnings("ignore", message=message)
                 init_seed = self.params["init_seed"]
                 torch.manual_seed(seed if init_seed is None else int(init_seed))
-                model = self._network(features.shape[1])
+                network = self._network(features.shape[1])
                 torch.manual_seed(seed)
                 data = torch.utils.data.TensorDataset(torch.tensor(features, dtype=torch.float32),
                                                       torch.tensor(labels, dtype=torch.float32))
                 loader = DPDataLoader(data, sample_rate=self.sampling_rate)
-                optimizer = torch.optim.SGD(model.parameters(), lr=self.learning_rate)
+                optimizer = torch.optim.SGD(network.parameters(), lr=self.learning_rate)
                 model, optimizer, loader = PrivacyEngine(secure_mode=False).make_private(
-                    module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=self.noise_multiplier,
+                    module=network, optimizer=optimizer, data_loader=loader, noise_multiplier=self.noise_multiplier,
                     max_grad_norm=self.max_grad_norm, loss_reduction="sum", poisson_sampling=False)
                 loss = torch.nn.BCEWithLogitsLoss(reduction="sum")
                 batches = iter(())
@@ -174,15 +177,15 @@ class OpacusDPSGD(LibraryAdapter):
                     optimizer.zero_grad()
                     loss(model(batch[0])[:, 0], batch[1]).backward()
                     optimizer.step()
-                model = model._module
-                if self.params["release"] == "canary_loss":
+                if self.params["release"] == "canary_loss":  # the trained parameters are network's own
                     canary = torch.as_tensor(self._canary()[None, :-1], dtype=torch.float32)
                     with torch.no_grad():
-                        value = loss(model(canary)[:, 0], torch.ones(1))
+                        value = loss(network(canary)[:, 0], torch.ones(1))
                     return np.array([float(value)])
-                return np.concatenate([p.detach().numpy().ravel() for p in model.parameters()]).astype(float)
+                return np.concatenate([p.detach().numpy().ravel() for p in network.parameters()]).astype(float)
         finally:
             torch.set_num_threads(threads)
+            loader_log.setLevel(level)
 
     def _network(self, k: int) -> Any:
         """k inputs -> one logit: a linear layer, or a tanh hidden layer of ``hidden`` units then a linear one."""
