@@ -35,7 +35,15 @@ Row verdicts:
   the note gives the row's Holm-adjusted p-value); or the estimate has a
   caveat; or it is NaN; or the task failed (``error`` set).  A NaN estimate
   is never a pass.
-* ``"pass"``: not rejected and the estimate is at most the claim.
+* ``"inconclusive"`` too: not rejected although its held-out outputs are
+  :func:`separated` (its set holds every output of P and none of Q, or its
+  binned held-out scores put every output of P above every output of Q).
+  Such data show the largest value these sample sizes allow, the row's
+  :func:`row_ceiling` X, and are as likely under an infinite divergence: they
+  refute a claim below X but support none, and no data of these sizes refute
+  one above X (:func:`separation_note` says so in words; a finite sample never
+  proves infinity, and more outputs raise X only like ln n).
+* ``"pass"``: not rejected, the estimate is at most the claim and the held-out outputs are not separated.
 
 A claim that is exactly tight (the estimand equals the claim, e.g. pure
 epsilon-DP of a Laplace over thresholds) reads ``"inconclusive"`` whenever
@@ -49,7 +57,8 @@ these columns filled on every one: ``verdict``, ``note``, ``ci_low``, ``ci_high`
 ``p_adjusted`` (Holm-adjusted p-value, :func:`holm_adjusted`; NaN outside
 the family) and ``detectable_excess`` (:func:`detectable_excess` at the level
 Holm tests a lone false hypothesis at, ``(1 - confidence) / m``; NaN outside
-the family, +inf for a row that cannot reject).
+the family, +inf for a row that cannot reject: a caveat, a NaN estimate, or a
+claim at or above the row's :func:`row_ceiling`).
 
 Intervals: a refuting row's ``ci_low``/``ci_high`` is an equal-tailed
 interval whose one-sided level in each tail is the one Holm's procedure
@@ -75,8 +84,9 @@ divergence, alpha, claim class, claimed value, delta, on_average), with the
 verdict ``"violation"`` (a row refutes it), ``"untested"`` (no refuting row
 ran: every one failed, or the audit had no class contained in the claim's),
 ``"inconclusive"`` (a refuting row is) or ``"pass"``, the strongest row
-(smallest adjusted p-value), its adjusted p-value and the claim's detectable
-excess (the smallest over its rows).  The same rule over the refuting rows of
+(smallest adjusted p-value), its adjusted p-value, the claim's detectable
+excess (the smallest over its rows) and a note (why it is untested, or the
+:func:`separation_note` of an inconclusive row).  The same rule over the refuting rows of
 one layer (:attr:`attacks.classes.FunctionClass.layer`) gives the claim's
 ``value_verdict`` and ``representation_verdict`` (``"not audited"`` when no
 class of that layer ran on it): what the mechanism computes and how it stores
