@@ -1,7 +1,9 @@
 """Separated held-out outputs and the count-bound ceiling: a claim no data of these sizes can refute never reads pass
 on data that show the largest value the sizes allow (audit.verdicts: row_ceiling, separated)."""
 
+import io
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from attacks.estimate import DivergenceEstimate
 from attacks.event_divergence import event_divergence_ceiling
 from attacks.vocabulary import KL
 from audit.api import run_audit
+from audit.cli import _summary
 from audit.schema import Row
 from audit.verdicts import SEPARATED, assign_verdicts, row_ceiling, separated
 
@@ -76,7 +79,7 @@ def _audit(mechanism, claims):
     config = {"mechanism": {"callable": mechanism}, "pairs": [{"d": [0.0], "d_prime": [1.0]}],
               "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": c} for c in claims],
               "attacks": {"n_samples": 2000, "classes": ["linear", "threshold"]}, "run": {"seed": 0}}
-    return {claim["claim"]: claim for claim in run_audit(config, progress=False).claims}
+    return run_audit(config, progress=False)
 
 
 def _separated_outputs(dataset, n, rng):
@@ -89,16 +92,29 @@ def _laplace(dataset, n, rng):
     return float(np.sum(dataset)) + rng.laplace(0.0, 1.0, n)
 
 
-def test_separated_outputs_refute_a_claim_below_the_ceiling_and_leave_one_above_it_inconclusive():
-    claims = _audit(_separated_outputs, [3.0, 30.0])
+@pytest.fixture(scope="module")
+def separated_audit():
+    return _audit(_separated_outputs, [3.0, 30.0])
+
+
+def test_separated_outputs_refute_a_claim_below_the_ceiling_and_leave_one_above_it_inconclusive(separated_audit):
+    claims = {claim["claim"]: claim for claim in separated_audit.claims}
     assert claims[3.0]["verdict"] == "violation"
     assert claims[30.0]["verdict"] == "inconclusive"  # n = 2000 cannot show more than ~5: no pass, no violation
     assert claims[30.0]["detectable_excess"] == math.inf
     assert claims[30.0]["note"].startswith(SEPARATED)
 
 
+def test_the_run_summary_says_why_a_separated_claim_is_open(separated_audit):
+    stream = io.StringIO()
+    _summary("audit", separated_audit, Path("out"), stream)
+    lines = stream.getvalue().splitlines()
+    assert any(line.startswith("  kl (linear) <= 30: inconclusive") and SEPARATED in line for line in lines)
+    assert not any(line.startswith("  kl (linear) <= 3: violation") and SEPARATED in line for line in lines)
+
+
 def test_a_correct_laplace_still_passes_below_and_above_the_ceiling():
-    claims = _audit(_laplace, [1.0, 30.0])
+    claims = {claim["claim"]: claim for claim in _audit(_laplace, [1.0, 30.0]).claims}
     assert claims[1.0]["verdict"] == claims[30.0]["verdict"] == "pass"
     assert math.isfinite(claims[1.0]["detectable_excess"])  # 1 is below the ceiling ~5: an excess is detectable
     assert claims[30.0]["detectable_excess"] == math.inf  # 30 is above it: none is
