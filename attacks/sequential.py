@@ -454,10 +454,10 @@ def anytime_confirm(weight: float, decides: Callable[[Evidence, float], bool], l
             evidence = AnytimeSetEstimate(count_estimate(cells, target, winner.function_class, coupled), in_p, in_q)
             if decides(evidence, anytime):
                 return evidence.with_details(weight=anytime, looks=batch,
-                                             scores=score_summary(attack, *map(np.concatenate, first), weights))
+                                             scores=score_summary(attack, *map(np.concatenate, first), weights, coupled))
         counts = count_estimate(cells, target, winner.function_class, coupled)
         return replace(counts, details={**counts.details, "weight": exact, "looks": batch,
-                                        "scores": score_summary(attack, *map(np.concatenate, first), weights)})
+                                        "scores": score_summary(attack, *map(np.concatenate, first), weights, coupled)})
 
     return confirm
 
