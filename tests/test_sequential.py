@@ -148,8 +148,8 @@ def test_continuous_monitoring_keeps_false_violations_at_the_level(divergence, a
 @pytest.mark.slow
 @pytest.mark.parametrize("divergence, alpha, classes, claim", TRUTHS)
 def test_continuous_monitoring_keeps_false_violations_at_the_level_over_many_seeds(divergence, alpha, classes, claim):
-    """100 searches of 5 rounds each (500, 2 000, 8 000, 32 000, 128 000 outputs; every round but the last looks
-    after every batch of its confirm sample) on tight true claims."""
+    """100 searches of 5 rounds each (500, 2 000, 8 000, 32 000, 128 000 outputs; the first three look after every
+    batch of their confirm samples) on tight true claims."""
     runs = 100
     violations = _monitored_false_violations(runs, 170_500, divergence, alpha, classes, claim)
     assert violations <= binom.ppf(0.999, runs, LEVEL)
