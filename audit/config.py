@@ -75,7 +75,7 @@ _FIELDS = {
     "pairs": ("d", "d_prime", "relation"),
     "neighbours": SPEC_FIELDS,
     "claims": ("divergence", "alpha", "function_class", "epsilon", "delta", "on_average", "epsilons", "deltas", "profile",
-               "reason"),
+               "reason", "from"),
     "attacks": ("classes", "n_samples", "confidence", "train_fraction", "class_params", "coupled", "policy", "engine", "stages",
                 "max_outputs", "tolerance", "representation"),
     "run": ("seed", "n_jobs", "backend", "sample_timeout", "max_seconds"),
@@ -227,6 +227,8 @@ class AuditConfig:
     run: RunSpec
     raw: Mapping[str, Any]
     checks: tuple[CheckSpec, ...] = ()
+    claim_distance: float | int | None = None
+    """``d_in`` of the audited pairs when a claim is read from the library's privacy map, else None."""
 
 
 def load_config(
@@ -311,9 +313,9 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
             "pairs: missing required field for a user mechanism (it has no default neighbours); "
             "add [[pairs]] entries with d and d_prime, or a [neighbours] table."
         )
+    entries, claim_distance = _library_claims(raw, mechanism, pairs, neighbours)
     # a curve claim (gdp, zcdp, profile) is audited as its members, ordinary dp / renyi claims (audit.families)
-    members = [(f"claims[{i}]", claim) for i, entry in enumerate(_array_of_tables(raw, "claims"))
-               for claim in _claims_of(entry, f"claims[{i}]")]
+    members = [(f"claims[{i}]", claim) for i, entry in enumerate(entries) for claim in _claims_of(entry, f"claims[{i}]")]
     claims = tuple(claim for _, claim in members)
     _check_on_average(claims, neighbours)
     attacks = _attacks(_table(raw, "attacks", "attacks"), on_average=any(claim.on_average for claim in claims))
@@ -334,12 +336,46 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
         run=_run(_table(raw, "run", "run")),
         raw=raw,
         checks=checks,
+        claim_distance=claim_distance,
     )
     if mechanism.callable is not None:  # user code runs last, once the rest of the config is valid
         _build(mechanism)
     if isinstance((neighbours or {}).get("distribution"), str):
         _import_distribution(neighbours["distribution"], base_dir)
     return config
+
+
+def _library_claims(raw: dict, mechanism: MechanismSpec, pairs: Sequence[tuple[np.ndarray, np.ndarray]],
+                    neighbours: Mapping[str, Any] | None) -> tuple[list[dict], float | int | None]:
+    """The ``[[claims]]`` tables, those with ``from = "library"`` read from the mechanism's privacy map
+    (:mod:`audit.library_claims`; their source becomes the reason in ``raw``), and the pairs' ``d_in`` (None
+    without such claims)."""
+    from audit.library_claims import claim_distance, library_claim_table, library_reason
+
+    entries = _array_of_tables(raw, "claims")
+    if not any("from" in entry for entry in entries):
+        return entries, None
+    if mechanism.callable is not None:
+        raise ConfigError('claims: from = "library" reads a library\'s privacy map; a callable states none. Use '
+                          'name = "opendp.measurement", or give divergence and epsilon.')
+    built = mechanism.build()
+    try:
+        d_in = claim_distance(built, pairs, neighbours)
+    except ValueError as error:
+        raise ConfigError(f"claims: {_one_line(error)}") from None
+    resolved = []
+    for i, entry in enumerate(entries):
+        if "from" not in entry:
+            resolved.append(entry)
+            continue
+        _check_fields(entry, "claims", f"claims[{i}]")
+        try:
+            table, source = library_claim_table(entry, f"claims[{i}]", built, d_in)
+        except ValueError as error:
+            raise ConfigError(_one_line(error)) from None
+        raw["claims"][i] = {**entry, **table, "reason": library_reason(entry, source)}  # the claim as audited
+        resolved.append(table)
+    return resolved, d_in
 
 
 def _check_fields(table: Mapping, section: str, where: str) -> None:

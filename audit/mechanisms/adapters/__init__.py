@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from audit.mechanisms.adapters import diffprivlib, opendp, pydp
+from audit.mechanisms.adapters import diffprivlib, opendp, opendp_measurement, pydp
 from audit.mechanisms.adapters.library import diffprivlib_hint
 from audit.mechanisms.registry import info_from_class, register
 
 
 def _register_adapters() -> None:
-    for module in (opendp, diffprivlib, pydp):
+    for module in (opendp, opendp_measurement, diffprivlib, pydp):
         for cls in module.ADAPTERS:
             hint = diffprivlib_hint() if cls.library == "diffprivlib" else cls.install_hint()
             info = dataclasses.replace(info_from_class(cls, "adapter"), requires=(cls.module,), install_hint=hint)
