@@ -565,11 +565,12 @@ _FAMILY_FIELDS = {
 def _family_table(table: dict, divergence: str, path: str) -> dict:
     """A curve claim's fields checked: the table as given (gdp: mu, zcdp: rho and orders, profile: a law or a table)."""
     for key in table:
-        if key not in ("divergence", "function_class") + _FAMILY_FIELDS[divergence]:
+        if key not in ("divergence", "function_class", "reason") + _FAMILY_FIELDS[divergence]:
             takers = [name for name, fields in _FAMILY_FIELDS.items() if key in fields]
             hint = f"it applies to {' / '.join(takers)} claims" if takers else "curve claims have no delta or on_average"
             raise ConfigError(f"{path}.{key}: a {divergence} claim takes no {key}; {hint}. Found {table[key]!r}.")
     _class_name(_required(table, "function_class", path, 'e.g. function_class = "all"'), f"{path}.function_class")
+    _check_reason(table, path)
     words = {"gdp": "mu, e.g. epsilon = 1.0", "zcdp": "rho, e.g. epsilon = 0.5",
              "profile": 'the law\'s parameter, e.g. profile = "gaussian" with epsilon = 1.0 (its mu)'}
     table_form = divergence == "profile" and "profile" not in table
@@ -639,10 +640,7 @@ def _claim(table: dict, path: str) -> Claim:
         delta = float(_number(table["delta"], f"{path}.delta"))
         if not 0.0 <= delta < 1.0:
             raise ConfigError(f"{path}.delta: must be in [0, 1). Found {delta!r}.")
-    reason = table.get("reason", "")
-    if not isinstance(reason, str) or len(reason) > MAX_REASON:  # only the report reads it, off the raw config
-        raise ConfigError(f"{path}.reason: one sentence of text, at most {MAX_REASON} characters. "
-                          f"Found {str(reason)[:80]!r}{'...' if len(str(reason)) > 80 else ''}.")
+    _check_reason(table, path)
     on_average = table.get("on_average", False)
     if not isinstance(on_average, bool):
         raise ConfigError(f"{path}.on_average: must be true or false. Found {on_average!r}.")
@@ -653,6 +651,14 @@ def _claim(table: dict, path: str) -> Claim:
         )
     return Claim(divergence=divergence, function_class=function_class, epsilon=epsilon, alpha=alpha, delta=delta,
                  on_average=on_average)
+
+
+def _check_reason(table: Mapping[str, Any], path: str) -> None:
+    """``reason``: one sentence of text (only the report reads it, off the raw config)."""
+    reason = table.get("reason", "")
+    if not isinstance(reason, str) or len(reason) > MAX_REASON:
+        raise ConfigError(f"{path}.reason: one sentence of text, at most {MAX_REASON} characters. "
+                          f"Found {str(reason)[:80]!r}{'...' if len(str(reason)) > 80 else ''}.")
 
 
 def _check_on_average(claims: Sequence[Claim], neighbours: Mapping[str, Any] | None) -> None:
