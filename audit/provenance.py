@@ -142,9 +142,14 @@ def pair_records(pairs: Sequence[NeighbourPair]) -> list[dict[str, Any]]:
     ]
 
 
-def not_neighbours(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
+def not_neighbours(pairs: Sequence[Mapping[str, Any]], config: Mapping[str, Any] | None = None) -> list[str]:
     """One sentence per audited pair (:func:`pair_records`) that is no neighbouring pair: identical datasets,
-    or datasets more than one record apart (explicit ``[[pairs]]`` without a ``relation``); [] when all are."""
+    or datasets more than one record apart (explicit ``[[pairs]]`` without a ``relation``); [] when all are.
+
+    With claims read from the library (``config``'s claims with ``from``), every pair was checked to be at the
+    ``d_in`` the claims were read at (:mod:`audit.library_claims`): pairs farther apart than one record are meant.
+    """
+    library = any(isinstance(c, Mapping) and "from" in c for c in (config or {}).get("claims", ()) or ())
     found = []
     for pair in pairs:
         if pair.get("relation"):
@@ -156,7 +161,7 @@ def not_neighbours(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
         if distance == 0:
             found.append(f"pair {pair['name']} has d' = d: M(d) and M(d') are one law, every divergence between "
                          "them is 0, so its rows can only pass; they test nothing")
-        else:
+        elif not library:
             found.append(f"pair {pair['name']}'s datasets differ in {distance} records: not neighbours (one record "
                          f"replaced, added or removed), on which an epsilon-DP mechanism may reach {distance} epsilon "
                          "(group privacy), so its rows test a claim only if it was meant for pairs this far apart")

@@ -258,7 +258,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         "",
         *_theory_headline(meta.get("theory", [])),
         *_events_block(meta.get("events", [])),
-        *_pairs_warning(meta["pairs"]),
+        *_pairs_warning(meta["pairs"], meta["config"]),
         *_checks_summary(meta.get("checks", [])),
         f"Seed {meta['seed']}, {meta['seconds']:.1f} s. Versions: "
         + ", ".join(f"{name} {version}" for name, version in meta["versions"].items()
@@ -334,9 +334,9 @@ def _theory_headline(theory: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
 
 
-def _pairs_warning(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
+def _pairs_warning(pairs: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> list[str]:
     """The first screen's warning on audited pairs that are not neighbours (:func:`audit.provenance.not_neighbours`)."""
-    found = not_neighbours(pairs)
+    found = not_neighbours(pairs, config)
     if not found:
         return []
     return ["**WARNING, pairs that are not neighbours:** the claims bound neighbouring datasets. "

@@ -50,3 +50,13 @@ def test_on_average_pairs_at_distance_k_replace_the_first_k_records():
             "distribution": {"name": "normal", "mean": 0, "std": 1}}
     for pair in make_pairs(spec, make_mechanism("laplace", {}), 0):
         assert pair.distance == 2 and np.array_equal(pair.d[2:], pair.d_prime[2:])
+
+
+def test_pairs_at_a_library_claims_distance_are_not_warned_of():
+    from audit.provenance import not_neighbours
+
+    pairs = [{"name": "p0", "d": [[0.0]], "d_prime": [[0.0], [1.0], [1.0], [1.0]], "relation": None}]
+    assert "differ in 3 records" in not_neighbours(pairs)[0]
+    assert not_neighbours(pairs, {"claims": [{"from": "library"}]}) == []
+    identical = [{**pairs[0], "d_prime": [[0.0]]}]
+    assert "d' = d" in not_neighbours(identical, {"claims": [{"from": "library"}]})[0]

@@ -86,6 +86,7 @@ def test_a_noisy_max_index_under_zcdp_gives_renyi_claims_at_rho_alpha():
     assert [(c.divergence, c.function_class, c.alpha, c.epsilon) for c in loaded.claims] == [
         ("renyi", "all", (2.0,), 1.0), ("renyi", "all", (4.0,), 2.0)]
     assert loaded.claim_distance == 1
+    assert load_config(loaded.raw).claims == loaded.claims  # the zCDP claim as run, with its reason, reads back
     assert "opendp" in loaded.raw["claims"][0]["reason"] and "rho = 0.5" in loaded.raw["claims"][0]["reason"]
 
 
@@ -145,3 +146,15 @@ def test_correct_maps_at_d_in_1_2_6_are_refuted_in_at_most_3_of_20_runs(noise, d
                    attacks={"classes": ["linear", "atoms"], "n_samples": 4000})
     verdicts = [run_audit({**audit, "run": {"seed": seed}}).verdict for seed in range(20)]
     assert verdicts.count("violation") <= 3, verdicts
+
+
+@pytest.mark.slow
+def test_the_search_audits_a_user_owning_three_records_against_the_map_at_d_in_3():
+    """search at distance 3 (add-remove: one user's 3 records): every pair at d_in = 3, the claim epsilon = 3 / scale."""
+    neighbours = {"strategy": "search", "relation": "add-remove", "distance": 3, "count": 2, "candidates": 4,
+                  "screen_samples": 200, "domain": {"low": [0], "high": [1], "size": 3}}
+    result = run_audit(config(noisy_sum(domain=INTEGERS, scale=2.0), neighbours=neighbours,
+                              attacks={"classes": ["linear", "atoms"], "n_samples": 2000, "confidence": 0.999}))
+    assert all(pair["d_prime"] and len(pair["d_prime"]) - len(pair["d"]) == 3 for pair in result.pairs)
+    assert result.rows[0].claim == pytest.approx(1.5, rel=1e-6)
+    assert result.verdict != "violation"
