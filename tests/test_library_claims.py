@@ -158,3 +158,15 @@ def test_the_search_audits_a_user_owning_three_records_against_the_map_at_d_in_3
     assert all(pair["d_prime"] and len(pair["d_prime"]) - len(pair["d"]) == 3 for pair in result.pairs)
     assert result.rows[0].claim == pytest.approx(1.5, rel=1e-6)
     assert result.verdict != "violation"
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"chain": "then_laplace"}, "chain must be a non-empty list of tables"),
+    ({"chain": [{"constructor": "then_nothing"}]}, r"chain\[0\].constructor: OpenDP has no constructor 'then_nothing'"),
+    ({"chain": [{"scale": 1.0}]}, r"chain\[0\] must be a table with constructor"),
+    ({"chain": [{"constructor": "then_clamp", "bounds": [0.0, 1.0]}]}, "the chain must end in a measurement"),
+    ({"input_metric": "l1_distance(T=f64)"}, "OpenDP refused the measurement"),
+])
+def test_a_chain_opendp_refuses_is_a_one_line_error(params, message):
+    with pytest.raises(ValueError, match=message):
+        make_mechanism("opendp.measurement", {**noisy_sum(), **params})

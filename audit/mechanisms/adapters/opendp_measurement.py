@@ -140,10 +140,10 @@ class OpenDPMeasurement(OpenDPAdapter):
     float_safe = None  # depends on the chain
 
     def __init__(self, input_domain: str, input_metric: str, chain: Sequence[Mapping[str, Any]] = ()) -> None:
-        super().__init__(input_domain=input_domain, input_metric=input_metric, chain=[dict(s) for s in chain])
         if not isinstance(chain, Sequence) or isinstance(chain, str) or not chain:
             raise ValueError("chain must be a non-empty list of tables, e.g. [{ constructor = \"then_laplace\", "
                              f"scale = 1.0 }}]. Found {chain!r}.")
+        super().__init__(input_domain=input_domain, input_metric=input_metric, chain=list(chain))
         measurement = self.measurement()
         self.measure = str(measurement.output_measure)
         self.metric = str(measurement.input_metric).split("(")[0]
