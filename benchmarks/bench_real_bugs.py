@@ -19,12 +19,21 @@ output: ~0.4 M calls per audit, about 10 CPU-minutes for ``tools.mean`` and
 
 Cases that do not reproduce here are listed in ``NOT_REPRODUCED`` with the
 reason, in the results file too.
+
+Second edition (``--claims``): bugs in what a library promises, each audited
+at default settings from the library's own claim (dp_accounting's
+``RdpAccountant`` at each order; OpenDP's privacy map through
+``[[claims]] from = "library"``) beside its correct counterpart
+(``CLAIM_CASES``; not reproduced: ``NOT_REPRODUCED_CLAIMS``).  Run it in an
+environment with the library versions named (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -296,14 +305,16 @@ def claims_edition(seed: int) -> str:
             skipped.append({"case": f"{case}, {release}", "why": f"skipped: {type(error).__name__}: {error}"})
             continue
         start = sum(os.times()[:4])  # this process and its forked samplers
-        result = run_audit(config, progress=False)
+        with tempfile.TemporaryDirectory() as out:
+            result = run_audit(config, out_dir=out, progress=False)
+            drawn = json.loads((Path(out) / "results.json").read_text())["outputs_drawn"]
         seconds = sum(os.times()[:4]) - start
         claims = result.claims
         rows.append({"case": case, "release": release, "library": f"{library} {version}",
                      "claims": ", ".join(str(c.get("label", c.get("claim"))) for c in claims),
                      "true (same orders)": ", ".join(f"{t:.3g}" for t in true), "verdict": result.verdict,
                      "lower bounds": ", ".join(f"{low:.3g}" for low in result.table.groupby("alpha")["ci_low"].max()),
-                     "outputs per dataset": int(result.table["n_samples"].max()),
+                     "outputs drawn": f"{drawn:,}".replace(",", " "),
                      "cpu s": f"{seconds:.0f}"})
         print(rows[-1], flush=True)
     return "\n".join([
@@ -313,7 +324,8 @@ def claims_edition(seed: int) -> str:
         "accountant bounds the released values, and the sum adds numpy's float Gaussian, which the representation "
         "layer refutes whatever the accounting, Mironov 2012); claims over `all` as the library states them "
         "(RdpAccountant's Renyi DP at each order; OpenDP's map rho = 0.5 read as Renyi claims 0.5 alpha at orders "
-        "1.5, 2, 4); `lower bounds` per order, `cpu s` this process and its samplers.", "",
+        "1.5, 2, 4); `lower bounds` per order; `outputs drawn` every output of the audit (both datasets, every "
+        "stage and round); `cpu s` this process and its samplers.", "",
         tabulate(rows, headers="keys", tablefmt="github") if rows else "(no case ran)", "",
         "## Not reproduced here", "",
         tabulate([{"case": case, "why": why} for case, why in NOT_REPRODUCED_CLAIMS] + skipped, headers="keys",
