@@ -470,7 +470,7 @@ def _generate(
         + ["random"] * candidates
     )
     pool, kept = widen_all(pool, relation, distance)  # group / user-level pairs: the change made `distance` times
-    labels = [labels[i] if distance == 1 else f"{labels[i]}, x{distance}" for i in kept]
+    labels = [labels[i] if distance == 1 or labels[i] == "random" else f"{labels[i]}, x{distance}" for i in kept]
     screening = screen_candidates(
         pool, labels, mechanism, rng,
         n=_option(spec, "screen_samples", 2000),

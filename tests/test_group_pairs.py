@@ -60,3 +60,11 @@ def test_pairs_at_a_library_claims_distance_are_not_warned_of():
     assert not_neighbours(pairs, {"claims": [{"from": "library"}]}) == []
     identical = [{**pairs[0], "d_prime": [[0.0]]}]
     assert "d' = d" in not_neighbours(identical, {"claims": [{"from": "library"}]})[0]
+
+
+def test_the_search_labels_its_widened_candidates_and_keeps_random_ones_countable():
+    spec = {"strategy": "search", "relation": "add-remove", "distance": 2, "count": 1, "candidates": 2,
+            "screen_samples": 10, "probes": [], "domain": DOMAIN}
+    screening = make_pairs(spec, make_mechanism("laplace", {}), 0).screening
+    assert [entry.label for entry in screening].count("random") == 2
+    assert all(entry.label.endswith(", x2") for entry in screening if entry.label != "random")
