@@ -29,11 +29,13 @@ def claim_distance(mechanism: Any, pairs: Sequence[tuple[np.ndarray, np.ndarray]
                    neighbours: Mapping[str, Any] | None) -> float | int:
     """The one ``d_in`` of the audited pairs in the mechanism's input metric.
 
-    Explicit pairs: each pair's distance (``mechanism.input_distance``), which
-    must agree; ``[neighbours]``: ``distance`` records (default 1) added or
+    Explicit pairs (else the mechanism's default pairs): each pair's distance
+    (``mechanism.input_distance``), which must agree; ``[neighbours]``: ``distance`` records (default 1) added or
     removed, or replaced, by ``relation`` (``mechanism.relation_distance``).
     Raises ``ValueError`` when the pairs are at several distances or none is given.
     """
+    if neighbours is None:
+        pairs = pairs or mechanism.default_pairs()
     if pairs:
         distances = sorted({mechanism.input_distance(d, d_prime) for d, d_prime in pairs})
         if len(distances) != 1:

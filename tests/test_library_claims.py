@@ -170,3 +170,18 @@ def test_the_search_audits_a_user_owning_three_records_against_the_map_at_d_in_3
 def test_a_chain_opendp_refuses_is_a_one_line_error(params, message):
     with pytest.raises(ValueError, match=message):
         make_mechanism("opendp.measurement", {**noisy_sum(), **params})
+
+
+@pytest.mark.parametrize("name, params, expected", [
+    ("opendp.laplace", {"scale": 2.0}, ("dp", 0.5)), ("opendp.laplace_int", {"scale": 4.0}, ("dp", 0.25)),
+    ("opendp.gaussian", {"scale": 2.0}, ("zcdp", 0.125)),
+])
+def test_the_sum_adapters_claim_is_their_map_at_one_record(name, params, expected):
+    loaded = load_config({"mechanism": {"name": name, "params": params}, "claims": [{"from": "library"}]})
+    divergence, value = expected
+    assert loaded.claim_distance == 1 and loaded.raw["claims"][0]["divergence"] == divergence
+    assert math.isclose(loaded.raw["claims"][0]["epsilon"], value, rel_tol=1e-6)
+    assert "at d_in = sensitivity = 1" in loaded.raw["claims"][0]["reason"]
+    far = {"d": [[0.0], [0.0]], "d_prime": [[1.0], [1.0]]}
+    with pytest.raises(ConfigError, match="states its claim for neighbouring datasets"):
+        load_config({"mechanism": {"name": name, "params": params}, "pairs": [far], "claims": [{"from": "library"}]})

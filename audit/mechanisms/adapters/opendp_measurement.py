@@ -33,11 +33,11 @@ import importlib
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from audit.mechanisms.adapters.library import LibraryClaim
 from audit.mechanisms.adapters.opendp import OpenDPAdapter
 
 EXPRESSION_MODULES = ("opendp.domains", "opendp.metrics", "opendp.measures")
@@ -48,23 +48,6 @@ SET_METRICS = ("SymmetricDistance", "InsertDeleteDistance", "ChangeOneDistance",
 """Input metrics between datasets of records, for which ``[neighbours]`` generates pairs."""
 PROFILE_EPSILONS = (0.0, 0.25, 0.5, 1.0)
 """Default epsilon grid, in units of the profile's epsilon at delta 1e-6, of a smoothed max-divergence claim."""
-
-
-@dataclass(frozen=True)
-class LibraryClaim:
-    """A measurement's privacy map at one ``d_in``, as a ``[[claims]]`` table of capaudit.
-
-    Attributes
-    ----------
-    table : dict
-        ``divergence`` (``dp``, ``zcdp`` or ``profile``) and its values (``epsilon``, ``delta``, or
-        ``epsilons`` and ``deltas``): what :mod:`audit.config` reads as a typed claim.
-    source : str
-        The claim's source in words: library, version, measure, ``d_in`` and the map's value.
-    """
-
-    table: dict
-    source: str
 
 
 def opendp_value(text: str) -> Any:
@@ -284,6 +267,10 @@ class OpenDPMeasurement(OpenDPAdapter):
                                 f"{where}: the privacy profile (epsilon, delta) at {points}")
         raise ValueError(f"capaudit reads claims in MaxDivergence, ZeroConcentratedDivergence, "
                          f"Approximate(MaxDivergence) and SmoothedMaxDivergence; this measurement's is {self.measure}.")
+
+    def default_pairs(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """None: the records a measurement reads are the config's (give ``[[pairs]]`` or ``[neighbours]``)."""
+        return []
 
     @property
     def true_privacy(self) -> str:
