@@ -1,7 +1,9 @@
 """Adapters that audit real mechanisms of OpenDP, diffprivlib and PyDP, and their registration.
 
-Every adapter releases the sum of the dataset's records through the library's
-own mechanism (the library draws the noise; nothing is re-implemented here).
+Every adapter but ``opendp.measurement`` (any OpenDP measurement built from its
+constructors: :mod:`.opendp_measurement`) releases the sum of the dataset's
+records through the library's own mechanism (the library draws the noise;
+nothing is re-implemented here).
 Each record is clamped to ``[0, sensitivity]`` (and rounded to an integer for
 integer mechanisms) before summing, so the declared ``sensitivity`` is the
 sum's exact sensitivity under both replace-one and add/remove neighbours:
