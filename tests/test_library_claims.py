@@ -185,3 +185,12 @@ def test_the_sum_adapters_claim_is_their_map_at_one_record(name, params, expecte
     far = {"d": [[0.0], [0.0]], "d_prime": [[1.0], [1.0]]}
     with pytest.raises(ConfigError, match="states its claim for neighbouring datasets"):
         load_config({"mechanism": {"name": name, "params": params}, "pairs": [far], "claims": [{"from": "library"}]})
+
+
+@pytest.mark.slow
+def test_permute_and_flip_under_the_zcdp_map_is_refuted_on_the_index():
+    """OpenDP #2911's scenario (benchmarks/bench_real_bugs.py --claims): Renyi 1.091, 1.377 against 0.75, 1.0."""
+    from benchmarks.bench_real_bugs import _noisy_max_case
+
+    result = run_audit(_noisy_max_case(described=True), progress=False)
+    assert result.verdict == "violation"
