@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 import audit.api
-import audit.checks
 import audit.engine
 import audit.neighbours
+import audit.progress
 import audit.report
 import attacks.staged
 import audit.sampling
@@ -471,7 +471,7 @@ def test_ctrl_c_while_a_pair_hangs_keeps_the_other_pairs(tmp_path, capsys, monke
 def test_a_hanging_mechanism_shows_on_the_terminal_before_the_timeout(tmp_path, capsys, monkeypatch):
     """The bar is drawn from the first mechanism call (the memory check's) and its heartbeat counts the seconds
     without outputs while a chunk runs: not a blank terminal until run.sample_timeout."""
-    monkeypatch.setattr(audit.engine, "HEARTBEAT", {True: 0.5, False: 0.5})
+    monkeypatch.setattr(audit.progress, "HEARTBEAT", {True: 0.5, False: 0.5})
     code = main(["run", str(_toml(tmp_path, _config("hangs", sample_timeout=3))), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 2 and "first outputs (memory check)" in err
@@ -727,7 +727,7 @@ def inject(monkeypatch):
     monkeypatch.setattr(audit.engine, "check_memory", during("probe", audit.engine.check_memory))
     monkeypatch.setattr(audit.api, "fix_layout", during("pilot", audit.api.fix_layout))
     monkeypatch.setattr(audit.neighbours, "screen_candidates", during("search", audit.neighbours.screen_candidates))
-    monkeypatch.setattr(audit.checks, "run_checks", during("checks", audit.checks.run_checks))  # api imports it per call
+    monkeypatch.setattr(audit.engine, "run_check", during("checks", audit.engine.run_check))  # each check a unit
 
     def set_fault(stage, kind):
         FAULT.update(stage=stage, kind=kind)
