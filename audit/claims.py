@@ -167,10 +167,19 @@ def claims_of(table: dict, path: str) -> list[Claim]:
                   alpha=(m.alpha,), delta=m.delta) for m in family.members()]
 
 
+def _check_reason(table: Mapping[str, Any], path: str) -> None:
+    """``reason``: one sentence of text (only the report reads it, off the raw config)."""
+    reason = table.get("reason", "")
+    if not isinstance(reason, str) or len(reason) > MAX_REASON:
+        raise ConfigError(f"{path}.reason: one sentence of text, at most {MAX_REASON} characters. "
+                          f"Found {str(reason)[:80]!r}{'...' if len(str(reason)) > 80 else ''}.")
+
+
 def _curve_table(table: dict, curve: Curve, path: str) -> dict:
     """A curve claim's fields checked: the table as given (gdp: mu, zcdp: rho and orders, profile: a law or a table)."""
+    _check_reason(table, path)
     for key in table:
-        if key not in ("divergence", "function_class") + CURVE_FIELDS[type(curve)]:
+        if key not in ("divergence", "function_class", "reason") + CURVE_FIELDS[type(curve)]:
             takers = [kind.name for kind, fields in CURVE_FIELDS.items() if key in fields]
             hint = f"it applies to {' / '.join(takers)} claims" if takers else "curve claims have no delta or on_average"
             raise ConfigError(f"{path}.{key}: a {curve.name} claim takes no {key}; {hint}. Found {table[key]!r}.")
@@ -233,10 +242,7 @@ def _claim(table: dict, path: str) -> Claim:
         if kind is not DP:
             raise ConfigError(f"{path}.delta: only dp claims take delta. Found {table['delta']!r}.")
         delta = _value(table, "delta", path)
-    reason = table.get("reason", "")
-    if not isinstance(reason, str) or len(reason) > MAX_REASON:  # only the report reads it, off the raw config
-        raise ConfigError(f"{path}.reason: one sentence of text, at most {MAX_REASON} characters. "
-                          f"Found {str(reason)[:80]!r}{'...' if len(str(reason)) > 80 else ''}.")
+    _check_reason(table, path)
     on_average = _value(table, "on_average", path)
     if on_average and divergence not in ON_AVERAGE_DIVERGENCES:
         raise ConfigError(

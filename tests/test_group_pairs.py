@@ -68,3 +68,4 @@ def test_the_search_labels_its_widened_candidates_and_keeps_random_ones_countabl
     screening = make_pairs(spec, make_mechanism("laplace", {}), 0).screening
     assert [entry.label for entry in screening].count("random") == 2
     assert all(entry.label.endswith(", x2") for entry in screening if entry.label != "random")
+
