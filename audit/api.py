@@ -224,7 +224,7 @@ def run_audit(
             seconds=time.perf_counter() - start,
             versions=_versions(mechanism),
             config=audit_config.raw,
-            pairs=pair_records(pairs),
+            pairs=pair_records(pairs, getattr(mechanism, "input_relation", None)),
             audited=describe_audit(mechanism, config, audit_config.raw, probe=pairs[0] if pairs else None,
                                    timeout=audit_config.run.sample_timeout),
             theory=check_bounds(rows, audit_config.attacks.confidence),

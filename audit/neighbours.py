@@ -34,6 +34,7 @@ from attacks.classes import parse_function_class
 from attacks.vocabulary import IPM, KL
 from audit import isolation
 from audit.data_distributions import Sampler, check_distribution, make_sampler
+from audit.errors import one_line
 from audit.mechanisms import Mechanism
 from audit.validation import as_numbers
 
@@ -739,6 +740,8 @@ def _sample_both(mechanism: Mechanism, datasets: Sequence[np.ndarray], n: int, s
         for name, dataset in zip(("d", "d'"), datasets):
             try:
                 outputs.append(mechanism.sample(dataset, n, sample_rng))
+            except SystemExit as error:  # the audited code's exit, in its own words (not "exit code 0" of the child)
+                return f"{name}|{one_line(error)}"
             except Exception as error:
                 return f"{name}|{' '.join(str(error).split())}"
         if len({output.shape[1] for output in outputs}) == 1:
@@ -754,7 +757,7 @@ def _failure_counts(mechanism: Mechanism, pair: tuple[np.ndarray, np.ndarray], s
         for side, dataset in enumerate(pair):
             try:
                 mechanism.sample(dataset, 1, sample_rng)
-            except Exception:
+            except (Exception, SystemExit):
                 failures[side] += 1
     return failures[0], failures[1]
 
