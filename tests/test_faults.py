@@ -302,9 +302,11 @@ def test_sample_timeout_must_be_positive():
     assert load_config(_config()).run.sample_timeout == 600
 
 
-def test_a_probe_at_an_infinite_record_leaves_the_curve_claim_a_report(tmp_path, capsys):
+def test_a_probe_at_an_infinite_record_is_a_violation_with_a_report(tmp_path, capsys):
     """The built-in Gaussian's exact law at the special-values probe's inf record is centred at inf: the trade-off
-    panel draws no exact curve there instead of failing the report (exit 2 with no report.html)."""
+    panel draws no exact curve there instead of failing the report (exit 2 with no report.html), the outputs on
+    d' (all inf) against d's (finite) are one event's counts, a violation of every member claim, and no published
+    bound is compared on a pair outside the domain of its closed form."""
     path = tmp_path / "audit.toml"
     path.write_text('[mechanism]\nname = "gaussian"\nparams = { sigma = 1.0 }\n\n'
                     '[neighbours]\nstrategy = "search"\ncount = 1\ncandidates = 1\nscreen_samples = 200\n'
@@ -316,7 +318,9 @@ def test_a_probe_at_an_infinite_record_leaves_the_curve_claim_a_report(tmp_path,
     err = capsys.readouterr().err
     results = json.loads((out / "results.json").read_text())
     assert any("inf" in json.dumps(pair["d_prime"]) for pair in results["pairs"])
-    assert code != 2 and results["verdict"] != "error" and err.count("\n") <= 1, err  # no RuntimeWarning either
+    assert code == 1 and results["verdict"] == "violation" and err.count("\n") <= 1, err  # no RuntimeWarning either
+    assert results["rows"] and all(row["verdict"] == "violation" for row in results["rows"])
+    assert not any(entry["fails"] for entry in results["theory"])
     assert (out / "report.html").exists()
 
 
