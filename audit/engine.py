@@ -41,7 +41,6 @@ import dataclasses
 import functools
 import math
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -51,7 +50,6 @@ from typing import Any
 
 import joblib
 import numpy as np
-from tqdm import tqdm
 
 from attacks.classes import LAYERS, REPRESENTATION, VALUE, parse_function_class
 from attacks.representation import FINEST_BITS, finest_bits, separating_bit
@@ -74,6 +72,7 @@ from audit.theory.exact import exact_value, known_laws
 from audit.theory.table import theory_bound as law_bound
 from audit.neighbours import NeighbourPair
 from audit.parallel import backend
+from audit.progress import OutputsBar
 from audit.plan import MEMORY_FRACTION, DIRECTIONS, Task, available_memory, estimate_memory, plan_hash, task_seed
 from audit.sampling import (
     CHUNK_SIZE,
@@ -193,7 +192,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     # sampler runs the mechanism on the cluster's workers
     planned = policy.planned(sizes, len(pairs)) if not config.attacks.sequential else _Best.most(config, len(units))
     # the bar shows from the first mechanism call on (the memory check's), its heartbeat while a chunk runs
-    with backend(config.run.backend, config.run.n_jobs), _OutputsBar(planned, len(pending), progress) as bar:
+    with backend(config.run.backend, config.run.n_jobs), OutputsBar(planned, len(pending), progress) as bar:
         probed = {}
         if pending:
             n_held, pairs_held = policy.held(sizes, config.attacks.n_samples, len(pairs))
@@ -277,7 +276,7 @@ class _Best:
 
     @staticmethod
     def run(unit: Unit, config: AuditConfig, pairs: Sequence[NeighbourPair], sizes: StageSizes,
-            sample: Callable, bar: _OutputsBar) -> list[Outcome]:
+            sample: Callable, bar: OutputsBar) -> list[Outcome]:
         [target] = unit.targets
         seed = int(task_seed(config.run.seed, unit.id).generate_state(1)[0])
         try:
@@ -302,7 +301,7 @@ class _Best:
 
 
 def _sequential(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence[NeighbourPair], sample: Callable,
-                bar: _OutputsBar, seed: int) -> StagedResult:
+                bar: OutputsBar, seed: int) -> StagedResult:
     """A ``best`` unit's search in rounds (:func:`attacks.sequential.sequential_search`); the progress bar counts
     against the most the unit may draw (a total that stays put) and shows the round and the lower bound beside
     the claim."""
@@ -349,7 +348,7 @@ class _Every:
 
     @staticmethod
     def run(unit: Unit, config: AuditConfig, pairs: Sequence[NeighbourPair], sizes: StageSizes,
-            sample: Callable, bar: _OutputsBar) -> list[Outcome]:
+            sample: Callable, bar: OutputsBar) -> list[Outcome]:
         pair = pairs[unit.pair]
         # the targets share the pair's samples: drawn once, held until the pair is done
         draw = functools.cache(sample) if len(unit.targets) > 1 else sample
@@ -655,80 +654,6 @@ def _finest_bits(outputs: np.ndarray) -> np.ndarray:
 def _share(share: float) -> str:
     """A share of outputs in words: "none", "all", else a percentage with two significant digits."""
     return "none" if share == 0.0 else "all" if share == 1.0 else f"{100 * share:.2g} %"
-
-
-HEARTBEAT = {True: 1.0, False: 30.0}
-"""Seconds between the progress bar's redraws while no output comes in, on a terminal and elsewhere (a CI log)."""
-
-
-class _OutputsBar:
-    """The progress bar, in outputs per dataset drawn (every stage, every pair), shown from the first mechanism call.
-
-    Each unit is counted at first for the outputs it may draw (``planned``; a
-    search in rounds: the most it may draw, so the total stays put); the best
-    policy's screen fixes its later stages (:meth:`replan`), and the unit's end
-    sets its share to what it drew (a failed pair draws no more).  ``status``
-    says what runs (the memory check's first outputs, a round and its lower
-    bound against the claim); a heartbeat thread redraws the bar while a chunk
-    runs, with the seconds since the last outputs came in, so that a slow or
-    hanging mechanism shows before ``run.sample_timeout``.
-    """
-
-    def __init__(self, planned: int, units: int, enabled: bool):
-        self.planned = planned
-        terminal = sys.stderr.isatty()
-        self.bar = tqdm(total=units * planned, desc="audit", unit="outputs", unit_scale=True, file=sys.stderr,
-                        disable=not enabled, **({} if terminal else {"mininterval": HEARTBEAT[False]}))
-        self.unit_planned = self.drawn = 0
-        self._status = ""
-        self.last = time.monotonic()
-        self.lock = threading.Lock()
-        self.stopped = threading.Event()
-        self.heartbeat = threading.Thread(target=self._beat, args=(HEARTBEAT[terminal],), daemon=True)
-        if enabled:
-            self.heartbeat.start()
-
-    def __enter__(self) -> _OutputsBar:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.stopped.set()
-        if self.heartbeat.is_alive():
-            self.heartbeat.join()
-        self.bar.close()
-
-    def _beat(self, interval: float) -> None:
-        while not self.stopped.wait(interval):
-            idle = time.monotonic() - self.last
-            waiting = f"waiting on the mechanism for {idle:.0f} s" if idle >= interval else ""
-            self.bar.set_postfix_str("; ".join(text for text in (self.status, waiting) if text), refresh=True)
-
-    def update(self, outputs: int) -> None:
-        with self.lock:  # the staged search draws several pairs at once, in threads
-            self.drawn += outputs
-            self.last = time.monotonic()
-            self.bar.update(outputs)
-
-    def start(self) -> None:
-        self.unit_planned, self.drawn, self.status = self.planned, 0, ""
-
-    @property
-    def status(self) -> str:
-        return self._status
-
-    @status.setter
-    def status(self, text: str) -> None:
-        self._status = text
-        self.bar.set_postfix_str(text, refresh=True)
-
-    def replan(self, planned: int) -> None:
-        """The running unit will draw ``planned`` outputs per dataset in all."""
-        self.bar.total += planned - self.unit_planned
-        self.unit_planned = planned
-        self.bar.refresh()
-
-    def finish(self) -> None:
-        self.replan(self.drawn)
 
 
 def check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: functools.partial, *,

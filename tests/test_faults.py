@@ -25,6 +25,7 @@ import audit.api
 import audit.checks
 import audit.engine
 import audit.neighbours
+import audit.progress
 import audit.report
 import attacks.staged
 import audit.sampling
@@ -475,7 +476,7 @@ def test_ctrl_c_while_a_pair_hangs_keeps_the_other_pairs(tmp_path, capsys, monke
 def test_a_hanging_mechanism_shows_on_the_terminal_before_the_timeout(tmp_path, capsys, monkeypatch):
     """The bar is drawn from the first mechanism call (the memory check's) and its heartbeat counts the seconds
     without outputs while a chunk runs: not a blank terminal until run.sample_timeout."""
-    monkeypatch.setattr(audit.engine, "HEARTBEAT", {True: 0.5, False: 0.5})
+    monkeypatch.setattr(audit.progress, "HEARTBEAT", {True: 0.5, False: 0.5})
     code = main(["run", str(_toml(tmp_path, _config("hangs", sample_timeout=3))), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 2 and "first outputs (memory check)" in err
@@ -798,6 +799,22 @@ def test_an_injected_fault_reads_as_itself(tmp_path, capsys, inject, stage, kind
     """Representative cells of the fault matrix, in threads (the default backend); the full matrix is slow."""
     inject(stage, kind)
     _check_fault_cell(tmp_path, capsys, stage, kind, policy)
+
+
+@pytest.mark.parametrize(("stage", "bar"), [("pilot", "structure pilot"), ("search", "dataset search")])
+def test_a_mechanism_hanging_before_the_engine_shows_on_the_terminal(tmp_path, capsys, monkeypatch, inject, stage,
+                                                                      bar):
+    """The structure pilot and the dataset search draw their own bar from their first call, with the heartbeat's
+    seconds without an answer: a mechanism hanging there is not a blank terminal until run.sample_timeout."""
+    monkeypatch.setattr(audit.progress, "HEARTBEAT", {True: 0.5, False: 0.5})
+    inject(stage, "hang")
+    path = tmp_path / "audit.toml"
+    config = _fault_config(stage, "every", 1, "threading")  # sample_timeout = 2
+    config["attacks"]["n_samples"] = 200
+    path.write_text(_to_toml({**config, "claims": _config()["claims"]}))  # kl: no curve to draw
+    main(["run", str(path), "--out", str(tmp_path / "out")])
+    shown = re.split(r"[\r\n]", capsys.readouterr().err)
+    assert any(line.startswith(bar) and re.search(r"waiting on the mechanism for [12] s", line) for line in shown), shown
 
 
 @pytest.mark.parametrize("kind", ["raise", "nan"])
