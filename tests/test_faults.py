@@ -786,7 +786,8 @@ def _check_fault_cell(tmp_path, capsys, stage, kind, policy, n_jobs=1, backend="
 
 STAGES = ("pilot", "probe", "search", "screen", "train", "check", "confirm", "round2", "checks")
 LIGHT_CELLS = [
-    ("round2", "raise", "rounds"), ("round2", "nan", "rounds"), ("search", "hang", "best"), ("checks", "exit", "best"),
+    ("round2", "raise", "rounds"), ("round2", "nan", "rounds"), ("search", "hang", "best"), ("search", "exit", "best"),
+    ("checks", "exit", "best"),
     ("checks", "inf", "best"),
     ("screen", "raise", "best"), ("screen", "exit", "best"), ("check", "exit", "best"), ("train", "die", "best"),
     ("confirm", "shape", "best"), ("confirm", "hang", "best"), ("confirm", "nan", "best"), ("confirm", "huge", "best"),
