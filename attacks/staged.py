@@ -67,14 +67,12 @@ from attacks.adversary import Adversary
 from attacks.classes import parse_function_class
 from attacks.divergences import tail_count
 from attacks.estimate import DivergenceEstimate, held_out_scores, moments_evidence, score_histogram
+from attacks.budget import DEFAULT_SHARES, STAGES
 from attacks.event_divergence import projected_event_bound, smoothed_event_divergence
 from attacks.evidence import NormalEstimate
 from attacks.vocabulary import DP, IPM, divergence_of
 from attacks.witness_moments import WitnessMoments
 
-STAGES = ("screen", "train", "check", "confirm")
-DEFAULT_SHARES = {"screen": 0.2, "train": 0.2, "check": 0.1, "confirm": 0.5}
-"""Shares of the budget per candidate pair (``n_samples``) spent by each stage (:meth:`StageSizes.from_budget`)."""
 MAX_FINALISTS = 4
 CHUNK = 1_000_000
 """Outputs per dataset drawn at once in the check and confirm stages."""

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from audit.config import AuditConfig, ConfigError, load_config, user_import_path
+from audit.config import AuditConfig, ConfigError, load_config
+from audit.import_path import user_import_path
 from audit.events import event_summary
 from audit.families import claim_summaries
 from audit.neighbours import NeighbourPair, make_pairs
@@ -82,9 +83,10 @@ class AuditResult:
     theory : list of dict
         Published closed-form bounds against the rows' exact values and lower
         confidence bounds (:func:`audit.theory.check.check_bounds`).
-    checks : list of dict
-        The ``[[checks]]`` rows (:func:`audit.checks.run_checks`); they join
-        the verdict and exit code as :func:`audit.checks.combine` says.
+    checks : tuple of Row
+        The ``[[checks]]`` rows (:func:`audit.checks.run_check`, run by the engine); they join the verdict
+        and exit code as :func:`audit.checks.combine` says; results.json's ``checks``
+        (:meth:`audit.schema.Row.to_check_record`).
     search : list of dict
         ``[neighbours] strategy = "search"``: every candidate screened, probes
         included, with its score and why it was dropped
@@ -106,7 +108,7 @@ class AuditResult:
     pairs: Sequence[Mapping[str, Any]] = ()
     audited: Mapping[str, Any] = field(default_factory=dict)
     theory: Sequence[Mapping[str, Any]] = ()
-    checks: Sequence[Mapping[str, Any]] = ()
+    checks: Sequence[Row] = ()
     search: Sequence[Mapping[str, Any]] = ()
     events: Sequence[Mapping[str, Any]] = ()
 
@@ -202,7 +204,7 @@ def run_audit(
         pairs = _pairs(audit_config, mechanism, on_screened=bar.show)
     finished: dict[str, dict] = {}
     stage = "the tasks"
-    from audit.checks import combine, run_checks  # with the exact values (scipy.stats): not on `import audit.api`
+    from audit.checks import combine  # with the exact values (scipy.stats): not on `import audit.api`
     from audit.engine import run_engine  # with the attacks (scikit-learn): not on `import audit.api`
 
     try:
@@ -211,12 +213,12 @@ def run_audit(
             fix_layout(mechanism, [data for pair in pairs for data in (pair.d, pair.d_prime)],
                        task_seed(audit_config.run.seed, "structure"), audit_config.run.sample_timeout, bar.show)
         rows = run_engine(audit_config, mechanism, pairs, out, resume=resume, progress=progress, finished=finished)
+        checks = tuple(row for row in rows if row.checked is not None)
+        rows = [row for row in rows if row.checked is None]
         stage = "the verdicts"
         rows = assign_verdicts(rows + aggregate_rows(rows, audit_config.attacks.confidence),
                                audit_config.attacks.confidence)
         verdict = overall_verdict(rows)
-        stage = "the checks"
-        checks = run_checks(audit_config)
         claims = (verdict, exit_code(rows, verdict)) if audit_config.claims else (None, None)
         verdict, code = combine(*claims, checks)
         result = AuditResult(
@@ -362,7 +364,7 @@ def _save_failed(out: Path | None, config: AuditConfig, records: Mapping[str, di
     from audit.engine import engine_rows
 
     try:
-        rows = [row.to_record() for row in engine_rows(config, records.values())]
+        rows = [row.to_record() for row in engine_rows(config, records.values()) if row.checked is None]
     except Exception:  # rows of records the claims cannot read: keep the records as they are
         rows = [dict(record) for record in records.values()]
     resume = f"{len(records)} tasks finished; `capaudit run CONFIG --out {out} --resume` continues from tasks.jsonl."
@@ -405,7 +407,7 @@ def write_failure(
         columns = [*TABLE_COLUMNS, *STAGED_COLUMNS] if rows and "claim" in rows[0] else None
         write_results(out, {"verdict": FAILED, "error": reason, "seed": seed, "seconds": seconds, "config": config},
                       pd.DataFrame(list(rows), columns=columns))
-        from audit.report import bounded, plain_text
+        from audit.tables import bounded, plain_text
 
         report = out / "report.md"
         report.write_text(  # the reason echoes user input: one bounded line, never raw HTML

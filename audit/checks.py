@@ -58,6 +58,13 @@ seeds derived from the audit seed (:func:`audit.sampling.chunk_seed` of the
 pair ``"checks[i]|<role>"``), so the same config and seed give the same
 numbers for any ``n_jobs``.  A mechanism that raises or hangs makes its
 check an ``"error"`` row (exit 2), within about ``sample_timeout``.
+
+Each check is one unit of the audit's engine (:func:`audit.engine.run_engine`:
+its progress bar, its backend, its ``tasks.jsonl``), after the claims' units:
+its row, an :class:`audit.schema.Row` (the theorem's bound as the claim, the
+decisive composed measurement as the estimate, the check's own fields in its
+``check`` column group), is appended to tasks.jsonl when the check finishes,
+so ``--resume`` keeps finished checks and runs the others.
 """
 
 from __future__ import annotations
@@ -75,9 +82,9 @@ from attacks.evidence import Evidence, NormalEstimate
 from audit.config import AuditConfig, CheckSpec
 from audit.mechanisms.compose import Mixture, Parallel, PostProcessed, Sequential
 from audit.neighbours import NeighbourPair
-from audit.parallel import backend
 from audit.plan import task_seed
 from audit.sampling import draw_pair_isolated, one_line
+from audit.schema import Row
 from audit.theory.composition import THEOREMS, theorem_bound
 from audit.theory.exact import exact_value, known_laws
 from audit.theory.table import exact_closed_form
@@ -175,26 +182,29 @@ def generalization_gaps(thresholds: np.ndarray, sample_means: np.ndarray, fresh_
 # --------------------------------------------------------------------------- driver
 
 
-def run_checks(config: AuditConfig) -> list[dict[str, Any]]:
-    """Run the config's ``[[checks]]`` in order; one row (dict, results.json's ``checks``) each.
+def check_name(index: int) -> str:
+    """The name of the config's ``index``-th check, ``checks[i]``: its row's ``task`` and ``pair``, its unit's id."""
+    return f"checks[{index}]"
 
-    A check that fails (a mechanism error, a bad map) gives a row with
-    verdict ``"error"`` and its message; the others still run.
+
+def run_check(config: AuditConfig, index: int, on_outputs: Callable[[int], Any] = lambda n: None) -> Row:
+    """Run the config's ``index``-th check: one unit of :func:`audit.engine.run_engine`, its :class:`Row`.
+
+    ``on_outputs(n)``: n more outputs per dataset were drawn (the engine's
+    progress bar).  A check that fails (a mechanism error, a bad map) gives a
+    row with verdict ``"error"`` and its message.  The caller sets the
+    backend (:func:`audit.parallel.backend`: dask and ray sample the parts on
+    the cluster's workers).
     """
-    rows = []
-    if not config.checks:
-        return rows
-    with backend(config.run.backend, config.run.n_jobs):  # dask / ray: the parts are sampled on the cluster's workers
-        for index, spec in enumerate(config.checks):
-            try:
-                rows.append(_run_check(spec, index, config))
-            except Exception as error:  # a crash is never a verdict: the row says what failed
-                message = str(error) if isinstance(error, SamplingFailed) else one_line(error)
-                rows.append(_row(spec, index, verdict="error", error=f"checks[{index}] ({spec.property}): {message}"))
-    return rows
+    spec = config.checks[index]
+    try:
+        return _RUNNERS[spec.property](_Context(spec, index, config, on_outputs))
+    except Exception as error:  # a crash is never a verdict: the row says what failed
+        message = str(error) if isinstance(error, SamplingFailed) else one_line(error)
+        return _row(spec, index, verdict="error", error=f"{check_name(index)} ({spec.property}): {message}")
 
 
-def checks_verdict(rows: Sequence[dict[str, Any]]) -> str | None:
+def checks_verdict(rows: Sequence[Row]) -> str | None:
     """The checks' verdict: "violation" if any contradicted, "inconclusive" if any inconclusive or failed, else "pass".
 
     None when there are no checks.  "hypothesis broken" reads as pass: a
@@ -202,13 +212,13 @@ def checks_verdict(rows: Sequence[dict[str, Any]]) -> str | None:
     """
     if not rows:
         return None
-    verdicts = {row["verdict"] for row in rows}
+    verdicts = {row.verdict for row in rows}
     if "contradicted" in verdicts:
         return "violation"
     return "inconclusive" if verdicts & {"inconclusive", "error"} else "pass"
 
 
-def combine(claims_verdict: str | None, claims_exit: int | None, rows: Sequence[dict[str, Any]]) -> tuple[str, int]:
+def combine(claims_verdict: str | None, claims_exit: int | None, rows: Sequence[Row]) -> tuple[str, int]:
     """The audit's verdict and exit code from the claims' (None: no claims) and the checks'.
 
     Verdict: "error" whenever the exit code is 2 (a task or a check failed,
@@ -220,16 +230,11 @@ def combine(claims_verdict: str | None, claims_exit: int | None, rows: Sequence[
     verdicts = {v for v in (claims_verdict, checks_verdict(rows)) if v is not None}
     verdict = next((v for v in ("violation", "inconclusive") if v in verdicts), "pass")
     code = claims_exit or 0
-    if code == 2 or any(row["verdict"] == "error" for row in rows):
+    if code == 2 or any(row.verdict == "error" for row in rows):
         return "error", 2
-    if any(row["verdict"] == "contradicted" for row in rows) and code == 0:
+    if any(row.verdict == "contradicted" for row in rows) and code == 0:
         code = 1
     return verdict, code
-
-
-def _run_check(spec: CheckSpec, index: int, config: AuditConfig) -> dict[str, Any]:
-    runner = _RUNNERS[spec.property]
-    return runner(_Context(spec, index, config))
 
 
 class SamplingFailed(RuntimeError):
@@ -238,11 +243,13 @@ class SamplingFailed(RuntimeError):
 
 @dataclasses.dataclass
 class _Context:
-    """What a property's runner needs: the spec, its index (seeds), the config (seed, confidence, split, run)."""
+    """What a property's runner needs: the spec, its index (seeds), the config (seed, confidence, split, run) and
+    the engine's progress callback."""
 
     spec: CheckSpec
     index: int
     config: AuditConfig
+    on_outputs: Callable[[int], Any]
 
     def level(self, n_bounds: int) -> float:
         return check_level(self.config.attacks.confidence, len(self.config.checks), n_bounds)
@@ -262,6 +269,7 @@ class _Context:
                                    backend=run.backend)
         if isinstance(drawn, str):
             raise SamplingFailed(drawn)
+        self.on_outputs(len(drawn.d))
         return drawn.d, drawn.d_prime
 
     def measure(self, p: np.ndarray, q: np.ndarray, role: str, level: float, *, divergence: str | None = None,
@@ -321,7 +329,7 @@ def _is_default_pair(mechanism: Any, pair: Sequence[np.ndarray]) -> bool:
     return all(np.shape(a) == np.shape(b) and np.array_equal(a, b) for a, b in zip(default, pair))
 
 
-def _sequential(ctx: _Context) -> dict[str, Any]:
+def _sequential(ctx: _Context) -> Row:
     spec = ctx.spec
     first, second = (m.build() for m in spec.mechanisms)
     pair = _pair(spec, first)
@@ -335,7 +343,7 @@ def _sequential(ctx: _Context) -> dict[str, Any]:
     return _finish(ctx, level, parts, [composed], theorem_bound("sequential", [m.upper() for m in parts]), broken)
 
 
-def _parallel(ctx: _Context) -> dict[str, Any]:
+def _parallel(ctx: _Context) -> Row:
     spec = ctx.spec
     first, second = (m.build() for m in spec.mechanisms)
     pair1, pair2 = _pair(spec, first), _pair(spec, second)
@@ -352,7 +360,7 @@ def _parallel(ctx: _Context) -> dict[str, Any]:
                    _sum_class_broken(spec))
 
 
-def _post_processing(ctx: _Context) -> dict[str, Any]:
+def _post_processing(ctx: _Context) -> Row:
     spec = ctx.spec
     mechanism = spec.mechanisms[0].build()
     pair = _pair(spec, mechanism)
@@ -368,7 +376,7 @@ def _post_processing(ctx: _Context) -> dict[str, Any]:
     return _finish(ctx, level, parts, [composed], theorem_bound("post-processing", [parts[0].upper()]), broken)
 
 
-def _convexity(ctx: _Context) -> dict[str, Any]:
+def _convexity(ctx: _Context) -> Row:
     spec = ctx.spec
     first, second = (m.build() for m in spec.mechanisms)
     pair = _pair(spec, first)
@@ -378,7 +386,7 @@ def _convexity(ctx: _Context) -> dict[str, Any]:
     return _finish(ctx, level, parts, [mixed], theorem_bound("convexity", [m.upper() for m in parts]), None)
 
 
-def _pinsker(ctx: _Context) -> dict[str, Any]:
+def _pinsker(ctx: _Context) -> Row:
     from attacks.vocabulary import KL
 
     spec = ctx.spec
@@ -398,7 +406,7 @@ def _pinsker(ctx: _Context) -> dict[str, Any]:
     return _finish(ctx, level, parts, [ipm], bound, broken)
 
 
-def _generalization(ctx: _Context) -> dict[str, Any]:
+def _generalization(ctx: _Context) -> Row:
     spec = ctx.spec
     mechanism = spec.mechanisms[0].build()
     m, trials = spec.n_records, spec.n_samples
@@ -416,7 +424,8 @@ def _generalization(ctx: _Context) -> dict[str, Any]:
     row = _finish(ctx, level, [part], [gap], theorem_bound("generalization", [math.nan if epsilon is None else epsilon]),
                   None, two_sided=True)
     if epsilon is None:
-        row["note"] = "the mechanism's output laws are unknown: no exact eps (unrestricted KL) for the bound"
+        row = dataclasses.replace(row, note="the mechanism's output laws are unknown: no exact eps (unrestricted KL) "
+                                            "for the bound")
     return row
 
 
@@ -450,7 +459,7 @@ def _sum_class_broken(spec: CheckSpec) -> str | None:
 
 
 def _finish(ctx: _Context, level: float, parts: list[Measurement], composed: list[Measurement], bound: float,
-            broken: str | None, two_sided: bool = False) -> dict[str, Any]:
+            broken: str | None, two_sided: bool = False) -> Row:
     """The check's row: the decisive composed measurement (largest lower bound) against the bound."""
     bounds = [m.bounds() for m in composed]
     lows = [max(low, -high) if two_sided else low for low, high in bounds]
@@ -474,26 +483,20 @@ def _finish(ctx: _Context, level: float, parts: list[Measurement], composed: lis
 
 def _row(spec: CheckSpec, index: int, *, verdict: str, bound: float = math.nan, measured: float = math.nan,
          measured_low: float = math.nan, level: float = math.nan, measurements: Sequence[Measurement] = (),
-         note: str = "", error: str | None = None) -> dict[str, Any]:
-    """A results.json ``checks`` entry (docs/results.md)."""
-    return {
-        "check": f"checks[{index}]",
-        "property": spec.property,
-        "theorem": THEOREMS[spec.property],
-        "mechanisms": [_label(m) for m in spec.mechanisms],
-        "function_class": spec.function_class,
-        "divergence": "ipm" if spec.property == "pinsker" else spec.divergence,
-        "alpha": spec.alpha,
-        "n_samples": spec.n_samples,
-        "bound": bound,
-        "measured": measured,
-        "measured_low": measured_low,
-        "level": level,
-        "measurements": [m.to_record() for m in measurements],
-        "verdict": verdict,
-        "note": note,
-        "error": error,
-    }
+         note: str = "", error: str | None = None) -> Row:
+    """The check's :class:`Row`: the theorem's bound as its claim, the decisive composed measurement as its
+    estimate and lower bound (:meth:`audit.schema.Row.to_check_record` writes results.json's ``checks`` entry,
+    docs/results.md)."""
+    name = check_name(index)
+    return Row(
+        pair=name, direction="P|Q", task=name, function_class=spec.function_class,
+        divergence="ipm" if spec.property == "pinsker" else spec.divergence,
+        alpha=math.nan if spec.alpha is None else float(spec.alpha), n_samples=spec.n_samples,
+        claim=bound, claim_class=spec.function_class,
+        estimate=measured, ci_low=measured_low, verdict=verdict, note=note, error=error,
+        checked=spec.property, theorem=THEOREMS[spec.property], mechanisms=tuple(_label(m) for m in spec.mechanisms),
+        level=level, measurements=tuple(m.to_record() for m in measurements),
+    )
 
 
 def _label(spec: Any) -> str:
@@ -501,7 +504,7 @@ def _label(spec: Any) -> str:
     return f"{spec.name or spec.callable}({params})"
 
 
-_RUNNERS: dict[str, Callable[[_Context], dict[str, Any]]] = {
+_RUNNERS: dict[str, Callable[[_Context], Row]] = {
     "sequential": _sequential,
     "parallel": _parallel,
     "post-processing": _post_processing,

@@ -170,14 +170,14 @@ def _command(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
 
 def _message(error: BaseException) -> str:
     """The error in one bounded line: the message of capaudit's own errors (they name the field and fix), else its
-    type too; user input echoed in it is cut (:func:`audit.report.bounded`)."""
+    type too; user input echoed in it is cut (:func:`audit.tables.bounded`)."""
     text = " ".join(str(error).split())
     if isinstance(error, _PathError):  # said before the audit's modules load: its own short line
         return text
     try:
         from audit.api import AuditError
         from audit.mechanisms import MechanismError
-        from audit.report import LINE_LIMIT, bounded
+        from audit.tables import LINE_LIMIT, bounded
         from audit.sampling import one_line
     except Exception:  # a broken install: still one line
         return f"{type(error).__name__}: {text}"[:400]
@@ -307,7 +307,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _summary(title: str, result, out: Path, stream=None) -> None:
     rows = result.rows
     counts = collections.Counter("failed" if row.error else row.verdict for row in rows if row.verdict or row.error)
-    checks = collections.Counter(check["verdict"] for check in getattr(result, "checks", ()))
+    checks = collections.Counter(check.verdict for check in getattr(result, "checks", ()))
     tally = ", ".join([f"{count} {verdict}" for verdict, count in sorted(counts.items())]
                       + [f"{count} checks {verdict}" for verdict, count in sorted(checks.items())])
     print(f"{title}: {result.verdict.upper()} ({tally}; {result.seconds:.1f} s) -> {out / 'report.md'}",
@@ -333,7 +333,7 @@ def _summary(title: str, result, out: Path, stream=None) -> None:
     # Failed tasks make the exit code 2: one line on stderr, the first failure's own message (a search that lost
     # its candidates repeats its pairs' cause: named only when nothing else failed), and how many more there are.
     messages = [row.error for row in rows if row.error]
-    messages += [check["error"] for check in getattr(result, "checks", ()) if check["error"]]
+    messages += [check.error for check in getattr(result, "checks", ()) if check.error]
     from audit.engine import NO_STATISTIC
     from audit.summary import failure_lines
 

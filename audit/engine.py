@@ -17,7 +17,8 @@ x attack class) get a confirmed row:
   tables, the per-pair estimates on-average claims average), Holm over every
   refuting row.
 
-Both run as *units* (best: a claim at one order; every: a pair), the one
+Both run as *units* (best: a claim at one order; every: a pair), then each
+``[[checks]]`` entry as one unit (:func:`audit.checks.run_check`), the one
 unit of work, of ``tasks.jsonl`` and of resume: a finished unit appends all
 its records (:mod:`audit.store`), a resume keeps the units whose records were
 all written and runs the others, with the numbers an uninterrupted run gives
@@ -41,7 +42,6 @@ import dataclasses
 import functools
 import math
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,7 +52,6 @@ import joblib
 import numpy as np
 
 from attacks.classes import LAYERS, REPRESENTATION, VALUE, parse_function_class
-from attacks.representation import FINEST_BITS, finest_bits, separating_bit
 from attacks.sequential import FIRST_BUDGET, FIXED, Limits, least_outputs, round_budgets, sequential_search
 from attacks.staged import (
     MAX_FINALISTS,
@@ -66,25 +65,19 @@ from attacks.staged import (
 )
 from attacks.vocabulary import DP, divergence_of
 from audit import store
+from audit.checks import check_name, run_check
 from audit.config import AuditConfig
 from audit.events import EventCounter
-from audit.theory.exact import exact_value, known_laws
-from audit.theory.table import theory_bound as law_bound
+from audit.memory import check_memory
 from audit.neighbours import NeighbourPair
 from audit.parallel import backend
+from audit.plan import DIRECTIONS, Task, plan_hash, task_seed
 from audit.progress import OutputsBar
-from audit.plan import MEMORY_FRACTION, DIRECTIONS, Task, available_memory, estimate_memory, plan_hash, task_seed
-from audit.sampling import (
-    CHUNK_SIZE,
-    COUPLING_REFUSED,
-    ChunkSampler,
-    PairSamples,
-    Raised,
-    draw_chunk,
-    draw_pair_isolated,
-    one_line,
-)
+from audit.sampling import CHUNK_SIZE, COUPLING_REFUSED, draw_chunk, draw_pair_isolated, one_line
 from audit.schema import Row
+from audit.theory.exact import exact_value, known_laws
+from audit.theory.table import theory_bound as law_bound
+from audit.watch import OutputWatch
 
 DETERMINISTIC_NOTE = (
     "every output on D equal, every output on D' equal, and different: consistent with a deterministic release, "
@@ -96,13 +89,6 @@ randomized response at epsilon = 8 repeats one output 1 000 times in a row about
 so such rows get the attacks' finite bounds like any other (CBDP Lemma 2's infinity is not claimed)."""
 
 
-BIT_EVENT = "distinguishing event"
-"""The start of a representation row's note: the event on the outputs' finest set bit that tells d from d'."""
-
-
-RAISED_NOTE = "the mechanism raised"
-"""The start of the note of a pair on which mechanism calls raised: a call that raises is an observable event,
-compared by the attacks like any output (:func:`audit.sampling.draw_pair_isolated`)."""
 EVENT_NOTE = "bound from the counts of one event"
 """How the note of a ``kl`` or ``renyi`` row bounded by one event's counts begins (:func:`event_note`)."""
 
@@ -117,19 +103,22 @@ class SamplingError(RuntimeError):
 
 @dataclass(frozen=True)
 class Unit:
-    """One unit of work and of resume: a claim at one Renyi order (policy ``best``) or a pair (``every``).
+    """One unit of work and of resume: a claim at one Renyi order (policy ``best``), a pair (``every``) or a
+    ``[[checks]]`` entry.
 
     ``id`` names its seeds and its records in tasks.jsonl; ``targets`` are
     what it searches (best: the claim's; every: every distinct divergence,
     order and delta of the claims, with every attack class that estimates
-    it); ``claim_index`` (best) is the claim its rows answer, ``pair`` (every)
-    the index of its pair.
+    it; none for a check); ``claim_index`` (best) is the claim its rows
+    answer, ``pair`` (every) the index of its pair, ``check`` the index of
+    its check (:func:`audit.checks.run_check`).
     """
 
     id: str
     targets: tuple[Target, ...]
     claim_index: int | None = None
     pair: int | None = None
+    check: int | None = None
 
 
 @dataclass(frozen=True)
@@ -169,19 +158,21 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     list of Row
         :func:`engine_rows` of every record: the stage columns
         (:data:`audit.schema.STAGED_COLUMNS`) and the confirm statistic (``evidence``) filled;
-        error rows (``evidence`` None) for failed pairs and searches.
+        error rows (``evidence`` None) for failed pairs and searches; then one row per
+        ``[[checks]]`` entry (``checked`` set, :func:`audit.checks.run_check`).
 
     Raises
     ------
     ValueError
         When ``resume`` meets a tasks.jsonl written by another config, seed or
         policy, or edited since (:func:`audit.store.read_finished`), and when
-        the samples held at once would not fit in memory (:func:`check_memory`).
+        the samples held at once would not fit in memory (:func:`audit.memory.check_memory`).
     """
     policy = POLICIES[config.attacks.policy]
     units = policy.units(config, pairs)
+    checks = [Unit(check_name(index), (), check=index) for index in range(len(config.checks))]
     sizes = _largest_sizes(config, len(pairs), len(units))
-    plan = plan_hash(config, units)
+    plan = plan_hash(config, units + checks)
     path = None if out_dir is None else Path(out_dir) / store.TASKS_FILE
     records = {} if finished is None else finished
     done, evidence = _finished_units(path, plan) if resume and path is not None else ({}, {})
@@ -192,7 +183,9 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     # sampler runs the mechanism on the cluster's workers
     planned = policy.planned(sizes, len(pairs)) if not config.attacks.sequential else _Best.most(config, len(units))
     # the bar shows from the first mechanism call on (the memory check's), its heartbeat while a chunk runs
-    with backend(config.run.backend, config.run.n_jobs), OutputsBar(planned, len(pending), progress) as bar:
+    checks_pending = sum(unit.id not in done for unit in checks)
+    with backend(config.run.backend, config.run.n_jobs), \
+            OutputsBar(planned, len(pending) + checks_pending, progress) as bar:
         probed = {}
         if pending:
             n_held, pairs_held = policy.held(sizes, config.attacks.n_samples, len(pairs))
@@ -200,7 +193,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
             probed = check_memory(config, pairs, functools.partial(draw_chunk, mechanism, seed=config.run.seed),
                                   n_samples=n_held, held_pairs=pairs_held)
         events = EventCounter(getattr(mechanism, "structure", None))
-        outputs = _Outputs(pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
+        outputs = OutputWatch(pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
                                         workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1),
                                         timeout=config.run.sample_timeout, on_outputs=bar.update, failed=probed,
                                         backend=config.run.backend,
@@ -224,6 +217,17 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
                     if path is not None:
                         store.append(path, record, evidence[record["task"]])
             records.update((record["task"], record) for record in done[unit.id])
+        for unit in checks:  # each check one unit: its row is its record (audit.schema.Row.to_check_record)
+            if unit.id not in done:
+                bar.start()
+                row = run_check(config, unit.check, on_outputs=bar.update)
+                bar.finish()
+                done[unit.id] = [dict(row.to_check_record(), task=unit.id, search=unit.id, search_records=1,
+                                      plan=plan)]
+                evidence[unit.id] = None
+                if path is not None:
+                    store.append(path, done[unit.id][0], None)
+            records[unit.id] = done[unit.id][0]
     return engine_rows(config, records.values(), evidence)
 
 
@@ -404,7 +408,7 @@ def _staged_fields(policy: str, sizes: StageSizes, candidates: int, finalists: i
 
 
 def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pairs: Sequence[NeighbourPair],
-            config: AuditConfig, outputs: _Outputs, seconds: float, events: Mapping[str, Any]) -> dict:
+            config: AuditConfig, outputs: OutputWatch, seconds: float, events: Mapping[str, Any]) -> dict:
     """The one record builder: a task's fields, its id, estimate, error, notes, exact value and closed-form bound,
     the unit it belongs to (``search``, ``claim_index``, ``search_records``), its stage fields (``staged``) and
     what the mechanism did while the unit drew (``events``: :meth:`audit.events.EventCounter.since`, the same in
@@ -425,7 +429,7 @@ def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pai
     if parse_function_class(task.function_class).layer == REPRESENTATION:
         notes += outputs.bit_note(index)
     exact, theory_bound = _theory(mechanism, pairs[index], task)
-    record.update(estimate=float(outcome.evidence.estimate), unbounded=False, note="; ".join(notes), exact=exact,
+    record.update(estimate=float(outcome.evidence.estimate), note="; ".join(notes), exact=exact,
                   theory_bound=theory_bound)
     return record
 
@@ -465,16 +469,20 @@ def event_note(evidence: Any, confidence: float) -> list[str]:
 def task_record(task: Task, *, task_id: str | None = None, error: str | None = None) -> dict:
     """A task's record before its statistic: the task's fields, its id (``task_id``, default ``task.id``), no estimate."""
     return dict(dataclasses.asdict(task), task=task.id if task_id is None else task_id, estimate=math.nan,
-                unbounded=False, error=error, note="", exact=None, theory_bound=None, seconds=0.0)
+                error=error, note="", exact=None, theory_bound=None, seconds=0.0)
 
 
 def engine_rows(config: AuditConfig, records: Iterable[dict], evidence: Mapping[str, Any] | None = None) -> list[Row]:
     """The result rows of the engine's records: :func:`claim_rows` of each record (a ``best`` record against its
     own search's claim and order, an ``every`` record against every claim), with its stage columns and its
     evidence (``evidence``: task id -> confirm statistic; a failed task's rows carry None, and so do all rows
-    without ``evidence``, e.g. those a failed audit saves without verdicts)."""
+    without ``evidence``, e.g. those a failed audit saves without verdicts); a check's record is its row
+    (:meth:`audit.schema.Row.from_check_record`, ``property`` set)."""
     rows = []
     for record in records:
+        if "property" in record:  # a check's record (audit.checks)
+            rows.append(Row.from_check_record(record))
+            continue
         one = config
         if record.get("claim_index") is not None:
             claim = config.claims[record["claim_index"]]
@@ -507,7 +515,6 @@ def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = N
         "exact": _number(record["exact"]),
         "note": record["note"],
         "task": record["task"],
-        "unbounded": bool(record["unbounded"]),
         "error": record["error"],
         "resumed": bool(record.get("resumed", False)),
         "evidence": evidence,
@@ -584,107 +591,3 @@ def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coup
         return Draw(drawn.d, drawn.d_prime, drawn.coupled)
 
     return sample
-
-
-class _Outputs:
-    """The sampler, watching each pair's outputs: whether every output so far on d was one value, every output on
-    d' another (a deterministic release, :data:`DETERMINISTIC_NOTE`), what the mechanism did besides regular
-    outputs (:class:`audit.events.EventCounter`: structural outputs, among them the event "the mechanism raised"
-    of :func:`audit.sampling.draw_pair_isolated`, per dataset), and the finest bit each output sets
-    (:func:`attacks.representation.finest_bits`), for the event a representation row names (:meth:`bit_note`)."""
-
-    def __init__(self, sample: Callable[[int, int, str, int], Draw], events: EventCounter, names: Sequence[str]):
-        self.sample = sample
-        self.firsts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self.varied: set[int] = set()
-        self.events, self.names = events, list(names)
-        self.bits: dict[int, np.ndarray] = {}
-        """Pair -> histograms of the finest bit set, shape (2, FINEST_BITS): outputs on d, on d'."""
-        self.lock = threading.Lock()
-
-    def __call__(self, pair: int, n: int, stage: str, chunk: int) -> Draw:
-        draw = self.sample(pair, n, stage, chunk)
-        self.events.drawn(self.names[pair], draw.d, draw.d_prime)
-        bits = np.stack([_finest_bits(draw.d), _finest_bits(draw.d_prime)])
-        with self.lock:  # the staged search draws several pairs at once, in threads
-            self.bits[pair] = self.bits.get(pair, 0) + bits
-        first_d, first_d_prime = self.firsts.setdefault(pair, (draw.d[0].copy(), draw.d_prime[0].copy()))
-        if not (np.all(draw.d == first_d) and np.all(draw.d_prime == first_d_prime)):
-            self.varied.add(pair)
-        return draw
-
-    def deterministic(self, pair: int) -> bool:
-        if pair not in self.firsts or pair in self.varied:
-            return False
-        first_d, first_d_prime = self.firsts[pair]
-        return bool(np.any(first_d != first_d_prime))
-
-    def bit_note(self, pair: int) -> list[str]:
-        """The event on the finest bit set that tells the pair's datasets apart most, with its shares of the outputs
-        drawn (:func:`attacks.representation.separating_bit`; [] when none does): what a representation finding
-        reads, in words."""
-        found = separating_bit(*self.bits[pair]) if pair in self.bits else None
-        if found is None:
-            return []
-        bit, share_d, share_d_prime = found
-        return [f"{BIT_EVENT}: lowest set bit (of any coordinate) below 2^{bit}: {_share(share_d)} of outputs on d, "
-                f"{_share(share_d_prime)} on d'"]
-
-    def raised_note(self, pair: int) -> list[str]:
-        """The note of a pair on which the mechanism raised: its counts on each dataset ([] when it never did)."""
-        raised_d, n_d, raised_d_prime, n_d_prime = self.events.raised(self.names[pair])
-        if not raised_d and not raised_d_prime:
-            return []
-        where = (" on both datasets" if raised_d and raised_d_prime
-                 else " on one dataset only, so the failure itself distinguishes the datasets")
-        return [f"{RAISED_NOTE}{where}: {raised_d} of {n_d} outputs on d and {raised_d_prime} of {n_d_prime} "
-                f"on d' are the event \"the mechanism raised\" (one output per call once a call raised)"]
-
-
-def _finest_bits(outputs: np.ndarray) -> np.ndarray:
-    """The histogram of :func:`attacks.representation.finest_bits` over the finite float outputs."""
-    outputs = np.asarray(outputs)
-    if outputs.dtype.kind != "f":
-        return np.zeros(FINEST_BITS, dtype=np.int64)
-    rows = outputs.reshape(len(outputs), -1)
-    finite = rows[np.isfinite(rows).all(axis=1)].astype(np.float64)
-    return np.bincount(finest_bits(finite), minlength=FINEST_BITS)
-
-
-def _share(share: float) -> str:
-    """A share of outputs in words: "none", "all", else a percentage with two significant digits."""
-    return "none" if share == 0.0 else "all" if share == 1.0 else f"{100 * share:.2g} %"
-
-
-def check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: functools.partial, *,
-                 n_samples: int, held_pairs: int) -> dict[str, str]:
-    """Refuse a plan that would not fit in memory; the output width comes from two outputs of the first pair.
-
-    ``n_samples`` outputs per dataset of ``held_pairs`` pairs are held at once
-    (the policy's, ``held``), and each worker fits on 2 ``n_samples`` rows
-    (:func:`audit.plan.estimate_memory`).  The two outputs are drawn like every
-    chunk (:class:`audit.sampling.ChunkSampler`); when that fails, the failure
-    is returned as the first pair's (pair name -> message), so that a hung
-    mechanism costs one timeout, not two, and the check is skipped.
-    """
-    if not pairs:
-        return {}
-    [(pair, samples)] = list(ChunkSampler(draw, pairs[:1], 2, config.attacks.coupled, 1, config.run.sample_timeout,
-                                          backend=config.run.backend))
-    if isinstance(samples, Raised):  # perhaps evidence (draw_pair_isolated decides): the pair is sampled, unchecked
-        return {}
-    if not isinstance(samples, PairSamples):
-        return {pair.name: samples}
-    dim = samples.d.shape[1]
-    workers = joblib.effective_n_jobs(config.run.n_jobs)
-    need = estimate_memory(n_samples, dim, held_pairs, config.attacks.classes, workers,
-                           class_params=config.attacks.class_params, backend=config.run.backend)
-    have = available_memory()
-    if have is not None and need > MEMORY_FRACTION * have:
-        raise ValueError(
-            f"the audit would need about {need / 2**30:.1f} GiB of memory ({held_pairs} pairs x 2 datasets x "
-            f"{n_samples} samples x d = {dim}, plus {workers} workers' processes and features) but only "
-            f"{have / 2**30:.1f} GiB are available; lower attacks.n_samples or run.n_jobs. "
-            f"Found n_samples = {config.attacks.n_samples}."
-        )
-    return {}

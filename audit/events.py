@@ -36,6 +36,10 @@ WORDS = {"nan": "NaN", "inf": "infinite (or beyond 1e30)", "length": "of another
          "raised": "\"the mechanism raised\" (one-output calls that raised)"}
 """Each event kind in the report's words."""
 
+BIT_EVENT = "distinguishing event"
+"""The start of a representation row's note (:mod:`audit.engine`): the event on the outputs' finest set bit that
+tells d from d', which report.md's representation section quotes."""
+
 
 class EventCounter:
     """Per pair: outputs and structural events on each dataset, and draws redone one output per call.

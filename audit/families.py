@@ -15,7 +15,7 @@ A curve claim bounds a whole curve, not one number (docs/theory.md section 9):
   "gaussian"`` with ``epsilon`` = mu, ``"laplace"`` with ``epsilon`` its
   pure-DP epsilon).
 
-Each member is an ordinary claim (:class:`audit.config.Claim`) over the same
+Each member is an ordinary claim (:class:`audit.claims.Claim`) over the same
 function class: the engine audits it like any other, and Holm's step-down
 procedure over every refuting row of the audit (:mod:`audit.verdicts`) keeps
 the probability of any false violation, members included, at most
@@ -97,7 +97,7 @@ class Family:
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any]) -> Family:
-        """The family of a validated ``[[claims]]`` table (:mod:`audit.config` checks the fields first)."""
+        """The family of a validated ``[[claims]]`` table (:mod:`audit.claims` checks the fields first)."""
         divergence, profile = table["divergence"], table.get("profile")
         parameter = float(table.get("epsilon", math.nan))
         if isinstance(parse_curve(divergence), ZCDP):

@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
 VERDICT_COLOURS = {
     "violation": TAB10["red"],
-    "unbounded": TAB10["purple"],
     "inconclusive": TAB10["orange"],
     "pass": TAB10["green"],
     "info": TAB10["gray"],

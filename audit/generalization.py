@@ -46,7 +46,8 @@ import joblib
 import numpy as np
 from scipy import stats
 
-from audit.config import AuditConfig, RunSpec, load_config
+from audit.config import AuditConfig, load_config
+from audit.parallel import RunSpec
 from audit.errors import MechanismError
 from audit.neighbours import NeighbourPair, on_average_pairs
 from audit.on_average import OnAverageEstimate, average_over_pairs

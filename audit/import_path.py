@@ -6,7 +6,7 @@ there would be imported in place of the library, in the audit's process and
 in every worker started from it (loky and dask workers inherit the parent's
 ``sys.path``; a worker interpreter started with ``python -m`` puts its own
 current directory first).  Only a config's ``callable`` imports from the
-config's folder and the current directory (:func:`audit.config.user_import_path`),
+config's folder and the current directory (:func:`user_import_path`),
 and cluster workers receive such modules by value (:mod:`audit.sampling`).
 This module imports nothing but the standard library, so that it can run
 before any library is imported; :func:`import_frozen` imports the audit's
@@ -81,3 +81,15 @@ def import_frozen(modules: tuple[str, ...] = AUDIT_MODULES) -> None:
         gc.freeze()
         if enabled:
             gc.enable()
+
+
+@contextmanager
+def user_import_path(base_dir: Path) -> Iterator[None]:
+    """Put ``base_dir`` and the current directory at the front of ``sys.path`` for the duration."""
+    added = [str(directory) for directory in (base_dir, Path.cwd()) if str(directory) not in sys.path]
+    sys.path[:0] = added
+    try:
+        yield
+    finally:
+        for directory in added:
+            sys.path.remove(directory)

@@ -28,7 +28,7 @@ import pandas as pd
 from scipy import stats
 
 from audit import generalization
-from audit.config import RunSpec
+from audit.parallel import RunSpec
 from audit.mechanisms.gibbs import GaussianPosteriorMean, LaplaceTruncatedMean, LinearRegressionPosterior
 from audit.on_average import OnAverageEstimate, average_over_pairs
 from audit.theory import gibbs as gibbs_theory

@@ -2,7 +2,7 @@
 
 JSON has no infinity and no NaN.  In results.json a missing number (NaN,
 None, ``pd.NA``) is written as ``null`` and an infinite one as the string
-``"inf"`` (or ``"-inf"``), so that the estimate of an "unbounded" row still
+``"inf"`` (or ``"-inf"``), so that an infinite estimate or bound still
 reads as infinite instead of vanishing into ``null`` (docs/results.md; the
 ``number`` of docs/schema/results.schema.json); :func:`json_value` is that
 conversion and :func:`load_results` its inverse for the row columns.

@@ -25,9 +25,9 @@ from attacks.classes import parse_function_class
 if TYPE_CHECKING:  # a leaf module at run time: no SciPy for readers of tables
     from attacks.evidence import Evidence
 
-GROUPS = ("row", "verdict", "task", "on_average", "claim", "staged", "internal")
+GROUPS = ("row", "verdict", "task", "on_average", "claim", "staged", "check", "internal")
 """The column lists a field can belong to; ``internal`` fields are never written."""
-OPTIONAL_GROUPS = ("on_average", "staged")
+OPTIONAL_GROUPS = ("on_average", "staged", "check")
 """Groups whose fields only some rows carry: None means absent (left out of :meth:`Row.to_record`)."""
 
 
@@ -91,8 +91,14 @@ class Row:
         The row's unit (a search, or a pair of policy ``every``): all the outputs it drew (both datasets,
         every pair, stage and round), its rounds, and why it stopped (:data:`attacks.sequential.STOPS`);
         None on other rows.
-    unbounded : bool
-        A deterministic release with no finite bound (internal: never written).
+    checked, theorem, mechanisms, level, measurements : str, str, tuple, float, tuple or None
+        A ``[[checks]]`` row's fields (:mod:`audit.checks`): the property checked (results.json's
+        ``property``), the theorem's statement, the
+        mechanisms in words, the one-sided level of each bound and every measurement (role, estimate, bounds,
+        exact value, caveat); None on other rows.  A check row's ``task`` and ``pair`` are its name
+        (``checks[i]``), its ``claim`` the theorem's bound, ``estimate`` and ``ci_low`` the decisive composed
+        measurement and its lower bound, ``verdict`` one of :data:`audit.checks.CHECK_VERDICTS`
+        (:meth:`Row.to_check_record` writes it as results.json's ``checks`` entry).
     evidence : Evidence or None
         The row's statistic (:class:`attacks.evidence.Evidence`: its bounds and
         p-value for :mod:`audit.verdicts` and the theory check), None for a failed
@@ -137,7 +143,11 @@ class Row:
     outputs_drawn: int | None = _column("staged", None)
     rounds: int | None = _column("staged", None)
     stop: str | None = _column("staged", None)
-    unbounded: bool = _column("internal", False)
+    checked: str | None = _column("check", None)
+    theorem: str | None = _column("check", None)
+    mechanisms: tuple[str, ...] | None = _column("check", None)
+    level: float | None = _column("check", None)
+    measurements: tuple[Mapping[str, Any], ...] | None = _column("check", None)
     evidence: Evidence | None = dataclasses.field(default=None, compare=False, repr=False, metadata={"group": "internal"})
 
     def __post_init__(self):
@@ -181,6 +191,33 @@ class Row:
             name: getattr(self, name) for name in WRITTEN_COLUMNS
             if not (_GROUP_OF[name] in OPTIONAL_GROUPS and getattr(self, name) is None)
         }
+
+    def to_check_record(self) -> dict[str, Any]:
+        """results.json's ``checks`` entry of a check row (docs/results.md, ``checks``): :data:`CHECK_RECORD`'s
+        fields, ``alpha`` null for other divergences than Renyi."""
+        record = {name: getattr(self, field) for name, field in CHECK_RECORD.items()}
+        record.update(alpha=None if math.isnan(self.alpha) else self.alpha, mechanisms=list(self.mechanisms),
+                      measurements=[dict(m) for m in self.measurements])
+        return record
+
+    @classmethod
+    def from_check_record(cls, record: Mapping[str, Any]) -> Row:
+        """The check row of a :meth:`to_check_record` record (a tasks.jsonl line read back by ``--resume``)."""
+        fields = {field: record[name] for name, field in CHECK_RECORD.items() if name in record}
+        fields.update({name: math.nan if fields[name] is None else float(fields[name])
+                       for name in ("alpha", "claim", "estimate", "ci_low")},
+                      pair=record["check"], direction="P|Q", claim_class=record["function_class"],
+                      mechanisms=tuple(record["mechanisms"]), measurements=tuple(record["measurements"]))
+        return cls(**fields)
+
+
+CHECK_RECORD = {
+    "check": "task", "property": "checked", "theorem": "theorem", "mechanisms": "mechanisms",
+    "function_class": "function_class", "divergence": "divergence", "alpha": "alpha", "n_samples": "n_samples",
+    "bound": "claim", "measured": "estimate", "measured_low": "ci_low", "level": "level",
+    "measurements": "measurements", "verdict": "verdict", "note": "note", "error": "error", "resumed": "resumed",
+}
+"""results.json's ``checks`` entry, field by field: its name -> the check row's field (:meth:`Row.to_check_record`)."""
 
 
 def has_scores(scores: Any) -> bool:

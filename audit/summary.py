@@ -4,7 +4,7 @@ A *claim* here is one (divergence, alpha, claim class, claimed value): the
 rows of results.json that test it share those four columns.  Its *strongest
 evidence* is the row that refutes the claim (its attack class is contained in
 the claim's, docs/theory.md section 3) with the largest lower confidence bound
-``ci_low``; an unbounded row (``ci_low = inf``) beats any finite one.  When no
+``ci_low``.  When no
 row can refute the claim, or none has a lower bound, the largest estimate
 stands in, so that every claim has a line.
 
@@ -29,7 +29,7 @@ import pandas as pd
 
 from attacks.vocabulary import divergence_kind
 from audit.figures import format_number, mechanism_label, row_label
-from audit.report import bounded, plain_text
+from audit.tables import bounded, markdown_table
 from audit.results_file import json_text, load_results
 from audit.schema import Row
 
@@ -203,17 +203,17 @@ def summary_table(paths: Sequence[str | pathlib.Path], problems: list[str] | Non
                 problems.append(bounded(message))
             line = {"mechanism": "-", "verdict": "unreadable", "evidence": [], "layers": [], "rows": "-",
                     "date": _modified(file)}
-        verdict = _cell(line["verdict"])
+        verdict = line["verdict"]
         lines.append({
-            "audit": _cell(file.parent.as_posix()),
-            "mechanism": _cell(line["mechanism"]),
-            "verdict": f"**{verdict}**" if line["verdict"] in ("violation", "error", "unreadable") else verdict,
-            "verdict per layer": "<br>".join(map(_cell, line["layers"])) or "-",
-            "strongest evidence per claim": "<br>".join(map(_cell, line["evidence"])) or "-",
+            "audit": file.parent.as_posix(),
+            "mechanism": line["mechanism"],
+            "verdict": f"**{verdict}**" if verdict in ("violation", "error", "unreadable") else verdict,
+            "verdict per layer": line["layers"],
+            "strongest evidence per claim": line["evidence"],
             "rows": line["rows"],
-            "date": _cell(line["date"]),
+            "date": line["date"],
         })
-    return pd.DataFrame(lines).to_markdown(index=False, disable_numparse=True)
+    return markdown_table(pd.DataFrame(lines))
 
 
 def results_files(paths: Sequence[str | pathlib.Path]) -> list[pathlib.Path]:
@@ -233,11 +233,6 @@ def results_files(paths: Sequence[str | pathlib.Path]) -> list[pathlib.Path]:
     return files
 
 
-def _cell(text: str) -> str:
-    """Text from a results file as one GFM cell: bounded, one line, ``|`` escaped, no raw HTML (:func:`plain_text`)."""
-    return plain_text(bounded(text)).replace("|", "\\|")
-
-
 def _modified(file: pathlib.Path) -> str:
     stamp = datetime.datetime.fromtimestamp(file.stat().st_mtime, tz=datetime.timezone.utc)
     return stamp.strftime("%Y-%m-%d %H:%M UTC")
@@ -250,7 +245,7 @@ def failure_lines(messages: Sequence[str]) -> list[str]:
     lost its candidates reports the same cause again under its own prefix;
     two messages whose last :data:`SAME_CAUSE` characters agree are one
     failure, shown by its shortest message, cut to
-    :data:`audit.report.LINE_LIMIT` characters.
+    :data:`audit.tables.LINE_LIMIT` characters.
     """
     causes: dict[str, str] = {}
     for message in messages:

@@ -51,7 +51,7 @@ def plain_text(text: str) -> str:
 def markdown_table(frame: pd.DataFrame, *, index: bool = False, missing: str = "-") -> str:
     """A GitHub-flavoured markdown table of ``frame``, every cell text (:func:`format_number` for numbers).
 
-    Each cell is cut to :data:`LINE_LIMIT` characters on one line, its ``|``
+    Each cell (:func:`markdown_cell`) is cut to :data:`LINE_LIMIT` characters on one line, its ``|``
     escaped (an unescaped one ends a GFM cell, a newline its row), and a ``<``
     or ``&`` that would open a tag or an entity escaped (:func:`plain_text`).
 
@@ -65,9 +65,15 @@ def markdown_table(frame: pd.DataFrame, *, index: bool = False, missing: str = "
     """
     if index:
         frame = frame.reset_index(names="")
-
-    def cell(value: Any) -> str:
-        return plain_text(bounded(format_number(value, missing))).replace("|", "\\|")
-
-    cells = pd.DataFrame({cell(column): [cell(value) for value in frame[column]] for column in frame.columns})
+    cells = pd.DataFrame({markdown_cell(column, missing): [markdown_cell(value, missing) for value in frame[column]]
+                          for column in frame.columns})
     return cells.to_markdown(index=False, disable_numparse=True)
+
+
+def markdown_cell(value: Any, missing: str = "-") -> str:
+    """One cell of :func:`markdown_table`: :func:`format_number`, cut to :data:`LINE_LIMIT` characters on one line,
+    ``|`` escaped, no HTML (:func:`plain_text`); a list or tuple is one such line per item, joined by ``<br>``
+    (``missing`` when empty)."""
+    if isinstance(value, (list, tuple)):
+        return "<br>".join(markdown_cell(item, missing) for item in value) or missing
+    return plain_text(bounded(format_number(value, missing))).replace("|", "\\|")

@@ -84,7 +84,7 @@ def assert_claim_holds(
         audit stops by itself as ``capaudit run`` does (``[attacks] max_outputs``).
     classes : sequence of str, optional
         The attack classes; unset, ``capaudit run``'s default classes
-        (:data:`audit.config.DEFAULT_CLASSES`: both layers).
+        (:data:`audit.attack_config.DEFAULT_CLASSES`: both layers).
     confidence : float, default=0.95
         Family-wise confidence of the audit: a correct claim fails with
         probability at most ``1 - confidence``.
@@ -136,7 +136,7 @@ def assert_claim_holds(
     errors = result.table["error"].dropna().unique()
     if len(errors):
         raise RuntimeError(f"the audit of {mechanism!r} could not finish: " + "; ".join(failure_lines(errors)))
-    deciding = {"violation": ("violation", "unbounded"), "inconclusive": ("inconclusive",)}.get(result.verdict)
+    deciding = {"violation": ("violation",), "inconclusive": ("inconclusive",)}.get(result.verdict)
     if deciding is None:
         return result
     message = _evidence(result, deciding, mechanism, out_dir)

@@ -26,15 +26,9 @@ evidence for the claim than one above it is against it.
 Row verdicts:
 
 * ``"info"``: the attack class is not contained in the claim's class.
-* ``"unbounded"`` (records of earlier versions only: this version never flags
-  a row, a finite sample proving no infinity): the estimate is +inf, the row
-  says ``unbounded`` and no attack scored it (no evidence): an earlier runner found a deterministic release
-  (every output on each dataset equal, and different, CBDP Lemma 2) before
-  any attack.  It refutes every finite claim about a class containing the
-  attack's, enters Holm's family with p = 0, and the overall verdict is
-  ``"violation"``.  Any other +inf estimate (an attack's score on a finite,
-  e.g. separable, sample) is an error of its row, never a violation: a finite
-  sample never proves an infinite divergence.
+* A +inf estimate (an attack's score on a finite, e.g. separable, sample) is
+  an error of its row, never a violation: a finite sample never proves an
+  infinite divergence (:data:`INFINITE_ESTIMATE`).
 * ``"violation"``: Holm rejects H0 (equivalently ``p_adjusted <= 1 - confidence``).
 * ``"inconclusive"``: not rejected although the point estimate exceeds the
   claim (the data lean against the claim, but not at the family-wise level;
@@ -90,7 +84,7 @@ it, judged apart.  The claim's verdict is a violation when either layer's
 is, and the rows of both layers form one Holm family, so the audit-wide
 error guarantee covers both.
 
-Overall: ``"violation"`` if any row is a violation or unbounded; else
+Overall: ``"violation"`` if any row is a violation; else
 ``"inconclusive"`` if any row is inconclusive, any claim is untested, or
 there are no rows; else ``"pass"``.  Exit codes (:func:`exit_code`): 2 when
 any task failed or a claim is untested or there are no rows (the audit is
@@ -115,9 +109,9 @@ CLAIM_VERDICTS = ("violation", "untested", "inconclusive", "pass")
 NOT_AUDITED = "not audited"
 LAYER_VERDICTS = CLAIM_VERDICTS + (NOT_AUDITED,)
 """A claim's verdict in one layer: a claim's verdicts, or ``"not audited"`` (no class of the layer ran on it)."""
-INFINITE_WITHOUT_RELEASE = (
-    "the attack's estimate is +inf, but a finite sample never proves an infinite divergence "
-    "(only a deterministic release is unbounded): the attack's scoring is at fault"
+INFINITE_ESTIMATE = (
+    "the attack's estimate is +inf, but a finite sample never proves an infinite divergence: "
+    "the attack's scoring is at fault"
 )
 
 
@@ -174,8 +168,8 @@ def assign_verdicts(rows: Sequence[Row], confidence: float) -> list[Row]:
     """The judged rows: ``verdict``, ``note``, ``ci_low``, ``ci_high``, ``p_adjusted`` and ``detectable_excess`` filled.
 
     The rows are not changed: each judged row is a new :class:`audit.schema.Row`
-    (:func:`dataclasses.replace`), in the order given; a +inf estimate other
-    than a deterministic release also gets its ``error``.  The module
+    (:func:`dataclasses.replace`), in the order given; a +inf estimate also gets its ``error``
+    (:data:`INFINITE_ESTIMATE`).  The module
     docstring gives the rules; :func:`overall_verdict` reads the audit's verdict off the result.
 
     Parameters
@@ -184,8 +178,7 @@ def assign_verdicts(rows: Sequence[Row], confidence: float) -> list[Row]:
         Results rows before verdicts (:func:`audit.engine.run_engine`'s and
         :func:`audit.on_average.aggregate_rows`'), each with its ``evidence``
         (:class:`attacks.evidence.Evidence`: p-values, intervals, ``caveat``),
-        None for rows without one (errors, deterministic releases);
-        ``unbounded`` says the record is a deterministic release.
+        None for rows without one (errors).
     confidence : float
         The audit's confidence: the family-wise error rate is ``1 - confidence``.
 
@@ -244,7 +237,7 @@ def summarize_claims(rows: Sequence[Row]) -> list[dict[str, Any]]:
 def overall_verdict(rows: Sequence[Row]) -> str:
     """``"violation"``, ``"inconclusive"`` or ``"pass"`` from judged rows (module docstring)."""
     verdicts = {row.verdict for row in rows}
-    if verdicts & {"violation", "unbounded"}:
+    if "violation" in verdicts:
         return "violation"
     untested = any(claim["verdict"] == "untested" for claim in summarize_claims(rows))
     return "inconclusive" if "inconclusive" in verdicts or untested or not rows else "pass"
@@ -267,25 +260,13 @@ _OUTSIDE_FAMILY = {"p_adjusted": math.nan, "detectable_excess": math.nan}
 
 
 def _infinite_checked(row: Row) -> Row:
-    """``row``, with :data:`INFINITE_WITHOUT_RELEASE` as its error when it ran, is +inf and no deterministic release."""
-    infinite = row.estimate == math.inf and not _failed(row)
-    return replace(row, error=INFINITE_WITHOUT_RELEASE) if infinite and not _deterministic_release(row) else row
-
-
-def _deterministic_release(row: Row) -> bool:
-    """The row is flagged ``unbounded`` and no attack scored it: an earlier runner saw a deterministic release.
-
-    An infinite estimate that an attack computed (its ``evidence`` present) came
-    from a finite sample and proves nothing infinite.
-    """
-    return row.unbounded and row.evidence is None
+    """``row``, with :data:`INFINITE_ESTIMATE` as its error when it ran and its estimate is +inf."""
+    return replace(row, error=INFINITE_ESTIMATE) if row.estimate == math.inf and not _failed(row) else row
 
 
 def _p_value(row: Row) -> float:
-    """The row's p-value in Holm's family: 0 when unbounded, 1 with a caveat, NaN (read as 1) without evidence."""
+    """The row's p-value in Holm's family: 1 with a caveat, NaN (read as 1) without evidence."""
     evidence = row.evidence
-    if row.estimate == math.inf:
-        return 0.0
     if evidence is None or math.isnan(row.estimate):
         return math.nan
     if evidence.caveat:
@@ -296,9 +277,6 @@ def _p_value(row: Row) -> float:
 def _judgement(row: Row, level: float, rejected: bool) -> dict[str, Any]:
     """A refuting row's ``verdict``, ``note``, ``ci_low`` and ``ci_high``, judged at ``level`` (module docstring)."""
     estimate, claim = row.estimate, row.claim
-    if estimate == math.inf:
-        return dict(verdict="unbounded", ci_low=math.inf, ci_high=math.inf,
-                    note=_join(row.note, "unbounded: a deterministic release, so every finite claim fails"))
     caveat = None if row.evidence is None else row.evidence.caveat
     if caveat:
         return dict(verdict="inconclusive", ci_low=math.nan, ci_high=math.nan,
@@ -316,12 +294,10 @@ def _judgement(row: Row, level: float, rejected: bool) -> dict[str, Any]:
 
 
 def _row_detectable_excess(row: Row, level: float) -> float:
-    """Excess this row detects with probability POWER; 0 for a deterministic release, +inf when it cannot reject."""
+    """Excess this row detects with probability POWER; +inf when it cannot reject."""
     from attacks.sequential import detectable_excess  # the sequential stop rule too; attacks load scikit-learn
 
     evidence = row.evidence
-    if row.verdict == "unbounded":
-        return 0.0
     if evidence is None or evidence.caveat or math.isnan(row.estimate):
         return math.inf
     return detectable_excess(evidence, level)
@@ -348,7 +324,7 @@ def _verdict_of(refuting: Sequence[Row]) -> str:
     """The verdict of a claim (or of one layer of it) from its refuting rows: violation, untested, inconclusive
     or pass (module docstring)."""
     verdicts = {row.verdict for row in refuting}
-    if verdicts & {"violation", "unbounded"}:
+    if "violation" in verdicts:
         return "violation"
     if not any(not _failed(row) for row in refuting):
         return "untested"

@@ -9,6 +9,10 @@ The slow test counts false contradictions over seeds.
 
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -24,10 +28,13 @@ from audit.checks import (
     check_verdict,
     combine,
     generalization_gaps,
-    run_checks,
+    run_check,
 )
 from audit.config import PROPERTIES, ConfigError, load_config
 from audit.mechanisms.builtin import LaplaceMechanism
+from audit.parallel import backend
+from audit.schema import Row
+from audit.store import TASKS_FILE
 from audit.theory.composition import theorem_bound
 
 LAPLACE = {"name": "laplace", "params": {"epsilon": 1.0}}
@@ -39,8 +46,22 @@ def _config(*checks, n=N, seed=0, **extra):
     return {"mechanism": LAPLACE, "attacks": {"n_samples": n}, "run": {"seed": seed}, "checks": list(checks), **extra}
 
 
+def _checks(config):
+    """The config's checks run as the engine runs them (one unit each, in the run's backend), as results.json's
+    ``checks`` entries."""
+    config = load_config(config)
+    with backend(config.run.backend, config.run.n_jobs):
+        return [run_check(config, index).to_check_record() for index in range(len(config.checks))]
+
+
 def _run(*checks, **options):
-    return run_checks(load_config(_config(*checks, **options)))
+    return _checks(_config(*checks, **options))
+
+
+def _verdict(verdict):
+    """A check row with this verdict and nothing else (what :func:`combine` reads)."""
+    return Row(pair="checks[0]", direction="P|Q", function_class="linear", divergence="kl", claim=0.5,
+               claim_class="linear", verdict=verdict)
 
 
 # --------------------------------------------------------------------------- pure functions
@@ -84,12 +105,12 @@ def test_generalization_gap_is_the_query_difference():
 
 
 def test_combine_verdicts_and_exit_codes():
-    holds, contradicted = {"verdict": "holds"}, {"verdict": "contradicted"}
+    holds, contradicted = _verdict("holds"), _verdict("contradicted")
     assert combine(None, None, [holds]) == ("pass", 0)
     assert combine(None, None, [contradicted]) == ("violation", 1)
-    assert combine("pass", 0, [{"verdict": "hypothesis broken"}]) == ("pass", 0)
-    assert combine("pass", 0, [{"verdict": "inconclusive"}]) == ("inconclusive", 0)
-    assert combine("pass", 0, [{"verdict": "error"}]) == ("error", 2)
+    assert combine("pass", 0, [_verdict("hypothesis broken")]) == ("pass", 0)
+    assert combine("pass", 0, [_verdict("inconclusive")]) == ("inconclusive", 0)
+    assert combine("pass", 0, [_verdict("error")]) == ("error", 2)
     assert combine("violation", 1, [holds]) == ("violation", 1)
     assert combine("pass", 2, [contradicted]) == ("error", 2)  # exit 2 always reads "error"
 
@@ -151,7 +172,7 @@ def test_a_false_bound_is_contradicted_with_its_evidence(monkeypatch):
     (row,) = _run({"property": "sequential"})
     assert row["verdict"] == "contradicted"
     assert row["measured_low"] > row["bound"]
-    assert combine(None, None, [row]) == ("violation", 1)
+    assert combine(None, None, [_verdict(row["verdict"])]) == ("violation", 1)
 
 
 def test_a_contradicted_check_beside_passing_claims_makes_the_audit_a_violation(monkeypatch):
@@ -161,7 +182,7 @@ def test_a_contradicted_check_beside_passing_claims_makes_the_audit_a_violation(
     config["attacks"]["classes"] = ["linear"]
     result = run_audit(config, progress=False)
     assert [claim["verdict"] for claim in result.claims] == ["pass"]
-    assert [check["verdict"] for check in result.checks] == ["contradicted"]
+    assert [check.verdict for check in result.checks] == ["contradicted"]
     assert (result.verdict, result.exit_code) == ("violation", 1)
 
 
@@ -220,7 +241,7 @@ def test_a_hanging_check_mechanism_exits_2_within_the_sample_timeout(tmp_path, c
 def test_a_failing_check_is_an_error_row_not_a_verdict():
     (row,) = _run({"property": "post-processing", "map": [[1.0, 1.0]]})
     assert row["verdict"] == "error" and "column" in row["error"]
-    assert combine(None, None, [row]) == ("error", 2)
+    assert combine(None, None, [_verdict(row["verdict"])]) == ("error", 2)
 
 
 def test_checks_only_audit_writes_results_and_report(tmp_path):
@@ -254,14 +275,14 @@ def test_a_part_on_its_default_pair_takes_the_bound_tables_exact_value():
 def test_checks_draw_the_same_numbers_for_any_n_jobs():
     check = {"property": "sequential", "mechanisms": [LAPLACE, GAUSSIAN]}
     config = _config(check)
-    one, two = (run_checks(load_config({**config, "run": {"seed": 0, "n_jobs": jobs}})) for jobs in (1, 2))
+    one, two = (_checks({**config, "run": {"seed": 0, "n_jobs": jobs}}) for jobs in (1, 2))
     assert one == two
 
 
 def test_checks_sample_on_a_dask_cluster_with_the_numbers_of_loky():
     pytest.importorskip("distributed", reason="the dask backend needs capaudit[dask]")
     config = _config({"property": "convexity", "mechanisms": [LAPLACE, GAUSSIAN]})
-    loky, dask = (run_checks(load_config({**config, "run": {"seed": 0, "n_jobs": 2, "backend": name}}))
+    loky, dask = (_checks({**config, "run": {"seed": 0, "n_jobs": 2, "backend": name}})
                   for name in ("loky", "dask"))
     assert dask == loky
 
@@ -309,3 +330,53 @@ def test_a_nonlinear_map_widens_the_class_beyond_the_bound():
     assert row["verdict"] == "hypothesis broken"
     assert row["bound"] == pytest.approx(0.4106, abs=1e-3)
     assert row["measured_low"] > row["bound"] and "exceeds the bound" in row["note"]
+
+
+# --------------------------------------------------------------------------- resume
+
+
+def _written_checks(out):
+    return [{key: value for key, value in check.items() if key != "resumed"}
+            for check in json.loads((out / "results.json").read_text())["checks"]]
+
+
+def test_resume_keeps_the_finished_checks_and_runs_the_others(tmp_path):
+    """An audit cut after its first check (its line whole, the next torn): --resume reads the first check's row
+    back and runs the second, and the checks are those of an uninterrupted run."""
+    config = _config({"property": "post-processing", "map": [[2.0]]}, {"property": "convexity"}, n=200)
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    run_audit(config, out_dir=full, progress=False)
+    lines = (full / TASKS_FILE).read_text().splitlines()
+    assert [json.loads(line)["check"] for line in lines] == ["checks[0]", "checks[1]"]
+    cut.mkdir()
+    (cut / TASKS_FILE).write_text(lines[0] + "\n" + lines[1][:40])
+    resumed = run_audit(config, out_dir=cut, resume=True, progress=False)
+    assert [check.resumed for check in resumed.checks] == [True, False]
+    assert (cut / TASKS_FILE).read_text().splitlines()[0] == lines[0]  # kept verbatim
+    assert _written_checks(cut) == _written_checks(full)
+
+
+@pytest.mark.slow
+def test_resume_after_kill_9_gives_the_checks_of_an_uninterrupted_run(tmp_path):
+    """Each check is a unit of the engine: killed (SIGKILL) after the first check's row reached tasks.jsonl, the
+    resumed audit keeps that row, runs the second, and writes the checks an uninterrupted run writes."""
+    cut, marker = tmp_path / "cut", tmp_path / "killed"
+    pair = {"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}
+    config = {
+        "mechanism": {"callable": "test_runner:killed_after_the_first_unit",
+                      "params": {"watch": str(cut / TASKS_FILE), "marker": str(marker)}},
+        "pairs": [pair], "attacks": {"n_samples": 200}, "run": {"seed": 0},
+        "checks": [{"property": "post-processing", "map": [[2.0]], **pair},
+                   {"property": "post-processing", "map": [[-3.0]], **pair}],
+    }
+    script = f"from audit.api import run_audit; run_audit({config!r}, out_dir={str(cut)!r}, progress=False)"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), *sys.path]))
+    killed = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL and marker.exists(), killed.stderr.decode()[-2000:]
+    [line] = (cut / TASKS_FILE).read_text().splitlines()  # the first check, whole
+    assert json.loads(line)["check"] == "checks[0]"
+    resumed = run_audit(config, out_dir=cut, resume=True, progress=False)
+    assert [check.resumed for check in resumed.checks] == [True, False]
+    run_audit(config, out_dir=tmp_path / "full", progress=False)  # the marker exists: never killed
+    checks = _written_checks(cut)
+    assert checks == _written_checks(tmp_path / "full") and [c["verdict"] for c in checks] == ["holds"] * 2

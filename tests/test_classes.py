@@ -147,13 +147,14 @@ def test_parameters_are_checked_once_for_the_estimator_and_the_config(params, me
     import numpy as np
 
     from attacks import Adversary
-    from audit.config import ConfigError, _check_class_params
+    from audit.attack_config import check_class_params
+    from audit.config import ConfigError
 
     with pytest.raises(ValueError, match=re.escape(message)):
         Adversary("kernel", **params).fit(np.array([[0.0], [1.0]]), np.array([0, 1]))
     name = "mlp" if "width" in params else "kernel"
     with pytest.raises(ConfigError, match=re.escape(message)):
-        _check_class_params(name, params)
+        check_class_params(name, params)
 
 
 def test_parameters_a_class_does_not_take_are_named_with_a_suggestion():

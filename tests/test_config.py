@@ -205,7 +205,7 @@ def test_unauditable_values_are_refused(path, value, expected):
 def test_min_held_out_bounds_an_empty_set_below_a_tenth(confidence, minimum):
     from scipy.stats import binomtest
 
-    from audit.config import min_held_out
+    from attacks.budget import min_held_out
 
     assert min_held_out(confidence) == minimum
     upper = binomtest(0, minimum, alternative="less").proportion_ci(confidence, method="exact").high
@@ -216,7 +216,7 @@ def test_held_out_count_matches_the_estimator_split():
     import numpy as np
 
     from attacks.estimate import estimate_divergence
-    from audit.config import held_out
+    from attacks.budget import held_out
 
     rng = np.random.default_rng(0)
     for n, fraction in [(100, 0.5), (1000, 0.97), (333, 0.3)]:
@@ -371,7 +371,7 @@ def test_the_smallest_accepted_split_keeps_true_claims_mostly_unrefuted():
     from scipy.stats import binom
 
     from audit import run_audit
-    from audit.config import held_out, min_held_out
+    from attacks.budget import held_out, min_held_out
     from audit.theory import bounds
 
     assert held_out(1000, 0.97) == min_held_out(0.95)
@@ -405,3 +405,27 @@ def test_built_in_parameters_are_numbers_not_bools_or_strings(name, params, expe
     with pytest.raises(ConfigError) as error:
         load_config(config)
     assert str(error.value).startswith("mechanism.name: ") and expected in str(error.value), str(error.value)
+
+
+def test_a_declared_field_gives_its_schema_its_docs_row_and_its_check():
+    """One declaration (audit.fields.Field) speaks in the schema, docs/config.md and the loader alike."""
+    from audit.attack_config import ATTACKS
+    from audit.fields import value
+
+    confidence = ATTACKS["confidence"]
+    assert confidence.schema == {"type": "number", "minimum": 0.5, "exclusiveMaximum": 1.0, "default": 0.95,
+                                 "description": confidence.meaning}
+    assert confidence.row == f"| `confidence` | number | 0.95 | {confidence.meaning} |"
+    assert value({}, confidence, "attacks.confidence") == 0.95
+    assert value({"confidence": 0.5}, confidence, "attacks.confidence") == 0.5  # the closed end is accepted
+    with pytest.raises(ConfigError, match=r"^attacks\.confidence: must be in \[0\.5, 1\), e\.g\. 0\.95\. Found 1\.0\.$"):
+        value({"confidence": 1}, confidence, "attacks.confidence")  # the open end is not; an int reads as a number
+
+
+def test_every_table_the_loader_reads_is_declared_in_the_loaders_order():
+    from audit.config import SECTIONS, sections
+    from audit.neighbours import SPEC_FIELDS
+    from audit.pairs_config import NEIGHBOURS
+
+    assert tuple(section.name for section in sections()) == SECTIONS
+    assert NEIGHBOURS.names == SPEC_FIELDS  # [neighbours]' rules are the generator's own (audit.neighbours.check_spec)

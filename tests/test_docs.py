@@ -99,5 +99,14 @@ def test_readme_is_a_short_manual_that_starts_with_the_two_commands():
     assert len(readme.splitlines()) <= 300
     first_block = re.search(r"```bash\n(.*?)```", readme, re.S)[1].splitlines()
     assert first_block[0] == "pip install . && capaudit demo --out out/demo"
-    assert first_block[1] == 'pip install ".[test]" && python -m pytest -q'
+    assert first_block[1] == 'pip install ".[test]" && python -m pytest -q -n auto'
     assert "/out/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_the_config_schema_and_field_tables_are_written_from_the_declared_fields():
+    """docs/schema/config.schema.json and docs/config.md's tables are what ``python -m audit.config_docs`` writes."""
+    from audit import config_docs
+
+    assert config_docs.stale() == [], "run python -m audit.config_docs"
+    edited = config_docs.REFERENCE.read_text().replace("| `seed` | integer | 0 |", "| `seed` | integer | 1 |")
+    assert config_docs.reference_text(edited) != edited  # a hand edit of a table is undone

@@ -6,7 +6,8 @@ from numpy.testing import assert_allclose
 from scipy import integrate, optimize, special, stats
 
 from audit.theory import bounds
-from audit.theory.exact import _rule, restricted_divergence
+from audit.theory.exact import restricted_divergence
+from audit.theory.exact_rule import quadrature_rule
 from theory_reference import EXACT, LAWS, REFERENCE_RTOL, TABLE1_BOUND_ALPHA4
 
 # Agreement between two accurate numerical routes (optimisation + quadrature).
@@ -167,7 +168,7 @@ def test_thresholds_are_weaker_than_all_functions_without_monotone_ratio():
 
 def test_quadrature_rule_matches_quad():
     p, q = LAPLACE
-    rule = _rule(p, q)
+    rule = quadrature_rule(p, q)
     for loc, log_density in ((0.0, rule.logpdf_p), (1.0, rule.logpdf_q)):
         moments = _raw_moments("laplace", loc, 12)  # odd ones are checked against the scale of |x|^k
         for k in range(13):

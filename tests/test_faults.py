@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 
 import audit.api
-import audit.checks
 import audit.engine
 import audit.neighbours
 import audit.progress
@@ -732,7 +731,7 @@ def inject(monkeypatch):
     monkeypatch.setattr(audit.engine, "check_memory", during("probe", audit.engine.check_memory))
     monkeypatch.setattr(audit.api, "fix_layout", during("pilot", audit.api.fix_layout))
     monkeypatch.setattr(audit.neighbours, "screen_candidates", during("search", audit.neighbours.screen_candidates))
-    monkeypatch.setattr(audit.checks, "run_checks", during("checks", audit.checks.run_checks))  # api imports it per call
+    monkeypatch.setattr(audit.engine, "run_check", during("checks", audit.engine.run_check))  # each check a unit
 
     def set_fault(stage, kind):
         FAULT.update(stage=stage, kind=kind)

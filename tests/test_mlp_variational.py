@@ -67,7 +67,7 @@ def test_training_never_loses_to_its_start_on_validation(divergence, alpha):
     assert validation_objective(trained) >= validation_objective(start) - 1e-12
 
 
-@pytest.mark.parametrize("divergence, alpha", [("renyi", 2.0), ("renyi", 4.0)])
+@pytest.mark.parametrize("divergence, alpha", [pytest.param("renyi", 2.0, marks=pytest.mark.slow), ("renyi", 4.0)])
 def test_mlp_reaches_the_kernel_class(divergence, alpha):
     """Issue 12's target at n = 20 000: mlp at least 95% of kernel, within 2 SE of the difference.
 
@@ -97,8 +97,9 @@ def _plausible(misses, trials):
 
 
 def test_tight_true_claim_is_rarely_refuted_light():
-    """Renyi alpha = 4, 8 seeds at n = 1000: the lower bound at 97.5% stays below the exact (unrestricted) value."""
-    assert _plausible(_misses("renyi", 4.0, 1000, range(8)), 8)
+    """Renyi alpha = 4, 4 seeds at n = 1000: the lower bound at 97.5% stays below the exact (unrestricted) value
+    (2 misses of 4 pass at p = 0.004, 3 fail; the slow test runs 100 seeds)."""
+    assert _plausible(_misses("renyi", 4.0, 1000, range(4)), 4)
 
 
 @pytest.mark.slow

@@ -106,7 +106,7 @@ def _requirement_names(requirements: list[str]) -> set[str]:
 
 
 def test_the_test_extra_installs_what_collecting_the_suite_imports():
-    """``pip install ".[test]" && python -m pytest -q`` collects: the tests and the benchmark modules they load
+    """``pip install ".[test]" && python -m pytest -q -n auto`` collects: the tests and the benchmark modules they load
     import only capaudit, the standard library, tests/ and benchmarks/ and what the dependencies and the
     ``[test]`` extra install (a library of another extra is imported inside a test, which skips naming it)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

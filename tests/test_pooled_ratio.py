@@ -345,8 +345,8 @@ def check_coverage(coupled: bool, replicates: int, seed: int):
 
 @pytest.mark.parametrize("coupled", MODES)
 def test_coverage_of_the_pooled_bound(coupled):
-    """1000 replicates: within 0.028 of 0.9 and 0.021 of 0.95."""
-    check_coverage(coupled, 1000, seed=40)
+    """400 replicates: within 0.045 of 0.9 and 0.033 of 0.95 (the slow test runs 10 000)."""
+    check_coverage(coupled, 400, seed=40)
 
 
 @pytest.mark.slow

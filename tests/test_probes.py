@@ -29,7 +29,12 @@ BUGS = [  # (mechanism, relation, domain high): records in [0, 1], categories 0-
     ("data_bounds", "replace-one", 1),
     ("exact_when_small", "add-remove", 1),
 ]
-CORRECT = [("clipped_sum", "replace-one", 1), ("refusing_sum", "replace-one", 1), ("clipped_sum", "add-remove", 1)]
+CORRECT = [("refusing_sum", "replace-one", 1), ("clipped_sum", "replace-one", 1), ("clipped_sum", "add-remove", 1)]
+
+
+def _light(cases, default):
+    """The first ``default`` cases in the default suite, the rest slow (each is a whole search audit)."""
+    return [case if index < default else pytest.param(*case, marks=pytest.mark.slow) for index, case in enumerate(cases)]
 
 
 VALUE_CLASSES = ["linear", "poly2", "poly3", "tree3", "atoms"]
@@ -150,13 +155,14 @@ def test_a_rare_nan_on_one_dataset_is_caught_at_default_settings():
     assert (result.verdict, result.exit_code) == ("violation", 1) and result.table["error"].isna().all()
 
 
-@pytest.mark.parametrize("seeds", [range(3), pytest.param(range(3, 23), marks=pytest.mark.slow)])
+@pytest.mark.parametrize("seeds", [range(1), pytest.param(range(1, 21), marks=pytest.mark.slow)])
 def test_a_rare_public_width_change_is_never_an_error_nor_flagged(seeds):
-    """At its true epsilon (1): at most 1 - confidence of audits read "violation"; here none of these seeds, and
-    P(any of 20 | p = 0.05) would be 0.64 were they all at the level: the slow run allows 4 (P(5+ | 20) = 0.003)."""
+    """At its true epsilon (1): at most 1 - confidence of audits read "violation"; the default seed does not (it
+    is seeded: the check is that a rare width change is neither an error nor read as a leak), and the slow run
+    over 20 seeds allows 4 (P(5+ | 20, p = 0.05) = 0.003)."""
     results = [run_audit(_pair_config("rare_width", 1.0), seed=seed, progress=False) for seed in seeds]
     assert all(result.exit_code in (0, 1) and result.table["error"].isna().all() for result in results)
-    assert sum(result.verdict == "violation" for result in results) <= (0 if len(seeds) == 3 else 4)
+    assert sum(result.verdict == "violation" for result in results) <= (0 if len(seeds) == 1 else 4)
 
 
 # ---------------------------------------------------------------- a call that raises is an event
@@ -214,8 +220,8 @@ def test_raising_on_both_datasets_of_a_pair_is_its_error_with_the_message():
 @pytest.mark.parametrize(
     "name,seeds,most",
     [
-        ("raises_at_random", 4, 1),  # P(2 or more of 4 | p = 0.05) = 0.014
-        ("raises_often", 4, 1),
+        ("raises_often", 4, 1),  # P(2 or more of 4 | p = 0.05) = 0.014
+        pytest.param("raises_at_random", 4, 1, marks=pytest.mark.slow),
         pytest.param("raises_often", 20, 4, marks=pytest.mark.slow),  # P(5 or more of 20 | p = 0.05) = 0.003
     ],
 )
@@ -383,13 +389,13 @@ def test_a_mechanism_that_hangs_on_every_candidate_is_a_clear_error(tmp_path):
 # ---------------------------------------------------------------- audits
 
 
-@pytest.mark.parametrize("name,relation,high", BUGS)
+@pytest.mark.parametrize("name,relation,high", _light(BUGS, 2))
 def test_each_bug_family_is_caught_by_the_search(name, relation, high):
     result = run_audit(_config(name, relation, high), progress=False)
     assert result.verdict == "violation" and result.exit_code == 1, result.table[["pair", "estimate", "error"]]
 
 
-@pytest.mark.parametrize("name,relation,high", CORRECT)
+@pytest.mark.parametrize("name,relation,high", _light(CORRECT, 1))
 def test_correct_counterparts_are_not_flagged(name, relation, high):
     result = run_audit(_config(name, relation, high), progress=False)
     assert result.verdict == "pass" and result.exit_code == 0, result.table[["pair", "estimate", "error"]]
@@ -432,7 +438,7 @@ def masked_sum(dataset, n, rng):
 @pytest.mark.parametrize(
     "seeds,most",
     [
-        (6, 2),  # P(3 or more of 6 | p = 0.05) = 0.002
+        (3, 1),  # P(2 or more of 3 | p = 0.05) = 0.007
         pytest.param(40, 5, marks=pytest.mark.slow),  # P(6 or more of 40 | p = 0.05) = 0.014
     ],
 )

@@ -58,7 +58,7 @@ def table():
             _row("p0", "poly3", "renyi", 4.0, 0.52, (0.49, 0.55), 0.5, "poly2", "info", exact=0.6407),
             _row("p0", "mlp", "kl", NAN, 0.30, (0.25, 0.35), 0.28, "all", "inconclusive", "Holm-adjusted p = 0.2",
               p_adjusted=0.2, detectable_excess=0.09),
-            _row("p1", "linear", "kl", NAN, INF, (50.0, INF), 0.28, "all", "unbounded", "samples separable"),
+            _row("p1", "linear", "kl", NAN, INF, (50.0, INF), 0.28, "all", "violation", "samples separable"),
         ]
     )
 
@@ -82,9 +82,9 @@ def test_results_json_has_the_contract_schema_and_is_strict_json(written, table)
     assert len(document["rows"]) == len(table)
     for row in document["rows"]:
         assert list(row)[: len(ROW_COLUMNS)] == list(ROW_COLUMNS)
-    unbounded = next(r for r in document["rows"] if r["verdict"] == "unbounded")
-    assert unbounded["estimate"] == "inf" and unbounded["ci_high"] == "inf" and unbounded["ci_low"] == 50.0
-    assert unbounded["alpha"] is None and unbounded["theory_bound"] is None and unbounded["exact"] is None
+    infinite = next(r for r in document["rows"] if r["function_class"] == "linear" and r["divergence"] == "kl")
+    assert infinite["estimate"] == "inf" and infinite["ci_high"] == "inf" and infinite["ci_low"] == 50.0
+    assert infinite["alpha"] is None and infinite["theory_bound"] is None and infinite["exact"] is None
 
 
 def test_load_results_round_trips_values_nan_and_inf(written, table):
@@ -103,7 +103,7 @@ def test_csv_has_one_line_per_row(written, table):
     out, _ = written
     csv = pd.read_csv(out / "results.csv")
     assert len(csv) == len(table) and list(csv.columns)[: len(ROW_COLUMNS)] == list(ROW_COLUMNS)
-    assert np.isinf(csv.loc[csv["verdict"] == "unbounded", "estimate"]).all()
+    assert np.isinf(csv.loc[(csv["function_class"] == "linear") & (csv["divergence"] == "kl"), "estimate"]).all()
 
 
 def test_report_puts_the_verdict_first_then_violations(written):
@@ -112,7 +112,7 @@ def test_report_puts_the_verdict_first_then_violations(written):
     heading_lines = [line for line in text.splitlines() if line.startswith("## ")]
     assert heading_lines[0] == "## Verdict: **VIOLATION**"
     assert heading_lines[1] == "## Claims"
-    assert heading_lines[2].startswith("## Violations (1)")
+    assert heading_lines[2].startswith("## Violations (2)")
     violations = text.index("## Violations")
     assert text.index("lower bound 0.58 > 0.5") > violations
     assert text.index("Holm-adjusted p = 0.2") < text.index("## Results per claim")
@@ -153,7 +153,7 @@ def test_report_says_when_the_mechanism_cannot_be_seeded(tmp_path, table, seedab
 
 def test_results_json_summarises_each_claim(written):
     """Claims (linear, renyi 4) <= .5, (poly2, renyi 4) <= .5 and (all, kl) <= .28 (the poly3 row is info, the
-    mlp row inconclusive and the linear kl row unbounded: a violation)."""
+    mlp row inconclusive and the linear kl row, infinite, a violation)."""
     out, _ = written
     claims = json.loads((out / "results.json").read_text())["claims"]
     by_class = {claim["claim_class"]: claim for claim in claims}

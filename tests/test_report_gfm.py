@@ -20,6 +20,7 @@ from audit.mechanisms import make_mechanism
 from audit.neighbours import make_pairs
 from audit.provenance import command_line, describe_audit, pair_records
 from audit.report import write_audit_report
+from audit.verdicts import INFINITE_ESTIMATE
 from audit.plan import task_seed
 
 from audit.schema import Row
@@ -38,7 +39,7 @@ def _row(pair, direction, function_class, divergence, alpha, estimate, ci, claim
     return {
         "pair": pair, "direction": direction, "function_class": function_class, "divergence": divergence,
         "alpha": alpha, "estimate": estimate, "ci_low": ci[0], "ci_high": ci[1], "n_samples": 20000,
-        "claim": claim, "claim_class": claim_class, "refutes_claim": verdict in ("violation", "unbounded"),
+        "claim": claim, "claim_class": claim_class, "refutes_claim": verdict == "violation",
         "theory_bound": 0.7324 if divergence == "renyi" else NAN, "exact": 0.6407 if function_class == "poly3" else NAN,
         "verdict": verdict, "note": note, "task": f"{pair}|{direction}|{function_class}|{divergence}|{alpha}",
         "error": error,
@@ -50,7 +51,8 @@ TABLE = pd.DataFrame([
     _row("p0", "Q|P", "poly2", "renyi", 4.0, 0.61, (0.58, 0.64), 0.5, "poly2", "violation", "lower bound 0.58 > 0.5 | Holm step 1"),
     _row("p0", "P|Q", "poly3", "renyi", 4.0, 0.52, (0.49, 0.55), 0.5, "poly2", "info"),
     _row("p1", "Q|P", "mlp", "kl", NAN, 0.30, (0.25, 0.35), 0.28, "all", "inconclusive", "80000 samples\nwould decide"),
-    _row("p1", "P|Q", "linear", "kl", NAN, INF, (50.0, INF), 0.28, "all", "unbounded", "samples separable"),
+    _row("p1", "P|Q", "linear", "kl", NAN, INF, (NAN, NAN), 0.28, "all", "inconclusive", "samples separable",
+         error=INFINITE_ESTIMATE),
     _row("p1", "P|Q", "poly2", "kl", NAN, NAN, (NAN, NAN), 0.28, "all", "inconclusive", "task failed",
          error="ValueError: shape (3,) | (4,)\nsecond line"),
 ])
@@ -140,7 +142,8 @@ def test_summary_and_error_tables_keep_pipes_and_newlines_in_one_cell(tmp_path):
             "lower bound 0.58 > 0.5 | Holm step 1"] in summary
     assert ["p1", "Q|P", "mlp", "kl", "0.3 [0.25, 0.35]", "0.28 (all)", "80000 samples would decide"] in summary
     errors = tables[("pair", "direction", "function class", "divergence", "error")]  # the other tables' words
-    assert errors == [["p1", "P|Q", "poly2", "kl", "ValueError: shape (3,) | (4,) second line"]]
+    assert errors == [["p1", "P|Q", "linear", "kl", INFINITE_ESTIMATE],
+                      ["p1", "P|Q", "poly2", "kl", "ValueError: shape (3,) | (4,) second line"]]
 
 
 def test_audited_block_names_a_library_mechanism_and_large_pairs(tmp_path, monkeypatch):

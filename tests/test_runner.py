@@ -56,6 +56,8 @@ def wider_on_d_prime(dataset, n, rng):
 
 
 POLICIES = ("best", "every")
+POLICIES_LIGHT = ("best", pytest.param("every", marks=pytest.mark.slow))
+"""For whole-audit tests whose policy-specific code other default tests reach: ``every`` in the slow suite."""
 SECOND_PAIR = {"d": [[0.0], [0.0]], "d_prime": [[1.0], [1.0]]}
 
 
@@ -136,7 +138,7 @@ def _first_unit_lines(lines: list[str]) -> list[str]:
     return lines[:first["search_records"]]
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_LIGHT)
 def test_resume_redoes_nothing_finished(tmp_path, policy):
     config = _two_unit_config(policy)
     full = run_audit(config, out_dir=tmp_path / "full", progress=False)
@@ -173,7 +175,7 @@ def _rows(out: Path) -> list[str]:
             for row in rows]
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_LIGHT)
 def test_resume_after_kill_9_gives_the_rows_of_an_uninterrupted_run(tmp_path, policy):
     cut, marker = tmp_path / "cut", tmp_path / "killed"
     config = _two_unit_config(policy)
@@ -297,7 +299,7 @@ def test_deterministic_release_gets_finite_bounds_not_infinity(policy):
     assert "violation" in set(dp["verdict"]) and result.exit_code == 1
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", POLICIES_LIGHT)
 def test_randomized_response_at_high_epsilon_is_not_a_false_violation(policy):
     """At epsilon = 8 a 1 000-sample run repeats one output on each dataset about half the time."""
     violations = 0

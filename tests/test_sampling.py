@@ -21,7 +21,7 @@ import pytest
 import audit
 import audit.sampling
 from audit import run_audit
-from audit.config import user_import_path
+from audit.import_path import user_import_path
 from audit.mechanisms import make_mechanism
 from audit.neighbours import NeighbourPair
 from audit.plan import task_seed

@@ -51,7 +51,22 @@ def test_the_column_lists_are_the_fields_of_the_row_in_their_old_order():
     assert ROW_COLUMNS + VERDICT_COLUMNS + TASK_COLUMNS + ON_AVERAGE_COLUMNS + CLAIM_COLUMNS == TABLE_COLUMNS
     assert NUMERIC_COLUMNS == ("alpha", "estimate", "ci_low", "ci_high", "n_samples", "claim", "theory_bound", "exact")
     fields = [field.name for field in dataclasses.fields(Row)]
-    assert fields == [*WRITTEN, *STAGED, "unbounded", "evidence"]  # internal, never written
+    checks = ["checked", "theorem", "mechanisms", "level", "measurements"]  # a [[checks]] row's own: not in the table
+    assert fields == [*WRITTEN, *STAGED, *checks, "evidence"]  # internal, never written
+    assert not set(checks) & set(Row(**_record()).to_record())
+
+
+def test_a_check_row_reads_back_from_its_record_unchanged():
+    """A check's tasks.jsonl record (results.json's ``checks`` entry) gives back its row: what --resume relies on."""
+    row = Row(pair="checks[1]", direction="P|Q", task="checks[1]", function_class="linear", divergence="kl",
+              n_samples=400, claim=0.7, claim_class="linear", estimate=0.3, ci_low=0.1,
+              verdict="holds", checked="sequential", theorem="Thm 4", mechanisms=("laplace(epsilon=1.0)",) * 2,
+              level=0.99, measurements=({"role": "M1", "estimate": 0.3, "low": 0.1, "high": 0.5, "exact": None,
+                                         "caveat": None},))
+    record = json.loads(json.dumps(row.to_check_record()))
+    assert record["check"] == "checks[1]" and record["property"] == "sequential" and record["alpha"] is None
+    assert (record["bound"], record["measured"], record["measured_low"]) == (0.7, 0.3, 0.1)
+    assert Row.from_check_record(record) == row
 
 
 def test_the_row_carries_its_evidence_but_never_writes_or_compares_it():
@@ -70,7 +85,7 @@ def test_the_row_carries_its_evidence_but_never_writes_or_compares_it():
 def test_to_record_inverts_from_record_key_for_key(extra):
     """The record the engines build comes back with the same keys, order, values and types (so the same JSON)."""
     record = _record(**extra)
-    row = Row.from_record({**record, "unbounded": False})
+    row = Row.from_record(record)
     back = row.to_record()
     assert list(back) == list(record)
     assert json.dumps(back) == json.dumps(record)

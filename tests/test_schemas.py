@@ -138,7 +138,8 @@ def test_results_with_infinite_unknown_and_failed_rows_validate(tmp_path):
         "pair": "p0", "direction": "P|Q", "function_class": "linear", "divergence": "kl", "alpha": math.nan,
         "estimate": math.inf, "ci_low": 3.0, "ci_high": math.inf, "n_samples": 1000, "claim": 0.5,
         "claim_class": "all", "refutes_claim": True, "theory_bound": math.nan, "exact": math.nan,
-        "verdict": "unbounded", "note": "samples separable", "task": "p0|P|Q|linear|kl", "error": None,
+        "verdict": "inconclusive", "note": "samples separable", "task": "p0|P|Q|linear|kl",
+        "error": "the attack's estimate is +inf",
     }
     failed = {**row, "estimate": math.nan, "ci_low": math.nan, "verdict": "inconclusive", "error": "ValueError: x"}
     write_audit_report(tmp_path, rows=rows_of(pd.DataFrame([row, failed])), verdict="inconclusive", seed=0, seconds=0.1,

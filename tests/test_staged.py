@@ -29,6 +29,7 @@ from attacks.staged import (
 )
 import attacks.staged as staged
 import audit.engine
+import audit.memory
 from audit.api import AuditInterrupted, run_audit
 from attacks.divergences import tail_count
 from audit.config import ConfigError, load_config
@@ -497,7 +498,7 @@ def test_kl_confirm_memory_does_not_grow_with_the_sample():
 def test_stages_that_do_not_fit_in_memory_are_refused(monkeypatch):
     """The train stage holds min(4, pairs) pairs at n_train outputs per dataset; with 1 MiB available the
     plan is refused before any search, naming the budget to lower."""
-    monkeypatch.setattr(audit.engine, "available_memory", lambda: 2**20)
+    monkeypatch.setattr(audit.memory, "available_memory", lambda: 2**20)
     with pytest.raises(ValueError, match=r"would need about .* GiB.*1 pairs x 2 datasets x 1200 samples.*"
                                          r"lower attacks.n_samples"):
         run_audit(staged_config(1.0, 0), progress=False)

@@ -13,7 +13,7 @@ from audit.verdicts import (
     EXIT_ERROR,
     EXIT_PASS,
     EXIT_VIOLATION,
-    INFINITE_WITHOUT_RELEASE,
+    INFINITE_ESTIMATE,
     assign_verdicts,
     exit_code,
     holm_adjusted,
@@ -54,9 +54,9 @@ def test_holm_levels_follow_the_ranks():
     np.testing.assert_allclose(holm_levels([0.01, 0.04, 0.03, 0.005], 0.05), [0.05 / 3, 0.05, 0.025, 0.0125])
 
 
-def _row(task, estimate, claim, refutes=True, error=None, unbounded=False, claim_class="all", function_class="linear"):
+def _row(task, estimate, claim, refutes=True, error=None, claim_class="all", function_class="linear"):
     return Row(task=task, estimate=estimate, claim=claim, refutes_claim=refutes, n_samples=1000, error=error,
-               unbounded=unbounded, divergence="kl", claim_class=claim_class, function_class=function_class,
+               divergence="kl", claim_class=claim_class, function_class=function_class,
                pair="p0", direction="P|Q")
 
 
@@ -124,14 +124,6 @@ def test_nan_estimate_is_never_pass(claim):
     rows, overall = _judge(rows, {"nan": NormalEstimate(math.nan, 0.1)}, confidence=0.95)
     assert rows[0].verdict == "inconclusive" and overall == "inconclusive"
     assert "NaN" in rows[0].note
-
-
-def test_unbounded_row_is_a_violation_and_info_stays_info():
-    rows = [_row("sep", math.inf, 100.0, unbounded=True),
-            _row("sep-info", math.inf, 100.0, refutes=False, unbounded=True)]
-    rows, overall = _judge(rows, {"sep": None, "sep-info": None}, confidence=0.95)
-    assert [row.verdict for row in rows] == ["unbounded", "info"]
-    assert overall == "violation" and "unbounded" in rows[0].note
 
 
 def test_error_rows_make_the_audit_inconclusive_and_exit_2():
@@ -214,15 +206,12 @@ def test_evidence_with_caveat_none_is_trusted():
     assert rows[0].verdict == "violation"
 
 
-@pytest.mark.parametrize(
-    ("unbounded", "evidence"),
-    [(False, None), (True, NormalEstimate(math.inf, math.nan)), (False, NormalEstimate(math.inf, math.nan))],
-    ids=["not flagged", "flagged by an attack's score", "an attack's inf"],
-)
-def test_an_infinite_estimate_other_than_a_deterministic_release_is_an_error_not_a_violation(unbounded, evidence):
-    rows = [_row("sep", math.inf, 12.0, unbounded=unbounded), _row("ok", 0.1, 12.0)]
+@pytest.mark.parametrize("evidence", [None, NormalEstimate(math.inf, math.nan)], ids=["no evidence", "an attack's inf"])
+def test_an_infinite_estimate_is_an_error_not_a_violation(evidence):
+    """A finite sample never proves an infinite divergence: with or without an attack's score, +inf is an error."""
+    rows = [_row("sep", math.inf, 12.0), _row("ok", 0.1, 12.0)]
     rows, overall = _judge(rows, {"sep": evidence, "ok": NormalEstimate(0.1, 0.05)}, confidence=0.95)
-    assert rows[0].verdict == "inconclusive" and rows[0].error == INFINITE_WITHOUT_RELEASE
+    assert rows[0].verdict == "inconclusive" and rows[0].error == INFINITE_ESTIMATE
     assert overall == "inconclusive" and exit_code(rows, overall) == EXIT_ERROR
 
 

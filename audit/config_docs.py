@@ -1,0 +1,100 @@
+"""docs/schema/config.schema.json and docs/config.md's field tables, written from the declared fields.
+
+Each config table's fields are declared once, beside their owner
+(:func:`audit.config.sections`); this module writes what the docs state
+about them: the JSON Schema, and in docs/config.md each table between the
+markers ``<!-- fields: NAME -->`` and ``<!-- end of fields -->`` (the prose
+around them is written by hand).  ``python -m audit.config_docs`` rewrites
+both; ``--check`` exits 1 when the committed files differ (tests/test_docs.py
+runs the same comparison).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from audit.check_config import CHECKS
+from audit.claims import ALPHA, CLAIMS
+from audit.config import RULES, sections
+from audit.pairs_config import DATASET, PAIRS
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "docs" / "schema" / "config.schema.json"
+REFERENCE = ROOT / "docs" / "config.md"
+_MARKERS = re.compile(r"(<!-- fields: (\w+) -->\n)(.*?)(<!-- end of fields -->)", re.S)
+_ARRAYS = {PAIRS.name: ("pair", "Explicit neighbouring datasets ([[pairs]]); not with [neighbours]."),
+           CLAIMS.name: ("claim", ""),
+           CHECKS.name: ("check", "CBDP's theorems as audits (audit.checks); none by default. docs/config.md, [[checks]].")}
+"""Arrays of tables: the name of one entry's schema in ``$defs``, and the array's description."""
+
+
+def schema() -> dict[str, Any]:
+    """The config's JSON Schema (draft 2020-12)."""
+    properties, definitions = {}, {"dataset": DATASET, "alpha": ALPHA}
+    for section in sections():
+        if not section.array:
+            properties[section.name] = section.schema
+            continue
+        entry, description = _ARRAYS[section.name]
+        definitions[entry] = section.schema
+        reference = {"$ref": f"#/$defs/{entry}"}
+        properties[section.name] = {**({"description": description} if description else {}), "oneOf": [
+            {"type": "array", "minItems": 1, "items": reference}, reference]}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "capaudit/config.schema.json",
+        "title": "capaudit audit config",
+        "description": "The TOML config of `capaudit run` (or the dict given to audit.run_audit), as validated by "
+                       "audit.config.load_config. Field reference: docs/config.md. Written by `python -m "
+                       "audit.config_docs` from the fields declared in the code; the loader's checks are the "
+                       "authority for the rules between fields. A config needs [[claims]], [[checks]] or both.",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["mechanism"],
+        **RULES,
+        "properties": properties,
+        "$defs": definitions,
+    }
+
+
+def schema_text() -> str:
+    return json.dumps(schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def reference_text(text: str) -> str:
+    """docs/config.md's ``text`` with each marked table rewritten from its section's fields."""
+    tables = {section.name: section.table for section in sections()}
+
+    def table(match: re.Match) -> str:
+        return match[1] + tables[match[2]] + match[4]
+
+    return _MARKERS.sub(table, text)
+
+
+def stale() -> list[Path]:
+    """The files that differ from what the declarations give."""
+    reference = REFERENCE.read_text()
+    return [path for path, written, expected in ((SCHEMA, SCHEMA.read_text(), schema_text()),
+                                                 (REFERENCE, reference, reference_text(reference)))
+            if written != expected]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Rewrite the schema and docs/config.md's tables; with ``--check``, only say which differ (exit 1)."""
+    arguments = sys.argv[1:] if argv is None else argv
+    if "--check" in arguments:
+        paths = stale()
+        for path in paths:
+            print(f"{path.relative_to(ROOT)} differs from the declared fields: run python -m audit.config_docs")
+        return 1 if paths else 0
+    SCHEMA.write_text(schema_text())
+    REFERENCE.write_text(reference_text(REFERENCE.read_text()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
