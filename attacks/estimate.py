@@ -115,6 +115,7 @@ from attacks import binomial_ratio, paired_ratio
 from attacks.adversary import Adversary, event_objective, witness_objective
 from attacks.classes import parse_function_class
 from attacks.divergences import variational_bound
+from attacks.gdp_route import threshold_tests
 from attacks.event_divergence import event_divergence_bound, event_divergence_ceiling, event_divergence_p_value
 from attacks.vocabulary import DP, IPM, KL, Divergence, divergence_of, parse_divergence
 from attacks.witness_moments import WitnessMoments
@@ -391,7 +392,7 @@ def estimate_divergence(
     scores_p, scores_q = held_out_scores(adversary, w_p, w_q, test_p, test_q)
     details = {
         "train_score": adversary.score(*_stack(train_p, train_q)),
-        "scores": score_histogram(scores_p, scores_q, adversary.threshold_, adversary.side_),
+        "scores": score_histogram(scores_p, scores_q, adversary.threshold_, adversary.side_, independent=not coupled),
     }
     details.update(weights.get("details", {}))
     if isinstance(kind, IPM):
@@ -421,7 +422,7 @@ def estimate_divergence(
 
 def score_histogram(
     scores_p: np.ndarray, scores_q: np.ndarray, threshold: float | None = None, side: int | None = None,
-    bins: int = SCORE_BINS,
+    bins: int = SCORE_BINS, independent: bool = True,
 ) -> dict:
     """Held-out scores of P and Q binned on shared edges: enough for a ROC curve and a witness histogram.
 
@@ -436,13 +437,17 @@ def score_histogram(
         At most this many bins: scores with at most ``bins`` distinct values
         get one bin each (edges halfway between them), others bins between
         quantiles of the pooled scores.
+    independent : bool
+        Whether the scores of P and Q are independent (not coupled): only then
+        are the Gaussian-DP route's threshold tests kept.
 
     Returns
     -------
     dict
         ``edges`` (list of floats), ``p`` and ``q`` (counts per bin, lists of
         ints; a score on an inner edge counts in the bin above it, the last
-        bin is closed) and ``threshold`` (float or None).
+        bin is closed), ``threshold`` (float or None) and, for independent
+        scores, ``gdp_tests`` (:func:`attacks.gdp_route.threshold_tests`).
     """
     pooled = np.concatenate([scores_p, scores_q])
     pooled = pooled[np.isfinite(pooled)] if np.isfinite(pooled).any() else np.zeros(1)
@@ -458,7 +463,7 @@ def score_histogram(
         "p": np.histogram(np.clip(scores_p, edges[0], edges[-1]), edges)[0].tolist(),
         "q": np.histogram(np.clip(scores_q, edges[0], edges[-1]), edges)[0].tolist(),
         "threshold": None if threshold is None else float(side * threshold),
-    }
+    } | ({"gdp_tests": threshold_tests(scores_p, scores_q)} if independent and len(scores_p) and len(scores_q) else {})
 
 
 def held_out_scores(adversary: Adversary, w_p, w_q, test_p, test_q) -> tuple[np.ndarray, np.ndarray]:

@@ -421,7 +421,7 @@ def confirm_every(sample: Sampler, pair: int, target: Target, sizes: StageSizes,
         weights = None if attack.cuts is None else np.eye(attack.cuts.size)[attack.fitted]
         total, coupled = totals[position]
         evidence = _statistic(total, candidate, target, coupled, weights)
-        scores = score_summary(attack, *candidate.laws(first[0]), weights)
+        scores = score_summary(attack, *candidate.laws(first[0]), weights, first[0].coupled)
         results.append((candidate, replace(evidence, details={**evidence.details, "scores": scores})))
     return sorted(results, key=lambda item: candidates.index(item[0]))
 
@@ -816,12 +816,13 @@ def _confirm(draw, winner: Candidate, attack: Attack, weights: np.ndarray | None
              chunk: int, n_jobs: int) -> DivergenceEstimate | PooledEstimate | None:
     """The chosen statistic on ``sizes.confirm`` fresh outputs of the winner's pair, counted in chunks; its
     ``details["scores"]``: the winner's scores on the first :data:`FIGURE_OUTPUTS` of them (:func:`score_summary`)."""
-    first = []
+    first, coupled_first = [], []
 
     def keep_first(pair: int, n: int, stage: str, index: int) -> Draw | None:
         samples = draw(pair, n, stage, index)
         if index == 0 and samples is not None:
             first.extend(x[:FIGURE_OUTPUTS].copy() for x in winner.laws(samples))
+            coupled_first.append(samples.coupled)
         return samples
 
     totals = _accumulate(keep_first, [winner], [attack], sizes.confirm, "confirm", target, chunk, n_jobs)
@@ -829,15 +830,17 @@ def _confirm(draw, winner: Candidate, attack: Attack, weights: np.ndarray | None
         return None
     total, coupled = totals[0]
     evidence = _statistic(total, winner, target, coupled, weights)
-    return replace(evidence, details={**evidence.details, "scores": score_summary(attack, *first, weights)})
+    return replace(evidence, details={**evidence.details, "scores": score_summary(attack, *first, weights,
+                                                                                        coupled_first[0])})
 
 
-def score_summary(attack: Attack, p: np.ndarray, q: np.ndarray, weights: np.ndarray | None) -> dict:
+def score_summary(attack: Attack, p: np.ndarray, q: np.ndarray, weights: np.ndarray | None, coupled: bool) -> dict:
     """The attack's scores on outputs of P and Q binned (:func:`attacks.estimate.score_histogram`) for the
-    report's witness and ROC figures: a ``dp`` attack's threshold is the cut of its most weighted nested set,
-    an ``ipm`` attack's its own set's, a ``kl`` or ``renyi`` witness has none."""
+    report's witness and ROC figures and the Gaussian-DP route (independent samples only): a ``dp`` attack's
+    threshold is the cut of its most weighted nested set, an ``ipm`` attack's its own set's, a ``kl`` or
+    ``renyi`` witness has none."""
     adversary = attack.adversary
     scores = held_out_scores(adversary, adversary.witness(p), adversary.witness(q), p, q)
     if attack.cuts is None:
-        return score_histogram(*scores, adversary.threshold_, adversary.side_)
-    return score_histogram(*scores, float(attack.cuts[int(np.argmax(weights))]), 1)
+        return score_histogram(*scores, adversary.threshold_, adversary.side_, independent=not coupled)
+    return score_histogram(*scores, float(attack.cuts[int(np.argmax(weights))]), 1, independent=not coupled)

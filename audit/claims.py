@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from attacks.vocabulary import (
     DIVERGENCES, DP, FAMILIES, GDP, IPM, KL, ZCDP, Curve, Profile, Renyi, divergence_kind, parse_curve,
 )
+from audit.accounting import ACCOUNTANTS, TRAINING_FIELDS
 from audit.families import PROFILES, Family
 from audit.fields import (
     REQUIRED, ConfigError, Field, Section, check_fields, choice, class_name, number, required, value,
@@ -64,7 +65,7 @@ CLAIMS = Section("claims", (
     Field("function_class", "string", REQUIRED, type_doc="class name, or `\"all\"`",
           schema_extra={"pattern": _CLAIM_CLASS}, meaning="the class H the claim is about"),
     Field("epsilon", "number", REQUIRED, low=0.0, limits="a divergence bound must be >= 0",
-          default_doc="required (not for a `profile` table)",
+          default_doc="required (not for a `profile` table or an `accountant` claim)",
           meaning="≥ 0: the claimed bound; μ of `gdp`, ρ of `zcdp`, a named profile's parameter (> 0)"),
     Field("delta", "number", 0.0, low=0.0, high=1.0, open_high=True, limits="must be in [0, 1)",
           meaning="`dp` only; in [0, 1)"),
@@ -80,6 +81,20 @@ CLAIMS = Section("claims", (
     Field("reason", "string", schema_extra={"maxLength": MAX_REASON},
           meaning="why the claimed value, in one sentence (e.g. the closed form it comes from); shown under "
                   f"report.md's Claims table; at most {MAX_REASON} characters"),
+    Field("accountant", "string", choices=ACCOUNTANTS, default_doc="none",
+          meaning="`dp` only, with `delta` > 0 and no `epsilon`: ε is what dp_accounting's RDP or PLD accountant "
+                  "computes at `delta` for the training parameters below (accountant claims, below)"),
+    Field("noise_multiplier", "number", low=0.0, open_low=True, limits="must be > 0",
+          default_doc="from the mechanism",
+          meaning="`accountant` claims only: noise standard deviation over the sensitivity"),
+    Field("sampling_rate", "number", low=0.0, high=1.0, open_low=True, limits="must be in (0, 1]",
+          default_doc="from the mechanism",
+          meaning="`accountant` claims only: Poisson sampling rate q (1: full batch)"),
+    Field("steps", "integer", low=1, limits="must be a whole number >= 1", default_doc="from the mechanism",
+          meaning="`accountant` claims only: the number of steps T"),
+    Field("accounted", "other", type_doc="table", default_doc="written by capaudit",
+          schema_extra={"type": "object"},
+          meaning="the training parameters an accountant claim used, written into results.json's `config`"),
 ), array=True, schema_extra={"required": ["divergence", "function_class"], "allOf": [
     {"if": {"properties": _ORDERED}, "then": {"required": ["alpha"]},
      "else": {"if": {"properties": {"divergence": {"const": ZCDP.name}}}, "else": {"not": {"required": ["alpha"]}}}},
@@ -87,7 +102,10 @@ CLAIMS = Section("claims", (
     {"if": {"properties": {"divergence": {"const": Profile.name}}},
      "then": {"oneOf": [{"required": [_LAW, "epsilon"], "not": {"required": ["deltas"]}},
                         {"required": ["epsilons", "deltas"], "not": _has("epsilon", _LAW)}]},
-     "else": {"required": ["epsilon"], "not": _has("deltas", _LAW)}},
+     "else": {**_has("epsilon", "accountant"), "not": _has("deltas", _LAW)}},
+    {"if": {"required": ["accountant"]},
+     "then": {"required": ["delta"], "properties": {"divergence": {"const": DP.name}}},
+     "else": {"not": _has(*TRAINING_FIELDS, "accounted")}},
     {"if": {"properties": {"divergence": {"enum": [kind.name for kind in (KL, Renyi, IPM, DP, ZCDP)]}}},
      "then": {"not": {"required": ["epsilons"]}}},
     {"if": {"properties": {"divergence": {"enum": list(FAMILIES)}}}, "then": {"not": _has("delta", "on_average")}},

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from audit.accounting import accounted_entry
 from audit.attack_config import ATTACKS, DEFAULT_CLASSES, AttackSpec, attack_spec
 from audit.check_config import CHECKS, PROPERTIES, CheckSpec, check_specs
 from audit.claims import CLAIMS, Claim, check_on_average, check_refutable, claims_of
@@ -179,6 +180,9 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
             "pairs: missing required field for a user mechanism (it has no default neighbours); "
             "add [[pairs]] entries with d and d_prime, or a [neighbours] table."
         )
+    if "claims" in raw:  # an accountant claim's epsilon computed and written into its entry (audit.accounting)
+        raw["claims"] = [accounted_entry(entry, f"claims[{i}]", mechanism)
+                         for i, entry in enumerate(array_of_tables(raw, "claims"))]
     # a curve claim (gdp, zcdp, profile) is audited as its members, ordinary dp / renyi claims (audit.families)
     members = [(f"claims[{i}]", claim) for i, entry in enumerate(array_of_tables(raw, "claims"))
                for claim in claims_of(entry, f"claims[{i}]")]

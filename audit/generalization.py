@@ -33,6 +33,11 @@ failing or hanging mechanism ends the measurement with its pair's message
 * :func:`exact_on_average_kl`: theory, no sampling of outputs: the exact
   per-pair KL (``mechanism.pair_kl``) averaged over pairs from D, as OAKL
   section 6 computes it.
+* :func:`post_processing_check` and :func:`adaptive_composition_check`:
+  OAKL Lemma 5 (a post-processed release has at most the mechanism's
+  on-average KL) and Lemma 7 (adaptive composition adds the
+  on-average KLs), the exact per-pair KLs of the released laws averaged over
+  pairs from D, beside the lemma's closed-form bound.
 """
 
 from __future__ import annotations
@@ -133,6 +138,65 @@ def exact_on_average_kl(mechanism: Any, n_pairs: int, *, replaced: int = 1, seed
     """Monte Carlo over pairs from D of the exact per-pair KL (``mechanism.pair_kl``), as OAKL section 6 does."""
     rng = np.random.default_rng(seed)
     return average_over_pairs([mechanism.pair_kl(*draw_neighbours(mechanism, rng, replaced)) for _ in range(n_pairs)])
+
+
+def post_processing_check(mechanism: Any, n_pairs: int, *, threshold: float = 0.0,
+                          seed: int = 0) -> tuple[OnAverageEstimate, float]:
+    """OAKL Lemma 5 computed: the on-average KL of the release 1{h > threshold} of the Gaussian posterior mean.
+
+    Monte Carlo over ``n_pairs`` pairs from D (:func:`neighbour_sums`) of the
+    exact per-pair KL of the thresholded release
+    (:func:`audit.theory.gibbs.thresholded_normal_kl`), returned with the
+    lemma's bound, the mechanism's own on-average KL
+    (``mechanism.on_average_kl()``): the post-processed value may not exceed it.
+    """
+    from audit.theory import gibbs
+
+    means, variance = gibbs.gaussian_mean_posterior(
+        neighbour_sums(mechanism, n_pairs, np.random.default_rng(seed)), mechanism.records,
+        prior_mean=mechanism.prior_mean, **_posterior_parameters(mechanism))
+    values = gibbs.thresholded_normal_kl(means[:, 0], means[:, 1], np.sqrt(variance), threshold)
+    return average_over_pairs(values), mechanism.on_average_kl()
+
+
+def adaptive_composition_check(mechanism: Any, second: dict, n_pairs: int, *,
+                               seed: int = 0) -> tuple[OnAverageEstimate, float]:
+    """OAKL Lemma 7 computed: the on-average KL of (h1, h2), h1 from the Gaussian posterior mean ``mechanism``
+    and h2 from a second one with parameters ``second`` (noise_scale, prior_scale, temperature) whose prior is
+    centred on h1 (prior means 0: no KL depends on them).
+
+    Monte Carlo over ``n_pairs`` pairs from D (:func:`neighbour_sums`) of the
+    exact KL of the two bivariate normal laws of (h1, h2)
+    (:func:`audit.theory.gibbs.adaptive_gaussian_means_law`,
+    :func:`audit.theory.gibbs.shared_covariance_normal_kl`), returned with
+    Lemma 7's sum epsilon_1 + epsilon_2 of the two closed forms
+    (:func:`audit.theory.gibbs.adaptive_gaussian_means_on_average_kl`),
+    which the chain rule makes the exact value here.
+    """
+    from audit.theory import gibbs
+
+    first = _posterior_parameters(mechanism)
+    sums = neighbour_sums(mechanism, n_pairs, np.random.default_rng(seed))
+    means, covariance = gibbs.adaptive_gaussian_means_law(sums, mechanism.records, first=first, second=second)
+    values = gibbs.shared_covariance_normal_kl(means[:, 0], means[:, 1], covariance)
+    bound = gibbs.adaptive_gaussian_means_on_average_kl(mechanism.records, mechanism.data_variance(), first=first,
+                                                        second=second)
+    return average_over_pairs(values), bound
+
+
+def neighbour_sums(mechanism: Any, n_pairs: int, rng: np.random.Generator) -> np.ndarray:
+    """Sums of the records of ``n_pairs`` pairs (Z, Z'), Z ~ D^n, Z' = Z with its first record redrawn from D
+    (OAKL Def. 2), shape (n_pairs, 2): n + 1 draws per pair, all at once (D lies in the mechanism's clipping
+    interval, so the sums are those the mechanism sees)."""
+    records = mechanism.sample_data(n_pairs * (mechanism.records + 1), rng).reshape(n_pairs, mechanism.records + 1)
+    total = records[:, :-1].sum(axis=1)
+    return np.column_stack([total, total - records[:, 0] + records[:, -1]])
+
+
+def _posterior_parameters(mechanism: Any) -> dict:
+    """The Gaussian posterior mean's parameters as :mod:`audit.theory.gibbs` takes them."""
+    return {"noise_scale": mechanism.noise_scale, "prior_scale": mechanism.prior_scale,
+            "temperature": mechanism.temperature}
 
 
 def generalization_gap(

@@ -43,9 +43,11 @@ import pathlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from audit.accounting import source_note
 from audit.attack_config import AttackSpec
 from audit.families import claim_summaries
 from audit.figures import mechanism_label, row_label, write_evidence_figures, write_figures, write_tradeoff_figure
+from audit.gdp_report import gdp_route, gdp_route_lines
 from audit.html_report import write_html_report
 from audit.provenance import NOT_REPRODUCIBLE
 from audit.report_audited import audited_block, events_block, pairs_warning, search_section
@@ -167,7 +169,7 @@ def write_audit_report(
     for claim, row in zip(claims, strongest):
         claim["strongest_row"] = None if row is None else row_label(row.pair, row.direction, row.function_class)
         tight = tight_note(claim, row, confidence)
-        claim["note"] = "; ".join(part for part in (claim["note"], tight) if part)
+        claim["note"] = "; ".join(part for part in (claim["note"], tight, source_note(claim, config)) if part)
     versions = dict(versions)
     if ((audited or {}).get("mechanism") or {}).get("reproducible") is False:  # the probe overrules the declaration
         versions["mechanism_seedable"] = False
@@ -180,6 +182,8 @@ def write_audit_report(
         **({"search": [dict(entry) for entry in search]} if search else {}),  # only strategy = "search"
         **({"events": [dict(entry) for entry in events]} if events else {}),  # only when the mechanism showed some
     }
+    route = gdp_route(rows, config, claims, strongest, confidence)  # gdp claims, (epsilon, delta) of Gaussians
+    meta.update({"gdp_route": route} if route else {})
     write_results(out_dir, meta, results_table(rows))
     figures = write_figures(rows, out_dir / "figures", mechanism=mechanism_label(config))
     shown = [(row, row.held_out_scores) for row in strongest if row is not None]  # the rows the Claims table names
@@ -241,6 +245,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         lines += ["## Claims", "", claims_table(meta["claims"]), "", *claim_reasons(meta["config"])]
         lines += representation_section(meta["claims"], rows)
     lines += list(tradeoff)
+    lines += gdp_route_lines(meta.get("gdp_route"))
     lines += on_average_section(rows, confidence)
     lines += checks_block(meta.get("checks", []))
     lines += staged_section(rows) + stop_lines(rows, attacks.get("tolerance", AttackSpec.tolerance))

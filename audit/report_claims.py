@@ -202,7 +202,10 @@ def tradeoff_section(panels: Sequence[Panel], confidence: float, rows: Sequence[
     lines = [
         "## Trade-off curves", "",
         "A gdp, zcdp or profile claim is audited as its members, ordinary dp and Renyi claims at a grid "
-        "(docs/theory.md section 9); a refuted member refutes it. Per attack class, the held-out scores of "
+        "(docs/theory.md section 9); a refuted member refutes it. The members are audited on one sample of "
+        "outputs per stage (the audit's seed draws the same outputs for every claim), so their rows are "
+        "dependent: each member's adjusted p-value holds on its own (Holm's procedure needs no independence), "
+        "and a chance excursion of that sample moves every member the same way. Per attack class, the held-out scores of "
         "its strongest member row give an empirical trade-off curve (type-II error b at type-I error a of the "
         f"tests {{score <= t}}) and an upper confidence band on the class's trade-off curve (DKW, simultaneous "
         f"over all a at confidence {confidence:g}), drawn in figures/tradeoff.svg beside the claimed curve. A band "

@@ -122,7 +122,10 @@ def test_score_histogram_keeps_every_held_out_score_and_discrete_values_apart():
     assert len(continuous["edges"]) == 41 and sum(continuous["p"]) == 500 and sum(continuous["q"]) == 700
     assert continuous["threshold"] == -0.4  # the threshold of the oriented score side * g
     discrete = score_histogram(np.array([0.0, 1.0, 1.0]), np.array([0.0, 0.0, 1.0]))
-    assert discrete == {"edges": [-0.5, 0.5, 1.5], "p": [1, 2], "q": [2, 1], "threshold": None}
+    # gdp_tests: Q sorted 0, 0, 1; ranks round((1 - b) 3) of GDP_FRACTIONS are 2 and 3; P <= 0: 1, P <= 1: 3
+    assert discrete == {"edges": [-0.5, 0.5, 1.5], "p": [1, 2], "q": [2, 1], "threshold": None,
+                        "gdp_tests": {"n_p": 3, "n_q": 3, "ranks": [2, 3], "p_counts": [1, 3]}}
+    assert "gdp_tests" not in score_histogram(np.array([0.0]), np.array([1.0]), independent=False)
 
 
 def test_roc_points_are_the_shares_above_each_edge():

@@ -104,6 +104,7 @@ def tradeoff_report(tmp_path_factory):
 def test_the_tradeoff_section_names_rows_in_words(tradeoff_report):
     section = (tradeoff_report / "report.md").read_text().split("## Trade-off curves")[1].split("\n## ")[0]
     assert "staged|" not in section and "|linear|dp|" not in section
+    assert "so their rows are dependent" in section  # members share one sample (issue 34 item 4)
     assert re.search(r"\| pair p0, M\(d'?\) against M\(d'?\), linear functions \(linear\) +\|", section)
 
 

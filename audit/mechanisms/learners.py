@@ -13,7 +13,7 @@ when one is replaced), which is (C_sens / (sigma C))-GDP (DRS Thm 2.7); the
 T steps compose adaptively to mu-GDP with mu = sqrt(T) C_sens / (sigma C)
 (DRS Corollary 3.3), and the final parameters are post-processing of the
 noisy sums.  mu-GDP is (epsilon, delta_mu(epsilon))-DP for every epsilon
-(DRS Corollary 2.13, :func:`audit.theory.tradeoff.gaussian_profile`).
+(DRS Corollary 2.13, :func:`audit.theory.tradeoff.gdp_epsilon`).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from audit.mechanisms.base import BaseMechanism
 from audit.mechanisms.builtin import positive_int
-from audit.theory.tradeoff import gaussian_profile
+from audit.theory.tradeoff import gdp_epsilon
 from audit.validation import check_positive, is_number
 
 Pair = tuple[np.ndarray, np.ndarray]
@@ -37,36 +37,12 @@ DELTA = 1e-5
 """The delta at which ``true_privacy`` states the (epsilon, delta) of mu-GDP."""
 
 
-def gdp_epsilon(mu: float, delta: float) -> float:
-    """The smallest epsilon >= 0 with delta_mu(epsilon) <= delta: mu-GDP read as (epsilon, delta)-DP.
-
-    DRS Corollary 2.13 (mu-GDP holds exactly when (epsilon, delta_mu(epsilon))-DP
-    holds for all epsilon); delta_mu (:func:`audit.theory.tradeoff.gaussian_profile`)
-    decreases in epsilon, so the root is found by Brent's method.
-
-    Examples
-    --------
-    >>> round(gdp_epsilon(1.0, 1e-5), 3)
-    4.377
-    """
-    mu, delta = check_positive(mu, "mu"), check_positive(delta, "delta")
-    if delta >= 1.0:
-        raise ValueError(f"delta must be in (0, 1). Found {delta!r}.")
-    if gaussian_profile(0.0, mu) <= delta:
-        return 0.0
-    high = mu * mu / 2.0 + mu * (1.0 + math.sqrt(2.0 * math.log(1.0 / delta)))
-    while gaussian_profile(high, mu) > delta:
-        high *= 2.0
-    return float(optimize.brentq(lambda epsilon: float(gaussian_profile(epsilon, mu)) - delta, 0.0, high,
-                                 xtol=1e-12))
-
-
 def _optional_positive(value: Any, name: str) -> float | None:
     return None if value is None else check_positive(value, name)
 
 
 class DPGradientDescent(BaseMechanism):
-    """Full-batch DP-GD for L2-regularised logistic regression; releases the final parameters.
+    """DP-GD (full batch) or DP-SGD (Poisson batches) for L2-regularised logistic regression; releases theta_T.
 
     From theta_0 = 0, T steps of
 
@@ -86,6 +62,14 @@ class DPGradientDescent(BaseMechanism):
     (the canary's first gradient is clipped to norm exactly C); for T > 1
     the canary's gradient shrinks once the model fits it, so the last
     iterate leaks less than the composition.
+
+    ``sampling_rate`` q < 1 makes it DP-SGD: at each step each record joins
+    the batch independently with probability q (Poisson sampling) and only
+    the batch's clipped gradients are summed; it then needs ``sigma``.  The
+    full-batch mu above remains an upper bound (each step is the full-batch
+    step applied to a random subset: joint convexity), no longer tight; the
+    amplified (epsilon, delta) is the accountant's (``training_parameters``,
+    :mod:`audit.accounting`).
 
     Switches that plant known bugs (all off by default):
 
@@ -121,6 +105,8 @@ class DPGradientDescent(BaseMechanism):
         C, the clipping norm the noise is calibrated to.
     l2 : float
         lambda >= 0, the L2 penalty's weight.
+    sampling_rate : float
+        q in (0, 1], the Poisson sampling rate of each step's batch (1: full batch); below 1 give ``sigma``.
     neighbours : {"add_remove", "replace_one"}
         The neighbour relation of the calibration and of the default pairs.
     clipping, clip_norm_applied, noise_over_dataset_size, replace_one_as_add_remove, pass_nan_gradients,
@@ -129,7 +115,7 @@ class DPGradientDescent(BaseMechanism):
     """
 
     name = "dp_gd_logistic"
-    description = ("full-batch DP-GD logistic regression (clip C, noise N(0, (sigma C)^2), T steps), "
+    description = ("DP-GD / DP-SGD logistic regression (clip C, noise N(0, (sigma C)^2), T steps, Poisson rate q), "
                    "releases the parameters; switches plant known bugs")
     privacy_claim = "mu-GDP, mu = sqrt(T) C_sens / (sigma C) (Dong, Roth and Su 2022, Cor. 3.3)"
     canary_norm = 100.0
@@ -137,19 +123,26 @@ class DPGradientDescent(BaseMechanism):
 
     def __init__(
         self, mu: float | None = None, sigma: float | None = None, steps: int = 10, learning_rate: float = 0.1,
-        clip_norm: float = 1.0, l2: float = 0.0, neighbours: str = "add_remove", clipping: bool = True,
+        clip_norm: float = 1.0, l2: float = 0.0, sampling_rate: float = 1.0, neighbours: str = "add_remove",
+        clipping: bool = True,
         clip_norm_applied: float | None = None, noise_over_dataset_size: bool = False,
         replace_one_as_add_remove: bool = False, pass_nan_gradients: bool = False,
         release_dataset_size: bool = False,
     ) -> None:
         super().__init__(
             mu=mu, sigma=sigma, steps=steps, learning_rate=learning_rate, clip_norm=clip_norm, l2=l2,
-            neighbours=neighbours, clipping=clipping, clip_norm_applied=clip_norm_applied,
+            sampling_rate=sampling_rate, neighbours=neighbours, clipping=clipping, clip_norm_applied=clip_norm_applied,
             noise_over_dataset_size=noise_over_dataset_size, replace_one_as_add_remove=replace_one_as_add_remove,
             pass_nan_gradients=pass_nan_gradients, release_dataset_size=release_dataset_size,
         )
         if mu is not None and sigma is not None:
             raise ValueError(f"give mu or sigma, not both. Found mu={mu!r}, sigma={sigma!r}.")
+        if not is_number(sampling_rate) or not 0.0 < float(sampling_rate) <= 1.0:
+            raise ValueError(f"sampling_rate must be in (0, 1]. Found {sampling_rate!r}.")
+        if float(sampling_rate) < 1.0 and sigma is None:
+            raise ValueError("a sampling_rate below 1 (DP-SGD) is calibrated by the noise multiplier: give sigma "
+                             f"(e.g. sigma = 0.7) instead of mu. Found mu={mu!r}.")
+        self.sampling_rate = float(sampling_rate)
         if neighbours not in NEIGHBOURS:
             raise ValueError(f"neighbours must be one of {', '.join(map(repr, NEIGHBOURS))}. Found {neighbours!r}.")
         switches = dict(clipping=clipping, noise_over_dataset_size=noise_over_dataset_size,
@@ -172,6 +165,7 @@ class DPGradientDescent(BaseMechanism):
         self.clipping, self.noise_over_dataset_size = bool(clipping), bool(noise_over_dataset_size)
         self.pass_nan_gradients, self.release_dataset_size = bool(pass_nan_gradients), bool(release_dataset_size)
         accounted = 1.0 if neighbours == "add_remove" or replace_one_as_add_remove else 2.0
+        self.accounted_sensitivity = accounted
         if sigma is None:
             self.mu = check_positive(1.0 if mu is None else mu, "mu")
             self.sigma = math.sqrt(self.steps) * accounted / self.mu
@@ -180,6 +174,13 @@ class DPGradientDescent(BaseMechanism):
             self.mu = math.sqrt(self.steps) * accounted / self.sigma
         self.true_mu = self._true_mu()
         self.true_epsilon = math.inf if self.true_mu is None else None
+
+    def training_parameters(self) -> dict[str, float]:
+        """What an accountant reads of this run (:mod:`audit.accounting`): T steps at sampling rate q of
+        noise multiplier sigma C / C_sens, C_sens as accounted (C, or 2C for ``replace_one``, C again under
+        ``replace_one_as_add_remove``: the accountant then inherits that bug)."""
+        return {"noise_multiplier": self.sigma / self.accounted_sensitivity, "sampling_rate": self.sampling_rate,
+                "steps": self.steps}
 
     def _true_mu(self) -> float | None:
         """The mu-GDP the sampler has over ``self.neighbours`` (None: not DP for any epsilon over all datasets)."""
@@ -195,7 +196,8 @@ class DPGradientDescent(BaseMechanism):
         if self.true_mu is None:
             return f"claims {self.mu:.4g}-GDP; not DP for any epsilon"
         claim = "" if math.isclose(self.true_mu, self.mu) else f"claims {self.mu:.4g}-GDP; true: "
-        return (f"{claim}{self.true_mu:.4g}-GDP over {self.neighbours} neighbours: "
+        bound = f"at most (Poisson sampling at q = {self.sampling_rate:g} amplifies it) " * (self.sampling_rate < 1)
+        return (f"{claim}{bound}{self.true_mu:.4g}-GDP over {self.neighbours} neighbours: "
                 f"({gdp_epsilon(self.true_mu, DELTA):.4g}, {DELTA:g})-DP")
 
     def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -209,6 +211,8 @@ class DPGradientDescent(BaseMechanism):
         theta = np.zeros((n, k))
         for _ in range(self.steps):  # sequential over steps, vectorised over the n runs
             residuals = special.expit(theta @ features.T) - labels  # (n, m): g_i = residual_i x_i
+            if self.sampling_rate < 1.0:  # Poisson sampling: record i in run j's batch with probability q
+                residuals = residuals * (rng.random(residuals.shape) < self.sampling_rate)
             if self.clipping:
                 with np.errstate(divide="ignore", invalid="ignore"):  # a zero gradient: C / 0 = inf, kept as is
                     residuals = residuals * np.minimum(1.0, self.applied_clip_norm / (np.abs(residuals) * row_norms))
@@ -239,19 +243,28 @@ class DPGradientDescent(BaseMechanism):
         p0, the canary: a record of feature norm ``canary_norm`` C on the unused third feature, label 1,
         added (``add_remove``), or replacing a record of the opposite feature (``replace_one``: the
         two clipped gradients point in opposite directions, 2C apart); p1, a record of NaN features
-        in the canary's place (a special value: its gradient is not finite).
+        in the canary's place (a special value: its gradient is not finite); p2, a mislabelled point:
+        feature norm ``canary_norm`` C along the data's own direction (1, 1, 0) / sqrt(2), label 0 where
+        the data say 1, added (``add_remove``) or replacing the same point correctly labelled
+        (``replace_one``).  The model never fits it (the data pull theta the other way), so its gradient
+        stays clipped at C at every step: for T > 1 it is the stronger canary (p0's gradient vanishes
+        once theta fits it after a step or two).
         """
         generator = np.random.default_rng(20261127)
         features = np.hstack([generator.normal(size=(20, 2)), np.zeros((20, 1))])
         labels = (features[:, 0] + features[:, 1] + generator.normal(size=20) > 0).astype(float)
         base = np.column_stack([features, labels])
-        canary = np.array([[0.0, 0.0, self.canary_norm * self.clip_norm, 1.0]])
+        norm = self.canary_norm * self.clip_norm
+        canary = np.array([[0.0, 0.0, norm, 1.0]])
         nan_record = np.array([[np.nan, np.nan, np.nan, 1.0]])
+        mislabelled = np.array([[norm / math.sqrt(2.0), norm / math.sqrt(2.0), 0.0, 0.0]])
         if self.neighbours == "add_remove":
-            return [(base, np.vstack([base, canary])), (base, np.vstack([base, nan_record]))]
+            return [(base, np.vstack([base, record])) for record in (canary, nan_record, mislabelled)]
         opposite = canary * np.array([1.0, 1.0, -1.0, 1.0])
         d = np.vstack([base, opposite])
-        return [(d, np.vstack([base, canary])), (d, np.vstack([base, nan_record]))]
+        labelled = mislabelled + np.array([0.0, 0.0, 0.0, 1.0])
+        return [(d, np.vstack([base, canary])), (d, np.vstack([base, nan_record])),
+                (np.vstack([base, labelled]), np.vstack([base, mislabelled]))]
 
 
 MECHANISMS = (DPGradientDescent,)

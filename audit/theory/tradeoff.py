@@ -31,6 +31,7 @@ import math
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy import optimize
 from scipy.special import log_ndtr, logsumexp, ndtr, ndtri
 
 from audit.validation import check_positive
@@ -99,6 +100,50 @@ def gaussian_profile(epsilon: ArrayLike, mu: float) -> np.ndarray:
         raise ValueError(f"epsilon must be finite and >= 0. Found {epsilon!r}.")
     second = np.exp(epsilon + log_ndtr(-epsilon / mu - mu / 2.0))
     return np.maximum(ndtr(-epsilon / mu + mu / 2.0) - second, 0.0)
+
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    """The smallest epsilon >= 0 with delta_mu(epsilon) <= delta: mu-GDP read as (epsilon, delta)-DP.
+
+    DRS Corollary 2.13 (mu-GDP holds exactly when (epsilon, delta_mu(epsilon))-DP
+    holds for all epsilon); delta_mu (:func:`audit.theory.tradeoff.gaussian_profile`)
+    decreases in epsilon, so the root is found by Brent's method.
+
+    Examples
+    --------
+    >>> round(gdp_epsilon(1.0, 1e-5), 3)
+    4.377
+    """
+    mu, delta = check_positive(mu, "mu"), check_positive(delta, "delta")
+    if delta >= 1.0:
+        raise ValueError(f"delta must be in (0, 1). Found {delta!r}.")
+    if gaussian_profile(0.0, mu) <= delta:
+        return 0.0
+    high = mu * mu / 2.0 + mu * (1.0 + math.sqrt(2.0 * math.log(1.0 / delta)))
+    while gaussian_profile(high, mu) > delta:
+        high *= 2.0
+    return float(optimize.brentq(lambda epsilon: float(gaussian_profile(epsilon, mu)) - delta, 0.0, high,
+                                 xtol=1e-12))
+
+
+def gdp_mu(epsilon: float, delta: float) -> float:
+    """The mu whose Gaussian-DP profile passes through (epsilon, delta): delta_mu(epsilon) = delta.
+
+    delta_mu(epsilon) increases with mu (G_mu decreases in mu, DRS Def. 2.6), from 0 to 1, so the
+    root is found by Brent's method; the inverse of :func:`gdp_epsilon` in mu.
+
+    Examples
+    --------
+    >>> round(gdp_mu(gdp_epsilon(2.0, 1e-5), 1e-5), 6)
+    2.0
+    """
+    epsilon, delta = _non_negative(epsilon, "epsilon"), check_positive(delta, "delta")
+    if delta >= 1.0:
+        raise ValueError(f"delta must be in (0, 1). Found {delta!r}.")
+    high = 1.0
+    while gaussian_profile(epsilon, high) < delta:
+        high *= 2.0
+    return float(optimize.brentq(lambda mu: float(gaussian_profile(epsilon, mu)) - delta, 1e-12, high, xtol=1e-12))
 
 
 def laplace_profile(epsilon: ArrayLike, epsilon0: float) -> np.ndarray:

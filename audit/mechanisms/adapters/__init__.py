@@ -1,7 +1,8 @@
 """Adapters that audit real mechanisms of OpenDP, diffprivlib and PyDP, and their registration.
 
-Every adapter releases the sum of the dataset's records through the library's
-own mechanism (the library draws the noise; nothing is re-implemented here).
+Every adapter but the learners releases the sum of the dataset's records through the library's
+own mechanism (the library draws the noise; nothing is re-implemented here);
+diffprivlib's learners (:mod:`.diffprivlib_learners`) release fitted parameters.
 Each record is clamped to ``[0, sensitivity]`` (and rounded to an integer for
 integer mechanisms) before summing, so the declared ``sensitivity`` is the
 sum's exact sensitivity under both replace-one and add/remove neighbours:
@@ -26,13 +27,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from audit.mechanisms.adapters import diffprivlib, opendp, pydp
+from audit.mechanisms.adapters import diffprivlib, diffprivlib_learners, opendp, pydp
 from audit.mechanisms.adapters.library import diffprivlib_hint
 from audit.mechanisms.registry import info_from_class, register
 
 
 def _register_adapters() -> None:
-    for module in (opendp, diffprivlib, pydp):
+    for module in (opendp, diffprivlib, diffprivlib_learners, pydp):
         for cls in module.ADAPTERS:
             hint = diffprivlib_hint() if cls.library == "diffprivlib" else cls.install_hint()
             info = dataclasses.replace(info_from_class(cls, "adapter"), requires=(cls.module,), install_hint=hint)
