@@ -15,9 +15,9 @@ z = ``noise_multiplier`` (noise standard deviation over the sensitivity):
 
 At q = 1 both read T full-batch Gaussian steps, which are exactly
 (sqrt(T) / z)-GDP (Dong, Roth and Su 2022, Cor. 3.3).  Fields the entry does
-not give come from a built-in learner that states them
-(:meth:`audit.mechanisms.learners.DPGradientDescent.training_parameters`),
-so its claim is the accountant's.  The computed epsilon is written into the
+not give come from a learner that states them
+(:meth:`audit.mechanisms.learners.DPGradientDescent.training_parameters`,
+and the Opacus adapter's), so its claim is the accountant's.  The computed epsilon is written into the
 entry (results.json ``config`` records it), and the report names the claim's
 source (:func:`claim_source`).  dp_accounting is the optional extra
 ``capaudit[accounting]``.
@@ -118,7 +118,8 @@ def accounted_entry(entry: dict, path: str, mechanism: Any) -> dict:
         used = training_parameters(entry, stated)
     except KeyError as missing:
         raise ConfigError(f"{path}.{missing.args[0]}: missing; an accountant claim needs noise_multiplier, "
-                          "sampling_rate and steps unless its mechanism states them (dp_gd_logistic does).") from None
+                          "sampling_rate and steps unless its mechanism states them (dp_gd_logistic and "
+                          "opacus.dp_sgd do).") from None
     for field, found in used.items():
         number(found, f"{path}.{field}", integer=field == "steps")
     try:
@@ -132,7 +133,7 @@ def accounted_entry(entry: dict, path: str, mechanism: Any) -> dict:
 
 
 def _stated(mechanism: Any) -> Mapping[str, float] | None:
-    """The training parameters a built-in learner states, None for user code and other mechanisms."""
+    """The training parameters a learner states (built-in or adapter), None for user code and other mechanisms."""
     if mechanism.name is None:
         return None
     built = mechanism.build()

@@ -315,11 +315,14 @@ def _summary(title: str, result, out: Path, stream=None) -> None:
     from audit.events import event_tally
     from audit.provenance import not_neighbours
     from audit.summary import claim_verdicts, layer_text
+    from audit.verdicts import SEPARATED
 
     claims = getattr(result, "claims", ())
     for line, claim in zip(claim_verdicts(claims), claims):  # each layer's verdict, where it is read
         if layer_text(claim):
-            print(f"  {line['claim']}: {line['verdict']} ({layer_text(claim)})", file=stream or sys.stdout)
+            note = str(claim.get("note") or "")  # why separated outputs leave it open
+            why = f"; {note.split('; ')[0]}" if note.startswith(SEPARATED) else ""
+            print(f"  {line['claim']}: {line['verdict']} ({layer_text(claim)}){why}", file=stream or sys.stdout)
     if getattr(result, "events", ()):  # absorbed by the audit, but the reader must know
         print(event_tally(result.events), file=stream or sys.stdout)
     strangers = not_neighbours(getattr(result, "pairs", ()), getattr(result, "config", None))

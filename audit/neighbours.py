@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,6 +34,7 @@ from attacks.classes import parse_function_class
 from attacks.vocabulary import IPM, KL
 from audit import isolation
 from audit.data_distributions import Sampler, check_distribution, make_sampler
+from audit.errors import one_line
 from audit.group_pairs import MAX_DISTANCE, widen_all
 from audit.mechanisms import Mechanism
 from audit.validation import as_numbers
@@ -309,6 +310,7 @@ def make_pairs(
     relation: str | None = None,
     *,
     timeout: float | None = None,
+    on_screened: Callable[[int, int], None] | None = None,
 ) -> list[NeighbourPair]:
     """The neighbouring pairs to audit ``mechanism`` on.
 
@@ -337,6 +339,9 @@ def make_pairs(
         ``search`` only: seconds the screening of one candidate may take
         (``run.sample_timeout``); a candidate that takes longer is dropped
         (:func:`screen_candidates`).
+    on_screened : callable, optional
+        ``search`` only: called with (candidates screened, candidates) before
+        the first candidate's draw and after each (a progress bar).
 
     Returns
     -------
@@ -360,7 +365,7 @@ def make_pairs(
                 f"mechanism {mechanism.name!r} has no default neighbouring pairs: give [[pairs]] or [neighbours]."
             )
     elif isinstance(spec, Mapping):
-        pairs, origins, screening = _generate(spec, mechanism, np.random.default_rng(rng), timeout)
+        pairs, origins, screening = _generate(spec, mechanism, np.random.default_rng(rng), timeout, on_screened)
     else:
         pairs = [_explicit(entry, i) for i, entry in enumerate(spec)]
         if not pairs:
@@ -443,7 +448,8 @@ def _option(spec: Mapping[str, Any], key: str, default: Any) -> Any:
 
 
 def _generate(
-    spec: Mapping[str, Any], mechanism: Mechanism, rng: np.random.Generator, timeout: float | None = None
+    spec: Mapping[str, Any], mechanism: Mechanism, rng: np.random.Generator, timeout: float | None = None,
+    on_screened: Callable[[int, int], None] | None = None,
 ) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[str], list[Screened]]:
     """The pairs of a [neighbours] table, their origins ([] unless searched) and the search's screening log."""
     check_spec(spec)
@@ -477,6 +483,7 @@ def _generate(
         function_class=_option(spec, "function_class", "linear"),
         divergence=_option(spec, "divergence", "kl"),
         timeout=timeout,
+        on_screened=on_screened,
     )
     order = _best(screening, count)
     names = {index: f"p{rank}" for rank, index in enumerate(order)}
@@ -635,6 +642,7 @@ def screen_candidates(
     function_class: str = "linear",
     divergence: str = "kl",
     timeout: float | None = None,
+    on_screened: Callable[[int, int], None] | None = None,
 ) -> list[Screened]:
     """Screen each candidate pair with a cheap attack; record what the mechanism refused.
 
@@ -656,7 +664,8 @@ def screen_candidates(
     on a dataset of its domain is an error, as a hung pair is in the audit; a
     search in which every candidate hangs costs one timeout, not one per
     candidate); a child that dies drops its candidate with its exit code.  Seeds are drawn from
-    ``rng`` in order, so a seed fixes the result.
+    ``rng`` in order, so a seed fixes the result.  ``on_screened(k, len(candidates))`` is called before the
+    first draw (k = 0) and after each candidate (a progress bar from the first call on).
 
     Raises
     ------
@@ -671,7 +680,9 @@ def screen_candidates(
 
     screening, first_failure = [], None
     encoder = getattr(mechanism, "structure", None)
+    screened = on_screened or (lambda done, total: None)
     for (d, d_prime), label in zip(candidates, labels):
+        screened(len(screening), len(candidates))
         seed = int(rng.integers(2**32))
         try:
             draw = isolation.call(functools.partial(_screen_draw, mechanism, (d, d_prime), n, seed), timeout)
@@ -702,6 +713,7 @@ def screen_candidates(
             screening.append(Screened(label, np.nan, f"dropped: the screening attack failed ({error})"))
             continue
         screening.append(Screened(label, float(score)))
+    screened(len(screening), len(candidates))
     if screening and all(entry.note for entry in screening):
         from audit.mechanisms import MechanismError
 
@@ -747,6 +759,8 @@ def _sample_both(mechanism: Mechanism, datasets: Sequence[np.ndarray], n: int, s
         for name, dataset in zip(("d", "d'"), datasets):
             try:
                 outputs.append(mechanism.sample(dataset, n, sample_rng))
+            except SystemExit as error:  # the audited code's exit, in its own words (not "exit code 0" of the child)
+                return f"{name}|{one_line(error)}"
             except Exception as error:
                 return f"{name}|{' '.join(str(error).split())}"
         if len({output.shape[1] for output in outputs}) == 1:
@@ -762,7 +776,7 @@ def _failure_counts(mechanism: Mechanism, pair: tuple[np.ndarray, np.ndarray], s
         for side, dataset in enumerate(pair):
             try:
                 mechanism.sample(dataset, 1, sample_rng)
-            except Exception:
+            except (Exception, SystemExit):
                 failures[side] += 1
     return failures[0], failures[1]
 

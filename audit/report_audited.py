@@ -141,8 +141,10 @@ def pairs_warning(pairs: Sequence[Mapping[str, Any]], config: Mapping[str, Any] 
     found = not_neighbours(pairs, config)
     if not found:
         return []
+    refuse = (" Give `relation` in a `[[pairs]]` entry to have such a pair refused."
+              if not any(pair.get("neighbours") for pair in pairs) else "")  # records only: a [[pairs]] relation
     return ["**WARNING, pairs that are not neighbours:** the claims bound neighbouring datasets. "
-            + "; ".join(found) + ". Give `relation` in a `[[pairs]]` entry to have such a pair refused.", ""]
+            + "; ".join(found) + "." + refuse, ""]
 
 
 def events_block(events: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -146,9 +146,12 @@ def method_notes(confidence: float | None, n_samples: int | None, coupled: bool 
         "Holm-adjusted p-value; a claim equal to the attack's estimand reads so about half the time at any "
         "sample size), or the row's interval cannot be trusted (its note says why; such a row enters Holm's "
         "family with p = 1, so the other rows' levels do not depend on it), or the estimate is NaN, or the task "
-        "failed. No row is unbounded: a finite sample never proves an infinite divergence, even when each "
-        "dataset's outputs repeat one value (a deterministic release, or a randomized response at high epsilon); "
-        "an infinite estimate is an error of its row.",
+        "failed, or the row's held-out outputs are separated (its set holds every output of P and none of Q, "
+        "or its scores put every output of P above every one of Q): such data show the largest value their "
+        "sizes allow, refute a claim below it and support none, so a row that does not reject reads "
+        "inconclusive, never pass (its note gives that largest value). No row is unbounded: a finite sample "
+        "never proves an infinite divergence, even when each dataset's outputs repeat one value (a deterministic "
+        "release, or a randomized response at high epsilon); an infinite estimate is an error of its row.",
         "- Claims: `untested` when no row that could refute the claim ran (all failed, or no attack class is "
         "contained in the claim's); the audit is then not a pass and exits 2. `adjusted p` is the smallest "
         "Holm-adjusted p-value of the claim's rows (a violation exactly when it is at most 1 - confidence). "
@@ -156,7 +159,8 @@ def method_notes(confidence: float | None, n_samples: int | None, coupled: bool 
         f"report as a violation with probability {POWER:g}, (estimate - lower bound) x (1 + z({POWER:g}) / "
         "z(1 - a)) with the lower bound at the level a = (1 - confidence) / m at which Holm tests a lone false "
         "claim among m rows; it assumes the standard error under the alternative is the one observed (for dp "
-        "rows the width of the bound on the count ratio stands for it), and the best row alone.",
+        "rows the width of the bound on the count ratio stands for it), and the best row alone; inf when no "
+        "row can reject (a claim at or above the largest bound the rows' sample sizes allow is one).",
         "- Renyi and alpha-divergences use CBDP's convention f(t) = (|t|^alpha - 1)/(alpha^2 - alpha) on all "
         "of R (the |t| convention); with f = +inf on t < 0 restricted values would come out larger.",
         "- `theory bound` is the paper's closed-form upper bound when one applies (a claim itself, not a "

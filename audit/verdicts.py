@@ -35,7 +35,15 @@ Row verdicts:
   the note gives the row's Holm-adjusted p-value); or the estimate has a
   caveat; or it is NaN; or the task failed (``error`` set).  A NaN estimate
   is never a pass.
-* ``"pass"``: not rejected and the estimate is at most the claim.
+* ``"inconclusive"`` too: not rejected although its held-out outputs are
+  :func:`separated` (its set holds every output of P and none of Q, or its
+  binned held-out scores put every output of P above every output of Q).
+  Such data show the largest value these sample sizes allow, the row's
+  :func:`row_ceiling` X, and are as likely under an infinite divergence: they
+  refute a claim below X but support none, and no data of these sizes refute
+  one above X (:func:`separation_note` says so in words; a finite sample never
+  proves infinity, and more outputs raise X only like ln n).
+* ``"pass"``: not rejected, the estimate is at most the claim and the held-out outputs are not separated.
 
 A claim that is exactly tight (the estimand equals the claim, e.g. pure
 epsilon-DP of a Laplace over thresholds) reads ``"inconclusive"`` whenever
@@ -49,7 +57,8 @@ these columns filled on every one: ``verdict``, ``note``, ``ci_low``, ``ci_high`
 ``p_adjusted`` (Holm-adjusted p-value, :func:`holm_adjusted`; NaN outside
 the family) and ``detectable_excess`` (:func:`detectable_excess` at the level
 Holm tests a lone false hypothesis at, ``(1 - confidence) / m``; NaN outside
-the family, +inf for a row that cannot reject).
+the family, +inf for a row that cannot reject: a caveat, a NaN estimate, or a
+claim at or above the row's :func:`row_ceiling`).
 
 Intervals: a refuting row's ``ci_low``/``ci_high`` is an equal-tailed
 interval whose one-sided level in each tail is the one Holm's procedure
@@ -75,8 +84,9 @@ divergence, alpha, claim class, claimed value, delta, on_average), with the
 verdict ``"violation"`` (a row refutes it), ``"untested"`` (no refuting row
 ran: every one failed, or the audit had no class contained in the claim's),
 ``"inconclusive"`` (a refuting row is) or ``"pass"``, the strongest row
-(smallest adjusted p-value), its adjusted p-value and the claim's detectable
-excess (the smallest over its rows).  The same rule over the refuting rows of
+(smallest adjusted p-value), its adjusted p-value, the claim's detectable
+excess (the smallest over its rows) and a note (why it is untested, or the
+:func:`separation_note` of an inconclusive row).  The same rule over the refuting rows of
 one layer (:attr:`attacks.classes.FunctionClass.layer`) gives the claim's
 ``value_verdict`` and ``representation_verdict`` (``"not audited"`` when no
 class of that layer ran on it): what the mechanism computes and how it stores
@@ -102,6 +112,7 @@ from typing import Any
 import numpy as np
 
 from attacks.classes import LAYERS
+from attacks.divergences import UNSEEN_SHARE, unseen_mass_bound
 from audit.schema import Row
 
 EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
@@ -113,6 +124,8 @@ INFINITE_ESTIMATE = (
     "the attack's estimate is +inf, but a finite sample never proves an infinite divergence: "
     "the attack's scoring is at fault"
 )
+SEPARATED = "the held-out outputs are separated"
+"""How the note of a row that :func:`separated` judges begins (:func:`separation_note`)."""
 
 
 def holm_levels(p_values: Sequence[float], level: float) -> np.ndarray:
@@ -196,8 +209,9 @@ def assign_verdicts(rows: Sequence[Row], confidence: float) -> list[Row]:
     adjusted = holm_adjusted(p_values)
     for index, row_level, reject, row_adjusted in zip(family, holm_levels(p_values, level), rejected, adjusted):
         row = replace(judged[index], p_adjusted=float(row_adjusted))
-        row = replace(row, **_judgement(row, row_level if reject else stop_level, bool(reject)))
-        judged[index] = replace(row, detectable_excess=_row_detectable_excess(row, first_level))
+        ceiling = row_ceiling(row, confidence)
+        row = replace(row, **_judgement(row, row_level if reject else stop_level, bool(reject), ceiling))
+        judged[index] = replace(row, detectable_excess=_row_detectable_excess(row, first_level, ceiling))
     for index, row in enumerate(judged):
         if _failed(row):
             judged[index] = replace(row, verdict="inconclusive", ci_low=math.nan, ci_high=math.nan,
@@ -274,8 +288,9 @@ def _p_value(row: Row) -> float:
     return float(evidence.p_value(row.claim))
 
 
-def _judgement(row: Row, level: float, rejected: bool) -> dict[str, Any]:
-    """A refuting row's ``verdict``, ``note``, ``ci_low`` and ``ci_high``, judged at ``level`` (module docstring)."""
+def _judgement(row: Row, level: float, rejected: bool, ceiling: float) -> dict[str, Any]:
+    """A refuting row's ``verdict``, ``note``, ``ci_low`` and ``ci_high``, judged at ``level`` (module docstring);
+    ``ceiling``: :func:`row_ceiling` at the audit's confidence."""
     estimate, claim = row.estimate, row.claim
     caveat = None if row.evidence is None else row.evidence.caveat
     if caveat:
@@ -286,21 +301,87 @@ def _judgement(row: Row, level: float, rejected: bool) -> dict[str, Any]:
         return dict(verdict="inconclusive", note=_join(row.note, "the estimate is NaN"), **interval)
     if rejected:
         return dict(verdict="violation", note=row.note, **interval)
+    note = _join(row.note, separation_note(ceiling)) if separated(row) else row.note
     if estimate > claim:
-        note = _join(row.note, "estimate exceeds the claim but not at the family-wise level "
-                               f"(Holm-adjusted p = {row.p_adjusted:.3g})")
+        note = _join(note, "estimate exceeds the claim but not at the family-wise level "
+                           f"(Holm-adjusted p = {row.p_adjusted:.3g})")
         return dict(verdict="inconclusive", note=note, **interval)
-    return dict(verdict="pass", note=row.note, **interval)
+    return dict(verdict="inconclusive" if separated(row) else "pass", note=note, **interval)
 
 
-def _row_detectable_excess(row: Row, level: float) -> float:
-    """Excess this row detects with probability POWER; +inf when it cannot reject."""
+def _row_detectable_excess(row: Row, level: float, ceiling: float) -> float:
+    """Excess this row detects with probability POWER; +inf when it cannot reject (also a claim at or above the
+    row's ``ceiling``, :func:`row_ceiling`, which no data of its sizes refute)."""
     from attacks.sequential import detectable_excess  # the sequential stop rule too; attacks load scikit-learn
 
     evidence = row.evidence
-    if evidence is None or evidence.caveat or math.isnan(row.estimate):
+    if evidence is None or evidence.caveat or math.isnan(row.estimate) or row.claim >= ceiling:
         return math.inf
     return detectable_excess(evidence, level)
+
+
+def row_ceiling(row: Row, confidence: float) -> float:
+    """The largest lower bound at ``confidence`` that the row's sample sizes allow, NaN where none is known.
+
+    No data of these sizes refute a claim at or above it (Holm never tests a
+    row at a level more lenient than ``1 - confidence``), and it grows only
+    like ln n:
+
+    * an event's ``kl`` or ``renyi`` counts: the bound at complete separation
+      (:meth:`attacks.estimate.DivergenceEstimate.ceiling`);
+    * a ``dp`` attack set's independent counts: the log-ratio bound at
+      k_p = n_p, k_q = 0 (:func:`attacks.binomial_ratio.log_ratio_bound`);
+    * a ``kl`` or ``renyi`` witness: -log u, u = 1 - (0.1 (1 - confidence))^(1 / n_q)
+      the unseen mass of :func:`attacks.divergences.variational_bound`.  Its
+      lower bound is estimate - log(1 + u r) - z se with log r at least the
+      estimate (r's largest weight is at least the mean weight on P, which
+      gives the objective's term in P: Donsker-Varadhan's mean of h, Renyi's
+      beta log |E_P g|), so the bound is below -log u whatever the data.
+
+    Other evidence (pooled or sequential estimates, coupled ``dp`` cells, ``ipm``) gets NaN.
+    """
+    evidence = row.evidence
+    details = getattr(evidence, "details", None)
+    if not isinstance(details, dict) or row.divergence not in ("kl", "renyi", "dp"):
+        return math.nan
+    if getattr(evidence, "event", False):
+        return float(evidence.ceiling(confidence))
+    spent = getattr(evidence, "spent", None)  # a sequential search's look, judged at its spent confidence
+    confidence = spent(confidence) if callable(spent) else confidence
+    if row.divergence == "dp":
+        if getattr(evidence, "coupled", True) or "k_p" not in details:
+            return math.nan
+        from attacks.binomial_ratio import log_ratio_bound  # scipy.stats, loaded only when a dp row is judged
+
+        n_p, n_q = int(details["n_p"]), int(details["n_q"])
+        return float(log_ratio_bound(n_p, n_p, 0, n_q, row.delta, confidence, lower=True))
+    if "n_q" not in details:
+        return math.nan
+    return float(-math.log(unseen_mass_bound(int(details["n_q"]), UNSEEN_SHARE * (1.0 - confidence))))
+
+
+def separated(row: Row) -> bool:
+    """The row's held-out outputs are completely separated: its attack set holds every output of P and none of
+    Q (counts ``k_p = n_p``, ``k_q = 0``), or its binned held-out scores (:attr:`audit.schema.Row.held_out_scores`)
+    put every output of P above every output of Q.  Such data show the largest value their sizes allow and are
+    as likely under an infinite divergence: they refute no claim above :func:`row_ceiling` and support none."""
+    details = getattr(row.evidence, "details", None)
+    if not isinstance(details, dict):
+        return False
+    if {"k_p", "n_p", "k_q"} <= details.keys() and int(details["k_p"]) == int(details["n_p"]) > 0 == int(details["k_q"]):
+        return True
+    scores = row.held_out_scores
+    if not scores or not scores.get("p") or not scores.get("q"):
+        return False
+    bins_p, bins_q = np.flatnonzero(scores["p"]), np.flatnonzero(scores["q"])
+    return bool(bins_p.size and bins_q.size and bins_q[-1] < bins_p[0])
+
+
+def separation_note(ceiling: float) -> str:
+    """The note of a :func:`separated` row that is not rejected (:data:`SEPARATED`, then what it means)."""
+    bound = f"{ceiling:.3g}" if math.isfinite(ceiling) else "a value that grows with the sample"
+    return (f"{SEPARATED}: at these sample sizes no bound can exceed {bound}, so a claim above it is neither "
+            "refuted nor supported: more outputs raise it only like ln n")
 
 
 def _interval(row: Row, confidence: float) -> dict[str, float]:
@@ -370,7 +451,7 @@ def _summarize_claim(key: tuple, rows: Sequence[Row]) -> dict[str, Any]:
         "p_adjusted": math.nan,
         "detectable_excess": math.nan,
         "refuting_rows": len(ran),
-        "note": _untested_note(claim_class, refuting, rows) if verdict == "untested" else "",
+        "note": _untested_note(claim_class, refuting, rows) if verdict == "untested" else _separation_part(ran, verdict),
     }
     if ran:
         strongest = min(ran, key=lambda row: (_or(row.p_adjusted, 1.0), -_or(row.estimate, -math.inf)))
@@ -391,6 +472,15 @@ def _untested_note(claim_class: str, refuting: Sequence[Row], rows: Sequence[Row
         f"no attack class of the audit ({', '.join(classes)}) is contained in {claim_class!r}; "
         f"add one that is to [attacks] classes"
     )
+
+
+def _separation_part(ran: Sequence[Row], verdict: str) -> str:
+    """The :func:`separation_note` of the first inconclusive row that has one, for a claim that reads
+    inconclusive; "" otherwise."""
+    if verdict != "inconclusive":
+        return ""
+    parts = (part for row in ran if row.verdict == "inconclusive" for part in (row.note or "").split("; "))
+    return next((part for part in parts if part.startswith(SEPARATED)), "")
 
 
 def _failed(row: Row) -> bool:

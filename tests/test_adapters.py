@@ -232,7 +232,7 @@ def test_rejected_parameters_raise_value_error(name, bad):
 @pytest.mark.parametrize(
     ("name", "module", "extra"),
     [("opendp.laplace", "opendp", "opendp"), ("diffprivlib.geometric", "diffprivlib", "diffprivlib"),
-     ("pydp.laplace", "pydp", "pydp")],
+     ("pydp.laplace", "pydp", "pydp"), ("opacus.dp_sgd", "opacus", "opacus")],
 )
 def test_missing_library_is_unavailable_with_its_extra(monkeypatch, fresh_imports, name, module, extra):
     for loaded in [key for key in sys.modules if key == module or key.startswith(module + ".")]:
@@ -271,11 +271,11 @@ def test_importing_capaudit_never_needs_the_libraries():
     """With every optional library hidden, capaudit imports and lists the adapters as unavailable."""
     code = (
         "import sys\n"
-        "for module in ('opendp', 'diffprivlib', 'pydp'): sys.modules[module] = None\n"
+        "for module in ('opendp', 'diffprivlib', 'pydp', 'opacus'): sys.modules[module] = None\n"
         "import audit\n"
         "from audit.mechanisms import list_mechanisms\n"
         "adapters = [info for info in list_mechanisms() if info.kind == 'adapter']\n"
-        "assert len(adapters) == 12 and not any(info.available for info in adapters), adapters\n"
+        "assert len(adapters) == 13 and not any(info.available for info in adapters), adapters\n"
         "print('ok')\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
