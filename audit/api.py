@@ -11,7 +11,7 @@ import importlib.metadata
 import os
 import platform
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from audit.provenance import describe_audit, pair_records, screening_records
 from audit.results_file import results_table, write_results
 from audit.structure import fix_layout
 from audit.plan import task_seed
+from audit.progress import ProgressBar
 from audit.sampling import one_line
 from audit.schema import STAGED_COLUMNS, TABLE_COLUMNS, Row
 from audit.theory.check import check_bounds
@@ -199,7 +200,8 @@ def run_audit(
     audit_config = load_config(config, {"n_jobs": n_jobs, "seed": seed, "backend": backend})
     out = None if out_dir is None else output_directory(out_dir, resume=resume)
     mechanism = audit_config.mechanism.build()
-    pairs = _pairs(audit_config, mechanism)
+    with ProgressBar("dataset search", " candidates", progress) as bar:  # drawn only by a search's first call
+        pairs = _pairs(audit_config, mechanism, on_screened=bar.show)
     finished: dict[str, dict] = {}
     stage = "the tasks"
     from audit.checks import combine  # with the exact values (scipy.stats): not on `import audit.api`
@@ -207,8 +209,9 @@ def run_audit(
 
     try:
         # NaN, inf and changing widths are evidence: fix the outputs' layout before any chunk is drawn (audit.structure)
-        fix_layout(mechanism, [data for pair in pairs for data in (pair.d, pair.d_prime)],
-                   task_seed(audit_config.run.seed, "structure"), audit_config.run.sample_timeout)
+        with ProgressBar("structure pilot", " datasets", progress) as bar:  # drawn only when the pilot runs
+            fix_layout(mechanism, [data for pair in pairs for data in (pair.d, pair.d_prime)],
+                       task_seed(audit_config.run.seed, "structure"), audit_config.run.sample_timeout, bar.show)
         rows = run_engine(audit_config, mechanism, pairs, out, resume=resume, progress=progress, finished=finished)
         checks = tuple(row for row in rows if row.checked is not None)
         rows = [row for row in rows if row.checked is None]
@@ -226,7 +229,7 @@ def run_audit(
             seconds=time.perf_counter() - start,
             versions=_versions(mechanism),
             config=audit_config.raw,
-            pairs=pair_records(pairs),
+            pairs=pair_records(pairs, getattr(mechanism, "input_relation", None)),
             audited=describe_audit(mechanism, config, audit_config.raw, probe=pairs[0] if pairs else None,
                                    timeout=audit_config.run.sample_timeout),
             theory=check_bounds(rows, audit_config.attacks.confidence),
@@ -423,16 +426,24 @@ def write_failure(
     return report
 
 
-def _pairs(config: AuditConfig, mechanism: Any) -> list[NeighbourPair]:
-    """The neighbouring pairs: explicit, from [neighbours], or the mechanism's worst-case defaults."""
+def _pairs(config: AuditConfig, mechanism: Any,
+           on_screened: Callable[[int, int], None] | None = None) -> list[NeighbourPair]:
+    """The neighbouring pairs: explicit, from [neighbours], or the mechanism's worst-case defaults (a dataset
+    search calls ``on_screened`` as it screens its candidates: :func:`audit.neighbours.make_pairs`)."""
     spec = config.neighbours if config.neighbours is not None else ([*config.pairs] or None)
     rng = np.random.default_rng(task_seed(config.run.seed, "neighbours"))
     user_code = isinstance((config.neighbours or {}).get("distribution"), str)  # on-average: "module:function"
     try:
         with user_import_path(config.mechanism.base_dir) if user_code else contextlib.nullcontext():
-            return make_pairs(spec, mechanism, rng, timeout=config.run.sample_timeout)
+            pairs = make_pairs(spec, mechanism, rng, timeout=config.run.sample_timeout, on_screened=on_screened)
     except ValueError as error:
         raise ConfigError(f"{'neighbours' if config.neighbours is not None else 'pairs'}: {error}") from None
+    for pair in pairs if config.claim_distance is not None else ():  # a claim from the library holds at one d_in
+        d_in = mechanism.input_distance(pair.d, pair.d_prime)
+        if d_in != config.claim_distance:
+            raise ConfigError(f"neighbours: pair {pair.name} is at d_in = {d_in} in the input metric, the claims from "
+                              f"the library at d_in = {config.claim_distance}; give pairs at one distance.")
+    return pairs
 
 
 def _versions(mechanism: Any) -> dict[str, str | None]:

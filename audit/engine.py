@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import joblib
+import numpy as np
 
 from attacks.classes import LAYERS, REPRESENTATION, VALUE, parse_function_class
 from attacks.sequential import FIXED, Limits, interval_of, schedule, sequential_search
@@ -436,13 +437,15 @@ def _theory(mechanism: Any, pair: NeighbourPair, task: Task) -> tuple[float | No
     """(exact divergence of the task's class in its direction, the mechanism's closed-form bound); None where
     unknown.  The one place the audit reads theory (:mod:`audit.theory.exact`, :mod:`audit.theory.table`).
     Closed forms hold in exact arithmetic, of the values: a representation-layer task (``floatbits``, how the
-    outputs are stored) has no published bound to exceed."""
+    outputs are stored) has no published bound to exceed, nor has a pair with a NaN or infinite record (the
+    probes': outside every domain a closed form is stated on, e.g. a Gaussian sum shifted by inf)."""
     laws = known_laws(mechanism, pair.d, pair.d_prime)
     exact = None
     if laws is not None:
         exact = exact_value(laws if task.direction == "P|Q" else laws[::-1], task.function_class, task.divergence,
                             task.alpha)
-    if parse_function_class(task.function_class).layer == REPRESENTATION:
+    finite = all(np.isfinite(np.asarray(data, dtype=float)).all() for data in (pair.d, pair.d_prime))
+    if parse_function_class(task.function_class).layer == REPRESENTATION or not finite:
         return exact, None
     try:
         theory_bound = law_bound(getattr(mechanism, "theory_law", None), task.function_class, task.divergence,

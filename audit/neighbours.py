@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,6 +34,8 @@ from attacks.classes import parse_function_class
 from attacks.vocabulary import IPM, KL
 from audit import isolation
 from audit.data_distributions import Sampler, check_distribution, make_sampler
+from audit.errors import one_line
+from audit.group_pairs import MAX_DISTANCE, widen_all
 from audit.mechanisms import Mechanism
 from audit.validation import as_numbers
 
@@ -41,9 +43,9 @@ RELATIONS = ("replace-one", "add-remove")
 STRATEGIES = ("random", "extremes", "search", "on-average")
 SPEC_FIELDS = (
     "strategy", "count", "relation", "domain", "candidates", "screen_samples", "function_class", "divergence",
-    "distribution", "size", "probes",
+    "distribution", "size", "probes", "distance",
 )
-ON_AVERAGE_FIELDS = ("strategy", "count", "relation", "distribution", "size")
+ON_AVERAGE_FIELDS = ("strategy", "count", "relation", "distribution", "size", "distance")
 """The fields ``strategy = "on-average"`` takes (no domain: the records come from the distribution)."""
 DEFAULT_COUNT = 5
 MAX_RECORD = 1e100
@@ -220,6 +222,7 @@ def check_spec(spec: Mapping[str, Any]) -> None:
     if relation not in RELATIONS:
         raise ValueError(f"neighbours.relation must be one of {', '.join(RELATIONS)}. Found {relation!r}.")
     count = _count(spec, "count", DEFAULT_COUNT, 1, MAX_COUNT, "pairs to generate")
+    _count(spec, "distance", 1, 1, MAX_DISTANCE, "records added, removed or replaced per pair")
     if spec["strategy"] == "on-average":
         _check_on_average(spec, relation)
         return
@@ -307,6 +310,7 @@ def make_pairs(
     relation: str | None = None,
     *,
     timeout: float | None = None,
+    on_screened: Callable[[int, int], None] | None = None,
 ) -> list[NeighbourPair]:
     """The neighbouring pairs to audit ``mechanism`` on.
 
@@ -335,6 +339,9 @@ def make_pairs(
         ``search`` only: seconds the screening of one candidate may take
         (``run.sample_timeout``); a candidate that takes longer is dropped
         (:func:`screen_candidates`).
+    on_screened : callable, optional
+        ``search`` only: called with (candidates screened, candidates) before
+        the first candidate's draw and after each (a progress bar).
 
     Returns
     -------
@@ -358,7 +365,7 @@ def make_pairs(
                 f"mechanism {mechanism.name!r} has no default neighbouring pairs: give [[pairs]] or [neighbours]."
             )
     elif isinstance(spec, Mapping):
-        pairs, origins, screening = _generate(spec, mechanism, np.random.default_rng(rng), timeout)
+        pairs, origins, screening = _generate(spec, mechanism, np.random.default_rng(rng), timeout, on_screened)
     else:
         pairs = [_explicit(entry, i) for i, entry in enumerate(spec)]
         if not pairs:
@@ -441,19 +448,24 @@ def _option(spec: Mapping[str, Any], key: str, default: Any) -> Any:
 
 
 def _generate(
-    spec: Mapping[str, Any], mechanism: Mechanism, rng: np.random.Generator, timeout: float | None = None
+    spec: Mapping[str, Any], mechanism: Mechanism, rng: np.random.Generator, timeout: float | None = None,
+    on_screened: Callable[[int, int], None] | None = None,
 ) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[str], list[Screened]]:
     """The pairs of a [neighbours] table, their origins ([] unless searched) and the search's screening log."""
     check_spec(spec)
     relation = _option(spec, "relation", "replace-one")
     count = _option(spec, "count", DEFAULT_COUNT)
+    distance = _option(spec, "distance", 1)
     if spec["strategy"] == "on-average":
-        return on_average_pairs(make_sampler(spec["distribution"]), spec["size"], count, rng), [], []
+        return on_average_pairs(make_sampler(spec["distribution"]), spec["size"], count, rng, distance), [], []
     domain = _domain(spec.get("domain"), mechanism)
+    if distance > domain.size and relation == "replace-one":
+        raise ValueError(f"neighbours.distance: {distance} records cannot be replaced in datasets of "
+                         f"domain.size = {domain.size} records; raise domain.size or lower distance.")
     if spec["strategy"] == "random":
-        return random_pairs(domain, relation, count, rng), [], []
+        return widen_all(random_pairs(domain, relation, count, rng), relation, distance)[0], [], []
     if spec["strategy"] == "extremes":
-        return extreme_pairs(domain, relation)[:count], [], []
+        return widen_all(extreme_pairs(domain, relation), relation, distance)[0][:count], [], []
     candidates = _option(spec, "candidates", 10 * count)
     extremes = extreme_pairs(domain, relation)
     probes = probe_pairs(domain, relation, _probes(spec), rng)
@@ -463,12 +475,15 @@ def _generate(
         + [f"probe {label}" for label, _, _ in probes]
         + ["random"] * candidates
     )
+    pool, kept = widen_all(pool, relation, distance)  # group / user-level pairs: the change made `distance` times
+    labels = [labels[i] if distance == 1 or labels[i] == "random" else f"{labels[i]}, x{distance}" for i in kept]
     screening = screen_candidates(
         pool, labels, mechanism, rng,
         n=_option(spec, "screen_samples", 2000),
         function_class=_option(spec, "function_class", "linear"),
         divergence=_option(spec, "divergence", "kl"),
         timeout=timeout,
+        on_screened=on_screened,
     )
     order = _best(screening, count)
     names = {index: f"p{rank}" for rank, index in enumerate(order)}
@@ -627,6 +642,7 @@ def screen_candidates(
     function_class: str = "linear",
     divergence: str = "kl",
     timeout: float | None = None,
+    on_screened: Callable[[int, int], None] | None = None,
 ) -> list[Screened]:
     """Screen each candidate pair with a cheap attack; record what the mechanism refused.
 
@@ -648,7 +664,8 @@ def screen_candidates(
     on a dataset of its domain is an error, as a hung pair is in the audit; a
     search in which every candidate hangs costs one timeout, not one per
     candidate); a child that dies drops its candidate with its exit code.  Seeds are drawn from
-    ``rng`` in order, so a seed fixes the result.
+    ``rng`` in order, so a seed fixes the result.  ``on_screened(k, len(candidates))`` is called before the
+    first draw (k = 0) and after each candidate (a progress bar from the first call on).
 
     Raises
     ------
@@ -663,7 +680,9 @@ def screen_candidates(
 
     screening, first_failure = [], None
     encoder = getattr(mechanism, "structure", None)
+    screened = on_screened or (lambda done, total: None)
     for (d, d_prime), label in zip(candidates, labels):
+        screened(len(screening), len(candidates))
         seed = int(rng.integers(2**32))
         try:
             draw = isolation.call(functools.partial(_screen_draw, mechanism, (d, d_prime), n, seed), timeout)
@@ -694,6 +713,7 @@ def screen_candidates(
             screening.append(Screened(label, np.nan, f"dropped: the screening attack failed ({error})"))
             continue
         screening.append(Screened(label, float(score)))
+    screened(len(screening), len(candidates))
     if screening and all(entry.note for entry in screening):
         from audit.mechanisms import MechanismError
 
@@ -739,6 +759,8 @@ def _sample_both(mechanism: Mechanism, datasets: Sequence[np.ndarray], n: int, s
         for name, dataset in zip(("d", "d'"), datasets):
             try:
                 outputs.append(mechanism.sample(dataset, n, sample_rng))
+            except SystemExit as error:  # the audited code's exit, in its own words (not "exit code 0" of the child)
+                return f"{name}|{one_line(error)}"
             except Exception as error:
                 return f"{name}|{' '.join(str(error).split())}"
         if len({output.shape[1] for output in outputs}) == 1:
@@ -754,7 +776,7 @@ def _failure_counts(mechanism: Mechanism, pair: tuple[np.ndarray, np.ndarray], s
         for side, dataset in enumerate(pair):
             try:
                 mechanism.sample(dataset, 1, sample_rng)
-            except Exception:
+            except (Exception, SystemExit):
                 failures[side] += 1
     return failures[0], failures[1]
 

@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from audit.errors import MechanismError
+from audit.errors import MechanismError, one_line
 from audit.isolation import FORK, Child, call, fork
 from audit.neighbours import NeighbourPair
 from audit.plan import task_seed
@@ -320,15 +320,6 @@ class _PairDraw:
             return (f"sampling pair {self.pair.name}: the mechanism's output width changed between chunks of "
                     f"{CHUNK_SIZE} outputs or between d and d' (widths {widths})")
         return PairSamples(np.concatenate(d), np.concatenate(d_prime), coupled)
-
-
-def one_line(error: BaseException, limit: int = 400) -> str:
-    """``"Type: message"`` on one line (whitespace collapsed), cut to ``limit`` characters."""
-    if isinstance(error, SystemExit):
-        text = f"called sys.exit({error.code!r})"
-    else:
-        text = " ".join(f"{type(error).__name__}: {error}".split()).rstrip(": ")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class ChunkSampler:

@@ -255,7 +255,8 @@ PILOT_SECONDS = 10.0
 """Longest :func:`fix_layout` waits for its draws (at most ``run.sample_timeout``)."""
 
 
-def fix_layout(mechanism: Any, datasets: Sequence[np.ndarray], seed: int, timeout: float) -> None:
+def fix_layout(mechanism: Any, datasets: Sequence[np.ndarray], seed: int, timeout: float,
+               on_drawn: Callable[[int, int], None] | None = None) -> None:
     """Fix the layout of ``mechanism``'s outputs before an audit samples it in forked children.
 
     Draws :data:`PILOT_OUTPUTS` outputs on every dataset in one forked child
@@ -270,12 +271,17 @@ def fix_layout(mechanism: Any, datasets: Sequence[np.ndarray], seed: int, timeou
     so does the pilot.  The layout is then fixed (when a dataset was drawn):
     later structure is written in band (module docstring).  A mechanism
     without an encoder (not wrapped by capaudit) is left as it is.
+    ``on_drawn(k, len(datasets))`` is called before the first draw (k = 0)
+    and as each dataset is drawn (a progress bar from the first call on).
     """
     encoder = getattr(mechanism, "structure", None)
     if not isinstance(encoder, StructureEncoder):
         return
+    drawn = on_drawn or (lambda done, total: None)
+    drawn(0, len(datasets))
     if not FORK:  # the pilot widens this process's encoder itself
         _pilot(mechanism, encoder, datasets, seed, send=lambda layout: None)
+        drawn(len(datasets), len(datasets))
         encoder.fixed = encoder.width is not None
         return
     receiver, child = fork(functools.partial(_pilot, mechanism, encoder, datasets, seed))
@@ -288,7 +294,8 @@ def fix_layout(mechanism: Any, datasets: Sequence[np.ndarray], seed: int, timeou
             layout = receiver.recv()
             if layout is None:  # every dataset drawn
                 break
-            encoder.width, encoder.structural = layout
+            done, encoder.width, encoder.structural = layout
+            drawn(done, len(datasets))
     except (EOFError, OSError):  # the child died (its pipe reads EOF): the sampler will say how
         pass
     finally:
@@ -300,11 +307,11 @@ def fix_layout(mechanism: Any, datasets: Sequence[np.ndarray], seed: int, timeou
 
 def _pilot(mechanism: Any, encoder: StructureEncoder, datasets: Sequence[np.ndarray], seed: int,
            send: Callable[[Any], None]) -> None:
-    """Sample every dataset, sending the encoder's layout after each; None at the end."""
+    """Sample every dataset, sending the datasets done and the encoder's layout after each; None at the end."""
     rng = np.random.default_rng(seed)
-    for dataset in datasets:
+    for done, dataset in enumerate(datasets, 1):
         if _pilot_draw(mechanism, dataset, rng):
-            send((encoder.width, encoder.structural))
+            send((done, encoder.width, encoder.structural))
     send(None)
 
 

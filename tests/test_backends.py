@@ -128,3 +128,24 @@ def test_missing_backend_package_names_the_extra(monkeypatch, backend, module):
     monkeypatch.setitem(sys.modules, module, None)  # importlib finds no such package, installed or not
     with pytest.raises(ConfigError, match=rf"run\.backend: '{backend}' needs the '{module}' package.*capaudit\[{backend}\]"):
         load_config(_config(), {"backend": backend})
+
+
+@pytest.mark.parametrize("backend", ["dask", "ray"])
+def test_a_mechanism_dying_on_a_cluster_reads_as_itself_in_one_line_with_both_reports(tmp_path, capsys, backend):
+    """Issue 32's fault matrix on the cluster backends: ``capaudit run`` exits 2 with one stderr line naming the
+    mechanism's own failure (its exit code), and still writes report.md, report.html and results.json."""
+    from test_faults import _to_toml
+
+    from audit.cli import main
+
+    pytest.importorskip("distributed" if backend == "dask" else "ray",
+                        reason=f"the {backend} backend needs capaudit[{backend}]")
+    config = _config(claims=CLAIMS, classes=("linear",), policy="every", n_samples=400)
+    config["mechanism"]["callable"] = "test_faults:kills_its_process"
+    config["run"].update(sample_timeout=5)
+    path = tmp_path / "audit.toml"
+    path.write_text(_to_toml(config))
+    code = main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet", "--n-jobs", "2", "--backend", backend])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "exit code 3" in lines[0], lines
+    assert all((tmp_path / "out" / name).is_file() for name in ("report.md", "report.html", "results.json"))

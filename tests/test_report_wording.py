@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 from xml.etree import ElementTree
 
+import numpy as np
 import pytest
 
 from audit import run_audit
@@ -138,3 +139,28 @@ def test_pairs_that_are_not_neighbours_are_warned_of_on_the_first_screen(tmp_pat
         assert "WARNING, pairs that are not neighbours" in screen
         assert "pair p0's datasets differ in 2 records" in screen and "may reach 2 epsilon" in screen
         assert "pair p1 has d' = d" in screen and "they test nothing" in screen and "pair p2" not in screen
+
+
+def test_query_answer_pairs_are_neighbours_under_the_mechanisms_own_notion():
+    """DP-Sniper's report noisy max reads a vector of query answers of sensitivity 1 each: its pairs are
+    neighbours when no answer moves by more than 1 (||q - q'||_inf <= 1), however many answers move, so its
+    default pairs (p2: [1, 1, 1, 1, 1] against [2, 0, 0, 0, 0], 5 "records" apart) get no warning; answers 2
+    apart do, and so do records 2 apart for a mechanism on records."""
+    from types import SimpleNamespace
+
+    from audit.mechanisms.registry import make_mechanism
+    from audit.neighbours import make_pairs
+    from audit.provenance import not_neighbours, pair_records
+
+    noisy_max = make_mechanism("report_noisy_max_3", {"epsilon": 0.1})
+    records = pair_records(make_pairs(None, noisy_max), noisy_max.input_relation)
+    assert [2.0, 0.0, 0.0, 0.0, 0.0] in [record["d_prime"] for record in records]
+    assert {record["relation"] for record in records} == {"query-answers"} and not_neighbours(records) == []
+    far_answers = SimpleNamespace(name="p0", d=np.ones(5), d_prime=np.array([3.0, 1.0, 1.0, 1.0, 0.0]))
+    [warning] = not_neighbours(pair_records([far_answers], "query-answers"))
+    assert "p0's answers are 2 apart (inf-norm of d - d')" in warning and "may reach 2 epsilon" in warning
+    [warning] = not_neighbours(pair_records([far_answers], "counts"))  # a histogram: one count moves by 1 in all
+    assert "p0's counts are 3 apart (1-norm of d - d')" in warning
+    two_records = SimpleNamespace(name="p1", d=np.array([[0.0], [0.0]]), d_prime=np.array([[1.0], [1.0]]))
+    [warning] = not_neighbours(pair_records([two_records]))  # replace-one, 2 records differ: records counted
+    assert "p1's datasets differ in 2 records" in warning

@@ -147,12 +147,18 @@ class BaseMechanism:
         False for noise drawn in floating point and added to a data-dependent
         value (numpy's Laplace or Gaussian: Mironov 2012), whose privacy then
         holds of the values only; None when not stated.
+    input_relation : str or None
+        The neighbour notion of an input that is a vector of query answers
+        or counts, not records (a key of
+        :data:`audit.provenance.INPUT_RELATIONS`): the audited pairs are
+        checked against it, not by counting records; None for records.
     """
 
     name: ClassVar[str]
     description: ClassVar[str]
     privacy_claim: ClassVar[str]
     float_safe: ClassVar[bool | None] = None
+    input_relation: ClassVar[str | None] = None
     library_version: str | None = None
     seedable: bool = True
     true_epsilon: float | None = None

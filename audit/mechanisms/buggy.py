@@ -44,6 +44,7 @@ class NoisyHist1(BaseMechanism):
     name = "noisy_hist_1"
     description = "histogram + Lap(1/epsilon) per count (correct; StatDP Alg. 9)"
     privacy_claim = "epsilon-DP (pure), tight"
+    input_relation = "counts"
     num_counts = 5
     noise_scale_is_epsilon = False
 

@@ -358,6 +358,7 @@ class MatrixMechanism(BaseMechanism):
     description = "W A^+ (A x + ||A||_1 Lap(0, 1/epsilon)) on a count vector x"
     privacy_claim = "epsilon-DP (pure)"
     float_safe = False
+    input_relation = "counts"
 
     def __init__(self, A: Any, W: Any = None, epsilon: float = 1.0) -> None:
         super().__init__(A=A, W=W, epsilon=epsilon)
@@ -481,6 +482,7 @@ class ReportNoisyMax(BaseMechanism):
     description = "index of the largest query answer after Laplace or exponential noise of scale 2/epsilon"
     privacy_claim = "epsilon-DP (pure)"
     float_safe = True  # an index: outputs on a grid
+    input_relation = "query-answers"
     release = "argmax"
     num_queries = 5  # length of the default pairs, as in DP-Sniper's benchmark
 
@@ -570,6 +572,7 @@ class SparseVector(BaseMechanism):
     description = "sparse vector technique (Lyu et al. 2017 Alg. 1): 1 above, 0 below, -1 not reached"
     privacy_claim = "epsilon-DP (pure)"
     float_safe = True  # -1, 0 or 1: outputs on a grid
+    input_relation = "query-answers"
     num_queries = 10  # length of the default pairs, as in DP-Sniper's benchmark
 
     def __init__(self, epsilon: float = 1.0, threshold: float = 1.0, cutoff: int = 1) -> None:
