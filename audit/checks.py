@@ -80,10 +80,11 @@ import numpy as np
 from attacks.classes import LINEAR, parse_function_class
 from attacks.evidence import Evidence, NormalEstimate
 from audit.config import AuditConfig, CheckSpec
+from audit.errors import one_line
 from audit.mechanisms.compose import Mixture, Parallel, PostProcessed, Sequential
 from audit.neighbours import NeighbourPair
 from audit.plan import task_seed
-from audit.sampling import draw_pair_isolated, one_line
+from audit.sampling import draw_pair_isolated
 from audit.schema import Row
 from audit.theory.composition import THEOREMS, theorem_bound
 from audit.theory.exact import exact_value, known_laws

@@ -67,13 +67,14 @@ from attacks.vocabulary import DP, divergence_of
 from audit import store
 from audit.checks import check_name, run_check
 from audit.config import AuditConfig
+from audit.errors import one_line
 from audit.events import EventCounter
 from audit.memory import check_memory
 from audit.neighbours import NeighbourPair
 from audit.parallel import backend
 from audit.plan import DIRECTIONS, Task, plan_hash, task_seed
 from audit.progress import OutputsBar
-from audit.sampling import CHUNK_SIZE, COUPLING_REFUSED, draw_chunk, draw_pair_isolated, one_line
+from audit.sampling import CHUNK_SIZE, COUPLING_REFUSED, draw_chunk, draw_pair_isolated
 from audit.schema import Row
 from audit.theory.exact import exact_value, known_laws
 from audit.theory.table import theory_bound as law_bound

@@ -54,7 +54,8 @@ from scipy import stats
 from audit.config import AuditConfig, load_config
 from audit.parallel import RunSpec
 from audit.errors import MechanismError
-from audit.neighbours import NeighbourPair, on_average_pairs
+from audit.neighbours import NeighbourPair
+from audit.pair_generators import on_average_pairs
 from audit.on_average import OnAverageEstimate, average_over_pairs
 from audit.plan import DIRECTIONS, task_seed
 
@@ -100,7 +101,7 @@ def on_average_divergence(
 ) -> OnAverageEstimate:
     """Measured on-average (``function_class``, KL) over ``n_pairs`` pairs drawn from D, through the audit's engine.
 
-    The pairs (:func:`audit.neighbours.on_average_pairs`, from the seed
+    The pairs (:func:`audit.pair_generators.on_average_pairs`, from the seed
     ``task_seed(seed, "oakl|pairs")``) are audited by
     :func:`audit.engine.run_engine` with :func:`measurement_config`
     (``samples`` coupled outputs per dataset, ``run``'s n_jobs, backend and

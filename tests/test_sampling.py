@@ -137,8 +137,8 @@ def test_a_callable_from_the_configs_folder_reaches_a_cluster_worker_by_value(tm
     with user_import_path(folder):
         mechanism = make_mechanism(callable="far_mechanism:noisy_sum", params={})
     chunk = plan_chunks(N, False)[0]
-    job = pickle.dumps((audit.sampling._pickle_draw(functools.partial(draw_chunk, mechanism, seed=4)), PAIR, chunk))
-    worker = ("import pickle, sys\nfrom audit.sampling import _cluster_job\n"
+    job = pickle.dumps((audit.chunk_pools._pickle_draw(functools.partial(draw_chunk, mechanism, seed=4)), PAIR, chunk))
+    worker = ("import pickle, sys\nfrom audit.chunk_pools import _cluster_job\n"
               "sys.stdout.buffer.write(pickle.dumps(_cluster_job(*pickle.loads(sys.stdin.buffer.read()), 60.0)))\n")
     done = subprocess.run([sys.executable, "-c", worker], input=job, capture_output=True, cwd=tmp_path, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(Path(audit.__file__).parents[1])})
@@ -163,7 +163,7 @@ def test_a_hung_child_ends_with_an_audit_killed_by_kill_9(tmp_path):
     audit_pid = os.fork()
     if audit_pid == 0:  # stands for the audit: forks a child whose mechanism hangs, then is killed
         try:
-            audit.sampling._spawn(_hang_noting_pid(noted), PAIR, [plan_chunks(1, False)[0]])
+            audit.chunk_pools._spawn(_hang_noting_pid(noted), PAIR, [plan_chunks(1, False)[0]])
             time.sleep(600)
         finally:
             os._exit(0)
