@@ -149,6 +149,11 @@ class ClusterPool:
             self.ray.cancel(job)  # not force=True: killing the worker would leave its child running
 
 
+def pool_for(backend: str, draw: Callable, timeout: float) -> ForkPool | ClusterPool:
+    """The pool of ``run.backend``: cluster jobs for :data:`CLUSTER_BACKENDS`, else children forked from this process."""
+    return ClusterPool(backend, draw, timeout) if backend in CLUSTER_BACKENDS else ForkPool(draw, timeout)
+
+
 def _pickle_draw(draw: Callable) -> bytes:
     """``draw`` pickled by cloudpickle, the user's modules by value (:class:`ClusterPool`)."""
     import cloudpickle

@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from audit.chunk_pools import CLUSTER_BACKENDS, ClusterPool, ForkPool
+from audit.chunk_pools import ForkPool, pool_for
 from audit.errors import MechanismError, one_line
 from audit.isolation import FORK
 from audit.neighbours import NeighbourPair
@@ -372,7 +372,7 @@ class ChunkSampler:
         self.running: dict[Any, tuple[_PairDraw, list[Chunk], float]] = {}
         """Job -> (pair, the job's chunks not yet received, when its current chunk started)."""
         self.sampled: collections.deque = collections.deque()
-        self.pool = ClusterPool(backend, draw, timeout) if backend in CLUSTER_BACKENDS else ForkPool(draw, timeout)
+        self.pool = pool_for(backend, draw, timeout)
 
     def __iter__(self) -> Iterator[tuple[NeighbourPair, PairSamples | str]]:
         while self.waiting or self.active or self.sampled:
