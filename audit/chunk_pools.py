@@ -19,14 +19,12 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from audit.chunks import Chunk, PairSamples
 from audit.errors import one_line
 from audit.isolation import Child, call, fork
 from audit.neighbours import NeighbourPair
-
-if TYPE_CHECKING:  # audit.sampling imports the pools
-    from audit.sampling import Chunk, PairSamples
 
 CLUSTER_BACKENDS = ("dask", "ray")
 """Backends whose chunks are jobs of a cluster (:class:`ClusterPool`); the others fork children of this process."""

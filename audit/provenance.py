@@ -120,7 +120,8 @@ def reproducibility_probe(mechanism: Any, pair: NeighbourPair, timeout: float = 
     bool or None
         None when the mechanism failed to draw (its rows say why).
     """
-    from audit.sampling import ChunkSampler, Chunk, PairSamples, draw_chunk
+    from audit.chunks import Chunk, PairSamples
+    from audit.sampling import ChunkSampler, draw_chunk
 
     def twice(one: NeighbourPair, chunk: Chunk) -> PairSamples | str:
         on_d = Chunk(chunk.index, chunk.size, "d")  # d's outputs alone, from its independent seed

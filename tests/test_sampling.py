@@ -25,7 +25,8 @@ from audit.import_path import user_import_path
 from audit.mechanisms import make_mechanism
 from audit.neighbours import NeighbourPair
 from audit.plan import task_seed
-from audit.sampling import COUPLING_REFUSED, ChunkSampler, chunk_seed, draw_chunk, draw_pair, plan_chunks
+from audit.chunks import chunk_seed, plan_chunks
+from audit.sampling import COUPLING_REFUSED, ChunkSampler, draw_chunk, draw_pair
 
 CHUNK = 150
 N = 400  # chunks of 150, 150 and 100 outputs
