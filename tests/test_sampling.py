@@ -19,13 +19,15 @@ import pandas as pd
 import pytest
 
 import audit
+import audit.chunk_pools
+import audit.chunks
 import audit.sampling
 from audit import run_audit
+from audit.chunks import chunk_seed, plan_chunks
 from audit.import_path import user_import_path
 from audit.mechanisms import make_mechanism
 from audit.neighbours import NeighbourPair
 from audit.plan import task_seed
-from audit.chunks import chunk_seed, plan_chunks
 from audit.sampling import COUPLING_REFUSED, ChunkSampler, draw_chunk, draw_pair
 
 CHUNK = 150
@@ -34,7 +36,8 @@ N = 400  # chunks of 150, 150 and 100 outputs
 
 @pytest.fixture(autouse=True)
 def small_chunks(monkeypatch):
-    monkeypatch.setattr(audit.sampling, "CHUNK_SIZE", CHUNK)
+    monkeypatch.setattr(audit.chunks, "CHUNK_SIZE", CHUNK)  # the plan
+    monkeypatch.setattr(audit.sampling, "CHUNK_SIZE", CHUNK)  # its messages
 
 
 def laplace_sum(dataset, n, rng):
