@@ -60,15 +60,43 @@ import numpy as np
 from scipy.stats import norm
 
 from attacks.evidence import Evidence
-from attacks.staged import CHUNK, Draw, Sampler, StagedResult, StageSizes, Target, later_outputs, staged_search
+from attacks import paired_ratio
+from attacks.anytime_sets import AnytimeSetEstimate
+from attacks.betting import BernoulliBetting
+from attacks.estimate import DivergenceEstimate
+from attacks.staged import (CHUNK, DEFAULT_SHARES, FIGURE_OUTPUTS, Attack, Candidate, Draw, Sampler, StagedResult,
+                            PooledEstimate, StageSizes, Target, confirm_statistic, count_estimate, later_outputs, score_summary,
+                            staged_search)
+from attacks.vocabulary import DP, IPM, divergence_of
 
 RATIO = 4
 """Growth of the budget from one round to the next (the sum of the earlier rounds is a third of the last)."""
-FIRST_BUDGET = 4_000
-"""Outputs per dataset of a pair over the four stages of the first round."""
+FIRST_BUDGET = 250
+"""Outputs per dataset of a pair over the four stages of the first round (smaller when ``max_outputs`` cannot hold
+its round, :func:`first_budget`): the schedule 250, 1 000, 4 000, 16 000 ... holds the budgets 4 000 x 4^k of the
+versions before the pilot rounds, so that a pass is decided at the same budgets."""
+PILOT_BELOW = 4_000
+"""Rounds of a smaller budget are *pilots*: cheap looks that stop a gross violation within a few hundred outputs
+(their confirm a confidence sequence read after every batch, :func:`anytime_confirm`), each spending
+:data:`PILOT_WEIGHT` of the error."""
+ANYTIME_BELOW = 16_000
+"""Rounds of a smaller budget (250, 1 000, 4 000) confirm a ``dp`` / ``ipm`` set by confidence sequences read after
+every batch (:func:`anytime_confirm`); the larger ones at their end, at their whole weight.  With looks in every
+round below :data:`PASS_BUDGET`, a correct Laplace's pass took 17 s in place of 6 on the shared machine (the
+capital on the grid, a sampler call per look); with looks in the pilots only, svt_5 and numpy's textbook Laplace,
+caught in the 4 000 round, drew 38 250 and 10 500 outputs in place of 35 764 and 8 770
+(benchmarks/bench_anytime.py)."""
+PILOT_WEIGHT = 0.05
+"""The share of the error each pilot round spends when larger rounds follow (:func:`spending_weights`)."""
+ANYTIME_SHARE = 0.5
+"""The share of a round's error spent by the looks of its confirm confidence sequence; the rest is spent by the
+exact count bound of its whole confirm sample (:func:`anytime_confirm`)."""
+LOOK = 50
+"""Outputs per dataset between the first looks of a confirm confidence sequence; later looks come after half as
+many more as drawn so far (a geometric grid: 3 looks in 125 outputs, 16 in 32 000), so that a search stops at most
+half again past the look that could decide, in few draws (each a call of the sampler, e.g. a process started)."""
 ROUND_STRIDE = 1_000_000
-"""Round r's chunk k of a stage is drawn as chunk ``r * ROUND_STRIDE + k`` (fresh outputs every round; round 0's
-are those of the fixed design with ``n_samples = FIRST_BUDGET``)."""
+"""Round r's chunk k of a stage is drawn as chunk ``r * ROUND_STRIDE + k`` (fresh outputs every round)."""
 POWER = 0.8
 """The probability with which a decided pass would have detected an excess of the tolerance."""
 PASS_BUDGET = 256_000
@@ -104,11 +132,45 @@ def round_budgets(first: int, max_outputs: int, least_outputs: Callable[[int], i
     return budgets
 
 
-def spending_weights(looks: int) -> tuple[float, ...]:
-    """The share w_r of the error spent at each of ``looks`` pre-set looks: flat, 1 / looks each (sum 1)."""
-    if looks < 1:
-        raise ValueError(f"looks must be a positive integer. Found {looks!r}.")
-    return (1.0 / looks,) * looks
+def smallest_budget(shares: Mapping[str, float] | None = None) -> int:
+    """The smallest budget whose stages all get 20 outputs per dataset (:meth:`StageSizes.from_budget`)."""
+    StageSizes.from_budget(10**6, shares)  # checks the shares
+    shares = dict(DEFAULT_SHARES if shares is None else shares)
+    budget = max(math.ceil(20 / share) for share in shares.values())
+    while min(int(share * budget) for share in shares.values()) < 20:  # rounding down
+        budget += 1
+    return budget
+
+
+def first_budget(max_outputs: int, least_outputs: Callable[[int], int],
+                 shares: Mapping[str, float] | None = None) -> int:
+    """The first round's budget: :data:`FIRST_BUDGET` (at least :func:`smallest_budget`), or, when its round
+    would draw more than ``max_outputs``, the largest smaller budget whose round fits, down to the smallest
+    budget (whose round then runs whatever ``max_outputs``: a search needs one round)."""
+    smallest = smallest_budget(shares)
+    budget = max(FIRST_BUDGET, smallest)
+    while budget > smallest and least_outputs(budget) > max_outputs:
+        budget = max(smallest, budget * 9 // 10)
+    return budget
+
+
+def schedule(max_outputs: int, n_pairs: int, shares: Mapping[str, float] | None = None) -> list[int]:
+    """The rounds' budgets of a search on ``n_pairs`` pairs limited to ``max_outputs`` outputs: from
+    :func:`first_budget`, by :func:`round_budgets`."""
+    cost = least_outputs(n_pairs, shares)
+    return round_budgets(first_budget(max_outputs, cost, shares), max_outputs, cost)
+
+
+def spending_weights(looks: int, pilots: int = 0) -> tuple[float, ...]:
+    """The share w_r of the error spent at each of ``looks`` pre-set looks (sum 1): the first ``pilots`` of them
+    (the pilot rounds, :data:`PILOT_BELOW`) :data:`PILOT_WEIGHT` each when larger rounds follow, the others an
+    equal share of the rest; flat, 1 / looks each, when every look is a pilot or none is."""
+    if looks < 1 or not 0 <= pilots <= looks:
+        raise ValueError(f"looks must be a positive integer and pilots in 0..looks. Found {looks!r}, {pilots!r}.")
+    if pilots in (0, looks):
+        return (1.0 / looks,) * looks
+    rest = (1.0 - pilots * PILOT_WEIGHT) / (looks - pilots)
+    return (PILOT_WEIGHT,) * pilots + (rest,) * (looks - pilots)
 
 
 def detectable_excess(evidence: Evidence, level: float, power: float = POWER) -> float:
@@ -250,12 +312,17 @@ def least_outputs(n_pairs: int, shares: Mapping[str, float] | None = None) -> Ca
 
 
 def sequential_search(sample: Sampler, n_pairs: int, target: Target, claim: float, limits: Limits, *,
-                      shares: Mapping[str, float] | None = None, first: int = FIRST_BUDGET, seed: int = 0,
+                      shares: Mapping[str, float] | None = None, first: int | None = None, seed: int = 0,
                       chunk: int = CHUNK, n_jobs: int = 1,
                       on_round: Callable[[StageSizes], object] = lambda sizes: None,
                       on_screened: Callable[[int], object] = lambda outputs: None,
                       on_look: Callable[[SequentialEstimate], object] = lambda evidence: None) -> StagedResult:
     """Staged searches in rounds of growing budgets until the claim is decided or a limit is reached.
+
+    A round of a budget below :data:`ANYTIME_BELOW` whose chosen statistic
+    is one ``dp`` or ``ipm`` set confirms it by :func:`anytime_confirm`: looks
+    after every batch of its confirm sample, stopping at the first that
+    decides.  The larger rounds confirm at their end, at their whole weight.
 
     Parameters
     ----------
@@ -269,8 +336,8 @@ def sequential_search(sample: Sampler, n_pairs: int, target: Target, claim: floa
     limits : Limits
     shares : mapping, optional
         Stage shares of each round's budget (:meth:`attacks.staged.StageSizes.from_budget`).
-    first : int
-        The first round's budget (outputs per dataset of a pair).
+    first : int, optional
+        The first round's budget (outputs per dataset of a pair); default :func:`first_budget`.
     seed : int
         Seeds the fits; round r > 0 from ``(seed, r)``.
     chunk, n_jobs, on_screened
@@ -287,8 +354,10 @@ def sequential_search(sample: Sampler, n_pairs: int, target: Target, claim: floa
         ``stop`` why it stopped and ``rounds`` the rounds run.
     """
     start = time.perf_counter()
-    budgets = round_budgets(first, limits.max_outputs, least_outputs(n_pairs, shares))
-    weights = spending_weights(len(budgets))
+    cost = least_outputs(n_pairs, shares)
+    budgets = round_budgets(first_budget(limits.max_outputs, cost, shares) if first is None else first,
+                            limits.max_outputs, cost)
+    weights = spending_weights(len(budgets), sum(budget < PILOT_BELOW for budget in budgets))
     drawn, looks, result = 0, [], None
     for r, budget in enumerate(budgets):
         sizes = StageSizes.from_budget(budget, shares)
@@ -300,13 +369,20 @@ def sequential_search(sample: Sampler, n_pairs: int, target: Target, claim: floa
             drawn += 2 * n  # a failed pair's outputs count as drawn
             return sample(pair, n, stage, r * ROUND_STRIDE + index)
 
+        def decides(evidence: Evidence, weight: float, budget=budget) -> bool:
+            return decide(SequentialEstimate(evidence, weight), claim, limits.level, limits.tolerance,
+                          budget) is not None
+
         round_seed = seed if r == 0 else int(np.random.SeedSequence([seed, r]).generate_state(1)[0] >> 1)
+        confirm = anytime_confirm(weights[r], decides, limits.level) if budget < ANYTIME_BELOW else None
         result = staged_search(round_sample, n_pairs, target, sizes, seed=round_seed, chunk=chunk, n_jobs=n_jobs,
-                               on_screened=on_screened)
+                               on_screened=on_screened, confirm=confirm)
         if result.evidence is None:
             return replace(result, rounds=r + 1, stop=None)
-        looks.append(dict(round=r, outputs=drawn, estimate=float(result.evidence.estimate)))
-        evidence = SequentialEstimate(result.evidence, weights[r], tuple(looks))
+        weight = result.evidence.details.get("weight", weights[r])
+        looks.append(dict(round=r, outputs=drawn, estimate=float(result.evidence.estimate),
+                          interval=interval_of(result.evidence)))
+        evidence = SequentialEstimate(result.evidence, weight, tuple(looks))
         looks[-1]["ci_low"] = float(evidence.lower_bound(1.0 - limits.level))
         evidence = replace(evidence, looks=tuple(looks))
         on_look(evidence)
@@ -322,3 +398,81 @@ def sequential_search(sample: Sampler, n_pairs: int, target: Target, claim: floa
             if elapsed + RATIO * (time.perf_counter() - round_start) > limits.max_seconds:
                 return replace(result, stop=TIME_LIMIT)
     return result
+
+
+def anytime_confirm(weight: float, decides: Callable[[Evidence, float], bool], level: float) -> Callable:
+    """A confirm stage (:func:`attacks.staged.staged_search`'s ``confirm``) that looks after every batch.
+
+    Where the chosen statistic is one ``dp`` or ``ipm`` set (a ``dp`` pool, a
+    ``kl`` or ``renyi`` witness or event: the fixed confirm,
+    :func:`attacks.staged.confirm_statistic`, at the round's whole weight),
+    the confirm sample is drawn in batches of :data:`LOOK` outputs per
+    dataset, then of half of those drawn so far; after each, the set's
+    betting confidence sequences (:class:`attacks.anytime_sets.AnytimeSetEstimate`)
+    are read at ``ANYTIME_SHARE * weight`` of the error, and the stage stops
+    at the first look where ``decides(evidence, that weight)``.  Valid at any
+    look, the sequences being time-uniform: the looks need no spending of their
+    own.  If none decides, the whole confirm sample's exact count bound
+    (:func:`attacks.staged.count_estimate`) is the round's statistic at the rest
+    of its weight, ``(1 - ANYTIME_SHARE) * weight``, a union bound over the
+    two.  The rule is fixed before the confirm sample (by the statistic the
+    check stage chose), never by which bound came out tighter.  The statistic's
+    ``details``: ``weight`` (the share of the round's error it spends) and
+    ``looks`` (the looks read).
+    """
+    anytime, exact = ANYTIME_SHARE * weight, (1.0 - ANYTIME_SHARE) * weight
+
+    def confirm(draw, winner: Candidate, attack: Attack, weights: np.ndarray | None, target: Target,
+                sizes: StageSizes, chunk: int, n_jobs: int):
+        divergence = divergence_of(target)
+        one_set = isinstance(divergence, IPM) or (isinstance(divergence, DP) and weights is not None
+                                                  and np.count_nonzero(weights) == 1)
+        if not one_set:
+            return confirm_statistic(draw, winner, attack, weights, target, sizes, chunk, n_jobs)
+        if isinstance(divergence, DP):
+            index = int(np.argmax(weights))
+
+            def in_set(x: np.ndarray) -> np.ndarray:
+                return attack.levels(x) > index  # the nested set S_index
+        else:
+            in_set = attack.in_set
+        # the bets are tuned for the one-sided level each probability gets at this round (fixed before the data)
+        in_p = in_q = BernoulliBetting.start(min(level * anytime / 2.0, 0.5))
+        cells, coupled, n, batch, first = np.zeros(4, dtype=np.int64), True, 0, 0, ([], [])
+        while n < sizes.confirm:
+            size = min(max(LOOK, n // 2), sizes.confirm - n)
+            samples = draw(winner.pair, size, "confirm", batch)
+            if samples is None:
+                return None
+            p, q = winner.laws(samples)
+            for kept, x in zip(first, (p, q)):
+                kept.append(x[:max(FIGURE_OUTPUTS - n, 0)].copy())
+            p_in, q_in = in_set(p), in_set(q)
+            cells += paired_ratio.paired_counts(p_in, q_in)
+            coupled, n, batch = coupled and samples.coupled, n + size, batch + 1
+            in_p, in_q = in_p.update(p_in), in_q.update(q_in)
+            evidence = AnytimeSetEstimate(count_estimate(cells, target, winner.function_class, coupled), in_p, in_q)
+            if decides(evidence, anytime):
+                return evidence.with_details(weight=anytime, looks=batch,
+                                             scores=score_summary(attack, *map(np.concatenate, first), weights, coupled))
+        counts = count_estimate(cells, target, winner.function_class, coupled)
+        return replace(counts, details={**counts.details, "weight": exact, "looks": batch,
+                                        "scores": score_summary(attack, *map(np.concatenate, first), weights, coupled)})
+
+    return confirm
+
+
+def interval_of(evidence: Evidence) -> str:
+    """Which interval an estimate's bounds are (report.md and results.json ``interval``): ``"betting CS"`` (a
+    set's confidence sequences), ``"binomial counts"`` (a set's score or Clopper-Pearson bounds, exact where the
+    counts are small), ``"event counts"`` (``kl`` / ``renyi`` from an event's count bounds), ``"delta method"``
+    (a witness's moments, a pool of nested sets), or ``"normal"``."""
+    if isinstance(evidence, SequentialEstimate):
+        return interval_of(evidence.evidence)
+    if isinstance(evidence, AnytimeSetEstimate):
+        return "betting CS"
+    if isinstance(evidence, DivergenceEstimate):
+        if evidence.event:
+            return "event counts"
+        return "binomial counts" if isinstance(divergence_of(evidence), DP | IPM) else "delta method"
+    return "delta method" if isinstance(evidence, PooledEstimate) else "normal"

@@ -313,7 +313,8 @@ class StagedResult:
 
 def staged_search(sample: Sampler, n_pairs: int, target: Target, sizes: StageSizes, *, seed: int = 0,
                   chunk: int = CHUNK, n_jobs: int = 1,
-                  on_screened: Callable[[int], object] = lambda outputs: None) -> StagedResult:
+                  on_screened: Callable[[int], object] = lambda outputs: None,
+                  confirm: Callable | None = None) -> StagedResult:
     """Screen, train, check and confirm the candidates of one target (module docstring).
 
     Parameters
@@ -334,6 +335,9 @@ def staged_search(sample: Sampler, n_pairs: int, target: Target, sizes: StageSiz
     on_screened : callable, optional
         Called once the screen is over with the outputs per dataset the
         later stages will draw (:func:`later_outputs`), e.g. for a progress bar.
+    confirm : callable, optional
+        The confirm stage, called as :func:`confirm_statistic` is (the default): e.g. one that looks as it draws
+        (:func:`attacks.sequential.anytime_confirm`).
 
     Returns
     -------
@@ -369,7 +373,7 @@ def staged_search(sample: Sampler, n_pairs: int, target: Target, sizes: StageSiz
     winner, attack = finalists[kept[best.finalist]], attacks[kept[best.finalist]]
     if best.event is not None:
         attack = replace(attack, event=best.event)
-    evidence = _confirm(draw, winner, attack, best.weights, target, sizes, chunk, n_jobs)
+    evidence = (confirm or confirm_statistic)(draw, winner, attack, best.weights, target, sizes, chunk, n_jobs)
     if evidence is None:
         return StagedResult(target, sizes, winner, None, len(scored), tuple(finalists), failures=failures,
                             error=f"sampling pair {winner.pair} failed in the confirm stage: {failures[winner.pair]}")
@@ -812,7 +816,7 @@ def _pools(moments: pooled_ratio.EventMoments, delta: float, coupled: bool) -> d
     return pools
 
 
-def _confirm(draw, winner: Candidate, attack: Attack, weights: np.ndarray | None, target: Target, sizes: StageSizes,
+def confirm_statistic(draw, winner: Candidate, attack: Attack, weights: np.ndarray | None, target: Target, sizes: StageSizes,
              chunk: int, n_jobs: int) -> DivergenceEstimate | PooledEstimate | None:
     """The chosen statistic on ``sizes.confirm`` fresh outputs of the winner's pair, counted in chunks; its
     ``details["scores"]``: the winner's scores on the first :data:`FIGURE_OUTPUTS` of them (:func:`score_summary`)."""

@@ -435,9 +435,15 @@ def _pairs(config: AuditConfig, mechanism: Any,
     user_code = isinstance((config.neighbours or {}).get("distribution"), str)  # on-average: "module:function"
     try:
         with user_import_path(config.mechanism.base_dir) if user_code else contextlib.nullcontext():
-            return make_pairs(spec, mechanism, rng, timeout=config.run.sample_timeout, on_screened=on_screened)
+            pairs = make_pairs(spec, mechanism, rng, timeout=config.run.sample_timeout, on_screened=on_screened)
     except ValueError as error:
         raise ConfigError(f"{'neighbours' if config.neighbours is not None else 'pairs'}: {error}") from None
+    for pair in pairs if config.claim_distance is not None else ():  # a claim from the library holds at one d_in
+        d_in = mechanism.input_distance(pair.d, pair.d_prime)
+        if d_in != config.claim_distance:
+            raise ConfigError(f"neighbours: pair {pair.name} is at d_in = {d_in} in the input metric, the claims from "
+                              f"the library at d_in = {config.claim_distance}; give pairs at one distance.")
+    return pairs
 
 
 def _versions(mechanism: Any) -> dict[str, str | None]:

@@ -97,16 +97,22 @@ ATTACKS = Section("attacks", (
           meaning="`policy = \"best\"` only: the shares of `n_samples` spent by each stage, all four, each in (0, 1), "
                   "summing to 1, each at least 20 outputs, the confirm stage at least max(30, ⌈ln(1 − confidence)/ln "
                   "0.9⌉) outputs per dataset"),
-    Field("max_outputs", "integer", 4_000_000, low=1_000, high=10**12,
-          limits="must be from 1000 to 10^12 outputs, e.g. 4000000",
-          meaning="unset `n_samples` only; 1000 to 10¹²: the most outputs the audit draws (both datasets, every pair, "
+    Field("max_outputs", "integer", 4_000_000, low=100, high=10**12,
+          limits="must be from 100 to 10^12 outputs, e.g. 4000000",
+          meaning="unset `n_samples` only; 100 to 10¹²: the most outputs the audit draws (both datasets, every pair, "
                   "stage and round; each search, a claim at one Rényi order in one layer, gets an equal share). "
-                  "Without `n_samples` the staged search runs in rounds of budgets 4 000, 16 000, 64 000, ... outputs "
-                  "per dataset of a pair (each round a whole search on fresh outputs: its screen and train stages "
-                  "grow too) and looks after each: it stops at a violation, at a decided pass, or when the next round "
-                  "would pass `max_outputs` or `[run] max_seconds` when set (the first round always runs). Each "
-                  "round's bound is spent at 1/R of the error (R rounds fit the limit), so the verdict holds at the "
-                  "audit's confidence whatever round it stopped at (docs/theory.md section 7, \"Sequential audits\")"),
+                  "Without `n_samples` the staged search runs in rounds of budgets 250, 1 000, 4 000, 16 000, 64 000, "
+                  "... outputs per dataset of a pair (each round a whole search on fresh outputs: its screen and train "
+                  "stages grow too) and looks after each: it stops at a violation, at a decided pass, or when the next "
+                  "round would pass `max_outputs` or `[run] max_seconds` when set. The first round always runs: where "
+                  "its 250 outputs per dataset would pass a search's share of `max_outputs` it shrinks to fit, down to "
+                  "200 (400 outputs for one pair, the least a search draws). In the rounds of 250, 1 000 and 4 000 a `dp` or "
+                  "`ipm` set is confirmed by betting confidence sequences read after every batch of its confirm sample "
+                  "(50 outputs per dataset, then half as many more as drawn so far), so a gross violation stops within "
+                  "a few hundred outputs; the larger rounds confirm at their end. The pilot rounds spend 5 % of the error "
+                  "each, the others "
+                  "share the rest, so the verdict holds at the audit's confidence whatever round and look it stopped "
+                  "at (docs/theory.md section 7, \"Sequential audits\")"),
     Field("tolerance", "number", 0.1, low=0.0, open_low=True,
           limits="must be a positive number (in the claim's units), e.g. 0.1",
           meaning="unset `n_samples` only; > 0, in the claim's units: a search is *decided* (a pass) when it would "
@@ -267,7 +273,7 @@ def _layers(table: dict, classes: tuple[str, ...]) -> tuple[str, ...]:
 
 def _sequential(table: dict, policy: str, stages: Mapping[str, float] | None) -> tuple[bool, int, float]:
     """Whether the audit is sequential (policy ``best``, no ``n_samples``), its ``max_outputs`` and ``tolerance``."""
-    from attacks.sequential import FIRST_BUDGET
+    from attacks.sequential import PILOT_BELOW
     from attacks.staged import StageSizes
 
     sequential = policy == "best" and "n_samples" not in table
@@ -281,9 +287,9 @@ def _sequential(table: dict, policy: str, stages: Mapping[str, float] | None) ->
     tolerance = value(table, ATTACKS["tolerance"], "attacks.tolerance")
     if sequential:
         try:
-            StageSizes.from_budget(FIRST_BUDGET, stages)
+            StageSizes.from_budget(PILOT_BELOW, stages)
         except ValueError as error:
-            raise ConfigError(f"attacks.stages: the first round of {FIRST_BUDGET} outputs: {error}") from None
+            raise ConfigError(f"attacks.stages: a round of {PILOT_BELOW} outputs: {error}") from None
     return sequential, max_outputs, tolerance
 
 

@@ -19,6 +19,7 @@ from attacks.vocabulary import (
     DIVERGENCES, DP, FAMILIES, GDP, IPM, KL, ZCDP, Curve, Profile, Renyi, divergence_kind, parse_curve,
 )
 from audit.accounting import ACCOUNTANTS, TRAINING_FIELDS
+from audit.library_claims import SOURCES
 from audit.families import PROFILES, Family
 from audit.fields import (
     REQUIRED, ConfigError, Field, Section, check_fields, choice, class_name, number, required, value,
@@ -95,7 +96,13 @@ CLAIMS = Section("claims", (
     Field("accounted", "other", type_doc="table", default_doc="written by capaudit",
           schema_extra={"type": "object"},
           meaning="the training parameters an accountant claim used, written into results.json's `config`"),
-), array=True, schema_extra={"required": ["divergence", "function_class"], "allOf": [
+    Field("from", "string", choices=SOURCES, default_doc="none",
+          meaning="the claim is the mechanism's own privacy map at the pairs' `d_in` (\"Claims from the library\" "
+                  "below): no `epsilon` or `delta` (capaudit writes the map's values into results.json's `config` "
+                  "and reads them back only when they agree); takes `function_class` (default `\"all\"`), `alpha` "
+                  "(zCDP maps), `epsilons` (smoothed maps) and `reason`"),
+), array=True, schema_extra={"required": [], "if": {"required": ["from"]}, "then": {"not": _has("on_average", "profile", "accountant")},
+                             "else": {"required": ["divergence", "function_class"], "allOf": [
     {"if": {"properties": _ORDERED}, "then": {"required": ["alpha"]},
      "else": {"if": {"properties": {"divergence": {"const": ZCDP.name}}}, "else": {"not": {"required": ["alpha"]}}}},
     {"if": {"properties": {"divergence": {"const": DP.name}}}, "else": {"not": {"required": ["delta"]}}},
@@ -109,7 +116,7 @@ CLAIMS = Section("claims", (
     {"if": {"properties": {"divergence": {"enum": [kind.name for kind in (KL, Renyi, IPM, DP, ZCDP)]}}},
      "then": {"not": {"required": ["epsilons"]}}},
     {"if": {"properties": {"divergence": {"enum": list(FAMILIES)}}}, "then": {"not": _has("delta", "on_average")}},
-]})
+]}})
 """``[[claims]]``' fields (docs/config.md)."""
 CURVE_FIELDS: dict[type[Curve], tuple[str, ...]] = {
     GDP: ("epsilon", "epsilons"),
@@ -160,10 +167,19 @@ def claims_of(table: dict, path: str) -> list[Claim]:
                   alpha=(m.alpha,), delta=m.delta) for m in family.members()]
 
 
+def _check_reason(table: Mapping[str, Any], path: str) -> None:
+    """``reason``: one sentence of text (only the report reads it, off the raw config)."""
+    reason = table.get("reason", "")
+    if not isinstance(reason, str) or len(reason) > MAX_REASON:
+        raise ConfigError(f"{path}.reason: one sentence of text, at most {MAX_REASON} characters. "
+                          f"Found {str(reason)[:80]!r}{'...' if len(str(reason)) > 80 else ''}.")
+
+
 def _curve_table(table: dict, curve: Curve, path: str) -> dict:
     """A curve claim's fields checked: the table as given (gdp: mu, zcdp: rho and orders, profile: a law or a table)."""
+    _check_reason(table, path)
     for key in table:
-        if key not in ("divergence", "function_class") + CURVE_FIELDS[type(curve)]:
+        if key not in ("divergence", "function_class", "reason") + CURVE_FIELDS[type(curve)]:
             takers = [kind.name for kind, fields in CURVE_FIELDS.items() if key in fields]
             hint = f"it applies to {' / '.join(takers)} claims" if takers else "curve claims have no delta or on_average"
             raise ConfigError(f"{path}.{key}: a {curve.name} claim takes no {key}; {hint}. Found {table[key]!r}.")
@@ -226,10 +242,7 @@ def _claim(table: dict, path: str) -> Claim:
         if kind is not DP:
             raise ConfigError(f"{path}.delta: only dp claims take delta. Found {table['delta']!r}.")
         delta = _value(table, "delta", path)
-    reason = table.get("reason", "")
-    if not isinstance(reason, str) or len(reason) > MAX_REASON:  # only the report reads it, off the raw config
-        raise ConfigError(f"{path}.reason: one sentence of text, at most {MAX_REASON} characters. "
-                          f"Found {str(reason)[:80]!r}{'...' if len(str(reason)) > 80 else ''}.")
+    _check_reason(table, path)
     on_average = _value(table, "on_average", path)
     if on_average and divergence not in ON_AVERAGE_DIVERGENCES:
         raise ConfigError(

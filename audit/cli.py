@@ -325,7 +325,7 @@ def _summary(title: str, result, out: Path, stream=None) -> None:
             print(f"  {line['claim']}: {line['verdict']} ({layer_text(claim)}){why}", file=stream or sys.stdout)
     if getattr(result, "events", ()):  # absorbed by the audit, but the reader must know
         print(event_tally(result.events), file=stream or sys.stdout)
-    strangers = not_neighbours(getattr(result, "pairs", ()))
+    strangers = not_neighbours(getattr(result, "pairs", ()), getattr(result, "config", None))
     if strangers:
         print(f"WARNING: {len(strangers)} audited pair(s) are not neighbours (report.md, first screen)",
               file=stream or sys.stdout)

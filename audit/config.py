@@ -31,7 +31,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,6 +91,8 @@ class AuditConfig:
     run: RunSpec
     raw: Mapping[str, Any]
     checks: tuple[CheckSpec, ...] = ()
+    claim_distance: float | int | None = None
+    """``d_in`` of the audited pairs when a claim is read from the library's privacy map, else None."""
 
 
 def load_config(
@@ -183,9 +185,9 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
     if "claims" in raw:  # an accountant claim's epsilon computed and written into its entry (audit.accounting)
         raw["claims"] = [accounted_entry(entry, f"claims[{i}]", mechanism)
                          for i, entry in enumerate(array_of_tables(raw, "claims"))]
+    entries, claim_distance = _library_claims(raw, mechanism, pairs, neighbours)
     # a curve claim (gdp, zcdp, profile) is audited as its members, ordinary dp / renyi claims (audit.families)
-    members = [(f"claims[{i}]", claim) for i, entry in enumerate(array_of_tables(raw, "claims"))
-               for claim in claims_of(entry, f"claims[{i}]")]
+    members = [(f"claims[{i}]", claim) for i, entry in enumerate(entries) for claim in claims_of(entry, f"claims[{i}]")]
     claims = tuple(claim for _, claim in members)
     check_on_average(claims, neighbours)
     attacks = attack_spec(table(raw, "attacks", "attacks"), on_average=any(claim.on_average for claim in claims))
@@ -206,12 +208,46 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
         run=run_spec(table(raw, "run", "run")),
         raw=raw,
         checks=checks,
+        claim_distance=claim_distance,
     )
     if mechanism.callable is not None:  # user code runs last, once the rest of the config is valid
         check_build(mechanism)
     if isinstance((neighbours or {}).get("distribution"), str):
         import_distribution(neighbours["distribution"], base_dir)
     return config
+
+
+def _library_claims(raw: dict, mechanism: MechanismSpec, pairs: Sequence[tuple[np.ndarray, np.ndarray]],
+                    neighbours: Mapping[str, Any] | None) -> tuple[list[dict], float | int | None]:
+    """The ``[[claims]]`` tables, those with ``from = "library"`` read from the mechanism's privacy map
+    (:mod:`audit.library_claims`; written into ``raw`` with their source as the reason), and the pairs' ``d_in``
+    (None without such claims)."""
+    from audit.library_claims import claim_distance, library_claim_table, library_reason
+
+    entries = array_of_tables(raw, "claims")
+    if not any("from" in entry for entry in entries):
+        return entries, None
+    if mechanism.callable is not None:
+        raise ConfigError('claims: from = "library" reads a library\'s privacy map; a callable states none. Use '
+                          'name = "opendp.measurement", or give divergence and epsilon.')
+    built = mechanism.build()
+    try:
+        d_in = claim_distance(built, pairs, neighbours)
+    except ValueError as error:
+        raise ConfigError(f"claims: {one_line(error)}") from None
+    resolved = []
+    for i, entry in enumerate(entries):
+        if "from" not in entry:
+            resolved.append(entry)
+            continue
+        check_fields(entry, CLAIMS.names, f"claims[{i}]")
+        try:
+            table, source = library_claim_table(entry, f"claims[{i}]", built, d_in)
+        except ValueError as error:
+            raise ConfigError(one_line(error)) from None
+        raw["claims"][i] = {**entry, **table, "reason": library_reason(entry, source)}  # the claim as audited
+        resolved.append(table)
+    return resolved, d_in
 
 
 def sections() -> tuple[Section, ...]:

@@ -52,7 +52,7 @@ import joblib
 import numpy as np
 
 from attacks.classes import LAYERS, REPRESENTATION, VALUE, parse_function_class
-from attacks.sequential import FIRST_BUDGET, FIXED, Limits, least_outputs, round_budgets, sequential_search
+from attacks.sequential import FIXED, Limits, interval_of, schedule, sequential_search
 from attacks.staged import (
     MAX_FINALISTS,
     Draw,
@@ -235,12 +235,11 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
 
 def _largest_sizes(config: AuditConfig, n_pairs: int, n_units: int) -> StageSizes:
     """The stage sizes of the largest unit: ``config.attacks.stage_sizes``, or a sequential search's last round
-    (:func:`attacks.sequential.round_budgets` of its share of ``max_outputs``)."""
+    (:func:`attacks.sequential.schedule` of its share of ``max_outputs``)."""
     attacks = config.attacks
     if not attacks.sequential:
         return attacks.stage_sizes
-    budgets = round_budgets(FIRST_BUDGET, attacks.max_outputs // max(n_units, 1),  # none: a config of checks only
-                            least_outputs(n_pairs, attacks.stages))
+    budgets = schedule(attacks.max_outputs // max(n_units, 1), n_pairs, attacks.stages)  # no unit: checks only
     return StageSizes.from_budget(budgets[-1], attacks.stages)
 
 
@@ -316,7 +315,7 @@ def _sequential(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence
     limits = Limits(attacks.max_outputs // units, seconds, attacks.tolerance,
                     (1.0 - attacks.confidence) / units)
     claim = config.claims[unit.claim_index]
-    rounds = len(round_budgets(FIRST_BUDGET, limits.max_outputs, least_outputs(len(pairs), attacks.stages)))
+    rounds = len(schedule(limits.max_outputs, len(pairs), attacks.stages))
     looks = {"round": 0, "bound": ""}
 
     def on_round(sizes: StageSizes) -> None:
@@ -521,6 +520,7 @@ def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = N
         "resumed": bool(record.get("resumed", False)),
         "evidence": evidence,
         **record.get("staged", {}),
+        **({"interval": interval_of(evidence)} if "staged" in record and evidence is not None else {}),
     }
     return [
         Row(**task, claim=claim.epsilon, claim_class=claim.function_class, on_average=claim.on_average,

@@ -30,6 +30,7 @@ import numpy as np
 from attacks.classes import parse_function_class
 from audit.data_distributions import check_distribution, make_sampler
 from audit.dataset_distance import RELATIONS, check_neighbours, record_distance
+from audit.group_pairs import MAX_DISTANCE, widen_all
 from audit.mechanisms import Mechanism
 from audit.pair_generators import (
     MAX_DOMAIN_SIZE, corner_move, extreme_pairs, on_average_pairs, random_pairs, record_domain,
@@ -39,9 +40,9 @@ from audit.pair_search import PROBES, SCREENING_DIVERGENCES, Screened, best_scre
 STRATEGIES = ("random", "extremes", "search", "on-average")
 SPEC_FIELDS = (
     "strategy", "count", "relation", "domain", "candidates", "screen_samples", "function_class", "divergence",
-    "distribution", "size", "probes",
+    "distribution", "size", "probes", "distance",
 )
-ON_AVERAGE_FIELDS = ("strategy", "count", "relation", "distribution", "size")
+ON_AVERAGE_FIELDS = ("strategy", "count", "relation", "distribution", "size", "distance")
 """The fields ``strategy = "on-average"`` takes (no domain: the records come from the distribution)."""
 DEFAULT_COUNT = 5
 MAX_COUNT = 1000
@@ -109,6 +110,7 @@ def check_spec(spec: Mapping[str, Any]) -> None:
     if relation not in RELATIONS:
         raise ValueError(f"neighbours.relation must be one of {', '.join(RELATIONS)}. Found {relation!r}.")
     count = _count(spec, "count", DEFAULT_COUNT, 1, MAX_COUNT, "pairs to generate")
+    _count(spec, "distance", 1, 1, MAX_DISTANCE, "records added, removed or replaced per pair")
     if spec["strategy"] == "on-average":
         _check_on_average(spec, relation)
         return
@@ -294,13 +296,17 @@ def _generate(
     check_spec(spec)
     relation = _option(spec, "relation", "replace-one")
     count = _option(spec, "count", DEFAULT_COUNT)
+    distance = _option(spec, "distance", 1)
     if spec["strategy"] == "on-average":
-        return on_average_pairs(make_sampler(spec["distribution"]), spec["size"], count, rng), [], []
+        return on_average_pairs(make_sampler(spec["distribution"]), spec["size"], count, rng, distance), [], []
     domain = record_domain(spec.get("domain"), mechanism)
+    if distance > domain.size and relation == "replace-one":
+        raise ValueError(f"neighbours.distance: {distance} records cannot be replaced in datasets of "
+                         f"domain.size = {domain.size} records; raise domain.size or lower distance.")
     if spec["strategy"] == "random":
-        return random_pairs(domain, relation, count, rng), [], []
+        return widen_all(random_pairs(domain, relation, count, rng), relation, distance)[0], [], []
     if spec["strategy"] == "extremes":
-        return extreme_pairs(domain, relation)[:count], [], []
+        return widen_all(extreme_pairs(domain, relation), relation, distance)[0][:count], [], []
     candidates = _option(spec, "candidates", 10 * count)
     extremes = extreme_pairs(domain, relation)
     probes = probe_pairs(domain, relation, _probes(spec), rng)
@@ -310,6 +316,8 @@ def _generate(
         + [f"probe {label}" for label, _, _ in probes]
         + ["random"] * candidates
     )
+    pool, kept = widen_all(pool, relation, distance)  # group / user-level pairs: the change made `distance` times
+    labels = [labels[i] if distance == 1 or labels[i] == "random" else f"{labels[i]}, x{distance}" for i in kept]
     screening = screen_candidates(
         pool, labels, mechanism, rng,
         n=_option(spec, "screen_samples", 2000),

@@ -16,6 +16,7 @@ import numpy as np
 from audit.fields import REQUIRED, ConfigError, Field, Section, check_fields, choice, one_line, required
 from audit.import_path import user_import_path
 from audit.dataset_distance import RELATIONS, check_neighbours
+from audit.group_pairs import MAX_DISTANCE
 from audit.neighbours import DEFAULT_COUNT, MAX_CANDIDATES, MAX_COUNT, MAX_SCREEN_SAMPLES, STRATEGIES, check_spec
 from audit.pair_generators import MAX_DOMAIN_SIZE, MAX_RECORD
 from audit.pair_search import PROBES, SCREENING_DIVERGENCES
@@ -88,6 +89,13 @@ NEIGHBOURS = Section("neighbours", (
           meaning="`search` only: the families of edge-case datasets screened besides the domain's corners and random "
                   "pairs ([probes.md](probes.md)); `[]` turns them off. A probe the mechanism refuses (raises on) is "
                   "dropped with a note in the report, never an error or a violation"),
+    Field("distance", "integer", 1, low=1, high=MAX_DISTANCE, limits=f"must be an integer from 1 to {MAX_DISTANCE}",
+          meaning=f"1 to {MAX_DISTANCE}: records added or removed (`add-remove`) or replaced (`replace-one`) per pair: "
+                  "group neighbours, and user-level ones (one user owning `distance` records, added or removed "
+                  "together). Each generated pair's one-record change is repeated (the new record added `distance` "
+                  "times, or `distance` records replaced by it); a `replace-one` candidate with fewer records is "
+                  "dropped, and `distance` above `domain.size` is refused. `on-average`: the first `distance` records "
+                  "are redrawn. A claim from the library is read at the pairs' `d_in` (\"Claims from the library\")"),
 ), schema_extra={"required": ["strategy"]})
 """``[neighbours]``' fields (docs/config.md); their rules are :func:`audit.neighbours.check_spec`'s."""
 

@@ -176,11 +176,16 @@ def _declared_relation(pair: NeighbourPair, declared: str) -> str | None:
     return declared if 0.0 < answer_distance(pair.d, pair.d_prime, declared) <= 1.0 else None
 
 
-def not_neighbours(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
+def not_neighbours(pairs: Sequence[Mapping[str, Any]], config: Mapping[str, Any] | None = None) -> list[str]:
     """One sentence per audited pair (:func:`pair_records`) that is no neighbouring pair: identical datasets,
     datasets more than one record apart (explicit ``[[pairs]]`` without a ``relation``), or, for a mechanism
     that declares its neighbour notion (``neighbours``, :data:`INPUT_RELATIONS`), inputs farther apart than it
-    allows; [] when all are neighbours."""
+    allows; [] when all are neighbours.
+
+    With claims read from the library (``config``'s claims with ``from``), every pair was checked to be at the
+    ``d_in`` the claims were read at (:mod:`audit.library_claims`): pairs farther apart are meant, not warned of.
+    """
+    library = any(isinstance(c, Mapping) and "from" in c for c in (config or {}).get("claims", ()) or ())
     found = []
     for pair in pairs:
         if pair.get("relation"):
@@ -196,6 +201,8 @@ def not_neighbours(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
         if distance == 0:
             found.append(f"pair {pair['name']} has d' = d: M(d) and M(d') are one law, every divergence between "
                          "them is 0, so its rows can only pass; they test nothing")
+        elif library:
+            continue
         elif declared is None:
             found.append(f"pair {pair['name']}'s datasets differ in {distance} records: not neighbours (one record "
                          f"replaced, added or removed), {group}")

@@ -215,7 +215,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         "",
         *theory_headline(meta.get("theory", [])),
         *events_block(meta.get("events", [])),
-        *pairs_warning(meta["pairs"]),
+        *pairs_warning(meta["pairs"], meta["config"]),
         *checks_summary(meta.get("checks", [])),
         f"Seed {meta['seed']}, {meta['seconds']:.1f} s. Versions: "
         + ", ".join(f"{name} {version}" for name, version in meta["versions"].items()

@@ -135,9 +135,10 @@ def _shape(records: np.ndarray) -> str:
     return f"{rows} records of {width} value{'s' if width != 1 else ''}"
 
 
-def pairs_warning(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The first screen's warning on audited pairs that are not neighbours (:func:`audit.provenance.not_neighbours`)."""
-    found = not_neighbours(pairs)
+def pairs_warning(pairs: Sequence[Mapping[str, Any]], config: Mapping[str, Any] | None = None) -> list[str]:
+    """The first screen's warning on audited pairs that are not neighbours (:func:`audit.provenance.not_neighbours`;
+    none for pairs checked at a claim from the library's ``d_in``)."""
+    found = not_neighbours(pairs, config)
     if not found:
         return []
     refuse = (" Give `relation` in a `[[pairs]]` entry to have such a pair refused."

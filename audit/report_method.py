@@ -53,15 +53,16 @@ _STOP_WORDS = {
 
 
 def stop_lines(rows: Sequence[Row], tolerance: float) -> list[str]:
-    """Why each claim's search stopped, in words ("stopped after 3 400 outputs: violation")."""
+    """Why each claim's search stopped, in words ("stopped after 3 400 outputs: violation"), and its interval."""
     stopped = [row for row in rows if row.stop is not None and not row.error]
     if not stopped:
         return []
     lines = [f"- {row_claim(r)}, {r.layer}: stopped after "
              f"{_thousands(r.outputs_drawn)} outputs ({r.rounds} round{'s' if r.rounds != 1 else ''}): "
-             + _stop_words(r, tolerance) for r in stopped]
-    return ["Outputs drawn (both datasets, every pair, stage and round) and why each search stopped "
-            f"(tolerance {tolerance}):", "", *lines, ""]
+             + _stop_words(r, tolerance) + (f"; bounds: {r.interval}" if r.interval else "") for r in stopped]
+    return ["Outputs drawn (both datasets, every pair, stage and round), why each search stopped "
+            f"(tolerance {tolerance}) and which interval its bounds are (results.json `interval`: `betting CS`, "
+            "confidence sequences read at a look of the confirm sample, valid at every look):", "", *lines, ""]
 
 
 def time_limited_searches(rows: Sequence[Row]) -> int:

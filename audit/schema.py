@@ -91,6 +91,9 @@ class Row:
         The row's unit (a search, or a pair of policy ``every``): all the outputs it drew (both datasets,
         every pair, stage and round), its rounds, and why it stopped (:data:`attacks.sequential.STOPS`);
         None on other rows.
+    interval : str or None
+        Which interval the row's bounds are (:func:`attacks.sequential.interval_of`: ``"betting CS"``,
+        ``"binomial counts"``, ``"event counts"``, ``"delta method"``); None on rows without a staged statistic.
     checked, theorem, mechanisms, level, measurements : str, str, tuple, float, tuple or None
         A ``[[checks]]`` row's fields (:mod:`audit.checks`): the property checked (results.json's
         ``property``), the theorem's statement, the
@@ -143,6 +146,7 @@ class Row:
     outputs_drawn: int | None = _column("staged", None)
     rounds: int | None = _column("staged", None)
     stop: str | None = _column("staged", None)
+    interval: str | None = _column("staged", None)
     checked: str | None = _column("check", None)
     theorem: str | None = _column("check", None)
     mechanisms: tuple[str, ...] | None = _column("check", None)

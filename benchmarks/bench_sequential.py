@@ -6,7 +6,7 @@ For each buggy built-in (claim ``dp`` / ``all`` <= 0.1, the mechanism's
 default pairs and every default setting: the audit a new user runs) and each
 seed, it runs
 
-* the **sequential** audit (no ``n_samples``: rounds of 4 000, 16 000, ...
+* the **sequential** audit (no ``n_samples``: rounds of 250, 1 000, 4 000, ...
   outputs per dataset of a pair until decided; :mod:`attacks.sequential`) and
   records ``outputs_drawn`` (results.json: every pair, dataset, stage and
   round) and the verdict;
@@ -46,7 +46,7 @@ from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from attacks.sequential import FIRST_BUDGET, RATIO, TIME_LIMIT  # noqa: E402
+from attacks.sequential import PILOT_BELOW, RATIO, TIME_LIMIT  # noqa: E402
 from audit import run_audit  # noqa: E402
 from results_file import append_record, commit, machine, read_records  # noqa: E402
 
@@ -56,7 +56,7 @@ CLAIMED_EPSILON = 0.1
 BUGGY = ["noisy_hist_2", "report_noisy_max_3", "report_noisy_max_4", "svt_3", "svt_4", "svt_5", "svt_6",
          "leaky_laplace", "textbook_laplace"]
 QUICK = ["noisy_hist_2", "report_noisy_max_4", "textbook_laplace"]
-FIXED_BUDGETS = [FIRST_BUDGET * RATIO ** k for k in range(4)]  # 4 000 .. 256 000
+FIXED_BUDGETS = [PILOT_BELOW * RATIO ** k for k in range(4)]  # 4 000 .. 256 000
 CORRECT = ("snapping_laplace", {"epsilon": 1.0}, 1.5)
 FORMER_DEFAULT = 10_000
 

@@ -61,7 +61,7 @@ from scipy import optimize, stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attacks.sequential import FIRST_BUDGET, least_outputs, round_budgets  # noqa: E402
+from attacks.sequential import schedule  # noqa: E402
 from audit import run_audit  # noqa: E402
 from audit.mechanisms import make_mechanism  # noqa: E402
 from audit.theory import bounds  # noqa: E402
@@ -299,7 +299,7 @@ def summarize(cells: list[Cell], outcomes: pd.DataFrame) -> pd.DataFrame:
 
 def sequential_note(max_outputs: int) -> str:
     """What a ``--sequential`` run measures, and why it caps the outputs."""
-    budgets = round_budgets(FIRST_BUDGET, max_outputs, least_outputs(1))
+    budgets = schedule(max_outputs, 1)
     return (f"Sequential: no `n_samples`; each audit runs the staged search in rounds (attacks.sequential) until the "
             f"claim is decided or `[attacks] max_outputs` = {max_outputs:,} outputs (every pair, dataset, stage and "
             f"round) would be passed; other limits at their defaults. Validity holds for any limit (the error is spent "

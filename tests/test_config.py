@@ -429,3 +429,12 @@ def test_every_table_the_loader_reads_is_declared_in_the_loaders_order():
 
     assert tuple(section.name for section in sections()) == SECTIONS
     assert NEIGHBOURS.names == SPEC_FIELDS  # [neighbours]' rules are the generator's own (audit.neighbours.check_spec)
+
+
+def test_curve_claims_take_a_reason_like_every_claim():
+    from audit.config import ConfigError, load_config
+
+    claim = {"divergence": "zcdp", "function_class": "all", "epsilon": 0.5, "reason": "OpenDP's map"}
+    assert load_config({"mechanism": {"name": "laplace"}, "claims": [claim]}).claims[0].epsilon == 0.75
+    with pytest.raises(ConfigError, match=r"claims\[0\].reason: one sentence of text"):
+        load_config({"mechanism": {"name": "laplace"}, "claims": [{**claim, "reason": 5}]})

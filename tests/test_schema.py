@@ -30,7 +30,7 @@ WRITTEN = (
     "on_average", "pairs_averaged", "worst_case", "worst_case_low", "delta", "layer",
 )
 STAGED = ("policy", "n_screen", "n_train", "n_check", "n_confirm", "candidates", "finalists", "sets_pooled",
-          "outputs_drawn", "rounds", "stop")
+          "outputs_drawn", "rounds", "stop", "interval")
 
 
 def _record(**extra):

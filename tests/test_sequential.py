@@ -28,9 +28,12 @@ from attacks.sequential import (
     SequentialEstimate,
     decide,
     detectable_excess,
+    first_budget,
     least_outputs,
     round_budgets,
+    schedule,
     sequential_search,
+    smallest_budget,
     spending_weights,
 )
 from attacks.staged import StageSizes, Target, count_estimate, later_outputs, witness_estimate
@@ -97,6 +100,23 @@ def test_decide_needs_a_pass_budget_for_a_pass_and_the_spent_level_for_a_violati
     assert decide(tight, 1.0, LEVEL, 1e-6, budget=PASS_BUDGET) is None
 
 
+def test_each_statistic_names_its_interval():
+    """results.json ``interval`` (issue 34 item 6)."""
+    from attacks.anytime_sets import AnytimeSetEstimate
+    from attacks.betting import BernoulliBetting
+    from attacks.sequential import interval_of
+
+    dp = count_estimate(np.array([300, 150, 40, 510]), Target("dp", ("threshold",)), "threshold", False)
+    event = count_estimate(np.array([0, 500, 0, 500]), Target("kl", ("linear",)), "linear", False)
+    witness = witness_estimate(WitnessMoments.from_values(np.random.default_rng(0).normal(size=500),
+                                                          np.random.default_rng(1).normal(size=500), "kl"),
+                               Target("kl", ("linear",)), "linear", False)
+    start = BernoulliBetting.start(0.05)
+    anytime = AnytimeSetEstimate(dp, start.update(np.ones(450)), start.update(np.r_[np.ones(340), np.zeros(660)]))
+    assert [interval_of(e) for e in (dp, event, witness, anytime, SequentialEstimate(anytime, 0.5))] == [
+        "binomial counts", "event counts", "delta method", "betting CS", "betting CS"]
+
+
 def test_a_look_with_an_untrusted_interval_decides_nothing():
     """Issue 32: a search stopped "violation" on a witness with no spread while its row read inconclusive (the
     caveat): a look with a caveat is neither a violation nor a decided pass, so stop and verdict agree."""
@@ -118,36 +138,71 @@ def _monitored_false_violations(runs: int, max_outputs: int, divergence, alpha, 
 @pytest.mark.parametrize("divergence, alpha, classes, claim",
                          [case if case[0] in ("dp", "kl") else pytest.param(*case, marks=pytest.mark.slow) for case in TRUTHS])
 def test_continuous_monitoring_keeps_false_violations_at_the_level(divergence, alpha, classes, claim):
-    """8 searches of 2 rounds each (8 000 then 32 000 outputs): at most 2 false violations (binomial(8, 0.05) is
-    above 2 with probability 0.006)."""
+    """8 searches of 3 rounds each (500, 2 000 then 8 000 outputs; each looks after every batch of its confirm
+    sample): at most 2 false violations (binomial(8, 0.05) is above 2 with probability 0.006)."""
     runs = 8
-    violations = _monitored_false_violations(runs, 40_000, divergence, alpha, classes, claim)
+    violations = _monitored_false_violations(runs, 10_500, divergence, alpha, classes, claim)
     assert violations <= binom.ppf(0.99, runs, LEVEL)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("divergence, alpha, classes, claim", TRUTHS)
 def test_continuous_monitoring_keeps_false_violations_at_the_level_over_many_seeds(divergence, alpha, classes, claim):
-    """100 searches of 3 rounds each (8 000, 32 000, 128 000 outputs) on tight true claims."""
+    """100 searches of 5 rounds each (500, 2 000, 8 000, 32 000, 128 000 outputs; the first three look after every
+    batch of their confirm samples) on tight true claims."""
     runs = 100
-    violations = _monitored_false_violations(runs, 168_000, divergence, alpha, classes, claim)
+    violations = _monitored_false_violations(runs, 170_500, divergence, alpha, classes, claim)
     assert violations <= binom.ppf(0.999, runs, LEVEL)
 
 
 def test_a_sequential_audit_stops_at_a_gross_violation_and_says_so(tmp_path):
-    """A float-safe Laplace at epsilon 5 claimed 1-DP: caught in the first round by each layer's search (the
-    values', the representation's), 8 000 outputs each."""
+    """A float-safe Laplace at epsilon 5 claimed 1-DP: caught in the first (pilot) round by each layer's search
+    (the values', the representation's) at a look of its confirm confidence sequence, before the round's end
+    (2 x 250 outputs per search)."""
     config = {"mechanism": {"name": "snapping_laplace", "params": {"epsilon": 5.0}},
               "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0}], "run": {"seed": 0}}
     result = run_audit(config, out_dir=tmp_path, progress=False)
     assert result.verdict == "violation"
     document = json.loads((tmp_path / "results.json").read_text())
-    assert document["outputs_drawn"] == 2 * 2 * FIRST_BUDGET <= 40_000
+    assert document["outputs_drawn"] <= 2 * 2 * FIRST_BUDGET <= 1_000
     rows = [row for row in document["rows"] if row["error"] is None]
     assert sorted(row["layer"] for row in rows) == ["representation", "value"]
     for row in rows:
-        assert (row["stop"], row["rounds"], row["outputs_drawn"]) == (VIOLATION, 1, 2 * FIRST_BUDGET)
-    assert "value: stopped after 8 000 outputs (1 round): violation" in (tmp_path / "report.md").read_text()
+        assert (row["stop"], row["rounds"], row["interval"]) == (VIOLATION, 1, "betting CS")
+        assert row["outputs_drawn"] <= 2 * FIRST_BUDGET
+    value = next(row for row in rows if row["layer"] == "value")
+    assert (f"value: stopped after {value['outputs_drawn']} outputs (1 round): violation; bounds: betting CS"
+            in (tmp_path / "report.md").read_text())
+
+
+def test_a_gross_bug_is_decided_within_a_thousand_outputs_at_default_settings():
+    """Issue 34's target (benchmarks/bench_anytime.py: 20 seeds): the clip-after-sum bug of ``true eps 5``
+    (a float-safe Laplace at epsilon 5 claimed 1-DP) decided with a median of at most 1 000 outputs; seed 1 here
+    (seed 0 above), each search stopping in its pilot round."""
+    drawn = []
+    for seed in (1,):
+        config = {"mechanism": {"name": "snapping_laplace", "params": {"epsilon": 5.0}},
+                  "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0}], "run": {"seed": seed}}
+        result = run_audit(config, progress=False)
+        assert result.verdict == "violation" and set(result.table["stop"]) == {VIOLATION}
+        drawn.append(int(result.table["outputs_drawn"].max()))
+    assert max(drawn) <= 2 * FIRST_BUDGET <= 1_000
+
+
+def test_a_small_budget_runs_a_smaller_first_round():
+    """Issue 35 item 7: max_outputs of a few hundred is accepted, and the first round shrinks to fit it (a budget of
+    at least the smallest whose stages all get 20 outputs)."""
+    cost = least_outputs(1)
+    assert first_budget(4_000_000, cost) == FIRST_BUDGET and schedule(4_000_000, 1)[:3] == [250, 1_000, 4_000]
+    assert cost(first_budget(400, cost)) <= 400 and first_budget(400, cost) >= smallest_budget() == 200
+    assert first_budget(10, cost) == 200  # the smallest round runs whatever the limit
+    assert spending_weights(5, 2) == pytest.approx((0.05, 0.05, 0.3, 0.3, 0.3))
+    assert spending_weights(2, 2) == (0.5, 0.5)
+    config = {"mechanism": {"name": "snapping_laplace", "params": {"epsilon": 5.0}},
+              "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0}],
+              "attacks": {"max_outputs": 600, "representation": False}, "run": {"seed": 0}}
+    result = run_audit(config, progress=False)
+    assert result.verdict == "violation" and int(result.table["outputs_drawn"].max()) <= 600
 
 
 def test_a_fixed_budget_keeps_the_fixed_design(tmp_path):
@@ -176,7 +231,7 @@ def test_a_config_without_n_samples_is_sequential_and_one_with_it_is_fixed():
 @pytest.mark.parametrize("attacks, run, message", [
     ({"n_samples": 20_000, "max_outputs": 10**6}, {}, "attacks.max_outputs: only an audit that stops by itself"),
     ({"policy": "every", "tolerance": 0.2}, {}, "attacks.tolerance: only an audit that stops by itself"),
-    ({"max_outputs": 10}, {}, "attacks.max_outputs: must be from 1000"),
+    ({"max_outputs": 10}, {}, "attacks.max_outputs: must be from 100 "),
     ({"tolerance": 0.0}, {}, "attacks.tolerance: must be a positive number"),
     ({}, {"max_seconds": -1}, "run.max_seconds: must be a positive number"),
 ])

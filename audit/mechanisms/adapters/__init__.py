@@ -1,9 +1,10 @@
 """Adapters that audit real mechanisms of OpenDP, diffprivlib and PyDP, and their registration.
 
-Every adapter but the learners releases the sum of the dataset's records through the library's
-own mechanism (the library draws the noise; nothing is re-implemented here);
-diffprivlib's learners (:mod:`.diffprivlib_learners`) release fitted parameters, and Opacus's
-DP-SGD (:mod:`.opacus_learners`) a trained network's parameters or its loss on a canary.
+Every adapter but the learners and ``opendp.measurement`` releases the sum of the dataset's records
+through the library's own mechanism (the library draws the noise; nothing is re-implemented here);
+diffprivlib's learners (:mod:`.diffprivlib_learners`) release fitted parameters, Opacus's
+DP-SGD (:mod:`.opacus_learners`) a trained network's parameters or its loss on a canary, and
+``opendp.measurement`` (:mod:`.opendp_measurement`) what its chain of OpenDP constructors computes.
 Each record is clamped to ``[0, sensitivity]`` (and rounded to an integer for
 integer mechanisms) before summing, so the declared ``sensitivity`` is the
 sum's exact sensitivity under both replace-one and add/remove neighbours:
@@ -28,13 +29,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from audit.mechanisms.adapters import diffprivlib, diffprivlib_learners, opacus_learners, opendp, pydp
+from audit.mechanisms.adapters import diffprivlib, diffprivlib_learners, opacus_learners, opendp, opendp_measurement, pydp
 from audit.mechanisms.adapters.library import diffprivlib_hint
 from audit.mechanisms.registry import info_from_class, register
 
 
 def _register_adapters() -> None:
-    for module in (opendp, diffprivlib, diffprivlib_learners, opacus_learners, pydp):
+    for module in (opendp, opendp_measurement, diffprivlib, diffprivlib_learners, opacus_learners, pydp):
         for cls in module.ADAPTERS:
             hint = diffprivlib_hint() if cls.library == "diffprivlib" else cls.install_hint()
             info = dataclasses.replace(info_from_class(cls, "adapter"), requires=(cls.module,), install_hint=hint)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from types import ModuleType
 from typing import Any, ClassVar
@@ -31,6 +32,23 @@ def installed_version(distribution: str) -> str | None:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+@dataclass(frozen=True)
+class LibraryClaim:
+    """A measurement's privacy map at one ``d_in``, as a ``[[claims]]`` table of capaudit.
+
+    Attributes
+    ----------
+    table : dict
+        ``divergence`` (``dp``, ``zcdp`` or ``profile``) and its values (``epsilon``, ``delta``, or
+        ``epsilons`` and ``deltas``): what :mod:`audit.config` reads as a typed claim.
+    source : str
+        The claim's source in words: library, version, measure, ``d_in`` and the map's value.
+    """
+
+    table: dict
+    source: str
 
 
 class LibraryAdapter(BaseMechanism):
@@ -122,6 +140,34 @@ class LibraryAdapter(BaseMechanism):
     def _draw_chunk(self, value: float | int, size: int, seed: int) -> np.ndarray:
         """``size`` outputs of the library's mechanism on ``value``; ``seed`` seeds it when it can be seeded."""
         raise NotImplementedError
+
+    def input_distance(self, d: np.ndarray, d_prime: np.ndarray) -> int:
+        """Records in which d and d' differ (:func:`audit.dataset_distance.record_distance`): the library's claim is
+        at 1."""
+        from audit.dataset_distance import record_distance
+
+        return record_distance(d, d_prime)
+
+    def relation_distance(self, relation: str, distance: int) -> int:
+        """Records apart of generated pairs: ``distance`` under either relation."""
+        return distance
+
+    def library_claim(self, d_in: int, epsilons: Sequence[float] | None = None) -> LibraryClaim:
+        """The claim the library states for neighbours (``d_in`` = 1 record): its ``epsilon`` and ``delta`` arguments.
+
+        OpenDP's adapters override :meth:`stated_claim` with their privacy map at ``d_in = sensitivity``.
+        """
+        if d_in != 1:
+            raise ValueError(f"{self.name} states its claim for neighbouring datasets (one record apart); the pairs "
+                             f"are {d_in} records apart: give neighbours (distance = 1).")
+        table, words = self.stated_claim()
+        return LibraryClaim(table, f"{self.library} {self.library_version}'s {words}")
+
+    def stated_claim(self) -> tuple[dict, str]:
+        """The library's claim as a claim table, and where it comes from in words: here its privacy arguments."""
+        epsilon, delta = float(self.params["epsilon"]), float(self.params.get("delta", 0.0))
+        return ({"divergence": "dp", "epsilon": epsilon, "delta": delta},
+                f"privacy arguments epsilon = {epsilon:g}, delta = {delta:g} (neighbours one record apart)")
 
     def default_pairs(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """Two records 0 against 0 and ``sensitivity``: the sums differ by exactly the sensitivity."""

@@ -50,6 +50,14 @@ class OpenDPAdapter(LibraryAdapter):
         except Exception as error:  # OpenDPException on a parameter it rejects
             raise ValueError(f"OpenDP rejected the parameters {self.params}: {error}") from error
 
+    def stated_claim(self) -> tuple[dict, str]:
+        """OpenDP's privacy map at ``d_in = sensitivity``, in its measure: max-divergence (dp) or zCDP (zcdp)."""
+        measure = str(self._measurement(vector=False).output_measure)
+        loss = self._privacy_loss()
+        divergence = {"MaxDivergence": "dp", "ZeroConcentratedDivergence": "zcdp"}[measure]
+        return ({"divergence": divergence, "epsilon": loss},
+                f"privacy map of {measure} at d_in = sensitivity = {self.params['sensitivity']:g}: {loss:.6g}")
+
     def _draw_chunk(self, value: float | int, size: int, seed: int) -> np.ndarray:
         return np.asarray(self._measurement(vector=True)([value] * size), dtype=float)
 

@@ -1,0 +1,103 @@
+"""Claims read from a library's own privacy map: ``[[claims]] from = "library"``.
+
+A library states its promise as a map from an input distance ``d_in`` to a
+privacy loss (OpenDP's ``measurement.map(d_in)``).  The audited pairs are
+all at one ``d_in`` in the mechanism's input metric, and the claim is the
+map at that ``d_in`` in the library's own measure (max-divergence: ``dp``;
+zero-concentrated: ``zcdp``; approximate or smoothed max-divergence: ``dp``
+with its delta or a ``profile`` table), read here into an ordinary claim
+table, with its source in words for the report (docs/config.md, "Claims
+from the library").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+SOURCES = ("library",)
+"""Accepted values of ``[[claims]] from``."""
+FIELDS = ("from", "function_class", "alpha", "epsilons", "reason")
+"""The fields a claim from the library takes; its divergence and values come from the map."""
+RESOLVED = ("divergence", "epsilon", "delta", "deltas")
+"""The fields the map gives: written into the config as run (results.json), accepted back when they agree."""
+
+
+def claim_distance(mechanism: Any, pairs: Sequence[tuple[np.ndarray, np.ndarray]],
+                   neighbours: Mapping[str, Any] | None) -> float | int:
+    """The one ``d_in`` of the audited pairs in the mechanism's input metric.
+
+    Explicit pairs (else the mechanism's default pairs): each pair's distance
+    (``mechanism.input_distance``), which must agree; ``[neighbours]``: ``distance`` records (default 1) added or
+    removed, or replaced, by ``relation`` (``mechanism.relation_distance``).
+    Raises ``ValueError`` when the pairs are at several distances or none is given.
+    """
+    if neighbours is None:
+        pairs = pairs or mechanism.default_pairs()
+    if pairs:
+        distances = sorted({mechanism.input_distance(d, d_prime) for d, d_prime in pairs})
+        if len(distances) != 1:
+            raise ValueError(f"the pairs are at d_in = {', '.join(map(str, distances))} in the input metric; a claim "
+                             "from the library is read at one d_in: audit each distance in its own config.")
+        if distances[0] == 0:
+            raise ValueError("the pairs have d_in = 0 (d = d'); give pairs that differ.")
+        return distances[0]
+    if neighbours is None:
+        raise ValueError(f"mechanism {mechanism.name!r} has no default pairs; give [[pairs]] or [neighbours] so that "
+                         "the claim is read at their d_in.")
+    if neighbours.get("strategy") == "on-average":
+        return mechanism.relation_distance("replace-one", 1)
+    return mechanism.relation_distance(neighbours.get("relation", "replace-one"), neighbours.get("distance", 1))
+
+
+def library_claim_table(table: Mapping[str, Any], path: str, mechanism: Any, d_in: float | int) -> tuple[dict, str]:
+    """The ``[[claims]]`` entry ``table`` (``from = "library"``) as an ordinary claim table at ``d_in``, and its source.
+
+    ``function_class`` defaults to ``"all"`` (a library's map bounds every
+    test); ``alpha`` (orders of a zCDP claim) and ``epsilons`` (the grid of a
+    smoothed max-divergence profile) pass through; the source names the
+    library, version, measure, ``d_in`` and value.
+    """
+    if table["from"] not in SOURCES:
+        raise ValueError(f"{path}.from: must be \"library\" (the claim is the mechanism's own privacy map). "
+                         f"Found {table['from']!r}.")
+    extra = sorted(set(table) - set(FIELDS) - set(RESOLVED))
+    if extra:
+        raise ValueError(f"{path}.{extra[0]}: a claim from the library takes its divergence and values from the "
+                         f"privacy map; remove {', '.join(extra)} (accepted: {', '.join(FIELDS)}).")
+    if not hasattr(mechanism, "library_claim"):
+        raise ValueError(f"{path}.from: mechanism {mechanism.name!r} states no privacy map; use "
+                         "name = \"opendp.measurement\", or give divergence and epsilon.")
+    claim = mechanism.library_claim(d_in, table.get("epsilons"))
+    for key in sorted(set(RESOLVED) & set(table)):  # results.json's config holds the map's values: they must agree
+        if not _same(table[key], claim.table.get(key)):
+            raise ValueError(f"{path}.{key}: a claim from the library takes its values from the privacy map, which "
+                             f"gives {key} = {claim.table.get(key)!r} at d_in = {d_in}; remove {key}. "
+                             f"Found {table[key]!r}.")
+    takes = {"alpha": "zcdp", "epsilons": "profile"}
+    for key, divergence in takes.items():
+        if key in table and claim.table["divergence"] != divergence:
+            raise ValueError(f"{path}.{key}: this measurement's map gives a {claim.table['divergence']} claim, which "
+                             f"takes no {key} (only {divergence} claims do); remove it.")
+    resolved = {**claim.table, "function_class": table.get("function_class", "all")}
+    if "alpha" in table:
+        resolved["alpha"] = table["alpha"]
+    return resolved, claim.source
+
+
+def library_reason(table: Mapping[str, Any], source: str) -> str:
+    """The reason a claim from the library shows in the report: the user's own, then the map's ``source``."""
+    own = table.get("reason", "")
+    return source if not own or source in own else f"{own} ({source})"
+
+
+def _same(given: Any, stated: Any) -> bool:
+    """Whether a value read back from results.json is the map's (numbers to 1e-9 relative, text exactly)."""
+    if isinstance(given, str) or isinstance(stated, str) or given is None or stated is None:
+        return given == stated
+    try:
+        return bool(np.allclose(np.asarray(given, dtype=float), np.asarray(stated, dtype=float), rtol=1e-9, atol=0))
+    except (TypeError, ValueError):
+        return False
