@@ -30,7 +30,7 @@ from audit.results_file import results_table, write_results
 from audit.structure import fix_layout
 from audit.plan import task_seed
 from audit.progress import ProgressBar
-from audit.sampling import one_line
+from audit.errors import one_line
 from audit.schema import STAGED_COLUMNS, TABLE_COLUMNS, Row
 from audit.theory.check import check_bounds
 from audit.verdicts import assign_verdicts, exit_code, overall_verdict

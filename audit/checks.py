@@ -54,7 +54,7 @@ Error control: the audit's error rate 1 - confidence is split evenly over
 the checks and, within a check, over its confidence bounds (Bonferroni), so
 a true theorem reads "contradicted" in at most 1 - confidence of audits
 where the parts' bounds are exact or valid upper bounds.  Samples come from
-seeds derived from the audit seed (:func:`audit.sampling.chunk_seed` of the
+seeds derived from the audit seed (:func:`audit.chunks.chunk_seed` of the
 pair ``"checks[i]|<role>"``), so the same config and seed give the same
 numbers for any ``n_jobs``.  A mechanism that raises or hangs makes its
 check an ``"error"`` row (exit 2), within about ``sample_timeout``.
@@ -80,10 +80,11 @@ import numpy as np
 from attacks.classes import LINEAR, parse_function_class
 from attacks.evidence import Evidence, NormalEstimate
 from audit.config import AuditConfig, CheckSpec
+from audit.errors import one_line
 from audit.mechanisms.compose import Mixture, Parallel, PostProcessed, Sequential
 from audit.neighbours import NeighbourPair
 from audit.plan import task_seed
-from audit.sampling import draw_pair_isolated, one_line
+from audit.sampling import draw_pair_isolated
 from audit.schema import Row
 from audit.theory.composition import THEOREMS, theorem_bound
 from audit.theory.exact import exact_value, known_laws

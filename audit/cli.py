@@ -178,7 +178,7 @@ def _message(error: BaseException) -> str:
         from audit.api import AuditError
         from audit.mechanisms import MechanismError
         from audit.tables import LINE_LIMIT, bounded
-        from audit.sampling import one_line
+        from audit.errors import one_line
     except Exception:  # a broken install: still one line
         return f"{type(error).__name__}: {text}"[:400]
     if isinstance(error, (ValueError, AuditError, MechanismError)):

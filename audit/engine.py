@@ -66,14 +66,16 @@ from attacks.staged import (
 from attacks.vocabulary import DP, divergence_of
 from audit import store
 from audit.checks import check_name, run_check
+from audit.chunks import CHUNK_SIZE
 from audit.config import AuditConfig
+from audit.errors import one_line
 from audit.events import EventCounter
 from audit.memory import check_memory
 from audit.neighbours import NeighbourPair
 from audit.parallel import backend
 from audit.plan import DIRECTIONS, Task, plan_hash, task_seed
 from audit.progress import OutputsBar
-from audit.sampling import CHUNK_SIZE, COUPLING_REFUSED, draw_chunk, draw_pair_isolated, one_line
+from audit.sampling import COUPLING_REFUSED, draw_chunk, draw_pair_isolated
 from audit.schema import Row
 from audit.theory.exact import exact_value, known_laws
 from audit.theory.table import theory_bound as law_bound
@@ -556,7 +558,7 @@ def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coup
     d' with :func:`audit.sampling.draw_pair_isolated` (forked children or, with ``backend`` dask or ray, jobs
     of its cluster; ``timeout`` seconds a chunk),
     from the seed of ``"staged|<stage>|<chunk>"``.  ``on_outputs(k)``: k more
-    outputs per dataset are drawn (as each chunk of :data:`audit.sampling.CHUNK_SIZE`
+    outputs per dataset are drawn (as each chunk of :data:`audit.chunks.CHUNK_SIZE`
     comes in; a failed pair's outputs count as drawn).  A pair named in
     ``failed`` (pair name -> message, e.g. the memory check's probe) is not
     sampled again: it fails at once with its message.  A failure raises

@@ -3,7 +3,7 @@
 A leaf module: the output checks (:mod:`audit.structure`) and the mechanism
 classes (:mod:`audit.mechanisms.base`, which re-exports it) both raise it;
 the sampler (:mod:`audit.sampling`) and the dataset search
-(:mod:`audit.neighbours`) both name a failure with :func:`one_line`.
+(:mod:`audit.pair_search`) both name a failure with :func:`one_line`.
 """
 
 

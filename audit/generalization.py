@@ -27,7 +27,7 @@ failing or hanging mechanism ends the measurement with its pair's message
   the risk R on fresh records from D, averaged over datasets Z ~ D^n (OAKL
   Def. 3 in the tempered loss gamma l; OAKL Thm 4 equates it with the
   on-average KL privacy); the datasets are drawn in seeded chunks of
-  :data:`audit.sampling.CHUNK_SIZE` by :class:`audit.sampling.ChunkSampler`.
+  :data:`audit.chunks.CHUNK_SIZE` by :class:`audit.sampling.ChunkSampler`.
 * :func:`small_group_check`: the on-average KL with k records replaced
   against k times the value with one (OAKL Lemma 6).
 * :func:`exact_on_average_kl`: theory, no sampling of outputs: the exact
@@ -54,7 +54,8 @@ from scipy import stats
 from audit.config import AuditConfig, load_config
 from audit.parallel import RunSpec
 from audit.errors import MechanismError
-from audit.neighbours import NeighbourPair, on_average_pairs
+from audit.neighbours import NeighbourPair
+from audit.pair_generators import on_average_pairs
 from audit.on_average import OnAverageEstimate, average_over_pairs
 from audit.plan import DIRECTIONS, task_seed
 
@@ -100,7 +101,7 @@ def on_average_divergence(
 ) -> OnAverageEstimate:
     """Measured on-average (``function_class``, KL) over ``n_pairs`` pairs drawn from D, through the audit's engine.
 
-    The pairs (:func:`audit.neighbours.on_average_pairs`, from the seed
+    The pairs (:func:`audit.pair_generators.on_average_pairs`, from the seed
     ``task_seed(seed, "oakl|pairs")``) are audited by
     :func:`audit.engine.run_engine` with :func:`measurement_config`
     (``samples`` coupled outputs per dataset, ``run``'s n_jobs, backend and
@@ -211,7 +212,7 @@ def generalization_gap(
     tempered loss gamma l of Remark 2).  Its mean over datasets estimates the
     on-average generalization gap without bias; the t interval is over
     datasets.  The datasets are drawn in chunks of
-    :data:`audit.sampling.CHUNK_SIZE` (chunk k from
+    :data:`audit.chunks.CHUNK_SIZE` (chunk k from
     ``chunk_seed(seed, "gap", "pair", k)``), each in a child of the audit's
     sampler (:class:`audit.sampling.ChunkSampler` with ``run``'s n_jobs,
     backend and sample_timeout).
@@ -241,7 +242,7 @@ def generalization_gap(
 def _gap_chunk(mechanism: Any, datasets: NeighbourPair, chunk: Any, *, outputs: int, fresh: int, seed: int):
     """One chunk of :func:`generalization_gap`: ``chunk.size`` datasets' values as the chunk's samples on both
     sides (the sampler's ``draw(pair, chunk)``), or the mechanism's error message."""
-    from audit.sampling import PairSamples, chunk_seed
+    from audit.chunks import PairSamples, chunk_seed
 
     rng = np.random.default_rng(chunk_seed(seed, datasets.name, "pair", chunk.index))
     values = np.empty((chunk.size, 1))

@@ -96,7 +96,7 @@ class Child:
 def call(function: Callable[[], Any], timeout: float | None) -> Any:
     """``function()`` in a child forked from this process (:func:`fork`), its result sent back; the child is
     killed after ``timeout`` seconds (None: no limit).  Where :data:`FORK` is false, in this process, without a
-    limit.  The dataset search screens each candidate so (:func:`audit.neighbours.screen_candidates`): a call
+    limit.  The dataset search screens each candidate so (:func:`audit.pair_search.screen_candidates`): a call
     that never returns, C code included, costs its child, not the audit.
 
     Raises

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 
 import joblib
 
+from audit.chunks import PairSamples
 from audit.config import AuditConfig
 from audit.neighbours import NeighbourPair
 from audit.plan import MEMORY_FRACTION, available_memory, estimate_memory
-from audit.sampling import ChunkSampler, PairSamples, Raised
+from audit.sampling import ChunkSampler, Raised
 
 
 def check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: functools.partial, *,

@@ -15,11 +15,11 @@ import numpy as np
 
 from audit.fields import REQUIRED, ConfigError, Field, Section, check_fields, choice, one_line, required
 from audit.import_path import user_import_path
+from audit.dataset_distance import RELATIONS, check_neighbours
 from audit.group_pairs import MAX_DISTANCE
-from audit.neighbours import (
-    DEFAULT_COUNT, MAX_CANDIDATES, MAX_COUNT, MAX_DOMAIN_SIZE, MAX_RECORD, MAX_SCREEN_SAMPLES, PROBES, RELATIONS,
-    SCREENING_DIVERGENCES, STRATEGIES, check_neighbours, check_spec,
-)
+from audit.neighbours import DEFAULT_COUNT, MAX_CANDIDATES, MAX_COUNT, MAX_SCREEN_SAMPLES, STRATEGIES, check_spec
+from audit.pair_generators import MAX_DOMAIN_SIZE, MAX_RECORD
+from audit.pair_search import PROBES, SCREENING_DIVERGENCES
 from audit.validation import as_numbers
 
 _NUMBERS = {"oneOf": [{"type": "number"}, {"type": "array", "minItems": 1, "items": {"type": "number"}}]}

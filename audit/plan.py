@@ -88,7 +88,7 @@ def estimate_memory(
     of the classes (:meth:`attacks.classes.FunctionClass.feature_count`: dim
     for treeK, threshold, atoms and floatbits, C(dim + K, K) for linear and polyK,
     ``n_components`` for kernel and 2 ``width`` for mlp, its hidden activations).  The sampling
-    children hold one chunk each (:data:`audit.sampling.CHUNK_SIZE` rows),
+    children hold one chunk each (:data:`audit.chunks.CHUNK_SIZE` rows),
     within the baseline of the process they were forked from.
     """
     from attacks.classes import parse_function_class

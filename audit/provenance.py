@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from audit.neighbours import RELATIONS, NeighbourPair, check_neighbours, record_distance
+from audit.dataset_distance import RELATIONS, check_neighbours, record_distance
+from audit.neighbours import NeighbourPair
 
 
 PROBE_OUTPUTS = 64
@@ -119,7 +120,8 @@ def reproducibility_probe(mechanism: Any, pair: NeighbourPair, timeout: float = 
     bool or None
         None when the mechanism failed to draw (its rows say why).
     """
-    from audit.sampling import ChunkSampler, Chunk, PairSamples, draw_chunk
+    from audit.chunks import Chunk, PairSamples
+    from audit.sampling import ChunkSampler, draw_chunk
 
     def twice(one: NeighbourPair, chunk: Chunk) -> PairSamples | str:
         on_d = Chunk(chunk.index, chunk.size, "d")  # d's outputs alone, from its independent seed
@@ -141,8 +143,8 @@ def reproducibility_probe(mechanism: Any, pair: NeighbourPair, timeout: float = 
 def pair_records(pairs: Sequence[NeighbourPair], declared: str | None = None) -> list[dict[str, Any]]:
     """The audited pairs as ``{"name", "d", "d_prime", "relation"}`` with plain (JSON) lists.
 
-    ``relation`` is the first of :data:`audit.neighbours.RELATIONS` the pair
-    satisfies (:func:`audit.neighbours.check_neighbours`), or None when it
+    ``relation`` is the first of :data:`audit.dataset_distance.RELATIONS` the pair
+    satisfies (:func:`audit.dataset_distance.check_neighbours`), or None when it
     satisfies neither (the datasets differ in more than one record).  With
     ``declared``, the mechanism's own neighbour notion (a key of
     :data:`INPUT_RELATIONS`), the pair is checked against it instead:

@@ -3,7 +3,7 @@
 A pair's n outputs on d and on d' are drawn in chunks of :data:`CHUNK_SIZE`
 outputs per dataset (the last one shorter).  Chunk k of side s (``d``,
 ``d_prime``, or ``pair`` for a coupled draw) is drawn from
-:func:`chunk_seed`, a :func:`audit.plan.task_seed` named by the pair, the side
+:func:`audit.chunks.chunk_seed`, a :func:`audit.plan.task_seed` named by the pair, the side
 and k, so the samples do not depend on how many chunks run at once, on
 n_jobs or on the backend: the chunks are concatenated in their order.
 
@@ -30,7 +30,7 @@ forked from this process, up to one per worker at once, each drawing a batch
 of one pair's chunks (a pair's chunks split evenly over the workers, so that
 forks stay few), and the mechanism is never pickled; with ``dask`` and
 ``ray`` each chunk is a job of the cluster whose worker forks the child
-(:func:`_cluster_job`), so the mechanism runs on the cluster's machines; it
+(:func:`audit.chunk_pools._cluster_job`), so the mechanism runs on the cluster's machines; it
 is pickled by cloudpickle, the user's own modules by value, so that no
 worker needs the config's folder or the current directory on its path.
 """
@@ -40,72 +40,23 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import multiprocessing.connection
-import os
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from audit.chunk_pools import ForkPool, pool_for
+from audit.chunks import CHUNK_SIZE, Chunk, PairSamples, chunk_seed, plan_chunks
 from audit.errors import MechanismError, one_line
-from audit.isolation import FORK, Child, call, fork
+from audit.isolation import FORK
 from audit.neighbours import NeighbourPair
-from audit.plan import task_seed
 from audit.structure import StructureEncoder
 
-CHUNK_SIZE = 10_000
-"""Outputs per dataset in one chunk: fixed, so that samples are the same whatever the number of workers."""
 COUPLING_REFUSED = (
     "coupled sampling refused: the mechanism spends different randomness on d and d'; independent samples used"
 )
 """The note on the rows of a pair whose samples could not be coupled."""
-
-
-@dataclass(frozen=True)
-class PairSamples:
-    """A pair's n outputs on d and on d'; ``coupled``: row i of both drawn from the same random numbers."""
-
-    d: np.ndarray
-    d_prime: np.ndarray
-    coupled: bool
-    redrawn: str | None = None
-    """The error of the call for many outputs that raised, when the draw was redone one output per call
-    (:func:`draw_pair_isolated`); None for a draw in batches."""
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """Rows ``start`` to ``start + size`` of a pair's samples, chunk number ``index``.
-
-    ``mode``: ``"independent"`` (d and d' from their own seeds), ``"coupled"``
-    (both from clones of one generator), ``"d"`` or ``"d_prime"`` (one side
-    alone from its independent seed: the samplers draw an independent chunk's
-    sides as two jobs, and ``"d_prime"`` is also the redraw of a pair whose
-    coupling was refused).
-    """
-
-    index: int
-    size: int
-    mode: str
-
-
-def chunk_seed(seed: int, pair: str, side: str, index: int) -> np.random.SeedSequence:
-    """The seed of chunk ``index`` of side ``side`` (``d``, ``d_prime`` or ``pair``) of a pair.
-
-    Chunk 0 is named ``"<pair>|<side>"``, the name of a whole side's seed
-    before samples were chunked, so that audits of at most :data:`CHUNK_SIZE`
-    outputs draw the numbers they drew then; chunk k > 0 is ``"<pair>|<side>|chunk<k>"``.
-    """
-    return task_seed(seed, f"{pair}|{side}" if index == 0 else f"{pair}|{side}|chunk{index}")
-
-
-def plan_chunks(n: int, coupled: bool) -> list[Chunk]:
-    """The chunks of n outputs per dataset: ``CHUNK_SIZE`` each, the last one the remainder."""
-    mode = "coupled" if coupled else "independent"
-    return [Chunk(k, min(CHUNK_SIZE, n - start), mode) for k, start in enumerate(range(0, n, CHUNK_SIZE))]
 
 
 def draw_chunk(mechanism: Any, pair: NeighbourPair, chunk: Chunk, seed: int) -> PairSamples | str:
@@ -332,7 +283,7 @@ class ChunkSampler:
     and sending them one by one.  With ``"dask"`` or ``"ray"`` every job is a
     task of the cluster this process is connected to
     (:func:`audit.parallel.cluster`): the task forks a child of its worker
-    that draws it (:func:`_cluster_job`), so the mechanism runs on the
+    that draws it (:func:`audit.chunk_pools._cluster_job`), so the mechanism runs on the
     cluster's machines with the same isolation.
     Iterating yields ``(pair, PairSamples or error message)`` as pairs are
     complete (their order may vary; their samples do not).  A chunk that runs
@@ -374,7 +325,7 @@ class ChunkSampler:
         self.running: dict[Any, tuple[_PairDraw, list[Chunk], float]] = {}
         """Job -> (pair, the job's chunks not yet received, when its current chunk started)."""
         self.sampled: collections.deque = collections.deque()
-        self.pool = _ClusterPool(backend, draw, timeout) if backend in CLUSTER_BACKENDS else _ForkPool(draw, timeout)
+        self.pool = pool_for(backend, draw, timeout)
 
     def __iter__(self) -> Iterator[tuple[NeighbourPair, PairSamples | str]]:
         while self.waiting or self.active or self.sampled:
@@ -385,7 +336,7 @@ class ChunkSampler:
 
     def advance(self, block: bool = False) -> None:
         """Start chunks on free workers and collect the finished ones; ``block``: wait for at least one."""
-        if not FORK and isinstance(self.pool, _ForkPool):  # Windows, macOS: in this process, without a timeout
+        if not FORK and isinstance(self.pool, ForkPool):  # Windows, macOS: in this process, without a timeout
             if block and (draws := self._next()) is not None:
                 chunk = draws.next_chunk()
                 self._finish_chunk(draws, chunk, self.draw(draws.pair, chunk))
@@ -442,216 +393,3 @@ class ChunkSampler:
     def _stop(self, job: Any) -> None:
         del self.running[job]
         self.pool.stop(job)
-
-
-CLUSTER_BACKENDS = ("dask", "ray")
-"""Backends whose chunks are jobs of a cluster (:class:`_ClusterPool`); the others fork children of this process."""
-_WAIT = 1.0
-"""Longest wait (seconds) for a cluster job before the sampler looks again: Ctrl-C stays prompt."""
-
-
-def timeout_message(pair: NeighbourPair, timeout: float, size: int) -> str:
-    """The error of a pair whose chunk of ``size`` outputs per dataset ran past ``run.sample_timeout``."""
-    return (
-        f"sampling pair {pair.name} took longer than run.sample_timeout = {timeout:g} s "
-        f"(for a chunk of {size} outputs per dataset) and was stopped; raise "
-        "run.sample_timeout if the mechanism is merely slow"
-    )
-
-
-class _ForkPool:
-    """Batches of jobs drawn in children forked from this process (loky and threading backends)."""
-
-    def __init__(self, draw: Callable, timeout: float):
-        self.draw, self.timeout = draw, timeout
-        self.children: dict[Any, Any] = {}
-        """Pipe -> its child process."""
-
-    @staticmethod
-    def batch_size(chunks: int, workers: int) -> int:
-        return -(-chunks // workers)  # few forks: a pair's chunks split evenly over the workers
-
-    def start(self, pair: NeighbourPair, batch: list[Chunk]) -> Any:
-        receiver, self.children[receiver] = _spawn(self.draw, pair, batch)
-        return receiver
-
-    def collect(self, running: dict, block: bool) -> Iterator[tuple[Any, PairSamples | str]]:
-        """(pipe, result) of each chunk that ended or ran past the timeout; ``block``: until one does."""
-        deadline = min(started + self.timeout for *_, started in running.values())
-        wait = max(0.0, deadline - time.monotonic()) if block else 0.0  # block: until a chunk ends or a deadline
-        ready = multiprocessing.connection.wait(list(running), timeout=wait)
-        for receiver, (draws, batch, started) in list(running.items()):
-            if receiver not in running:  # stopped by the caller meanwhile, with its pair's other chunks
-                continue
-            if receiver in ready:
-                yield receiver, _receive((receiver, self.children[receiver]), draws.pair)
-            elif time.monotonic() >= started + self.timeout:
-                yield receiver, timeout_message(draws.pair, self.timeout, batch[0].size)
-
-    def stop(self, receiver: Any) -> None:
-        process = self.children.pop(receiver)
-        process.kill()
-        process.join()
-        receiver.close()
-
-
-class _ClusterPool:
-    """Each job a task of the dask or ray cluster this process is connected to (:func:`_cluster_job`).
-
-    The draw callable (the mechanism with it) is pickled once with
-    cloudpickle, the user's own modules by value (:func:`_user_modules`), so
-    that the workers need neither the config's folder nor the current
-    directory on their path.
-    """
-
-    def __init__(self, backend: str, draw: Callable, timeout: float):
-        self.backend, self.timeout = backend, timeout
-        self.payload = _pickle_draw(draw)
-        self.collected: set[Any] = set()
-        """Jobs whose result came back and which the sampler has not released yet."""
-        if backend == "dask":
-            from distributed import get_client
-
-            self.client = get_client()
-        else:
-            import ray
-
-            self.ray, self.remote = ray, ray.remote(max_retries=0)(_cluster_job)
-
-    @staticmethod
-    def batch_size(chunks: int, workers: int) -> int:
-        return 1
-
-    def start(self, pair: NeighbourPair, batch: list[Chunk]) -> Any:
-        [chunk] = batch
-        if self.backend == "dask":
-            return self.client.submit(_cluster_job, self.payload, pair, chunk, self.timeout, pure=False, retries=0)
-        return self.remote.remote(self.payload, pair, chunk, self.timeout)
-
-    def collect(self, running: dict, block: bool) -> Iterator[tuple[Any, PairSamples | str]]:
-        """(job, result) of each finished job; ``block``: wait up to :data:`_WAIT` seconds for one."""
-        jobs = list(running)
-        if self.backend == "dask":
-            from distributed import wait
-
-            try:
-                done = wait(jobs, timeout=_WAIT if block else 0, return_when="FIRST_COMPLETED").done
-            except TimeoutError:
-                return
-        else:
-            done, _ = self.ray.wait(jobs, num_returns=1, timeout=_WAIT if block else 0)
-        for job in jobs:
-            if job in done:
-                self.collected.add(job)
-                yield job, self._result(job, running[job][0].pair)
-
-    def _result(self, job: Any, pair: NeighbourPair) -> PairSamples | str:
-        try:
-            return job.result() if self.backend == "dask" else self.ray.get(job)
-        except Exception as error:  # the worker died (its process killed, the out-of-memory killer) or left
-            cause = getattr(error, "cause", None) or error  # ray wraps what the job raised, with a coloured traceback
-            return f"sampling pair {pair.name}: the {self.backend} job ended without a result ({one_line(cause)})"
-
-    def stop(self, job: Any) -> None:
-        """Drop a job's result.  A running ray task is interrupted (and kills its child); a running dask task
-        ends at its own timeout (:func:`_cluster_job`), as dask cannot interrupt it.  A job whose result came
-        back is not cancelled: ray ends the audit's process when a task it still completes was cancelled
-        (``Check failed: ... Tried to complete task that was not pending``, exit code 1)."""
-        if job in self.collected:
-            self.collected.remove(job)
-        elif self.backend == "dask":
-            job.cancel()
-        else:
-            self.ray.cancel(job)  # not force=True: killing the worker would leave its child running
-
-
-def _pickle_draw(draw: Callable) -> bytes:
-    """``draw`` pickled by cloudpickle, the user's modules by value (:class:`_ClusterPool`)."""
-    import cloudpickle
-
-    modules = _user_modules()
-    for module in modules:
-        cloudpickle.register_pickle_by_value(module)
-    try:
-        return cloudpickle.dumps(draw)
-    finally:
-        for module in modules:
-            cloudpickle.unregister_pickle_by_value(module)
-
-
-def _user_modules() -> list[Any]:
-    """The loaded modules that are the user's files (a config's callable, what it imports, a script's), not
-    capaudit's nor an installed package's: cluster workers may not have their folders on ``sys.path`` (ray's
-    never do), and the folders must not be put there (a config's folder, the current directory)."""
-    installed = _installed_paths()
-    return [
-        module for name, module in list(sys.modules.items())
-        if name.partition(".")[0] not in ("__main__", "audit", "attacks")  # __main__ goes by value anyway
-        and isinstance(getattr(module, "__file__", None), str)
-        and not module.__file__.startswith(installed)
-    ]
-
-
-@functools.lru_cache(maxsize=1)
-def _installed_paths() -> tuple[str, ...]:
-    """Where installed packages and the standard library live, as given and with links resolved."""
-    import sysconfig
-
-    paths = {sysconfig.get_paths()[key] for key in ("purelib", "platlib", "stdlib", "platstdlib")}
-    return tuple(sorted(paths | {os.path.realpath(path) for path in paths}))
-
-
-def _cluster_job(payload: bytes, pair: NeighbourPair, chunk: Chunk, timeout: float) -> PairSamples | str:
-    """A chunk drawn on a cluster worker: in a child forked from the worker, within ``timeout`` seconds.
-
-    The child is killed at the timeout, so a hung mechanism holds its worker
-    no longer than this; where processes cannot be forked the chunk is
-    drawn in the worker itself, without a timeout.
-    """
-    import pickle
-
-    try:
-        return call(functools.partial(_draw_one, pickle.loads(payload), pair, chunk), timeout)
-    except TimeoutError:
-        return timeout_message(pair, timeout, chunk.size)
-    except ChildProcessError as error:
-        return _ended_message(pair, error.args[0])
-
-
-def _draw_one(draw: Callable, pair: NeighbourPair, chunk: Chunk) -> PairSamples | str:
-    """``draw(pair, chunk)``, or the message of whatever it raised."""
-    try:
-        return draw(pair, chunk)
-    except BaseException as error:  # noqa: BLE001 - whatever the audited code does is its pair's error
-        return f"sampling pair {pair.name} failed: {one_line(error)}"
-
-
-def _spawn(draw: Callable, pair: NeighbourPair, batch: list[Chunk]) -> tuple[Any, Child]:
-    """Fork a child (:func:`audit.isolation.fork`) that sends ``draw(pair, chunk)`` for each chunk of the batch in
-    turn, and exits after the first error message (or the message of what ``draw`` raised)."""
-
-    def work(send: Callable[[Any], None]) -> None:
-        for chunk in batch:
-            result = _draw_one(draw, pair, chunk)
-            send(result)
-            if isinstance(result, str):
-                break
-
-    return fork(work)
-
-
-def _receive(child: tuple[Any, Any], pair: NeighbourPair) -> PairSamples | str:
-    receiver, process = child
-    try:
-        return receiver.recv()
-    except (EOFError, OSError):
-        process.join()
-        return _ended_message(pair, process.exitcode)
-
-
-def _ended_message(pair: NeighbourPair, exitcode: int | None) -> str:
-    """The error of a pair whose child ended without sending its chunk."""
-    return (
-        f"sampling pair {pair.name}: the mechanism's process ended without a result (exit code "
-        f"{exitcode}: os._exit, a crash or the out-of-memory killer)"
-    )

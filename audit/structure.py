@@ -29,7 +29,7 @@ into the forked children that draw the samples, and a child that first sees
 structure would widen only its own copy.  :func:`fix_layout` draws a few
 outputs on every dataset of the audit in a forked child, copies the layout
 it ends with into the audit's mechanism and fixes it (the dataset search,
-:func:`audit.neighbours.search_pairs`, copies the layout its forked screening
+:func:`audit.pair_search.search_pairs`, copies the layout its forked screening
 children end with before that).  A fixed layout never changes: structure
 that the pilot draws did not show (a NaN with probability 0.5 %) is written
 *in band*, as codes beyond :data:`MAX_OUTPUT` that no regular value takes

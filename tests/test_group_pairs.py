@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from audit.dataset_distance import record_distance
 from audit.group_pairs import widen
 from audit.mechanisms import make_mechanism
-from audit.neighbours import check_spec, make_pairs, record_distance
+from audit.neighbours import check_spec, make_pairs
 
 DOMAIN = {"low": [0.0], "high": [1.0], "size": 4}
 

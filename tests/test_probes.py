@@ -17,8 +17,10 @@ import pytest
 from audit import isolation
 from audit.api import run_audit
 from audit.mechanisms import MechanismError, make_mechanism
-from audit.neighbours import PROBES, Domain, check_neighbours, make_pairs, probe_pairs, record_distance
-from audit.neighbours import NeighbourPair
+from audit.dataset_distance import check_neighbours, record_distance
+from audit.neighbours import NeighbourPair, make_pairs
+from audit.pair_generators import Domain
+from audit.pair_search import PROBES, probe_pairs
 from audit.sampling import draw_pair_isolated
 from audit.structure import CODES, INDICATORS, MAX_OUTPUT, MAX_STRUCTURAL_WIDTH, StructureEncoder
 

@@ -19,13 +19,16 @@ import pandas as pd
 import pytest
 
 import audit
+import audit.chunk_pools
+import audit.chunks
 import audit.sampling
 from audit import run_audit
+from audit.chunks import chunk_seed, plan_chunks
 from audit.import_path import user_import_path
 from audit.mechanisms import make_mechanism
 from audit.neighbours import NeighbourPair
 from audit.plan import task_seed
-from audit.sampling import COUPLING_REFUSED, ChunkSampler, chunk_seed, draw_chunk, draw_pair, plan_chunks
+from audit.sampling import COUPLING_REFUSED, ChunkSampler, draw_chunk, draw_pair
 
 CHUNK = 150
 N = 400  # chunks of 150, 150 and 100 outputs
@@ -33,7 +36,8 @@ N = 400  # chunks of 150, 150 and 100 outputs
 
 @pytest.fixture(autouse=True)
 def small_chunks(monkeypatch):
-    monkeypatch.setattr(audit.sampling, "CHUNK_SIZE", CHUNK)
+    monkeypatch.setattr(audit.chunks, "CHUNK_SIZE", CHUNK)  # the plan
+    monkeypatch.setattr(audit.sampling, "CHUNK_SIZE", CHUNK)  # its messages
 
 
 def laplace_sum(dataset, n, rng):
@@ -137,8 +141,8 @@ def test_a_callable_from_the_configs_folder_reaches_a_cluster_worker_by_value(tm
     with user_import_path(folder):
         mechanism = make_mechanism(callable="far_mechanism:noisy_sum", params={})
     chunk = plan_chunks(N, False)[0]
-    job = pickle.dumps((audit.sampling._pickle_draw(functools.partial(draw_chunk, mechanism, seed=4)), PAIR, chunk))
-    worker = ("import pickle, sys\nfrom audit.sampling import _cluster_job\n"
+    job = pickle.dumps((audit.chunk_pools._pickle_draw(functools.partial(draw_chunk, mechanism, seed=4)), PAIR, chunk))
+    worker = ("import pickle, sys\nfrom audit.chunk_pools import _cluster_job\n"
               "sys.stdout.buffer.write(pickle.dumps(_cluster_job(*pickle.loads(sys.stdin.buffer.read()), 60.0)))\n")
     done = subprocess.run([sys.executable, "-c", worker], input=job, capture_output=True, cwd=tmp_path, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(Path(audit.__file__).parents[1])})
@@ -163,7 +167,7 @@ def test_a_hung_child_ends_with_an_audit_killed_by_kill_9(tmp_path):
     audit_pid = os.fork()
     if audit_pid == 0:  # stands for the audit: forks a child whose mechanism hangs, then is killed
         try:
-            audit.sampling._spawn(_hang_noting_pid(noted), PAIR, [plan_chunks(1, False)[0]])
+            audit.chunk_pools._spawn(_hang_noting_pid(noted), PAIR, [plan_chunks(1, False)[0]])
             time.sleep(600)
         finally:
             os._exit(0)

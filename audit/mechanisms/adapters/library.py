@@ -142,8 +142,9 @@ class LibraryAdapter(BaseMechanism):
         raise NotImplementedError
 
     def input_distance(self, d: np.ndarray, d_prime: np.ndarray) -> int:
-        """Records in which d and d' differ (:func:`audit.neighbours.record_distance`): the library's claim is at 1."""
-        from audit.neighbours import record_distance
+        """Records in which d and d' differ (:func:`audit.dataset_distance.record_distance`): the library's claim is
+        at 1."""
+        from audit.dataset_distance import record_distance
 
         return record_distance(d, d_prime)
 
