@@ -31,7 +31,7 @@ import numpy as np
 
 from attacks.betting import BernoulliBetting
 from attacks.estimate import DivergenceEstimate
-from attacks.vocabulary import DP, IPM, divergence_of
+from attacks.vocabulary import DP, IPM, divergence_kind, divergence_of
 
 ANYTIME = "anytime sets"
 """The ``kind`` of an :class:`AnytimeSetEstimate`'s record."""
@@ -39,7 +39,7 @@ ANYTIME = "anytime sets"
 
 def estimand(divergence: str, delta: float, p: float, q: float) -> float:
     """The set's ``dp`` log-ratio log((p - delta) / q) (-inf for p <= delta, +inf for q = 0) or ``ipm`` 2 (p - q)."""
-    if divergence == "ipm":
+    if divergence_kind(divergence) is IPM:
         return 2.0 * (p - q)
     if p <= delta:
         return -math.inf

@@ -29,6 +29,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from attacks.vocabulary import DP, divergence_kind
 from audit.fields import ConfigError, number, one_line, required
 from audit.mechanisms.base import install_hint
 
@@ -106,7 +107,7 @@ def accounted_entry(entry: dict, path: str, mechanism: Any) -> dict:
     if entry["accountant"] not in ACCOUNTANTS:
         raise ConfigError(f"{path}.accountant: must be one of {', '.join(map(repr, ACCOUNTANTS))}. "
                           f"Found {entry['accountant']!r}.")
-    if entry.get("divergence") != "dp":
+    if entry.get("divergence") != DP.name:
         raise ConfigError(f'{path}.divergence: an accountant claim is an (epsilon, delta) claim; set divergence = '
                           f'"dp". Found {entry.get("divergence")!r}.')
     if "epsilon" in entry and "accounted" not in entry:
@@ -155,7 +156,7 @@ def source_note(claim: Mapping[str, Any], config: Mapping[str, Any]) -> str:
     """:func:`claim_source` of the config entry a dp claim summary (results.json ``claims``) came from, or ""."""
     entries = config.get("claims") or []
     for entry in [entries] if isinstance(entries, Mapping) else entries:
-        if (claim["divergence"] == "dp" and "accounted" in entry and entry["function_class"] == claim["claim_class"]
+        if (divergence_kind(claim["divergence"]) is DP and "accounted" in entry and entry["function_class"] == claim["claim_class"]
                 and float(entry["epsilon"]) == claim["claim"] and float(entry["delta"]) == claim["delta"]):
             return claim_source(entry)
     return ""

@@ -30,6 +30,7 @@ from scipy.special import ndtr
 
 from attacks.binomial_ratio import clopper_pearson_log_ratio_bound
 from attacks.gdp_route import ASSUMPTION, mu_lower_bound
+from attacks.vocabulary import DP, GDP, divergence_kind
 from audit.schema import Row
 from audit.theory.tradeoff import gdp_epsilon, gdp_mu
 
@@ -47,7 +48,8 @@ def _gaussian(config: Mapping[str, Any]) -> bool:
 def route_applies(config: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> bool:
     """Whether the audit reports the route: a gdp claim, or a dp claim with delta > 0 of a Gaussian mechanism."""
     gaussian = _gaussian(config)
-    return any(c["divergence"] == "gdp" or (c["divergence"] == "dp" and c["delta"] > 0 and gaussian) for c in claims)
+    return any(divergence_kind(c["divergence"]) is GDP or (divergence_kind(c["divergence"]) is DP and c["delta"] > 0 and gaussian)
+               for c in claims)
 
 
 def gdp_route(rows: Sequence[Row], config: Mapping[str, Any], claims: Sequence[Mapping[str, Any]],
@@ -64,9 +66,10 @@ def gdp_route(rows: Sequence[Row], config: Mapping[str, Any], claims: Sequence[M
     gaussian = _gaussian(config)
     entries = []
     for claim, row in zip(claims, strongest):
-        if claim["divergence"] == "gdp":
+        kind = divergence_kind(claim["divergence"])
+        if kind is GDP:
             label, delta, mu = claim.get("label", f"{claim['claim']:g}-GDP"), None, claim["claim"]
-        elif claim["divergence"] == "dp" and claim["delta"] > 0 and gaussian:
+        elif kind is DP and claim["delta"] > 0 and gaussian:
             label, delta = f"({claim['claim']:g}, {claim['delta']:g})-DP", claim["delta"]
             mu = gdp_mu(claim["claim"], delta)
         else:
@@ -97,7 +100,7 @@ def _nonparametric(row: Row | None, confidence: float) -> dict[str, Any]:
         return {"nonparametric_low": math.nan, "ceiling": math.nan}
     n = row.n_confirm or (int(row.n_samples) if math.isfinite(row.n_samples) else 0)
     ceiling = (clopper_pearson_log_ratio_bound(n, n, 0, n, row.delta, confidence, lower=True)
-               if row.divergence == "dp" and n > 0 else math.nan)
+               if divergence_kind(row.divergence) is DP and n > 0 else math.nan)
     return {"nonparametric_low": row.ci_low, "ceiling": float(ceiling)}
 
 

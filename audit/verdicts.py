@@ -113,6 +113,7 @@ import numpy as np
 
 from attacks.classes import LAYERS
 from attacks.divergences import UNSEEN_SHARE, unseen_mass_bound
+from attacks.vocabulary import DP, KL, Renyi, divergence_kind
 from audit.schema import Row
 
 EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
@@ -342,13 +343,13 @@ def row_ceiling(row: Row, confidence: float) -> float:
     """
     evidence = row.evidence
     details = getattr(evidence, "details", None)
-    if not isinstance(details, dict) or row.divergence not in ("kl", "renyi", "dp"):
+    if not isinstance(details, dict) or divergence_kind(row.divergence) not in (KL, Renyi, DP):
         return math.nan
     if getattr(evidence, "event", False):
         return float(evidence.ceiling(confidence))
     spent = getattr(evidence, "spent", None)  # a sequential search's look, judged at its spent confidence
     confidence = spent(confidence) if callable(spent) else confidence
-    if row.divergence == "dp":
+    if divergence_kind(row.divergence) is DP:
         if getattr(evidence, "coupled", True) or "k_p" not in details:
             return math.nan
         from attacks.binomial_ratio import log_ratio_bound  # scipy.stats, loaded only when a dp row is judged
