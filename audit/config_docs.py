@@ -22,9 +22,10 @@ from audit.claims import ALPHA, CLAIMS
 from audit.config import RULES, sections
 from audit.pairs_config import DATASET, PAIRS
 
-ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = ROOT / "docs" / "schema" / "config.schema.json"
-REFERENCE = ROOT / "docs" / "config.md"
+SCHEMA = Path("docs") / "schema" / "config.schema.json"
+REFERENCE = Path("docs") / "config.md"
+"""The generated files, relative to the repository's root (the current directory of ``python -m audit.config_docs``;
+an installed package carries no docs/)."""
 _MARKERS = re.compile(r"(<!-- fields: (\w+) -->\n)(.*?)(<!-- end of fields -->)", re.S)
 _ARRAYS = {PAIRS.name: ("pair", "Explicit neighbouring datasets ([[pairs]]); not with [neighbours]."),
            CLAIMS.name: ("claim", ""),
@@ -75,24 +76,29 @@ def reference_text(text: str) -> str:
     return _MARKERS.sub(table, text)
 
 
-def stale() -> list[Path]:
-    """The files that differ from what the declarations give."""
-    reference = REFERENCE.read_text()
-    return [path for path, written, expected in ((SCHEMA, SCHEMA.read_text(), schema_text()),
+def stale(root: Path) -> list[Path]:
+    """The files under the repository ``root`` that differ from what the declarations give."""
+    reference = (root / REFERENCE).read_text()
+    return [path for path, written, expected in ((SCHEMA, (root / SCHEMA).read_text(), schema_text()),
                                                  (REFERENCE, reference, reference_text(reference)))
             if written != expected]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Rewrite the schema and docs/config.md's tables; with ``--check``, only say which differ (exit 1)."""
+    """In the repository's root (the current directory): rewrite the schema and docs/config.md's tables; with
+    ``--check``, only say which differ (exit 1)."""
     arguments = sys.argv[1:] if argv is None else argv
+    root = Path.cwd()
+    if not (root / REFERENCE).is_file():
+        print(f"no {REFERENCE} here: run python -m audit.config_docs from the repository's root", file=sys.stderr)
+        return 2
     if "--check" in arguments:
-        paths = stale()
+        paths = stale(root)
         for path in paths:
-            print(f"{path.relative_to(ROOT)} differs from the declared fields: run python -m audit.config_docs")
+            print(f"{path} differs from the declared fields: run python -m audit.config_docs")
         return 1 if paths else 0
-    SCHEMA.write_text(schema_text())
-    REFERENCE.write_text(reference_text(REFERENCE.read_text()))
+    (root / SCHEMA).write_text(schema_text())
+    (root / REFERENCE).write_text(reference_text((root / REFERENCE).read_text()))
     return 0
 
 
