@@ -57,7 +57,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtri
 
 from attacks.evidence import Evidence
 from attacks import paired_ratio
@@ -214,7 +214,7 @@ def detectable_excess(evidence: Evidence, level: float, power: float = POWER) ->
     width = float(evidence.estimate) - float(lower)
     if not (math.isfinite(width) and width >= 0.0):
         return math.inf
-    return width * (1.0 + norm.ppf(power) / norm.isf(level))
+    return width * (1.0 + ndtri(power) / -ndtri(level))
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,6 @@ import math
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import optimize
 from scipy.special import log_ndtr, logsumexp, ndtr, ndtri
 
 from audit.validation import check_positive
@@ -122,6 +121,8 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     high = mu * mu / 2.0 + mu * (1.0 + math.sqrt(2.0 * math.log(1.0 / delta)))
     while gaussian_profile(high, mu) > delta:
         high *= 2.0
+    from scipy import optimize  # loaded by the conversions only: the config reads this module
+
     return float(optimize.brentq(lambda epsilon: float(gaussian_profile(epsilon, mu)) - delta, 0.0, high,
                                  xtol=1e-12))
 
@@ -143,6 +144,8 @@ def gdp_mu(epsilon: float, delta: float) -> float:
     high = 1.0
     while gaussian_profile(epsilon, high) < delta:
         high *= 2.0
+    from scipy import optimize
+
     return float(optimize.brentq(lambda mu: float(gaussian_profile(epsilon, mu)) - delta, 1e-12, high, xtol=1e-12))
 
 
