@@ -25,9 +25,15 @@ RESOLVED_MASS = 0.1
 its points falls in below this mass (see :func:`min_held_out`)."""
 
 
+def train_size(n_samples: int, train_fraction: float) -> int:
+    """Outputs per dataset that train: ``train_fraction`` of ``n_samples`` rounded, at least 1 and at most
+    n_samples - 1 (the split of :func:`attacks.estimate_divergence` and of the ``every`` policy's stages)."""
+    return min(max(int(round(train_fraction * n_samples)), 1), n_samples - 1)
+
+
 def held_out(n_samples: int, train_fraction: float) -> int:
-    """Held-out outputs per dataset: n_samples minus the train split of :func:`attacks.estimate_divergence`."""
-    return n_samples - min(max(int(round(train_fraction * n_samples)), 1), n_samples - 1)
+    """Held-out outputs per dataset: n_samples minus :func:`train_size`."""
+    return n_samples - train_size(n_samples, train_fraction)
 
 
 def min_held_out(confidence: float) -> int:

@@ -113,6 +113,7 @@ from sklearn.utils import check_random_state
 
 from attacks import binomial_ratio, paired_ratio
 from attacks.adversary import Adversary, event_objective, witness_objective
+from attacks.budget import train_size
 from attacks.classes import parse_function_class
 from attacks.divergences import variational_bound
 from attacks.gdp_route import threshold_tests
@@ -554,7 +555,7 @@ def _as_samples(samples, name: str) -> np.ndarray:
 
 def _split(samples: np.ndarray, order: np.ndarray, train_fraction: float) -> tuple[np.ndarray, np.ndarray]:
     """Train and held-out rows of ``samples`` taken in the random ``order``."""
-    n_train = min(max(int(round(train_fraction * len(samples))), 1), len(samples) - 1)
+    n_train = train_size(len(samples), train_fraction)
     return samples[order[:n_train]], samples[order[n_train:]]
 
 

@@ -67,7 +67,7 @@ from attacks.adversary import Adversary
 from attacks.classes import parse_function_class
 from attacks.divergences import tail_count
 from attacks.estimate import DivergenceEstimate, held_out_scores, moments_evidence, score_histogram
-from attacks.budget import DEFAULT_SHARES, STAGES
+from attacks.budget import DEFAULT_SHARES, STAGES, train_size
 from attacks.event_divergence import projected_event_bound, smoothed_event_divergence
 from attacks.evidence import NormalEstimate
 from attacks.vocabulary import DP, IPM, divergence_of
@@ -144,7 +144,7 @@ class StageSizes:
     def from_split(cls, n_samples: int, train_fraction: float) -> StageSizes:
         """The stages of the ``every`` policy (:func:`confirm_every`): no screen, no check; ``train_fraction``
         of ``n_samples`` trains each candidate (rounded, at least 1 and at most n_samples - 1), the rest confirms it."""
-        train = min(max(int(round(train_fraction * n_samples)), 1), n_samples - 1)
+        train = train_size(n_samples, train_fraction)
         return cls(screen=0, train=train, check=0, confirm=n_samples - train)
 
 
