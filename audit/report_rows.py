@@ -30,48 +30,37 @@ def row_counts(rows: Sequence[Row]) -> str:
     return f"{len(rows)} row{'s' if len(rows) != 1 else ''}: " + ", ".join(parts) + "."
 
 
+def _row_table(rows: Sequence[Row], columns: dict[str, list]) -> str:
+    """A markdown table of ``rows``: the columns that name each row (pair, direction, class), then ``columns``."""
+    named = {"pair": [r.pair for r in rows], "direction": [r.direction for r in rows],
+             "function class": [r.function_class for r in rows]}
+    return markdown_table(pd.DataFrame({**named, **columns}))
+
+
 def summary_table(rows: Sequence[Row]) -> str:
-    shown = pd.DataFrame(
-        {
-            "pair": [r.pair for r in rows],
-            "direction": [r.direction for r in rows],
-            "function class": [r.function_class for r in rows],
-            "divergence": [divergence_label(r.divergence, r.alpha) for r in rows],
-            "estimate [CI]": [with_interval(r) for r in rows],
-            "claim": [f"{format_number(r.claim)} ({r.claim_class})" for r in rows],
-            "note": [r.note for r in rows],
-        }
-    )
-    return markdown_table(shown)
+    return _row_table(rows, {
+        "divergence": [divergence_label(r.divergence, r.alpha) for r in rows],
+        "estimate [CI]": [with_interval(r) for r in rows],
+        "claim": [f"{format_number(r.claim)} ({r.claim_class})" for r in rows],
+        "note": [r.note for r in rows],
+    })
 
 
 def failed_table(rows: Sequence[Row]) -> str:
-    shown = pd.DataFrame(
-        {
-            "pair": [r.pair for r in rows],
-            "direction": [r.direction for r in rows],
-            "function class": [r.function_class for r in rows],
-            "divergence": [divergence_label(r.divergence, r.alpha) for r in rows],
-            "error": [bounded(r.error) for r in rows],
-        }
-    )
-    return markdown_table(shown)
+    return _row_table(rows, {
+        "divergence": [divergence_label(r.divergence, r.alpha) for r in rows],
+        "error": [bounded(r.error) for r in rows],
+    })
 
 
 def claim_table(rows: Sequence[Row]) -> str:
-    shown = pd.DataFrame(
-        {
-            "pair": [r.pair for r in rows],
-            "direction": [r.direction for r in rows],
-            "function class": [r.function_class for r in rows],
-            "alpha": [format_number(r.alpha) for r in rows],
-            "estimate [CI]": [with_interval(r) for r in rows],
-            "theory bound": [format_number(r.theory_bound) for r in rows],
-            "exact": [format_number(r.exact) for r in rows],
-            "n": [f"{int(r.n_samples)}" if math.isfinite(r.n_samples) else "-" for r in rows],
-            "adjusted p": [format_number(r.p_adjusted) for r in rows],
-            "verdict": ["failed" if r.error else f"**{r.verdict}**" if r.verdict == "violation"
-                        else r.verdict for r in rows],
-        }
-    )
-    return markdown_table(shown)
+    return _row_table(rows, {
+        "alpha": [format_number(r.alpha) for r in rows],
+        "estimate [CI]": [with_interval(r) for r in rows],
+        "theory bound": [format_number(r.theory_bound) for r in rows],
+        "exact": [format_number(r.exact) for r in rows],
+        "n": [f"{int(r.n_samples)}" if math.isfinite(r.n_samples) else "-" for r in rows],
+        "adjusted p": [format_number(r.p_adjusted) for r in rows],
+        "verdict": ["failed" if r.error else f"**{r.verdict}**" if r.verdict == "violation"
+                    else r.verdict for r in rows],
+    })
