@@ -21,6 +21,9 @@ SOURCES = ("library",)
 """Accepted values of ``[[claims]] from``."""
 FIELDS = ("from", "function_class", "alpha", "epsilons", "reason")
 """The fields a claim from the library takes; its divergence and values come from the map."""
+PROFILE_EPSILONS = (0.0, 0.25, 0.5, 1.0)
+"""Default epsilon grid of a privacy-profile claim from a library, in units of the profile's epsilon at PROFILE_DELTA."""
+PROFILE_DELTA = 1e-6
 RESOLVED = ("divergence", "epsilon", "delta", "deltas")
 """The fields the map gives: written into the config as run (results.json), accepted back when they agree."""
 
@@ -70,7 +73,10 @@ def library_claim_table(table: Mapping[str, Any], path: str, mechanism: Any, d_i
     if not hasattr(mechanism, "library_claim"):
         raise ValueError(f"{path}.from: mechanism {mechanism.name!r} states no privacy map; use "
                          "name = \"opendp.measurement\", or give divergence and epsilon.")
-    claim = mechanism.library_claim(d_in, table.get("epsilons"))
+    try:
+        claim = mechanism.library_claim(d_in, table.get("epsilons"), table.get("delta"))
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
     for key in sorted(set(RESOLVED) & set(table)):  # results.json's config holds the map's values: they must agree
         if not _same(table[key], claim.table.get(key)):
             raise ValueError(f"{path}.{key}: a claim from the library takes its values from the privacy map, which "
