@@ -1,7 +1,8 @@
 """Claims read from a library's own privacy map: ``[[claims]] from = "library"``.
 
 A library states its promise as a map from an input distance ``d_in`` to a
-privacy loss (OpenDP's ``measurement.map(d_in)``).  The audited pairs are
+privacy loss (OpenDP's ``measurement.map(d_in)``; a DP-SGD learner's
+accountant: dp_accounting's PLD profile, Opacus's epsilon at delta).  The audited pairs are
 all at one ``d_in`` in the mechanism's input metric, and the claim is the
 map at that ``d_in`` in the library's own measure (max-divergence: ``dp``;
 zero-concentrated: ``zcdp``; approximate or smoothed max-divergence: ``dp``
@@ -72,7 +73,8 @@ def library_claim_table(table: Mapping[str, Any], path: str, mechanism: Any, d_i
                          f"privacy map; remove {', '.join(extra)} (accepted: {', '.join(FIELDS)}).")
     if not hasattr(mechanism, "library_claim"):
         raise ValueError(f"{path}.from: mechanism {mechanism.name!r} states no privacy map; use "
-                         "name = \"opendp.measurement\", or give divergence and epsilon.")
+                         "name = \"opendp.measurement\" (or a library adapter, dp_gd_logistic, opacus.dp_sgd), or "
+                         "give divergence and epsilon.")
     try:
         claim = mechanism.library_claim(d_in, table.get("epsilons"), table.get("delta"))
     except ValueError as error:
