@@ -122,7 +122,10 @@ class AuditResult:
     @property
     def claims(self) -> list[dict[str, Any]]:
         """Per claim: verdict, strongest row, adjusted p, detectable excess (`audit.families.claim_summaries`:
-        `audit.verdicts.summarize_claims` with one line per gdp / zcdp / profile claim)."""
+        `audit.verdicts.summarize_claims` with one line per gdp / zcdp / profile claim); a one-run audit's
+        readings of its claims (results.json ``one_run.claims``)."""
+        if self.one_run is not None:
+            return list(self.one_run["claims"])
         return claim_summaries(self.rows, self.config)
 
     def write(self, out_dir: str | os.PathLike) -> Path:

@@ -168,12 +168,13 @@ def _claim_reading(claim: Mapping[str, Any], correct: int, guesses: int, held: i
     if claim["divergence"] == "gdp":
         bound = one_run_gdp_lower_bound(correct, guesses, held, confidence)
         ceiling = one_run_gdp_lower_bound(held, held, held, confidence)
-        entry = {"divergence": "gdp", "mu": value, "mu_low": bound}
+        entry = {"label": f"mu={value:g} GDP (one run)", "divergence": "gdp", "mu": value, "mu_low": bound}
     else:
         delta = float(claim.get("delta", 0.0))
         bound = one_run_lower_bound(correct, guesses, confidence, delta, held)
         ceiling = one_run_ceiling(held, confidence, delta, held)
-        entry = {"divergence": "dp", "epsilon": value, "delta": delta, "epsilon_low": bound}
+        entry = {"label": f"({value:g}, {delta:g})-DP (one run)", "divergence": "dp", "epsilon": value,
+                 "delta": delta, "epsilon_low": bound}
     verdict = "violation" if bound > value else "inconclusive" if value >= ceiling else "pass"
     return {**entry, "ceiling": ceiling, "verdict": verdict}
 
