@@ -23,7 +23,7 @@ layer):
    sign of the difference of the included and excluded mean scores there
    (the linear discriminant in one dimension) and the midpoint of the two
    means is the centre (without shown canaries: larger reads as included,
-   and the centre is the held-out scores' median); unless ``guess_fraction``
+   and the centre is the held-out scores' midrange); unless ``guess_fraction``
    is given, the share guessed is the one whose pure-DP bound is largest on
    the shown canaries.  On the held-out canaries it guesses "included" above
    the centre and "excluded" below it for that share of the scores farthest
@@ -146,7 +146,7 @@ def one_run_audit(mechanism: Any, spec: OneRunSpec, claims: Sequence[Mapping[str
     if not np.all(np.isfinite(scores)):
         scores = np.nan_to_num(scores, nan=0.0)  # a NaN release shows nothing: ties, guessed in index order
     level = (1.0 - confidence) / max(len(claims), 1)
-    centre = float(np.median(scores[held]))  # without training: the held-out median, a function of the run alone
+    centre = float(np.min(scores[held]) + np.ptp(scores[held]) / 2)  # untrained: the midrange, from the run alone
     seen = included[shown]
     if 0 < seen.sum() < len(shown):  # the linear discriminant in one dimension: orientation and midpoint
         high, low = scores[shown][seen].mean(), scores[shown][~seen].mean()

@@ -32,7 +32,8 @@ ONE_RUN = Section("one_run", (
     Field("train_fraction", "number", 0.5, low=0.0, high=1.0, open_high=True, limits="must be in [0, 1), e.g. 0.5",
           meaning="[0, 1): share of the canaries whose inclusion the adversary is shown, to learn the score's "
                   "orientation and how many guesses to make; it guesses only about the rest (the bound holds "
-                  "given the shown ones). 0: a larger score means included, and `guess_fraction` is needed"),
+                  "given the shown ones). 0: a larger score means included, the centre between guesses is the scores' "
+                  "midrange, and `guess_fraction` is needed"),
     Field("guess_fraction", "number", None, low=0.0, high=1.0, open_low=True,
           limits="must be in (0, 1], e.g. 0.2, or left out (chosen on the training canaries)",
           default_doc="chosen on the training canaries",
