@@ -101,3 +101,14 @@ def test_a_correct_dp_learner_keeps_its_claims_over_seeds():
     verdicts = [run_audit({**_config({"mu": 1.0, "steps": 1}, 1000, seed), "claims": claims}, progress=False).verdict
                 for seed in range(20)]
     assert verdicts.count("violation") <= 3
+
+
+@pytest.mark.slow
+def test_opacus_without_noise_is_caught_in_one_run():
+    """Opacus DP-SGD with one linear layer and noise_multiplier 0 (not DP): 200 canaries read a violation of mu = 1;
+    at noise_multiplier 1 (1-GDP for one full-batch step) the claim holds (seed 0)."""
+    pytest.importorskip("opacus")
+    config = {**_config({}), "mechanism": {"name": "opacus.dp_sgd", "params": {"noise_multiplier": 0.0, "steps": 1}}}
+    assert run_audit(config, progress=False).verdict == "violation"
+    config["mechanism"]["params"]["noise_multiplier"] = 1.0
+    assert run_audit(config, progress=False).one_run["claims"][0]["mu_low"] <= 1.0
