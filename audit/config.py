@@ -189,9 +189,8 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
     if "claims" in raw:  # an accountant claim's epsilon computed and written into its entry (audit.accounting)
         raw["claims"] = [accounted_entry(entry, f"claims[{i}]", mechanism)
                          for i, entry in enumerate(array_of_tables(raw, "claims"))]
-    one_run = (one_run_spec(table(raw, "one_run", "one_run"), raw, array_of_tables(raw, "claims"))
-               if "one_run" in raw else None)
     entries, claim_distance = _library_claims(raw, mechanism, pairs, neighbours)
+    one_run = one_run_spec(table(raw, "one_run", "one_run"), raw, entries) if "one_run" in raw else None
     # a curve claim (gdp, zcdp, profile) is audited as its members, ordinary dp / renyi claims (audit.families)
     members = [(f"claims[{i}]", claim) for i, entry in enumerate(entries) for claim in claims_of(entry, f"claims[{i}]")]
     claims = tuple(claim for _, claim in members)
