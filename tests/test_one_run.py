@@ -14,7 +14,7 @@ from fractions import Fraction
 from scipy.stats import norm
 
 from attacks.one_run import guess_from_scores, one_run_ceiling, one_run_lower_bound, one_run_p_value
-from attacks.one_run_fdp import gdp_rejected, one_run_gdp_lower_bound
+from attacks.one_run_fdp import fdp_lower_bound, gdp_rejected, one_run_gdp_lower_bound, pure_dp_inverse_blow_up
 
 
 def _tail(v: int, r: int, q: Fraction) -> Fraction:
@@ -50,6 +50,19 @@ def test_one_right_guess_rejects_mu_below_twice_the_level_quantile(level):
     assert one_run_gdp_lower_bound(1, 1, 1, 1 - level) == pytest.approx(2 * norm.ppf(level), abs=1e-5)
     assert gdp_rejected(1, 1, 1, 2 * norm.ppf(level) - 1e-3, level)
     assert not gdp_rejected(1, 1, 1, 2 * norm.ppf(level) + 1e-3, level)
+
+
+@pytest.mark.parametrize("correct, guesses, canaries", [(10, 10, 10), (500, 500, 1000), (90, 100, 100),
+                                                        (450, 500, 1000), (46, 50, 500)])
+def test_with_the_pure_dp_curve_the_fdp_bound_agrees_with_the_binomial_one(correct, guesses, canaries):
+    """MMC's recursion with the epsilon-DP curve: SNJ's ceiling logit(0.05^(1/r)) exactly when every guess is
+    right (1.052 at r = 10, 5.114 at r = 500), within 1.5 % below SNJ's exact binomial bound otherwise."""
+    fdp = fdp_lower_bound(correct, guesses, canaries, 0.95, pure_dp_inverse_blow_up)
+    binomial = one_run_lower_bound(correct, guesses, 0.95)
+    if correct == guesses:
+        assert fdp == pytest.approx(one_run_ceiling(guesses, 0.95), abs=1e-5)
+    else:
+        assert 0.985 * binomial <= fdp <= binomial
 
 
 def test_the_mu_bound_grows_with_the_correct_guesses_and_vanishes_at_chance():
