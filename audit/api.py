@@ -457,6 +457,13 @@ def _one_run(config: AuditConfig, mechanism: Any, source: Any, out: Path | None,
         )
         if out is not None:
             result.write(out)
+    except (ConfigError, KeyboardInterrupt):
+        raise
+    except Exception as error:  # a failing run or report is never a verdict
+        message = f"the one-run audit failed: {one_line(error)}"
+        saved = None if out is None else write_failure(out, message, config=config.raw, seed=config.run.seed,
+                                                       seconds=time.perf_counter() - start)
+        raise AuditError(message + (f"; see {saved}" if saved else "")) from error
     finally:
         release_directory(out)
     return result

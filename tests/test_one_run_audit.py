@@ -112,3 +112,16 @@ def test_opacus_without_noise_is_caught_in_one_run():
     assert run_audit(config, progress=False).verdict == "violation"
     config["mechanism"]["params"]["noise_multiplier"] = 1.0
     assert run_audit(config, progress=False).one_run["claims"][0]["mu_low"] <= 1.0
+
+
+def test_a_learner_that_fails_is_an_error_not_a_verdict(tmp_path, monkeypatch):
+    from audit.api import AuditError
+    from audit.mechanisms.learners import DPGradientDescent
+
+    def broken(self, dataset, n, rng):
+        raise RuntimeError("diverged")
+
+    monkeypatch.setattr(DPGradientDescent, "_sample", broken)
+    with pytest.raises(AuditError, match="one-run audit failed: .*diverged"):
+        run_audit(_config({"mu": 1.0}), out_dir=tmp_path, progress=False)
+    assert json.loads((tmp_path / "results.json").read_text())["verdict"] == "error"
