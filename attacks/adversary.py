@@ -48,7 +48,13 @@ How coef_ is fitted, per divergence:
     (:func:`attacks.divergences.tail_index`), k_max = 0.4: E_Q exp(r h) is
     finite for r < 2.5, so the variance is finite and its estimate
     converges, with a margin for the noise of k_hat; the optimal linear
-    witness at eps = 1 (k = 0.414) loses almost nothing;
+    witness at eps = 1 (k = 0.414) loses almost nothing.  A ``poly2``
+    witness whose quadratic form is negative definite is bounded above
+    (``supremum_``, :func:`attacks.bounded_witness.quadratic_supremum`);
+    when its supremum is within log 2 of its largest training value,
+    exp(h) is at most twice the largest weight seen under any law and
+    the cap is skipped (Hill's estimate reads such a bounded, wide law
+    as heavy-tailed: 0.78 at Laplace eps = 4, which halved the scale);
   - *projected bound*: below the cap, c maximises the 95% lower bound that
     c g would get on ``dp_eval_size`` held-out samples
     (:func:`attacks.divergences.variational_bound`: the delta-method step

@@ -73,7 +73,11 @@ bound, and a ``kl`` witness's exp(h) is kept to a Hill tail index <= 0.4),
 and the held-out Q weights are checked: a ``caveat`` is set, so the row can
 never read "violation", when the standard error is (numerically) zero, when a
 ``kl`` weight's Hill tail index exceeds 1/2 (an infinite variance is
-plausible; :func:`attacks.divergences.tail_index`), or when Kish's effective
+plausible; :func:`attacks.divergences.tail_index`) unless the witness is
+bounded above by a supremum known from its coefficients within log 2 of
+the largest weight seen (a ``poly2`` quadratic, ``Adversary.supremum_``: its
+weights then have every moment, and the unseen mass's weight is bounded by
+the supremum instead of assumed), or when Kish's effective
 sample size of the weights is below 30
 (:func:`attacks.divergences.effective_sample_size`).  The upper bound is
 estimate + Phi^-1(level) se.  p-values invert the lower bound.  No estimate
