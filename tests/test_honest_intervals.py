@@ -173,11 +173,12 @@ def test_bounded_quadratic_witness_covers_its_estimand_light():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("law, epsilon, n", [("laplace", 4.0, 200), ("laplace", 4.0, 1000), ("laplace", 8.0, 1000),
-                                             ("gaussian", 1.0, 200), ("gaussian", 4.0, 1000)], ids=str)
+@pytest.mark.parametrize("law, epsilon, n", [("laplace", 4.0, 200), ("laplace", 4.0, 1000), ("laplace", 2.0, 1000),
+                                             ("gaussian", 1.0, 200), ("gaussian", 1.0, 1000)], ids=str)
 def test_bounded_quadratic_witness_covers_its_estimand(law, epsilon, n):
     """200 seeds: a poly2 kl witness bounded above (no tail cap, no tail caveat) misses its estimand at a
-    plausible rate for 2.5 %."""
+    plausible rate for 2.5 %.  (Laplace at eps 8 and n 1000 fits 5 such witnesses in 200 seeds, a Gaussian at
+    sigma 1/4 none: its log-likelihood ratio is linear, the fitted curvature near 0, so the path is not taken.)"""
     misses, bounded = _quadratic_misses(law, epsilon, n, range(200))
     assert bounded >= 20 and _plausible(misses, bounded)
 
