@@ -265,11 +265,12 @@ class WitnessMoments:
 
     def log_unseen_ratio(self) -> float:
         """log r = the largest log weight on P or Q less log mean exp(l_Q)
-        (:func:`attacks.divergences.log_unseen_ratio`), or :attr:`log_weight_bound` less it where that is
-        known (finite): then the weight of Q's unseen mass is bounded, not assumed."""
+        (:func:`attacks.divergences.log_unseen_ratio`), or :attr:`log_weight_bound` less it where the weights are
+        bounded (:meth:`weights_bounded`): then the weight of Q's unseen mass is bounded, not assumed.  A bound far
+        above the weights seen (a quadratic witness nearly linear, whose supremum lies far outside the data) is not
+        used: it would charge the unseen mass a weight no output came near."""
         seen = max(self.log_max_p, self.log_max_q)
-        bound = self.log_weight_bound if np.isfinite(self.log_weight_bound) else seen
-        return float(max(seen, bound) - self.log_mean_weight())
+        return float((max(seen, self.log_weight_bound) if self.weights_bounded() else seen) - self.log_mean_weight())
 
     def weights_bounded(self) -> bool:
         """Whether :attr:`log_weight_bound` is within log 2 of the largest log weight seen: the weights are at most

@@ -12,7 +12,8 @@ import pytest
 from scipy import stats
 
 from attacks.betting import BettingSequence, mean_lower_bound
-from attacks.bounded_witness import betting_bound, clipped_bound_applies, training_range
+from attacks.bounded_witness import betting_bound, clipped_bound_applies, quadratic_supremum, training_range
+from attacks.witness_moments import WitnessMoments
 
 GRID = np.linspace(-30.0, 31.0, 200_001)
 LAWS = {"laplace": (stats.laplace(0, 1), stats.laplace(1, 1)), "gaussian": (stats.norm(0, 1), stats.norm(1, 1))}
@@ -81,3 +82,26 @@ def test_range_is_checked():
     assert training_range([0.0, 2.0], [-1.0]) == (-1.0, 2.0)
     with pytest.raises(ValueError, match="value_range"):
         betting_bound([0.0], [0.0], "kl", (1.0, 1.0))
+
+
+def test_quadratic_supremum_closed_form():
+    """g(z) = -(z - m)' B (z - m) + 3 with B positive definite has supremum 3; an indefinite form has none."""
+    b, m = np.array([[2.0, 0.5], [0.5, 1.0]]), np.array([0.3, -1.2])
+
+    def g(z):
+        return 3.0 - np.einsum("ij,jk,ik->i", z - m, b, z - m)
+
+    assert quadratic_supremum(g, 2) == pytest.approx(3.0, rel=1e-12)
+    assert quadratic_supremum(lambda z: z[:, 0] ** 2 - z[:, 1] ** 2, 2) == np.inf
+    assert quadratic_supremum(lambda z: 2.0 * z[:, 0], 1) == np.inf  # linear: unbounded
+
+
+def test_unseen_weight_from_a_supremum_only_near_the_data():
+    """The unseen mass's weight is the witness's supremum when that is within log 2 of the largest value seen,
+    else the largest value seen (a far supremum would charge a weight no output came near)."""
+    h_p, h_q = np.array([0.5, 1.0]), np.array([-1.0, 0.0, 0.2])
+    seen = WitnessMoments.from_values(h_p, h_q, "kl").log_unseen_ratio()
+    near = WitnessMoments.from_values(h_p, h_q, "kl", log_weight_bound=1.5)
+    far = WitnessMoments.from_values(h_p, h_q, "kl", log_weight_bound=40.0)
+    assert near.weights_bounded() and not far.weights_bounded()
+    assert near.log_unseen_ratio() == pytest.approx(seen + 0.5) and far.log_unseen_ratio() == seen
