@@ -74,7 +74,7 @@ def gdp_route(rows: Sequence[Row], config: Mapping[str, Any], claims: Sequence[M
             mu = gdp_mu(claim["claim"], delta)
         else:
             continue
-        bound = mu_lower_bound([_targeted(test, mu) for test in tests], confidence)
+        bound = mu_lower_bound([targeted_test(test, mu) for test in tests], confidence)
         epsilon_low = None if delta is None else (gdp_epsilon(bound.mu_low, delta) if bound.mu_low > 0 else 0.0)
         entries.append({
             "label": label, "claim": claim["claim"], "delta": delta, "verdict": claim["verdict"],
@@ -86,7 +86,7 @@ def gdp_route(rows: Sequence[Row], config: Mapping[str, Any], claims: Sequence[M
     return {"assumption": ASSUMPTION, "confidence": confidence, "claims": entries}
 
 
-def _targeted(test: Mapping[str, Any], mu: float) -> dict[str, Any]:
+def targeted_test(test: Mapping[str, Any], mu: float) -> dict[str, Any]:
     """The one stored test whose rank is nearest the symmetric point b = Phi(-mu / 2) of G_mu (the test that
     bounds mu best at the claim): chosen from the claim and n_Q alone, so no error is spent on the others."""
     goal = (1.0 - float(ndtr(-mu / 2.0))) * test["n_q"]
