@@ -95,7 +95,7 @@ def test_logistic_regression_reads_violation_at_default_settings_106():
               "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1.0}],
               "attacks": {"classes": ["linear"], "n_samples": 100}, "run": {"seed": 0, "n_jobs": 1}}
     result = run_audit(config, progress=False)
-    assert result.verdict == "violation"
+    assert result.verdict == "violation", {row.error for row in result.rows}
     assert {row.pair for row in result.rows if row.verdict == "violation"} == {"p2"}  # the new label, only
 
 
