@@ -164,6 +164,11 @@ class DiffprivlibLogisticRegression(DiffprivlibLearner):
     def _library_params(self) -> dict[str, Any]:
         return {key: value for key, value in super()._library_params().items() if key != "labels"}
 
+    @property
+    def one_run_release(self) -> str:
+        """The release is coef_ then intercept_ (when fitted): a linear model (:mod:`audit.one_run_audit`)."""
+        return "coefficients_intercept" if self.params["fit_intercept"] else "coefficients"
+
     def _fit(self, features: np.ndarray, labels: np.ndarray, seed: int) -> np.ndarray:
         public = self.params["labels"]
         if public is not None:  # one public record per label: the classes no longer depend on the data
