@@ -82,7 +82,7 @@ is unbounded: separable samples, and even samples that each repeat one output
 epsilon), get a finite estimate; with no spread to measure, a ``kl`` or
 ``renyi`` estimate of a witness carries a caveat (the staged search counts such a
 witness's separating event instead, chosen before its confirm sample:
-:func:`attacks.staged.event_attack`).
+:func:`attacks.held_out.event_attack`).
 
 ``kl`` and ``renyi`` from the counts of one event (``event``): the attacks of
 the set classes (``threshold``, ``atoms``, ``floatbits``), and a witness

@@ -2,7 +2,7 @@
 
 An audit's statistics are of several kinds: a set's counts and a witness's
 held-out objective (:class:`attacks.estimate.DivergenceEstimate`), a weighted
-mean of several sets' log-ratios (:class:`attacks.staged.PooledEstimate`), a
+mean of several sets' log-ratios (:class:`attacks.held_out.PooledEstimate`), a
 sequential search's spent look (:class:`attacks.sequential.SequentialEstimate`),
 a mean over iid pairs (:class:`audit.on_average.OnAverageEstimate`), a theorem check's measured side
 (:class:`audit.checks.Measurement`) and a mean with normal bounds

@@ -53,16 +53,9 @@ import numpy as np
 
 from attacks.classes import LAYERS, REPRESENTATION, VALUE, parse_function_class
 from attacks.sequential import FIXED, Limits, interval_of, schedule, sequential_search
-from attacks.staged import (
-    MAX_FINALISTS,
-    Draw,
-    StagedResult,
-    StageSizes,
-    Target,
-    confirm_every,
-    later_outputs,
-    staged_search,
-)
+from attacks.budget import StageSizes
+from attacks.candidates import Draw, Target
+from attacks.staged import MAX_FINALISTS, StagedResult, confirm_every, later_outputs, staged_search
 from attacks.vocabulary import DP, divergence_of
 from audit import store
 from audit.checks import check_name, run_check

@@ -13,7 +13,7 @@ corrupted file), not against an attacker, who can recompute the checksum or
 simply rerun the tool.  A torn last line (an interrupted write) is cut off
 before new lines are appended.  The engine (:mod:`audit.engine`)
 writes each unit's records in these lines; its pooled confirm statistic's
-record (:meth:`attacks.staged.PooledEstimate.to_record`) says ``kind = "pooled"``.
+record (:meth:`attacks.held_out.PooledEstimate.to_record`) says ``kind = "pooled"``.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def evidence_from_record(stored: dict) -> Evidence:
     from attacks.anytime_sets import ANYTIME, AnytimeSetEstimate
     from attacks.estimate import DivergenceEstimate
     from attacks.sequential import SEQUENTIAL, SequentialEstimate
-    from attacks.staged import POOLED, PooledEstimate
+    from attacks.held_out import POOLED, PooledEstimate
 
     if stored.get("kind") == SEQUENTIAL:
         return SequentialEstimate.from_record(stored, evidence_from_record)
