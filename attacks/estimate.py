@@ -114,7 +114,7 @@ from attacks import binomial_ratio, paired_ratio
 from attacks.adversary import Adversary, event_objective, witness_objective
 from attacks.budget import train_size
 from attacks.classes import parse_function_class
-from attacks.divergences import variational_bound
+from attacks.divergences import UNSEEN_SHARE, unseen_mass_bound, variational_bound
 from attacks.gdp_route import threshold_tests
 from attacks.event_divergence import event_divergence_bound, event_divergence_ceiling, event_divergence_p_value
 from attacks.vocabulary import DP, IPM, KL, Divergence, divergence_of, parse_divergence
@@ -251,12 +251,35 @@ class DivergenceEstimate:
         return self._inverted_p_value(claim)  # kl, renyi
 
     def ceiling(self, level: float = 0.95) -> float:
-        """The largest lower bound at ``level`` that an event estimate's sample sizes allow (complete separation,
-        :func:`attacks.event_divergence.event_divergence_ceiling`); NaN for the other estimates."""
-        if not self.event:
+        """The largest lower bound at ``level`` that the estimate's sample sizes allow, NaN where none is known.
+
+        No data of these sizes refute a claim at or above it, and it grows only like ln n:
+
+        * an event's ``kl`` or ``renyi`` counts: the bound at complete separation
+          (:func:`attacks.event_divergence.event_divergence_ceiling`);
+        * a ``dp`` attack set's independent counts: the log-ratio bound at
+          k_p = n_p, k_q = 0 (:func:`attacks.binomial_ratio.log_ratio_bound`);
+        * a ``kl`` or ``renyi`` witness: -log u, u = 1 - (0.1 (1 - level))^(1 / n_q)
+          the unseen mass of :func:`attacks.divergences.variational_bound`.  Its
+          lower bound is estimate - log(1 + u r) - z se with log r at least the
+          estimate (r's largest weight is at least the mean weight on P, which
+          gives the objective's term in P: Donsker-Varadhan's mean of h, Renyi's
+          beta log |E_P g|), so the bound is below -log u whatever the data.
+
+        Coupled ``dp`` cells and ``ipm`` get NaN.
+        """
+        kind = divergence_of(self)
+        if self.event:
+            _, n_p, _, n_q = self._counts()
+            return float(event_divergence_ceiling(n_p, n_q, kind, _check_level(level, "level")))
+        if isinstance(kind, DP):
+            if self.coupled or "k_p" not in self.details:
+                return np.nan
+            n_p, n_q = int(self.details["n_p"]), int(self.details["n_q"])
+            return float(binomial_ratio.log_ratio_bound(n_p, n_p, 0, n_q, self.delta, level, lower=True))
+        if not kind.weighted or "n_q" not in self.details:
             return np.nan
-        _, n_p, _, n_q = self._counts()
-        return float(event_divergence_ceiling(n_p, n_q, divergence_of(self), _check_level(level, "level")))
+        return float(-np.log(unseen_mass_bound(int(self.details["n_q"]), UNSEEN_SHARE * (1.0 - level))))
 
     def _inverted_p_value(self, claim: float) -> float:
         """The error rate 1 - level at which :meth:`lower_bound` equals ``claim`` (it grows with the rate)."""

@@ -87,6 +87,11 @@ class NormalEstimate:
             return 1.0
         return float(ndtr((claim - self.estimate) / self.standard_error))  # the normal's survival function
 
+    def ceiling(self, level: float = 0.95) -> float:
+        """NaN: no bound is known that the sample sizes of a normal estimate cap (unlike counts' or a witness's,
+        :meth:`attacks.estimate.DivergenceEstimate.ceiling`)."""
+        return math.nan
+
     def to_record(self) -> dict[str, Any]:
         """Plain JSON: ``kind = "normal"``, the estimate, its standard error and caveat."""
         return dict(kind=NORMAL, estimate=float(self.estimate), standard_error=float(self.standard_error),

@@ -53,7 +53,7 @@ def line_checksum(line: dict[str, Any]) -> str:
 def read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, Evidence | None]]:
     """The records of ``tasks.jsonl``, marked ``resumed``, and their estimates; a torn last line is cut off the file.
 
-    Every other line must decode, carry this plan's hash (:func:`audit.plan.plan_hash`)
+    Every other line must decode, carry this plan's hash (:func:`audit.engine.plan_hash`)
     and a matching :func:`line_checksum`, else the resume is refused (``ValueError``).
     """
     records: dict[str, dict] = {}

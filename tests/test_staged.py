@@ -30,7 +30,7 @@ from attacks.divergences import tail_count
 from audit.config import ConfigError, load_config
 from audit.mechanisms import make_mechanism
 from audit.neighbours import make_pairs
-from audit.engine import pair_sampler
+from audit.sampling import SamplingError, pair_sampler
 from audit.theory.bounds import laplace_kl, laplace_renyi
 
 LEVEL = 0.95
@@ -520,6 +520,6 @@ def test_a_pair_whose_probe_failed_is_not_sampled_again():
     pairs = make_pairs(None, mechanism, np.random.default_rng(0))
     drawn = []
     sample = pair_sampler(None, pairs, 0, False, on_outputs=drawn.append, failed={pairs[0].name: "probe: hung"})
-    with pytest.raises(audit.engine.SamplingError, match="probe: hung"):
+    with pytest.raises(SamplingError, match="probe: hung"):
         sample(0, 500, "screen", 0)
     assert drawn == [500]
