@@ -255,23 +255,14 @@ class DivergenceEstimate:
         return self._inverted_p_value(claim)  # kl, renyi
 
     def ceiling(self, level: float = 0.95) -> float:
-        """The largest lower bound at ``level`` that the estimate's sample sizes allow, NaN where none is known.
-
-        No data of these sizes refute a claim at or above it, and it grows only like ln n:
-
-        * an event's ``kl`` or ``renyi`` counts: the bound at complete separation
-          (:func:`attacks.event_divergence.event_divergence_ceiling`);
-        * a ``dp`` attack set's independent counts: the log-ratio bound at
-          k_p = n_p, k_q = 0 (:func:`attacks.binomial_ratio.log_ratio_bound`);
-        * a ``kl`` or ``renyi`` witness: -log u, u = 1 - (0.1 (1 - level))^(1 / n_q)
-          the unseen mass of :func:`attacks.divergences.variational_bound`.  Its
-          lower bound is estimate - log(1 + u r) - z se with log r at least the
-          estimate (r's largest weight is at least the mean weight on P, which
-          gives the objective's term in P: Donsker-Varadhan's mean of h, Renyi's
-          beta log |E_P g|), so the bound is below -log u whatever the data.
-
-        Coupled ``dp`` cells and ``ipm`` get NaN.
-        """
+        """The largest lower bound at ``level`` the sample sizes allow (no data of these sizes refute a claim at or
+        above it; it grows like ln n), NaN where none is known (coupled ``dp`` cells, ``ipm``): an event's ``kl`` or
+        ``renyi`` counts, the bound at complete separation (:func:`attacks.event_divergence.event_divergence_ceiling`);
+        a ``dp`` set's independent counts, the log-ratio bound at k_p = n_p, k_q = 0
+        (:func:`attacks.binomial_ratio.log_ratio_bound`); a ``kl`` or ``renyi`` witness, -log u with
+        u = 1 - (0.1 (1 - level))^(1 / n_q) the unseen mass of :func:`attacks.divergences.variational_bound`: its
+        bound estimate - log(1 + u r) - z se, log r at least the estimate (r's largest weight is at least the mean
+        weight on P), stays below -log u whatever the data."""
         kind = divergence_of(self)
         if self.event:
             _, n_p, _, n_q = self._counts()
