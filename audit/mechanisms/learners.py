@@ -27,10 +27,9 @@ from scipy import special
 
 from audit.dataset_distance import RecordNeighbours
 from audit.mechanisms.base import BaseMechanism
-from audit.mechanisms.builtin import positive_int
 from audit.theory.table import SubsampledGaussianSteps
 from audit.theory.tradeoff import gdp_epsilon
-from audit.validation import check_positive, is_number
+from audit.validation import check_positive, is_number, positive_int
 
 Pair = tuple[np.ndarray, np.ndarray]
 

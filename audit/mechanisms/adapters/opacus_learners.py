@@ -41,8 +41,7 @@ from typing import Any
 import numpy as np
 
 from audit.mechanisms.adapters.library import LibraryAdapter, LibraryClaim
-from audit.mechanisms.builtin import positive_int
-from audit.validation import check_positive, is_number
+from audit.validation import check_positive, is_number, positive_int
 
 RELEASES = ("parameters", "canary_loss")
 """What a run releases."""
