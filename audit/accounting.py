@@ -4,17 +4,8 @@ A ``[[claims]]`` entry with ``accountant = "rdp"`` or ``"pld"`` and no
 ``epsilon`` states its epsilon as the accountant computes it at the entry's
 ``delta`` for T = ``steps`` steps of the Poisson-subsampled Gaussian
 mechanism with sampling rate q = ``sampling_rate`` and noise multiplier
-z = ``noise_multiplier`` (noise standard deviation over the sensitivity):
-
-* ``rdp``: Renyi DP of the subsampled Gaussian (Mironov, Talwar and Zhang,
-  "Renyi differential privacy of the sampled Gaussian mechanism", 2019),
-  composed over T steps and converted to (epsilon, delta) (dp_accounting's
-  ``RdpAccountant``);
-* ``pld``: the privacy loss distribution composed numerically (Koskela,
-  Jalko and Honkela 2020; dp_accounting's ``PLDAccountant``), tighter.
-
-At q = 1 both read T full-batch Gaussian steps, which are exactly
-(sqrt(T) / z)-GDP (Dong, Roth and Su 2022, Cor. 3.3).  Fields the entry does
+z = ``noise_multiplier`` (noise standard deviation over the sensitivity), by
+dp_accounting's RDP or PLD accountant (:mod:`audit.theory.accountants`).  Fields the entry does
 not give come from a learner that states them
 (:meth:`audit.mechanisms.learners.DPGradientDescent.training_parameters`,
 and the Opacus adapter's), so its claim is the accountant's.  The computed epsilon is written into the
@@ -25,63 +16,15 @@ source (:func:`claim_source`).  dp_accounting is the optional extra
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from attacks.vocabulary import DP, divergence_kind
 from audit.fields import ConfigError, number, one_line, required
-from audit.mechanisms.base import install_hint
+from audit.theory.accountants import ACCOUNTANTS, accountant_epsilon, composed_accountant
 
-ACCOUNTANTS = ("rdp", "pld")
-"""dp_accounting's accountants a claim can name."""
 TRAINING_FIELDS = ("noise_multiplier", "sampling_rate", "steps")
 """The training parameters an accountant claim reads (from the entry, else from the mechanism)."""
-PLD_DISCRETIZATION = 1e-4
-"""The PLD accountant's value discretization interval (dp_accounting's default)."""
-
-
-def accountant_epsilon(accountant: str, noise_multiplier: float, sampling_rate: float, steps: int,
-                       delta: float) -> float:
-    """The accountant's epsilon at ``delta`` for ``steps`` Poisson-subsampled Gaussian steps (module docstring).
-
-    Raises
-    ------
-    ImportError
-        dp_accounting is not installed (the message names the extra).
-    ValueError
-        A parameter out of range: noise_multiplier > 0, sampling_rate in (0, 1], steps >= 1, delta in (0, 1).
-    """
-    if accountant not in ACCOUNTANTS:
-        raise ValueError(f"accountant must be one of {', '.join(map(repr, ACCOUNTANTS))}. Found {accountant!r}.")
-    if not (math.isfinite(noise_multiplier) and noise_multiplier > 0):
-        raise ValueError(f"noise_multiplier must be a number > 0. Found {noise_multiplier!r}.")
-    if not 0.0 < sampling_rate <= 1.0:
-        raise ValueError(f"sampling_rate must be in (0, 1]. Found {sampling_rate!r}.")
-    if int(steps) != steps or steps < 1:
-        raise ValueError(f"steps must be a whole number >= 1. Found {steps!r}.")
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"an accountant claim needs delta in (0, 1), e.g. delta = 1e-5. Found {delta!r}.")
-    return float(_composed(accountant, noise_multiplier, sampling_rate, steps).get_epsilon(delta))
-
-
-def _composed(accountant: str, noise_multiplier: float, sampling_rate: float, steps: int) -> Any:
-    """dp_accounting's ``accountant`` ("rdp" or "pld") with ``steps`` Poisson-subsampled Gaussian steps composed."""
-    try:
-        from dp_accounting import dp_event
-        from dp_accounting.pld import pld_privacy_accountant
-        from dp_accounting.rdp import rdp_privacy_accountant
-    except ImportError as error:
-        raise ImportError(f"accountant claims need dp_accounting; {install_hint('accounting')} ({error}).") from None
-    step = dp_event.GaussianDpEvent(noise_multiplier)
-    if sampling_rate < 1.0:
-        step = dp_event.PoissonSampledDpEvent(sampling_rate, step)
-    account = (rdp_privacy_accountant.RdpAccountant() if accountant == "rdp"
-               else pld_privacy_accountant.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION))
-    account.compose(dp_event.SelfComposedDpEvent(step, int(steps)))
-    return account
-
-
 def pld_profile_claim(parameters: Mapping[str, float], d_in: int, epsilons: Sequence[float] | None = None) -> Any:
     """dp_accounting's PLD privacy profile of a training run as a ``profile`` claim (``[[claims]] from = "library"``).
 
@@ -101,7 +44,7 @@ def pld_profile_claim(parameters: Mapping[str, float], d_in: int, epsilons: Sequ
     if d_in != 1:
         raise ValueError(f"dp_accounting's privacy profile is stated for neighbours one record apart; the pairs are "
                          f"at d_in = {d_in}: give neighbours (distance = 1).")
-    account = _composed("pld", *(float(parameters[field]) for field in TRAINING_FIELDS[:2]), int(parameters["steps"]))
+    account = composed_accountant("pld", *(float(parameters[field]) for field in TRAINING_FIELDS[:2]), int(parameters["steps"]))
     grid = list(epsilons) if epsilons else [x * float(account.get_epsilon(PROFILE_DELTA)) for x in PROFILE_EPSILONS]
     deltas = [min(float(account.get_delta(epsilon)), 0.999) for epsilon in grid]
     points = ", ".join(f"({e:.4g}, {d:.3g})" for e, d in zip(grid, deltas))

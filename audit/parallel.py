@@ -92,7 +92,7 @@ def run_spec(table: Mapping[str, Any]) -> RunSpec:
     values = {entry.name: value(table, entry, f"run.{entry.name}") for entry in RUN.fields}
     needs = BACKENDS[values["backend"]]
     if needs is not None and importlib.util.find_spec(needs[0]) is None:
-        from audit.mechanisms.base import install_hint
+        from audit.validation import install_hint
 
         raise ConfigError(
             f"run.backend: {values['backend']!r} needs the {needs[0]!r} package, which is not installed; "

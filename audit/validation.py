@@ -64,3 +64,12 @@ def positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer. Found {value!r}.")
     return int(value)
+
+
+def install_hint(extra: str) -> str:
+    """How to install capaudit's optional dependency group ``extra``.
+
+    capaudit is installed from a checkout (it is not on a package index), so
+    the hint names the extra and the command that works in a checkout.
+    """
+    return f'install the extra capaudit[{extra}]: pip install ".[{extra}]" in a capaudit checkout'

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from audit import run_audit
-from audit.accounting import accountant_epsilon, claim_source
+from audit.accounting import claim_source
+from audit.theory.accountants import accountant_epsilon
 from audit.config import ConfigError, load_config
 from audit.mechanisms import make_mechanism
 from audit.theory.tradeoff import gdp_epsilon

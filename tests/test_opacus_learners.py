@@ -85,7 +85,7 @@ def audit_config(noise_multiplier: float, claim: dict) -> dict:
 
 def test_the_claim_is_the_accountants_for_the_parameters_the_run_states():
     pytest.importorskip("dp_accounting")
-    from audit.accounting import accountant_epsilon
+    from audit.theory.accountants import accountant_epsilon
     from audit.config import load_config
 
     loaded = load_config(audit_config(2.0, ACCOUNTED))
@@ -99,7 +99,7 @@ def test_a_claim_from_the_library_is_opacus_accountants_epsilon_at_the_claims_de
     pytest.importorskip("dp_accounting")
     import importlib.metadata
 
-    from audit.accounting import accountant_epsilon
+    from audit.theory.accountants import accountant_epsilon
     from audit.config import load_config
 
     config = audit_config(2.0, {"from": "library", "delta": 1e-5})

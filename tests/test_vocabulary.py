@@ -18,6 +18,9 @@ from attacks.vocabulary import (
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PARSERS = {"attacks/vocabulary.py"}
 """Where divergence names may be compared: the vocabulary itself (the config parser reads them as its types too)."""
+LIBRARY_NAMES = {"audit/mechanisms/adapters/opacus_learners.py": 1}
+"""Files that list a library's own names which coincide with a divergence name, and how many such lines: Opacus's
+accountants ("gdp" is its GaussianAccountant, a parameter value passed to Opacus, not a claim)."""
 NAMES = set(DIVERGENCES) | set(FAMILIES) | {"tv"}
 """Names compared nowhere else (``alpha``, the f-divergence's name, is also a field name and is left out)."""
 
@@ -183,6 +186,10 @@ def test_divergence_names_are_compared_only_where_config_text_is_parsed():
                 for package in ("audit", "attacks") for path in sorted((ROOT / package).rglob("*.py"))
                 if str(path.relative_to(ROOT)) not in PARSERS
                 for line, what in name_comparisons(path.read_text())]
+    for path, lines in LIBRARY_NAMES.items():
+        listed = [offence for offence in offences if offence.startswith(path + ":")]
+        assert len(listed) == lines, listed
+        offences = [offence for offence in offences if offence not in listed]
     assert not offences, "switch on attacks.vocabulary's types instead:\n" + "\n".join(offences)
 
 

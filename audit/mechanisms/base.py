@@ -24,15 +24,6 @@ import numpy as np
 from audit.errors import MechanismError
 from audit.structure import StructureEncoder, output_array
 
-def install_hint(extra: str) -> str:
-    """How to install capaudit's optional dependency group ``extra``.
-
-    capaudit is installed from a checkout (it is not on a package index), so
-    the hint names the extra and the command that works in a checkout.
-    """
-    return f'install the extra capaudit[{extra}]: pip install ".[{extra}]" in a capaudit checkout'
-
-
 Pair = tuple[np.ndarray, np.ndarray]
 """A neighbouring pair of datasets (d, d')."""
 

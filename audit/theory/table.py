@@ -199,7 +199,7 @@ def _last_iterate(law: SubsampledGaussianSteps, alpha=None) -> float:
 
 def _composition(law: SubsampledGaussianSteps, alpha=None) -> float | None:
     """dp_accounting's PLD epsilon of the T steps at ``law.delta``; None without dp_accounting."""
-    from audit.accounting import accountant_epsilon  # the optional extra, read only for this law
+    from audit.theory.accountants import accountant_epsilon  # the optional extra, read only for this law
 
     try:
         return accountant_epsilon("pld", law.noise_multiplier, law.sampling_rate, law.steps, law.delta)

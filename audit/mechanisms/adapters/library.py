@@ -20,7 +20,8 @@ from joblib import Parallel, delayed
 from scipy import stats
 
 from audit.dataset_distance import RecordNeighbours
-from audit.mechanisms.base import BaseMechanism, install_hint
+from audit.mechanisms.base import BaseMechanism
+from audit.validation import install_hint
 from audit.theory.table import GaussianShift, LaplaceShift
 
 CHUNK_SIZE = 16384
