@@ -100,10 +100,10 @@ ROUND_STRIDE = 1_000_000
 """Round r's chunk k of a stage is drawn as chunk ``r * ROUND_STRIDE + k`` (fresh outputs every round)."""
 REUSED_STAGES = ("screen", "train")
 """The stages of a round that take the pilot rounds' outputs of their pair before fresh ones (:class:`PilotOutputs`):
-the pilots' outputs are not lost to a bug they miss, so the rounds up to 4 000 x 4^k draw 4 000 x 4^k outputs per
-dataset of a pair in all, as the rounds of the versions before the pilots did (without it numpy's textbook Laplace
-at epsilon 0.1 drew 8 770 outputs in place of 8 000 and svt_5 35 764 in place of 29 600,
-benchmarks/bench_anytime.py)."""
+the pilots' outputs are not lost to a bug they miss: with one pair, the rounds up to 4 000 draw 4 000 outputs per
+dataset in all, and each larger round 1 000 fewer than its budget, so that no bug costs more outputs than in the
+versions before the pilots, whose first round was of 4 000 (with fresh outputs only, numpy's textbook Laplace at
+epsilon 0.1 drew 8 770 outputs in place of 8 000 and svt_5 35 764 in place of 29 600, benchmarks/bench_anytime.py)."""
 POWER = 0.8
 """The probability with which a decided pass would have detected an excess of the tolerance."""
 PASS_BUDGET = 256_000
@@ -370,7 +370,7 @@ def sequential_search(sample: Sampler, n_pairs: int, target: Target, claim: floa
         sizes = StageSizes.from_budget(budget, shares)
         on_round(sizes)
         round_start, before = time.perf_counter(), drawn
-        pilots.rewind()
+        pilots.next_round()
 
         def round_sample(pair: int, n: int, stage: str, index: int, r=r, pilot=budget < PILOT_BELOW) -> Draw:
             nonlocal drawn
@@ -429,16 +429,20 @@ class PilotOutputs:
 
     def __init__(self):
         self.kept: dict[int, list[Draw]] = {}
+        self.new: dict[int, list[Draw]] = {}
         self.served: dict[int, int] = {}
         self.lock = threading.Lock()
 
-    def rewind(self) -> None:
-        """A new round: every kept output may be served again."""
-        self.served = {}
+    def next_round(self) -> None:
+        """A new round: the outputs kept in the last one join the others, and every one may be served again."""
+        for pair, draws in self.new.items():
+            self.kept.setdefault(pair, []).extend(draws)
+        self.new, self.served = {}, {}
 
     def keep(self, pair: int, samples: Draw) -> None:
+        """Keep a pilot round's fresh outputs for the rounds after it (never served in their own round)."""
         with self.lock:
-            self.kept.setdefault(pair, []).append(samples)
+            self.new.setdefault(pair, []).append(samples)
 
     def take(self, pair: int, n: int) -> Draw | None:
         """Up to ``n`` kept outputs of the pair not served yet in this round (None when there are none)."""
