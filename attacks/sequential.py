@@ -2,10 +2,12 @@
 
 An audit without ``n_samples`` runs the staged search of
 :mod:`attacks.staged` in *rounds*: round r is a whole search (screen, train,
-check, confirm) on fresh outputs with a budget of ``first * RATIO ** r``
-outputs per dataset of a pair, so the confirm sample *and* the search
-stages grow by RATIO from one round to the next (a rare event the first
-screen could not see is found by a later one).  After each round (a
+check, confirm) with a budget of ``first * RATIO ** r`` outputs per dataset
+of a pair, so the confirm sample *and* the search stages grow by RATIO from
+one round to the next (a rare event the first screen could not see is found
+by a later one).  Its check and confirm samples are fresh; its screen and
+train stages take the pilot rounds' outputs of their pair first
+(:class:`PilotOutputs`), so the pilots cost a bug they miss no outputs.  After each round (a
 *look*) the claim is
 
 * a **violation** when the round's confirm p-value, spent at the round's
