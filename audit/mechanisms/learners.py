@@ -120,6 +120,8 @@ class DPGradientDescent(BaseMechanism):
     privacy_claim = "mu-GDP, mu = sqrt(T) C_sens / (sigma C) (Dong, Roth and Su 2022, Cor. 3.3)"
     canary_norm = 100.0
     """The canary's feature norm, in units of C: its gradient at theta = 0 has norm canary_norm C / 2 >> C."""
+    one_run_release = "coefficients"
+    """The release starts with the linear model's k coefficients (:mod:`audit.one_run_audit`)."""
 
     def __init__(
         self, mu: float | None = None, sigma: float | None = None, steps: int = 10, learning_rate: float = 0.1,

@@ -133,6 +133,11 @@ class DiffprivlibLogisticRegression(DiffprivlibLearner):
                          fit_intercept=fit_intercept, n_jobs=n_jobs)
         self._check_params()
 
+    @property
+    def one_run_release(self) -> str:
+        """The release is coef_ then intercept_ (when fitted): a linear model (:mod:`audit.one_run_audit`)."""
+        return "coefficients_intercept" if self.params["fit_intercept"] else "coefficients"
+
     def _fit(self, features: np.ndarray, labels: np.ndarray, seed: int) -> np.ndarray:
         model = self._estimator(seed).fit(features, labels)
         return np.r_[np.ravel(model.coef_), np.ravel(model.intercept_)]
