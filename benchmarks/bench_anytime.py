@@ -58,7 +58,8 @@ CASES = [
          ("bench_defaults.jsonl", "exact-answer leak 0.2 %")),
     Case("numpy's textbook Laplace, 0.1", "textbook_laplace", {"epsilon": 0.1}, 0.1, "violation",
          ("bench_defaults.jsonl", "numpy's textbook Laplace")),
-    Case("noisy_hist_2", "noisy_hist_2", {"epsilon": 0.1}, 0.1, "violation", ("bench_sequential_rounds.jsonl", "noisy_hist_2")),
+    Case("noisy_hist_2", "noisy_hist_2", {"epsilon": 0.1}, 0.1, "violation",
+         ("bench_sequential_rounds.jsonl", "noisy_hist_2")),
     Case("svt_5", "svt_5", {"epsilon": 0.1}, 0.1, "violation", ("bench_sequential_rounds.jsonl", "svt_5")),
     Case("svt_3", "svt_3", {"epsilon": 0.1}, 0.1, "violation", ("bench_sequential_rounds.jsonl", "svt_3")),
     Case("correct 1-DP Laplace, claim 1.5", "snapping_laplace", {"epsilon": 1.0}, 1.5, "pass",
@@ -121,8 +122,8 @@ def main() -> None:
         "`PYTHONPATH=. python benchmarks/bench_anytime.py` (benchmarks/bench_anytime.py; every audit is a line of "
         f"`{path.name}`). Claim dp / all, every other setting at its default (sequential: no `n_samples`); outputs: "
         "results.json `outputs_drawn` of the search that decided; before: the median of the same audits in "
-        "`bench_defaults.jsonl` / `bench_sequential_rounds.jsonl` (rounds from 4 000 outputs per dataset, each confirmed "
-        "at its end; the number of seeds in brackets); interval: results.json `interval` of that row over the "
+        "`bench_defaults.jsonl` / `bench_sequential_rounds.jsonl` (rounds from 4 000 outputs per dataset, each "
+        "confirmed at its end; the number of seeds in brackets); interval: results.json `interval` of that row over the "
         "seeds (`betting CS`: stopped at a look of a confirm confidence sequence).", "",
         tabulate(rows, headers=["case", "claim", "verdicts", "outputs before (median)", "outputs after (median)",
                                 "after (max)", "interval", "seconds (median)"],

@@ -196,7 +196,8 @@ def write_tables(records: Records, out: Path, command: str) -> str:
                  disable_numparse=True), "",
         "Code each record ran (`commit` of its record; records without one predate the field): "
         + "; ".join(f"{c}: {', '.join(sorted(rows))}" for c, rows in sorted(commits.items())) + ".", "",
-        f"Machine: {'; '.join(machines)} (shared with other jobs; run with `nice -n 5`, run.n_jobs 1).", "",
+        f"Machine: {'; '.join(machines)} (shared with other jobs; run with `nice -n 5`, since issue 34 "
+        "`nice -n 10`; run.n_jobs 1).", "",
     ])
     out.write_text(text)
     return text
