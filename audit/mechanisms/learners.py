@@ -26,6 +26,7 @@ from scipy import special
 
 from audit.mechanisms.base import BaseMechanism
 from audit.mechanisms.builtin import positive_int
+from audit.theory.table import SubsampledGaussianSteps
 from audit.theory.tradeoff import gdp_epsilon
 from audit.validation import check_positive, is_number
 
@@ -201,6 +202,16 @@ class DPGradientDescent(BaseMechanism):
         bound = f"at most (Poisson sampling at q = {self.sampling_rate:g} amplifies it) " * (self.sampling_rate < 1)
         return (f"{claim}{bound}{self.true_mu:.4g}-GDP over {self.neighbours} neighbours: "
                 f"({gdp_epsilon(self.true_mu, DELTA):.4g}, {DELTA:g})-DP")
+
+    @property
+    def theory_law(self) -> SubsampledGaussianSteps | Any:
+        """Under ``add_remove`` neighbours and when DP: the T steps at rate q of noise multiplier sqrt(T) / true_mu
+        (the linear class's last-iterate heuristic, every class's composition; :mod:`audit.theory.table`), read
+        at delta :data:`DELTA` unless an audit gives its own.  Otherwise the base class's (a pure-DP epsilon
+        when known)."""
+        if self.true_mu is None or self.neighbours != "add_remove":
+            return super().theory_law
+        return SubsampledGaussianSteps(self.steps, self.sampling_rate, math.sqrt(self.steps) / self.true_mu, DELTA)
 
     def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         features, labels = self._records(dataset)
