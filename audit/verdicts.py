@@ -112,8 +112,6 @@ from typing import Any
 import numpy as np
 
 from attacks.classes import LAYERS
-from attacks.divergences import UNSEEN_SHARE, unseen_mass_bound
-from attacks.vocabulary import DP, KL, Renyi, divergence_kind
 from audit.schema import Row
 
 EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
@@ -322,43 +320,16 @@ def _row_detectable_excess(row: Row, level: float, ceiling: float) -> float:
 
 
 def row_ceiling(row: Row, confidence: float) -> float:
-    """The largest lower bound at ``confidence`` that the row's sample sizes allow, NaN where none is known.
+    """The largest lower bound at ``confidence`` that the row's sample sizes allow, NaN where none is known: its
+    evidence's ``ceiling`` (:meth:`attacks.estimate.DivergenceEstimate.ceiling`: an event's counts, a ``dp`` set's
+    independent counts, a ``kl`` or ``renyi`` witness; a sequential search's look at its spent confidence).
 
     No data of these sizes refute a claim at or above it (Holm never tests a
-    row at a level more lenient than ``1 - confidence``), and it grows only
-    like ln n:
-
-    * an event's ``kl`` or ``renyi`` counts: the bound at complete separation
-      (:meth:`attacks.estimate.DivergenceEstimate.ceiling`);
-    * a ``dp`` attack set's independent counts: the log-ratio bound at
-      k_p = n_p, k_q = 0 (:func:`attacks.binomial_ratio.log_ratio_bound`);
-    * a ``kl`` or ``renyi`` witness: -log u, u = 1 - (0.1 (1 - confidence))^(1 / n_q)
-      the unseen mass of :func:`attacks.divergences.variational_bound`.  Its
-      lower bound is estimate - log(1 + u r) - z se with log r at least the
-      estimate (r's largest weight is at least the mean weight on P, which
-      gives the objective's term in P: Donsker-Varadhan's mean of h, Renyi's
-      beta log |E_P g|), so the bound is below -log u whatever the data.
-
-    Other evidence (pooled or sequential estimates, coupled ``dp`` cells, ``ipm``) gets NaN.
+    row at a level more lenient than ``1 - confidence``).  Other evidence
+    (pooled estimates, coupled ``dp`` cells, ``ipm``, on-average rows) gets NaN.
     """
-    evidence = row.evidence
-    details = getattr(evidence, "details", None)
-    if not isinstance(details, dict) or divergence_kind(row.divergence) not in (KL, Renyi, DP):
-        return math.nan
-    if getattr(evidence, "event", False):
-        return float(evidence.ceiling(confidence))
-    spent = getattr(evidence, "spent", None)  # a sequential search's look, judged at its spent confidence
-    confidence = spent(confidence) if callable(spent) else confidence
-    if divergence_kind(row.divergence) is DP:
-        if getattr(evidence, "coupled", True) or "k_p" not in details:
-            return math.nan
-        from attacks.binomial_ratio import log_ratio_bound  # scipy.stats, loaded only when a dp row is judged
-
-        n_p, n_q = int(details["n_p"]), int(details["n_q"])
-        return float(log_ratio_bound(n_p, n_p, 0, n_q, row.delta, confidence, lower=True))
-    if "n_q" not in details:
-        return math.nan
-    return float(-math.log(unseen_mass_bound(int(details["n_q"]), UNSEEN_SHARE * (1.0 - confidence))))
+    ceiling = getattr(row.evidence, "ceiling", None)
+    return float(ceiling(confidence)) if callable(ceiling) else math.nan
 
 
 def separated(row: Row) -> bool:

@@ -37,8 +37,10 @@ from attacks.sequential import (
     smallest_budget,
     spending_weights,
 )
-from attacks.budget import STAGES
-from attacks.staged import StageSizes, Target, count_estimate, later_outputs, witness_estimate
+from attacks.budget import STAGES, StageSizes
+from attacks.candidates import Target
+from attacks.held_out import count_estimate, witness_estimate
+from attacks.staged import later_outputs
 from attacks.witness_moments import WitnessMoments
 from audit import run_audit
 from audit.theory.bounds import laplace_linear_kl, laplace_renyi
