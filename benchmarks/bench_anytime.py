@@ -8,10 +8,12 @@ Each case is a default audit (no ``n_samples``: the sequential search of
 0..N-1: the cases of benchmarks/bench_defaults.py that need no extra library
 and the cheaper buggy built-ins of benchmarks/bench_sequential.py (epsilon 0.1
 claimed 0.1).  "Before" is the median outputs of the same audits in those
-benchmarks' records (``bench_defaults.jsonl``, ``bench_sequential.jsonl``:
-rounds of 4 000 x 4^r outputs per dataset, each confirmed at its end);
+benchmarks' records (``bench_defaults.jsonl``; ``bench_sequential_rounds.jsonl``, the sequential
+records of bench_sequential.py before the pilot rounds: rounds of 4 000 x 4^r outputs per dataset, each
+confirmed at its end);
 "after" is this code's: pilot rounds of 250 and 1 000 outputs per dataset
-first, the confirm samples of the rounds up to 4 000 read after each batch by
+first (their outputs served again to the later rounds' screen and train
+stages), the confirm samples of the rounds up to 4 000 read after each batch by
 betting confidence sequences.  Outputs: results.json
 ``outputs_drawn`` of the last row (the search that decided, both datasets,
 every pair, stage and round); ``interval``: the interval of that row.  Each
@@ -56,9 +58,10 @@ CASES = [
          ("bench_defaults.jsonl", "exact-answer leak 0.2 %")),
     Case("numpy's textbook Laplace, 0.1", "textbook_laplace", {"epsilon": 0.1}, 0.1, "violation",
          ("bench_defaults.jsonl", "numpy's textbook Laplace")),
-    Case("noisy_hist_2", "noisy_hist_2", {"epsilon": 0.1}, 0.1, "violation", ("bench_sequential.jsonl", "noisy_hist_2")),
-    Case("svt_5", "svt_5", {"epsilon": 0.1}, 0.1, "violation", ("bench_sequential.jsonl", "svt_5")),
-    Case("svt_3", "svt_3", {"epsilon": 0.1}, 0.1, "violation", ("bench_sequential.jsonl", "svt_3")),
+    Case("noisy_hist_2", "noisy_hist_2", {"epsilon": 0.1}, 0.1, "violation",
+         ("bench_sequential_rounds.jsonl", "noisy_hist_2")),
+    Case("svt_5", "svt_5", {"epsilon": 0.1}, 0.1, "violation", ("bench_sequential_rounds.jsonl", "svt_5")),
+    Case("svt_3", "svt_3", {"epsilon": 0.1}, 0.1, "violation", ("bench_sequential_rounds.jsonl", "svt_3")),
     Case("correct 1-DP Laplace, claim 1.5", "snapping_laplace", {"epsilon": 1.0}, 1.5, "pass",
          ("bench_defaults.jsonl", "correct 1-DP Laplace, claim 1.5")),
 ]
@@ -119,8 +122,8 @@ def main() -> None:
         "`PYTHONPATH=. python benchmarks/bench_anytime.py` (benchmarks/bench_anytime.py; every audit is a line of "
         f"`{path.name}`). Claim dp / all, every other setting at its default (sequential: no `n_samples`); outputs: "
         "results.json `outputs_drawn` of the search that decided; before: the median of the same audits in "
-        "`bench_defaults.jsonl` / `bench_sequential.jsonl` (rounds from 4 000 outputs per dataset, each confirmed "
-        "at its end; the number of seeds in brackets); interval: results.json `interval` of that row over the "
+        "`bench_defaults.jsonl` / `bench_sequential_rounds.jsonl` (rounds from 4 000 outputs per dataset, each "
+        "confirmed at its end; the number of seeds in brackets); interval: results.json `interval` of that row over the "
         "seeds (`betting CS`: stopped at a look of a confirm confidence sequence).", "",
         tabulate(rows, headers=["case", "claim", "verdicts", "outputs before (median)", "outputs after (median)",
                                 "after (max)", "interval", "seconds (median)"],

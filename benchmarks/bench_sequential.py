@@ -131,14 +131,23 @@ def median(values: list[float], form: str = ",.0f") -> str:
     return format(statistics.median(values), form) if values else "-"
 
 
+ROUNDS = "bench_sequential_rounds.jsonl"
+"""The sequential records before the pilot rounds (rounds of 4 000 x 4^k outputs per dataset, each confirmed at its
+end), beside the same file as the records: the column "before the pilots"."""
+
+
 def mechanism_row(records: Records, name: str, seeds: list[int]) -> list[str]:
     sequential = [records.done[name, seed, None] for seed in seeds]
+    rounds = Records(records.path.with_name(ROUNDS)).done
+    earlier = [rounds[name, seed, None] for seed in seeds if (name, seed, None) in rounds]
     fixed = [records.fixed_to_violation(name, seed) for seed in seeds]
     former = [records.caught(name, seed, FORMER_DEFAULT) for seed in seeds]
     missed = [record["stop"] for record in sequential if record["verdict"] != "violation"]
     cells = [name, median([r["outputs"] for r in sequential if r["verdict"] == "violation"]),
              f"{len(seeds) - len(missed)}/{len(seeds)}", median([r["seconds"] for r in sequential], ".0f"),
-             ", ".join(f"{missed.count(stop)} {stop}" for stop in sorted(set(missed))) or "-"]
+             ", ".join(f"{missed.count(stop)} {stop}" for stop in sorted(set(missed))) or "-",
+             median([r["outputs"] for r in earlier if r["verdict"] == "violation"]),
+             f"{sum(r['verdict'] == 'violation' for r in earlier)}/{len(earlier)}"]
     for runs in (fixed, former):
         cells += [median([n for caught, n in runs if caught]), f"{sum(c for c, _ in runs)}/{len(seeds)}"]
     return cells
@@ -169,11 +178,14 @@ def write_tables(records: Records, out: Path, command: str) -> str:
         "machine" + (f"; the buggy mechanisms' sequential audits ran with `[run] max_seconds` = "
                      f"{' / '.join(f'{limit:g}' for limit in limits)}, so that the load of the shared machine did not "
                      "stop them" if limits else "") + "). Outputs drawn: results.json `outputs_drawn` (every pair, dataset, stage and round), median over "
-        "the seeds caught; seconds: median wall time of the sequential audits. Fixed: the smallest `n_samples` of "
+        "the seeds caught; seconds: median wall time of the sequential audits. Before the pilot rounds: the same "
+        f"sequential audits before the pilot rounds (`{ROUNDS}`: rounds of 4,000 x 4^k outputs per dataset, each "
+        "confirmed at its end; a seed recorded twice counts its last record). Fixed: the smallest `n_samples` of "
         f"{', '.join(f'{b:,}' for b in FIXED_BUDGETS)} whose audit reads violation, per seed (an oracle; tried "
         f"smallest first); and the fixed design at the former default n_samples = {FORMER_DEFAULT:,}.", "",
         tabulate(rows, headers=["mechanism", "sequential: outputs to violation", "caught", "sequential: seconds",
-                                "sequential missed: stop", "fixed (oracle budget): outputs", "caught",
+                                "sequential missed: stop", "before the pilot rounds: outputs", "caught",
+                                "fixed (oracle budget): outputs", "caught",
                                 f"fixed n_samples {FORMER_DEFAULT:,}: outputs", "caught"],
                  tablefmt="github", disable_numparse=True), "",
         f"Correct mechanism to PASS (sequential, default limits): outputs and seconds over the seeds that pass; "
@@ -184,7 +196,8 @@ def write_tables(records: Records, out: Path, command: str) -> str:
                  disable_numparse=True), "",
         "Code each record ran (`commit` of its record; records without one predate the field): "
         + "; ".join(f"{c}: {', '.join(sorted(rows))}" for c, rows in sorted(commits.items())) + ".", "",
-        f"Machine: {'; '.join(machines)} (shared with other jobs; run with `nice -n 5`, run.n_jobs 1).", "",
+        f"Machine: {'; '.join(machines)} (shared with other jobs; run with `nice -n 5`, since issue 34 "
+        "`nice -n 10`; run.n_jobs 1).", "",
     ])
     out.write_text(text)
     return text

@@ -23,6 +23,7 @@ from attacks.sequential import (
     OUTPUT_LIMIT,
     PASS_BUDGET,
     RATIO,
+    ROUND_STRIDE,
     VIOLATION,
     Limits,
     SequentialEstimate,
@@ -36,7 +37,7 @@ from attacks.sequential import (
     smallest_budget,
     spending_weights,
 )
-from attacks.budget import StageSizes
+from attacks.budget import STAGES, StageSizes
 from attacks.candidates import Target
 from attacks.held_out import count_estimate, witness_estimate
 from attacks.staged import later_outputs
@@ -156,6 +157,27 @@ def test_continuous_monitoring_keeps_false_violations_at_the_level_over_many_see
     runs = 100
     violations = _monitored_false_violations(runs, 170_500, divergence, alpha, classes, claim)
     assert violations <= binom.ppf(0.999, runs, LEVEL)
+
+
+def test_the_pilot_rounds_outputs_feed_the_later_search_stages_never_a_confirm_sample():
+    """One pair, a true claim, three rounds (250, 1 000, 4 000): the pilots' outputs are served again to the later
+    rounds' screen and train stages (the second pilot draws 750 fresh outputs per dataset, the 4 000 round 3 000),
+    so the three rounds draw 4 000 in all, the budget of the single round before the pilots; every check and
+    confirm sample is drawn fresh, whole (no look decides)."""
+    log = []
+    limits = Limits(10_500, math.inf, 1e-9, LEVEL)
+    result = sequential_search(laplace_sampler(1.0, log=log), 1, Target("dp", ("threshold",)), 1.0, limits)
+    assert (result.stop, result.rounds) == (OUTPUT_LIMIT, 3)
+    assert sum(n for _, n, _, _ in log) == 4_000 and result.evidence.looks[-1]["outputs"] == 2 * 4_000
+    fresh = {(chunk // ROUND_STRIDE, stage): 0 for chunk in (0, ROUND_STRIDE, 2 * ROUND_STRIDE) for stage in STAGES}
+    for _, n, stage, chunk in log:
+        fresh[chunk // ROUND_STRIDE, stage] += n
+    for r, budget in enumerate((250, 1_000, 4_000)):
+        sizes = StageSizes.from_budget(budget)
+        assert (fresh[r, "check"], fresh[r, "confirm"]) == (sizes.check, sizes.confirm)
+    assert (fresh[0, "screen"], fresh[0, "train"]) == (50, 50)  # nothing served in the first round
+    assert (fresh[1, "screen"], fresh[1, "train"]) == (0, 400 - 250)  # the first pilot's 250 served again
+    assert (fresh[2, "screen"], fresh[2, "train"]) == (0, 1_600 - 1_000)  # the pilots' 250 + 750 fresh ones
 
 
 def test_a_sequential_audit_stops_at_a_gross_violation_and_says_so(tmp_path):
