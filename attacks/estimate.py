@@ -114,10 +114,11 @@ from sklearn.utils import check_random_state
 from attacks import binomial_ratio, paired_ratio
 from attacks.adversary import Adversary, event_objective, witness_objective
 from attacks.budget import train_size
+from attacks.ceilings import estimate_ceiling
 from attacks.classes import parse_function_class
 from attacks.divergences import variational_bound
 from attacks.gdp_route import threshold_tests
-from attacks.event_divergence import event_divergence_bound, event_divergence_ceiling, event_divergence_p_value
+from attacks.event_divergence import event_divergence_bound, event_divergence_p_value
 from attacks.vocabulary import DP, IPM, KL, Divergence, divergence_of, parse_divergence
 from attacks.witness_moments import WitnessMoments
 
@@ -252,12 +253,9 @@ class DivergenceEstimate:
         return self._inverted_p_value(claim)  # kl, renyi
 
     def ceiling(self, level: float = 0.95) -> float:
-        """The largest lower bound at ``level`` that an event estimate's sample sizes allow (complete separation,
-        :func:`attacks.event_divergence.event_divergence_ceiling`); NaN for the other estimates."""
-        if not self.event:
-            return np.nan
-        _, n_p, _, n_q = self._counts()
-        return float(event_divergence_ceiling(n_p, n_q, divergence_of(self), _check_level(level, "level")))
+        """The largest lower bound at ``level`` that the estimate's sample sizes allow: its set's or event's
+        counts at complete separation, or its witness's unseen-mass term (:func:`attacks.ceilings.estimate_ceiling`)."""
+        return estimate_ceiling(self, _check_level(level, "level"))
 
     def _inverted_p_value(self, claim: float) -> float:
         """The error rate 1 - level at which :meth:`lower_bound` equals ``claim`` (it grows with the rate)."""

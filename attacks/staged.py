@@ -68,6 +68,7 @@ from attacks.classes import parse_function_class
 from attacks.divergences import tail_count
 from attacks.estimate import DivergenceEstimate, held_out_scores, moments_evidence, score_histogram
 from attacks.budget import DEFAULT_SHARES, STAGES, train_size
+from attacks.ceilings import pooled_ceiling
 from attacks.event_divergence import projected_event_bound, smoothed_event_divergence
 from attacks.evidence import NormalEstimate
 from attacks.vocabulary import DP, IPM, divergence_of
@@ -249,6 +250,10 @@ class PooledEstimate(NormalEstimate):
     coupled: bool = False
     divergence: str = "dp"
     details: dict = field(default_factory=dict)
+
+    def ceiling(self, level: float = 0.95) -> float:
+        """log((1 - delta) n), above every bound of the pool at any ``level`` (:func:`attacks.ceilings.pooled_ceiling`)."""
+        return pooled_ceiling(self.n, self.delta)
 
     def to_record(self) -> dict:
         """The estimate as plain JSON values (``kind = "pooled"``, weights a list), as

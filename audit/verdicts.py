@@ -43,7 +43,13 @@ Row verdicts:
   refute a claim below X but support none, and no data of these sizes refute
   one above X (:func:`separation_note` says so in words; a finite sample never
   proves infinity, and more outputs raise X only like ln n).
-* ``"pass"``: not rejected, the estimate is at most the claim and the held-out outputs are not separated.
+* ``"inconclusive"`` too: a search in rounds (``stop`` neither None nor
+  ``"fixed"``: :mod:`attacks.sequential`) not rejected on a claim at or above
+  its row's :func:`row_ceiling`: no round may decide a pass there
+  (:func:`attacks.sequential.decide`), so the search ran to its limit without
+  ruling the claim out (:func:`ceiling_note` says so).  A fixed design's row
+  above its ceiling may pass, with a detectable excess of +inf.
+* ``"pass"``: not rejected, the estimate is at most the claim and neither of the two above holds.
 
 A claim that is exactly tight (the estimand equals the claim, e.g. pure
 epsilon-DP of a Laplace over thresholds) reads ``"inconclusive"`` whenever
@@ -112,8 +118,6 @@ from typing import Any
 import numpy as np
 
 from attacks.classes import LAYERS
-from attacks.divergences import UNSEEN_SHARE, unseen_mass_bound
-from attacks.vocabulary import DP, KL, Renyi, divergence_kind
 from audit.schema import Row
 
 EXIT_PASS, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
@@ -127,6 +131,8 @@ INFINITE_ESTIMATE = (
 )
 SEPARATED = "the held-out outputs are separated"
 """How the note of a row that :func:`separated` judges begins (:func:`separation_note`)."""
+ABOVE_CEILING = "the claim is at or above the ceiling"
+"""How the note of a search in rounds on a claim at or above its row's ceiling begins (:func:`ceiling_note`)."""
 
 
 def holm_levels(p_values: Sequence[float], level: float) -> np.ndarray:
@@ -302,12 +308,15 @@ def _judgement(row: Row, level: float, rejected: bool, ceiling: float) -> dict[s
         return dict(verdict="inconclusive", note=_join(row.note, "the estimate is NaN"), **interval)
     if rejected:
         return dict(verdict="violation", note=row.note, **interval)
+    # a search in rounds that never decided a pass on a claim no data of its sizes refute did not rule it out
+    open_above = not separated(row) and row.stop not in (None, "fixed") and claim >= ceiling
     note = _join(row.note, separation_note(ceiling)) if separated(row) else row.note
+    note = _join(note, ceiling_note(ceiling)) if open_above else note
     if estimate > claim:
         note = _join(note, "estimate exceeds the claim but not at the family-wise level "
                            f"(Holm-adjusted p = {row.p_adjusted:.3g})")
         return dict(verdict="inconclusive", note=note, **interval)
-    return dict(verdict="inconclusive" if separated(row) else "pass", note=note, **interval)
+    return dict(verdict="inconclusive" if separated(row) or open_above else "pass", note=note, **interval)
 
 
 def _row_detectable_excess(row: Row, level: float, ceiling: float) -> float:
@@ -326,39 +335,16 @@ def row_ceiling(row: Row, confidence: float) -> float:
 
     No data of these sizes refute a claim at or above it (Holm never tests a
     row at a level more lenient than ``1 - confidence``), and it grows only
-    like ln n:
-
-    * an event's ``kl`` or ``renyi`` counts: the bound at complete separation
-      (:meth:`attacks.estimate.DivergenceEstimate.ceiling`);
-    * a ``dp`` attack set's independent counts: the log-ratio bound at
-      k_p = n_p, k_q = 0 (:func:`attacks.binomial_ratio.log_ratio_bound`);
-    * a ``kl`` or ``renyi`` witness: -log u, u = 1 - (0.1 (1 - confidence))^(1 / n_q)
-      the unseen mass of :func:`attacks.divergences.variational_bound`.  Its
-      lower bound is estimate - log(1 + u r) - z se with log r at least the
-      estimate (r's largest weight is at least the mean weight on P, which
-      gives the objective's term in P: Donsker-Varadhan's mean of h, Renyi's
-      beta log |E_P g|), so the bound is below -log u whatever the data.
-
-    Other evidence (pooled or sequential estimates, coupled ``dp`` cells, ``ipm``) gets NaN.
+    like ln n: its evidence's ``ceiling`` (:mod:`attacks.ceilings`: a set's or
+    event's counts at complete separation, for ``dp``, ``ipm``, ``kl`` and
+    ``renyi``, independent or coupled; a ``kl`` or ``renyi`` witness's
+    unseen-mass term; a pool of ``dp`` sets' log((1 - delta) n)), a
+    sequential look's at its spent confidence.  NaN for evidence without one
+    (an on-average aggregate's t interval) and for rows without evidence.
     """
-    evidence = row.evidence
-    details = getattr(evidence, "details", None)
-    if not isinstance(details, dict) or divergence_kind(row.divergence) not in (KL, Renyi, DP):
-        return math.nan
-    if getattr(evidence, "event", False):
-        return float(evidence.ceiling(confidence))
-    spent = getattr(evidence, "spent", None)  # a sequential search's look, judged at its spent confidence
-    confidence = spent(confidence) if callable(spent) else confidence
-    if divergence_kind(row.divergence) is DP:
-        if getattr(evidence, "coupled", True) or "k_p" not in details:
-            return math.nan
-        from attacks.binomial_ratio import log_ratio_bound  # scipy.stats, loaded only when a dp row is judged
+    from attacks.ceilings import evidence_ceiling  # attacks load scikit-learn
 
-        n_p, n_q = int(details["n_p"]), int(details["n_q"])
-        return float(log_ratio_bound(n_p, n_p, 0, n_q, row.delta, confidence, lower=True))
-    if "n_q" not in details:
-        return math.nan
-    return float(-math.log(unseen_mass_bound(int(details["n_q"]), UNSEEN_SHARE * (1.0 - confidence))))
+    return evidence_ceiling(row.evidence, confidence)
 
 
 def separated(row: Row) -> bool:
@@ -380,9 +366,19 @@ def separated(row: Row) -> bool:
 
 def separation_note(ceiling: float) -> str:
     """The note of a :func:`separated` row that is not rejected (:data:`SEPARATED`, then what it means)."""
+    return f"{SEPARATED}: {_ceiling_words(ceiling)}"
+
+
+def ceiling_note(ceiling: float) -> str:
+    """The note of a search in rounds that is not rejected on a claim at or above its row's ceiling
+    (:data:`ABOVE_CEILING`, then what it means): no round could decide a pass (:func:`attacks.sequential.decide`)."""
+    return f"{ABOVE_CEILING}: {_ceiling_words(ceiling)}"
+
+
+def _ceiling_words(ceiling: float) -> str:
     bound = f"{ceiling:.3g}" if math.isfinite(ceiling) else "a value that grows with the sample"
-    return (f"{SEPARATED}: at these sample sizes no bound can exceed {bound}, so a claim above it is neither "
-            "refuted nor supported: more outputs raise it only like ln n")
+    return (f"at these sample sizes no bound can exceed {bound}, so a claim above it is neither refuted nor "
+            "supported: more outputs raise it only like ln n")
 
 
 def _interval(row: Row, confidence: float) -> dict[str, float]:
