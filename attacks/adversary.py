@@ -48,7 +48,13 @@ How coef_ is fitted, per divergence:
     (:func:`attacks.divergences.tail_index`), k_max = 0.4: E_Q exp(r h) is
     finite for r < 2.5, so the variance is finite and its estimate
     converges, with a margin for the noise of k_hat; the optimal linear
-    witness at eps = 1 (k = 0.414) loses almost nothing;
+    witness at eps = 1 (k = 0.414) loses almost nothing.  A ``poly2``
+    witness whose quadratic form is negative definite is bounded above
+    (``supremum_``, :func:`attacks.bounded_witness.quadratic_supremum`);
+    when its supremum is within log 2 of its largest training value,
+    exp(h) is at most twice the largest weight seen under any law and
+    the cap is skipped (Hill's estimate reads such a bounded, wide law
+    as heavy-tailed: 0.78 at Laplace eps = 4, which halved the scale);
   - *projected bound*: below the cap, c maximises the 95% lower bound that
     c g would get on ``dp_eval_size`` held-out samples
     (:func:`attacks.divergences.variational_bound`: the delta-method step
@@ -111,6 +117,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from attacks.attack_sets import best_dp_set, best_event_set, best_ipm_set
 from attacks.binomial_ratio import smoothed_log_ratio
+from attacks.bounded_witness import quadratic_supremum
 from attacks.classes import PARAMETERS, FitRule, parse_function_class
 from attacks.divergences import (
     conjugate_exponent,
@@ -196,6 +203,13 @@ class Adversary(BaseEstimator):
         ``kl`` and ``renyi``: the scale c in (0, 1] toward the constant
         witness applied to the fitted direction g (``kl``: c g; ``renyi``:
         c g + 1 - c; module docstring); None for ``ipm`` and ``dp``.
+    supremum_ : float
+        ``kl``: sup of the witness h over all outputs, finite for a ``poly2``
+        witness whose quadratic form is negative definite
+        (:func:`attacks.bounded_witness.quadratic_supremum`): its weights
+        exp(h) are then bounded, which frees the scale from the tail cap and
+        bounds the unseen mass's weight (:class:`attacks.witness_moments.WitnessMoments`);
+        inf otherwise.
     n_features_in_ : int
 
     Examples
@@ -263,7 +277,7 @@ class Adversary(BaseEstimator):
         self.feature_map_ = self.function_class_.feature_map(X, self, seed, random_state)
         phi = self.feature_map_.fit_transform(X, y)  # atoms: leave-one-out on the training rows
         phi_p, phi_q = phi[y == 0], phi[y == 1]
-        self.threshold_, self.side_, self.scale_ = None, None, None
+        self.threshold_, self.side_, self.scale_, self.supremum_ = None, None, None, np.inf
         fit_coef = self._fit_renyi if isinstance(divergence, Renyi) and not self.function_class_.events else self._fit_kl
         self.coef_, self.intercept_ = fit_coef(phi_p, phi_q)
         g_p, g_q = _linear(phi_p, self.coef_, self.intercept_), _linear(phi_q, self.coef_, self.intercept_)
@@ -370,12 +384,24 @@ class Adversary(BaseEstimator):
                 coef = np.ones(1)
             case FitRule.CONVEX:
                 coef = _maximise_donsker_varadhan(phi_p, phi_q, self.ridge)
+        supremum = np.inf
         if isinstance(self.divergence_, KL) and not self.function_class_.events:
+            supremum = self._supremum(coef)
             self.scale_ = _witness_scale(_linear(phi_p, coef, 0.0), _linear(phi_q, coef, 0.0), self.divergence_,
-                                         self.dp_eval_size or phi_q.shape[0])
-            coef = self.scale_ * coef
+                                         self.dp_eval_size or phi_q.shape[0], supremum)
+            coef, supremum = self.scale_ * coef, self.scale_ * supremum
         h_q = _linear(phi_q, coef, 0.0)
-        return coef, float(np.log(h_q.size) - logsumexp(h_q))
+        intercept = float(np.log(h_q.size) - logsumexp(h_q))
+        self.supremum_ = supremum + intercept
+        return coef, intercept
+
+    def _supremum(self, coef: np.ndarray) -> float:
+        """sup_x phi(x) . coef for a polynomial class's degree-2 features (the standardised outputs' quadratic,
+        :func:`attacks.bounded_witness.quadratic_supremum`); inf for every other class and degree."""
+        if self.function_class_.kind != "poly" or self.feature_map_[2].degree != 2:
+            return np.inf
+        tail = self.feature_map_[2:]  # after the outputs' standardisation
+        return quadratic_supremum(lambda z: _linear(tail.transform(z), coef, 0.0), self.feature_map_[1].n_features_in_)
 
     def _fit_renyi(self, phi_p, phi_q) -> tuple[np.ndarray, float]:
         """Renyi witness direction g with mean 1 on the training P sample, shrunk by :func:`_witness_scale`."""
@@ -481,11 +507,17 @@ def _maximise_donsker_varadhan(phi_p, phi_q, ridge: float) -> np.ndarray:
     return result.x
 
 
-def _witness_scale(g_p: np.ndarray, g_q: np.ndarray, divergence: KL | Renyi, eval_size: int) -> float:
+def _witness_scale(g_p: np.ndarray, g_q: np.ndarray, divergence: KL | Renyi, eval_size: int,
+                   supremum: float = np.inf) -> float:
     """Scale c in (0, 1] toward the constant witness, by the projected lower bound (module docstring).
 
     ``kl``: the witness c g, c capped at k_max / k_hat, k_hat the Hill tail
-    index of exp(g) on the Q sample (:func:`attacks.divergences.tail_index`);
+    index of exp(g) on the Q sample (:func:`attacks.divergences.tail_index`),
+    unless g is bounded above by ``supremum`` (its sup over all outputs, known
+    from its coefficients) within log 2 of its largest value on these samples:
+    then exp(c g) is at most twice the largest weight seen, every moment is
+    finite under any law, and the Hill estimate (which reads a bounded but
+    wide law as a heavy tail) is not consulted;
     ``renyi``: the direction c g + 1 - c (mean 1 on P like g).  Among the
     candidates, c maximises the lower bound at 95% that the witness would get
     on ``eval_size`` held-out samples per law
@@ -493,7 +525,7 @@ def _witness_scale(g_p: np.ndarray, g_q: np.ndarray, divergence: KL | Renyi, eva
     unseen-mass ratio of these samples).
     """
     cap = 1.0
-    if isinstance(divergence, KL):
+    if isinstance(divergence, KL) and supremum > max(g_p.max(), g_q.max()) + np.log(2.0):
         unit_index = tail_index(g_q)
         cap = 1.0 if unit_index <= _MAX_TAIL_INDEX else _MAX_TAIL_INDEX / unit_index
     scales = cap * np.arange(1, _SCALE_GRID + 1) / _SCALE_GRID

@@ -73,7 +73,11 @@ bound, and a ``kl`` witness's exp(h) is kept to a Hill tail index <= 0.4),
 and the held-out Q weights are checked: a ``caveat`` is set, so the row can
 never read "violation", when the standard error is (numerically) zero, when a
 ``kl`` weight's Hill tail index exceeds 1/2 (an infinite variance is
-plausible; :func:`attacks.divergences.tail_index`), or when Kish's effective
+plausible; :func:`attacks.divergences.tail_index`) unless the witness is
+bounded above by a supremum known from its coefficients within log 2 of
+the largest weight seen (a ``poly2`` quadratic, ``Adversary.supremum_``: its
+weights then have every moment, and the unseen mass's weight is bounded by
+the supremum instead of assumed), or when Kish's effective
 sample size of the weights is below 30
 (:func:`attacks.divergences.effective_sample_size`).  The upper bound is
 estimate + Phi^-1(level) se.  p-values invert the lower bound.  No estimate
@@ -383,7 +387,8 @@ def estimate_divergence(
     w_p, w_q = adversary.witness(test_p), adversary.witness(test_q)
     event = kind.weighted and adversary.function_class_.events
     estimate = event_objective(w_p, w_q, kind) if event else witness_objective(w_p, w_q, kind)
-    weights = weight_evidence(w_p, w_q, kind, None, coupled) if kind.weighted and not event else {}
+    weights = (weight_evidence(w_p, w_q, kind, None, coupled, adversary.supremum_) if kind.weighted and not event
+               else {})
     standard_error = (
         np.nan if isinstance(kind, DP) or event
         else weights.get("standard_error", _difference_error(w_p, w_q, coupled))
@@ -473,13 +478,14 @@ def held_out_scores(adversary: Adversary, w_p, w_q, test_p, test_q) -> tuple[np.
 
 
 def weight_evidence(w_p: np.ndarray, w_q: np.ndarray, divergence: str | Divergence, alpha: float | None,
-                    coupled: bool) -> dict[str, Any]:
+                    coupled: bool, log_weight_bound: float = np.inf) -> dict[str, Any]:
     """What held-out witness values fix of a ``kl`` or ``renyi`` estimate beyond its objective.
 
     :func:`moments_evidence` of their :class:`~attacks.witness_moments.WitnessMoments`;
     used by :func:`estimate_divergence` and the staged search's screen stage.
     """
-    return moments_evidence(WitnessMoments.from_values(w_p, w_q, divergence, alpha), coupled)
+    return moments_evidence(WitnessMoments.from_values(w_p, w_q, divergence, alpha,
+                                                       log_weight_bound=log_weight_bound), coupled)
 
 
 def moments_evidence(moments: WitnessMoments, coupled: bool) -> dict[str, Any]:
@@ -514,7 +520,7 @@ def _caveat(moments: WitnessMoments, standard_error: float) -> str | None:
         return (f"the standard error is {standard_error:.3g}: the held-out terms show no spread, so the data give "
                 "no measure of uncertainty")
     index = moments.tail_index()
-    if isinstance(divergence, KL) and index > _MAX_TAIL_INDEX:
+    if isinstance(divergence, KL) and index > _MAX_TAIL_INDEX and not moments.weights_bounded():
         return (f"heavy-tailed witness: the held-out weights {divergence.weights} of Q have tail index {index:.2f} "
                 f"> {_MAX_TAIL_INDEX} (their variance may be infinite), so the interval may be too narrow")
     size = moments.effective_sample_size()

@@ -16,6 +16,15 @@ on the proportion W / r (:func:`one_run_lower_bound`).  Even r correct
 guesses out of r give at most the ceiling logit((1 - confidence)^(1 / r))
 (:func:`one_run_ceiling`: 5.81 at r = 1000 and confidence 0.95), so a bound
 near it says nothing about the mechanism's epsilon beyond it.
+
+With delta > 0 (SNJ Theorem 3.1 in full, the form their section 5 computes),
+for an (epsilon, delta)-DP run with m randomized canaries and f(v) =
+P[Binomial(r, e^epsilon / (1 + e^epsilon)) >= v],
+
+    P[W >= v] <= f(v) + 2 m delta max_{1 <= i <= v} (f(v - i) - f(v)) / i,
+
+a valid p-value that no longer depends on r alone (:func:`one_run_p_value`
+with ``delta`` and ``canaries``), inverted by bisection in epsilon.
 """
 
 from __future__ import annotations
@@ -23,39 +32,86 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import beta
+from scipy.optimize import brentq
+from scipy.stats import beta, binom
 
 from attacks.binomial_ratio import clopper_pearson_bounds
 
 
-def one_run_lower_bound(correct: int, guesses: int, confidence: float) -> float:
-    """The largest epsilon that the one-run p-value rejects: logit of W's exact lower bound, 0 at or below 1/2.
+def one_run_lower_bound(correct: int, guesses: int, confidence: float, delta: float = 0.0,
+                        canaries: int | None = None) -> float:
+    """The largest epsilon that the one-run p-value rejects at level 1 - ``confidence`` (0 when none).
+
+    At ``delta`` = 0: logit of W's exact (Clopper-Pearson) lower bound, 0 at or below 1/2.  At ``delta`` > 0:
+    the root in epsilon of :func:`one_run_p_value` = 1 - ``confidence`` (SNJ Thm 3.1 with delta; ``canaries``,
+    the number m of randomized canaries, is then required).
 
     Examples
     --------
     >>> round(one_run_lower_bound(1000, 1000, 0.95), 3)
     5.809
     """
-    if not 0 <= correct <= guesses or guesses < 1:
-        raise ValueError(f"need 0 <= correct <= guesses, guesses >= 1. Found {correct!r} of {guesses!r}.")
+    _check_counts(correct, guesses, canaries)
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1). Found {confidence!r}.")
-    low, _ = clopper_pearson_bounds(correct, guesses, confidence)
-    low = float(low)
-    return 0.0 if low <= 0.5 else math.log(low / (1.0 - low))
+    if delta == 0.0:
+        low, _ = clopper_pearson_bounds(correct, guesses, confidence)
+        low = float(low)
+        return 0.0 if low <= 0.5 else math.log(low / (1.0 - low))
+    if canaries is None:
+        raise ValueError("a bound at delta > 0 needs canaries, the number m of randomized canaries. Found None.")
+    level = 1.0 - confidence
+
+    def excess(epsilon: float) -> float:  # increasing in epsilon: the claim epsilon is rejected where it is <= 0
+        return one_run_p_value(correct, guesses, epsilon, delta, canaries) - level
+
+    if excess(0.0) > 0.0:
+        return 0.0
+    high = 1.0
+    while excess(high) <= 0.0:  # p -> 1 as epsilon grows (every guess right is then likely): this ends
+        high *= 2.0
+    return float(brentq(excess, 0.0, high, xtol=1e-10))
 
 
-def one_run_p_value(correct: int, guesses: int, epsilon: float) -> float:
-    """P[Binomial(guesses, e^epsilon / (1 + e^epsilon)) >= correct]: the p-value of the claim epsilon-DP (SNJ
-    Thm 3.1)."""
+def one_run_p_value(correct: int, guesses: int, epsilon: float, delta: float = 0.0,
+                    canaries: int | None = None) -> float:
+    """The p-value of the claim (epsilon, delta)-DP from ``correct`` right guesses of ``guesses`` (SNJ Thm 3.1).
+
+    With f(v) = P[Binomial(guesses, e^epsilon / (1 + e^epsilon)) >= v]: f(correct) at delta = 0, and
+    f(v) + 2 m delta max_{1 <= i <= v} (f(v - i) - f(v)) / i (v = ``correct``, m = ``canaries``) above it,
+    capped at 1.
+    """
+    _check_counts(correct, guesses, canaries)
+    if not 0.0 <= delta < 1.0:
+        raise ValueError(f"delta must be in [0, 1). Found {delta!r}.")
     success = 1.0 / (1.0 + math.exp(-epsilon))
-    return float(beta.cdf(success, correct, guesses - correct + 1)) if correct > 0 else 1.0
+    if correct == 0:
+        return 1.0
+    tail = float(beta.cdf(success, correct, guesses - correct + 1))  # P[Binomial(r, q) >= correct], exactly
+    if delta == 0.0:
+        return tail
+    if canaries is None:
+        raise ValueError("a p-value at delta > 0 needs canaries, the number m of randomized canaries. Found None.")
+    steps = np.arange(0, correct + 1)
+    tails = binom.sf(correct - steps - 1, guesses, success)  # f(v - i) = P[Binomial >= v - i], i = 0..v
+    spread = float(np.max((tails[1:] - tails[0]) / steps[1:]))
+    return min(1.0, float(tails[0]) + 2.0 * canaries * delta * spread)
 
 
-def one_run_ceiling(guesses: int, confidence: float) -> float:
-    """logit((1 - confidence)^(1 / guesses)): the bound when every guess is right, the most r guesses can show."""
-    success = (1.0 - confidence) ** (1.0 / guesses)
-    return math.log(success / (1.0 - success))
+def _check_counts(correct: int, guesses: int, canaries: int | None) -> None:
+    if not 0 <= correct <= guesses or guesses < 1:
+        raise ValueError(f"need 0 <= correct <= guesses, guesses >= 1. Found {correct!r} of {guesses!r}.")
+    if canaries is not None and canaries < guesses:
+        raise ValueError(f"canaries (m) must be at least the guesses. Found m={canaries!r}, guesses={guesses!r}.")
+
+
+def one_run_ceiling(guesses: int, confidence: float, delta: float = 0.0, canaries: int | None = None) -> float:
+    """The bound when every guess is right, the most ``guesses`` guesses can show: logit((1 - confidence)^(1 /
+    guesses)) at delta = 0 (5.81 at 1000 guesses and confidence 0.95)."""
+    if delta == 0.0:
+        success = (1.0 - confidence) ** (1.0 / guesses)
+        return math.log(success / (1.0 - success))
+    return one_run_lower_bound(guesses, guesses, confidence, delta, canaries)
 
 
 def guess_from_scores(scores: np.ndarray, low: float, high: float) -> np.ndarray:

@@ -587,7 +587,8 @@ def held_out_estimate(attack: Attack, candidate: Candidate, p: np.ndarray, q: np
     values there show no spread, its separating event's (:func:`event_attack`)."""
     if not attack.counted:
         moments = WitnessMoments.from_values(attack.adversary.witness(p), attack.adversary.witness(q),
-                                             target.divergence, target.alpha)
+                                             target.divergence, target.alpha,
+                                             log_weight_bound=attack.adversary.supremum_)
         attack = event_attack(attack, moments)
         if not attack.counted:
             return witness_estimate(moments, target, candidate.function_class, coupled)
@@ -743,7 +744,7 @@ def _summary(attack: Attack, p: np.ndarray, q: np.ndarray, target: Target, tail:
     if attack.counted:
         return paired_ratio.paired_counts(attack.in_set(p), attack.in_set(q))
     return WitnessMoments.from_values(attack.adversary.witness(p), attack.adversary.witness(q), target.divergence,
-                                      target.alpha, tail)
+                                      target.alpha, tail, attack.adversary.supremum_)
 
 
 def _statistic(total, candidate: Candidate, target: Target, coupled: bool,

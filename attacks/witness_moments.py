@@ -97,6 +97,11 @@ class WitnessMoments:
         The ``tail`` largest log weights of Q (in no particular order).
     tail : int
         How many largest log weights are kept.
+    log_weight_bound : float
+        An upper bound on every log weight under any law, known from the
+        witness's coefficients before the data (``kl``: sup h of a ``poly2``
+        witness bounded above, :func:`attacks.bounded_witness.quadratic_supremum`);
+        inf when none is known.
     """
 
     divergence: str
@@ -114,10 +119,11 @@ class WitnessMoments:
     m2_pairs: float | None
     top_q: np.ndarray
     tail: int
+    log_weight_bound: float = np.inf
 
     @classmethod
     def from_values(cls, w_p: ArrayLike, w_q: ArrayLike, divergence: str, alpha: float | None = None,
-                    tail: int | None = None) -> WitnessMoments:
+                    tail: int | None = None, log_weight_bound: float = np.inf) -> WitnessMoments:
         """The summary of witness values on P and on Q (:meth:`attacks.adversary.Adversary.witness`).
 
         Parameters
@@ -153,7 +159,8 @@ class WitnessMoments:
             m2_pairs = float(deviation_d @ deviation_d)
         return cls(divergence, alpha, a.size, scale_p, mean_p, float(deviation_p @ deviation_p),
                    float(np.max(witness_log_weights(a, kind))), log_q.size, log_max_q, mean_q,
-                   float(deviation_q @ deviation_q), co_moment, m2_pairs, _largest(log_q, tail), tail)
+                   float(deviation_q @ deviation_q), co_moment, m2_pairs, _largest(log_q, tail), tail,
+                   float(log_weight_bound))
 
     def __add__(self, other: WitnessMoments) -> WitnessMoments:
         """The summary of both samples (self's values first; Chan, Golub and LeVeque's pairwise update)."""
@@ -176,7 +183,8 @@ class WitnessMoments:
         tail = max(self.tail, other.tail)
         return WitnessMoments(self.divergence, self.alpha, n_p, scale_p, mean_p, m2_p,
                               max(self.log_max_p, other.log_max_p), n_q, log_max_q, mean_q, m2_q, co_moment,
-                              m2_pairs, _largest(np.concatenate([self.top_q, other.top_q]), tail), tail)
+                              m2_pairs, _largest(np.concatenate([self.top_q, other.top_q]), tail), tail,
+                              max(self.log_weight_bound, other.log_weight_bound))
 
     @property
     def beta(self) -> float:
@@ -257,8 +265,17 @@ class WitnessMoments:
 
     def log_unseen_ratio(self) -> float:
         """log r = the largest log weight on P or Q less log mean exp(l_Q)
-        (:func:`attacks.divergences.log_unseen_ratio`)."""
-        return float(max(self.log_max_p, self.log_max_q) - self.log_mean_weight())
+        (:func:`attacks.divergences.log_unseen_ratio`), or :attr:`log_weight_bound` less it where the weights are
+        bounded (:meth:`weights_bounded`): then the weight of Q's unseen mass is bounded, not assumed.  A bound far
+        above the weights seen (a quadratic witness nearly linear, whose supremum lies far outside the data) is not
+        used: it would charge the unseen mass a weight no output came near."""
+        seen = max(self.log_max_p, self.log_max_q)
+        return float((max(seen, self.log_weight_bound) if self.weights_bounded() else seen) - self.log_mean_weight())
+
+    def weights_bounded(self) -> bool:
+        """Whether :attr:`log_weight_bound` is within log 2 of the largest log weight seen: the weights are at most
+        twice the largest, so they have every moment under any law (no tail-index caveat is needed)."""
+        return bool(self.log_weight_bound <= max(self.log_max_p, self.log_max_q) + np.log(2.0))
 
 
 def _power_of_two_above(value: float) -> float:

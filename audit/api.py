@@ -111,6 +111,8 @@ class AuditResult:
     checks: Sequence[Row] = ()
     search: Sequence[Mapping[str, Any]] = ()
     events: Sequence[Mapping[str, Any]] = ()
+    one_run: Mapping[str, Any] | None = None
+    """``[one_run]`` audits: results.json's ``one_run`` (:func:`audit.one_run_audit.one_run_audit`); no rows."""
 
     @functools.cached_property
     def table(self) -> pd.DataFrame:
@@ -120,7 +122,10 @@ class AuditResult:
     @property
     def claims(self) -> list[dict[str, Any]]:
         """Per claim: verdict, strongest row, adjusted p, detectable excess (`audit.families.claim_summaries`:
-        `audit.verdicts.summarize_claims` with one line per gdp / zcdp / profile claim)."""
+        `audit.verdicts.summarize_claims` with one line per gdp / zcdp / profile claim); a one-run audit's
+        readings of its claims (results.json ``one_run.claims``)."""
+        if self.one_run is not None:
+            return list(self.one_run["claims"])
         return claim_summaries(self.rows, self.config)
 
     def write(self, out_dir: str | os.PathLike) -> Path:
@@ -134,6 +139,14 @@ class AuditResult:
 
         out = output_directory(out_dir, resume=True)
         try:
+            if self.one_run is not None:
+                from audit.one_run_audit import write_one_run_report
+                from audit.results_file import SCHEMA_VERSION
+
+                return write_one_run_report(out, {
+                    "schema_version": SCHEMA_VERSION, "verdict": self.verdict, "seed": self.seed,
+                    "seconds": self.seconds, "versions": dict(self.versions), "config": dict(self.config),
+                    "audited": dict(self.audited), "pairs": [], "one_run": dict(self.one_run)})
             return write_audit_report(
                 out, rows=self.rows, verdict=self.verdict, seed=self.seed, seconds=self.seconds,
                 versions=dict(self.versions), config=dict(self.config), pairs=list(self.pairs),
@@ -200,6 +213,8 @@ def run_audit(
     audit_config = load_config(config, {"n_jobs": n_jobs, "seed": seed, "backend": backend})
     out = None if out_dir is None else output_directory(out_dir, resume=resume)
     mechanism = audit_config.mechanism.build()
+    if audit_config.one_run is not None:
+        return _one_run(audit_config, mechanism, config, out, start)
     with ProgressBar("dataset search", " candidates", progress) as bar:  # drawn only by a search's first call
         pairs = _pairs(audit_config, mechanism, on_screened=bar.show)
     finished: dict[str, dict] = {}
@@ -424,6 +439,34 @@ def write_failure(
         if taken:
             release_directory(out)
     return report
+
+
+def _one_run(config: AuditConfig, mechanism: Any, source: Any, out: Path | None, start: float) -> AuditResult:
+    """A ``[one_run]`` audit (:mod:`audit.one_run_audit`): one training run, its result written to ``out``."""
+    from audit.one_run_audit import one_run_audit, overall
+
+    try:
+        readings = one_run_audit(mechanism, config.one_run, config.raw.get("claims", []),
+                                 config.attacks.confidence, config.run.seed)
+        verdict = overall(readings)
+        result = AuditResult(
+            verdict=verdict, rows=(), exit_code=1 if verdict == "violation" else 0, seed=config.run.seed,
+            seconds=time.perf_counter() - start, versions=_versions(mechanism), config=config.raw,
+            audited=describe_audit(mechanism, source, config.raw, timeout=config.run.sample_timeout),
+            one_run=readings,
+        )
+        if out is not None:
+            result.write(out)
+    except (ConfigError, KeyboardInterrupt):
+        raise
+    except Exception as error:  # a failing run or report is never a verdict
+        message = f"the one-run audit failed: {one_line(error)}"
+        saved = None if out is None else write_failure(out, message, config=config.raw, seed=config.run.seed,
+                                                       seconds=time.perf_counter() - start)
+        raise AuditError(message + (f"; see {saved}" if saved else "")) from error
+    finally:
+        release_directory(out)
+    return result
 
 
 def _pairs(config: AuditConfig, mechanism: Any,

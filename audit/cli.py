@@ -225,6 +225,17 @@ def _run(args: argparse.Namespace) -> int:
     return code
 
 
+def _one_run_summary(title: str, result, out: Path, stream) -> None:
+    """A ``[one_run]`` audit's lines: the guesses, then each claim's bound beside its ceiling."""
+    run = result.one_run
+    print(f"{title}: {result.verdict.upper()} (one run: {run['correct']} of {run['guesses']} guesses correct, "
+          f"{run['canaries']} canaries; {result.seconds:.1f} s) -> {out / 'report.md'}", file=stream)
+    for claim in run["claims"]:
+        name, low = ("mu", claim["mu_low"]) if claim["divergence"] == "gdp" else ("epsilon", claim["epsilon_low"])
+        print(f"  {name} = {claim[name]:g}: {claim['verdict']} (lower bound {low:.3f}, ceiling {claim['ceiling']:.3f})",
+              file=stream)
+
+
 class _PathError(ValueError):
     """A command-line path that names nothing to read, refused before the audit's libraries are imported."""
 
@@ -305,6 +316,9 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _summary(title: str, result, out: Path, stream=None) -> None:
+    if getattr(result, "one_run", None) is not None:
+        _one_run_summary(title, result, out, stream or sys.stdout)
+        return
     rows = result.rows
     counts = collections.Counter("failed" if row.error else row.verdict for row in rows if row.verdict or row.error)
     checks = collections.Counter(check.verdict for check in getattr(result, "checks", ()))

@@ -15,6 +15,7 @@ the schema and docs/config.md's tables from the declarations):
 ``[[checks]]``     :mod:`audit.check_config`
 ``[attacks]``      :mod:`audit.attack_config`
 ``[run]``          :mod:`audit.parallel`
+``[one_run]``      :mod:`audit.one_run_config` (one training run, m canaries)
 =================  ========================================================
 
 User mechanisms (``[mechanism] callable = "module:function"``) are imported
@@ -44,6 +45,7 @@ from audit.check_config import CHECKS, PROPERTIES, CheckSpec, check_specs
 from audit.claims import CLAIMS, Claim, check_on_average, check_refutable, claims_of
 from audit.fields import ConfigError, Section, array_of_tables, check_fields, one_line, table
 from audit.mechanisms.spec import MECHANISM, MechanismSpec, check_build, mechanism_spec
+from audit.one_run_config import ONE_RUN, OneRunSpec, one_run_spec
 from audit.pairs_config import NEIGHBOURS, PAIRS, import_distribution, neighbours_spec, pair
 from audit.parallel import RUN, RunSpec, run_spec
 
@@ -55,7 +57,7 @@ else:  # pragma: no cover - Python 3.10
 __all__ = ["DEFAULT_CLASSES", "PROPERTIES", "AttackSpec", "AuditConfig", "CheckSpec", "Claim", "ConfigError",
            "MechanismSpec", "RULES", "RunSpec", "SECTIONS", "load_config", "load_run"]
 
-SECTIONS = ("mechanism", "pairs", "neighbours", "claims", "checks", "attacks", "run")
+SECTIONS = ("mechanism", "pairs", "neighbours", "claims", "checks", "attacks", "run", "one_run")
 """The config's tables, in the order the "accepted fields" hint lists them."""
 RULES = {"allOf": [{"not": {"required": ["pairs", "neighbours"]}}],
          "anyOf": [{"required": ["claims"]}, {"required": ["checks"]}]}
@@ -93,6 +95,8 @@ class AuditConfig:
     checks: tuple[CheckSpec, ...] = ()
     claim_distance: float | int | None = None
     """``d_in`` of the audited pairs when a claim is read from the library's privacy map, else None."""
+    one_run: OneRunSpec | None = None
+    """``[one_run]``: audit the claims from one training run with canaries (:mod:`audit.one_run_audit`), else None."""
 
 
 def load_config(
@@ -186,6 +190,7 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
         raw["claims"] = [accounted_entry(entry, f"claims[{i}]", mechanism)
                          for i, entry in enumerate(array_of_tables(raw, "claims"))]
     entries, claim_distance = _library_claims(raw, mechanism, pairs, neighbours)
+    one_run = one_run_spec(table(raw, "one_run", "one_run"), raw, entries) if "one_run" in raw else None
     # a curve claim (gdp, zcdp, profile) is audited as its members, ordinary dp / renyi claims (audit.families)
     members = [(f"claims[{i}]", claim) for i, entry in enumerate(entries) for claim in claims_of(entry, f"claims[{i}]")]
     claims = tuple(claim for _, claim in members)
@@ -197,7 +202,7 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
             "claims: missing required field; add at least one [[claims]] entry (divergence, function_class, epsilon) "
             "or a [[checks]] entry (property = \"sequential\", ...)."
         )
-    for path, claim in members:
+    for path, claim in members if one_run is None else ():  # the many-runs ceiling; one run has its own
         check_refutable(claim, attacks, path)
     config = AuditConfig(
         mechanism=mechanism,
@@ -209,6 +214,7 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
         raw=raw,
         checks=checks,
         claim_distance=claim_distance,
+        one_run=one_run,
     )
     if mechanism.callable is not None:  # user code runs last, once the rest of the config is valid
         check_build(mechanism)
@@ -252,4 +258,4 @@ def _library_claims(raw: dict, mechanism: MechanismSpec, pairs: Sequence[tuple[n
 
 def sections() -> tuple[Section, ...]:
     """Every table's declared fields, in :data:`SECTIONS` order (for :mod:`audit.config_docs`)."""
-    return MECHANISM, PAIRS, NEIGHBOURS, CLAIMS, CHECKS, ATTACKS, RUN
+    return MECHANISM, PAIRS, NEIGHBOURS, CLAIMS, CHECKS, ATTACKS, RUN, ONE_RUN

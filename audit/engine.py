@@ -451,7 +451,7 @@ def _theory(mechanism: Any, pair: NeighbourPair, task: Task) -> tuple[float | No
         return exact, None
     try:
         theory_bound = law_bound(getattr(mechanism, "theory_law", None), task.function_class, task.divergence,
-                                 task.alpha)
+                                 task.alpha, task.delta)
     except (ArithmeticError, ValueError, IndexError):  # e.g. an overflow at epsilon = 1e308: unknown, not fatal
         theory_bound = None
     return exact, theory_bound

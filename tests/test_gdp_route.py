@@ -124,3 +124,5 @@ def test_route_applies_to_gdp_claims_and_to_delta_claims_of_gaussian_mechanisms(
     assert not route_applies({"mechanism": {"name": "laplace"}}, [dp])
     assert not route_applies({"mechanism": {"name": "gaussian"}}, [{"divergence": "dp", "delta": 0.0}])
     assert route_applies({"mechanism": {"name": "laplace"}}, [{"divergence": "gdp", "delta": 0.0}])
+    # DP-SGD (Poisson sampling): a mixture of Gaussian shifts, read through the route as its audits do
+    assert route_applies({"mechanism": {"name": "dp_gd_logistic", "params": {"sampling_rate": 0.01}}}, [dp])

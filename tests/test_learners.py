@@ -176,3 +176,17 @@ def test_poisson_sampling_shrinks_the_canarys_shift_to_q_steps_and_is_stated_to_
     assert abs((q.mean() - p.mean()) - 0.5 * 0.5 * 1.0) < 5 * spread
     with pytest.raises(ValueError, match="give sigma"):
         learner(mu=1.0, sampling_rate=0.5)
+
+
+def test_theory_law_is_the_last_iterate_heuristic_for_linear_over_add_remove():
+    """DP-SGD at T = 1000, q = 0.01, sigma = 0.7: the linear class at the heuristic's 1.955 (Steinke et al. 2025);
+    a full-batch run's heuristic is its mu-GDP; replace-one and a run that is not DP keep the base class's law."""
+    from audit.theory.table import SubsampledGaussianSteps, theory_bound
+
+    law = make_mechanism("dp_gd_logistic", {"sigma": 0.7, "steps": 1000, "sampling_rate": 0.01}).theory_law
+    assert law == SubsampledGaussianSteps(1000, 0.01, 0.7, DELTA)
+    assert theory_bound(law, "linear", "dp") == pytest.approx(1.955, abs=5e-4)
+    full = make_mechanism("dp_gd_logistic", {"mu": 1.0, "steps": 10}).theory_law
+    assert theory_bound(full, "linear", "dp") == pytest.approx(gdp_epsilon(1.0, DELTA), rel=1e-8)
+    assert make_mechanism("dp_gd_logistic", {"neighbours": "replace_one"}).theory_law is None
+    assert make_mechanism("dp_gd_logistic", {"clipping": False}).theory_law.epsilon == math.inf

@@ -26,6 +26,7 @@ from scipy import special
 
 from audit.mechanisms.base import BaseMechanism
 from audit.mechanisms.builtin import positive_int
+from audit.theory.table import SubsampledGaussianSteps
 from audit.theory.tradeoff import gdp_epsilon
 from audit.validation import check_positive, is_number
 
@@ -120,6 +121,8 @@ class DPGradientDescent(BaseMechanism):
     privacy_claim = "mu-GDP, mu = sqrt(T) C_sens / (sigma C) (Dong, Roth and Su 2022, Cor. 3.3)"
     canary_norm = 100.0
     """The canary's feature norm, in units of C: its gradient at theta = 0 has norm canary_norm C / 2 >> C."""
+    one_run_release = "coefficients"
+    """The release starts with the linear model's k coefficients (:mod:`audit.one_run_audit`)."""
 
     def __init__(
         self, mu: float | None = None, sigma: float | None = None, steps: int = 10, learning_rate: float = 0.1,
@@ -199,6 +202,16 @@ class DPGradientDescent(BaseMechanism):
         bound = f"at most (Poisson sampling at q = {self.sampling_rate:g} amplifies it) " * (self.sampling_rate < 1)
         return (f"{claim}{bound}{self.true_mu:.4g}-GDP over {self.neighbours} neighbours: "
                 f"({gdp_epsilon(self.true_mu, DELTA):.4g}, {DELTA:g})-DP")
+
+    @property
+    def theory_law(self) -> SubsampledGaussianSteps | Any:
+        """Under ``add_remove`` neighbours and when DP: the T steps at rate q of noise multiplier sqrt(T) / true_mu
+        (the linear class's last-iterate heuristic, every class's composition; :mod:`audit.theory.table`), read
+        at delta :data:`DELTA` unless an audit gives its own.  Otherwise the base class's (a pure-DP epsilon
+        when known)."""
+        if self.true_mu is None or self.neighbours != "add_remove":
+            return super().theory_law
+        return SubsampledGaussianSteps(self.steps, self.sampling_rate, math.sqrt(self.steps) / self.true_mu, DELTA)
 
     def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         features, labels = self._records(dataset)

@@ -20,6 +20,7 @@ entry whose value is None stops the lookup: no closed form is known.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -107,6 +108,21 @@ class MatrixLaplace:
 
 
 @dataclass(frozen=True)
+class SubsampledGaussianSteps:
+    """The final parameters of T DP-SGD steps at Poisson rate q, noise multiplier z, over add/remove neighbours.
+
+    ``delta``: the delta at which its (epsilon, delta) values are read (an audit reads them at its task's delta,
+    :func:`theory_bound`).  The linear class has the last-iterate heuristic
+    (:mod:`audit.theory.last_iterate`), every class the composition of the T steps (dp_accounting's PLD).
+    """
+
+    steps: int
+    sampling_rate: float
+    noise_multiplier: float
+    delta: float
+
+
+@dataclass(frozen=True)
 class PointMasses:
     """A non-private release: a point mass per dataset, at two different points (CBDP Lemma 2)."""
 
@@ -135,8 +151,9 @@ class Entry:
     Attributes
     ----------
     value : callable (law, alpha) -> float or None
-    kind : {"closed form", "upper bound"}
-        An exact value of the (class, divergence), or a published upper bound on it.
+    kind : {"closed form", "upper bound", "heuristic"}
+        An exact value of the (class, divergence), a published upper bound on it, or a published heuristic
+        (exact under a stated model, not a bound in general: a lower bound above it refutes the heuristic).
     source : str
         The theorem, as the reports print it.
     stated : callable (law, alpha) -> bool
@@ -172,6 +189,22 @@ def _laplace_ipm(law: LaplaceShift, alpha=None) -> float | None:
 def _gaussian_ipm(law: GaussianShift, alpha=None) -> float | None:
     """2 TV of N(0, sigma^2) and N(v, sigma^2) in 1-D: 2 (2 Phi(|v| / (2 sigma)) - 1) = 2 erf(|v| / (2 sqrt(2) sigma))."""
     return 2.0 * math.erf(abs(law.shift[0]) / (2.0 * math.sqrt(2.0) * law.sigma)) if len(law.shift) == 1 else None
+
+
+def _last_iterate(law: SubsampledGaussianSteps, alpha=None) -> float:
+    from audit.theory.last_iterate import last_iterate_epsilon
+
+    return last_iterate_epsilon(law.steps, law.sampling_rate, law.noise_multiplier, law.delta)
+
+
+def _composition(law: SubsampledGaussianSteps, alpha=None) -> float | None:
+    """dp_accounting's PLD epsilon of the T steps at ``law.delta``; None without dp_accounting."""
+    from audit.accounting import accountant_epsilon  # the optional extra, read only for this law
+
+    try:
+        return accountant_epsilon("pld", law.noise_multiplier, law.sampling_rate, law.steps, law.delta)
+    except ImportError:
+        return None
 
 
 def _infinite(law, alpha=None) -> float:
@@ -222,6 +255,12 @@ TABLE: dict[tuple[type, FunctionClass | type[FunctionClass] | str, type[Divergen
         lambda law, alpha: max(bounds.laplace_kl(_matrix_columns(law)[0], column) for column in _matrix_columns(law)[1]),
         "upper bound", "KL of A x + noise, CBDP Thm 1"),
     (MatrixLaplace, ANY, DP): Entry(lambda law, alpha: law.epsilon, "closed form", "pure DP: epsilon"),
+    # DP-SGD's last iterate: the linear class by the last-iterate heuristic (exact for linear losses), every
+    # class by the composition of all T steps.
+    (SubsampledGaussianSteps, LINEAR, DP): Entry(
+        _last_iterate, "heuristic", "last-iterate heuristic (Steinke et al. 2025; exact for linear losses)"),
+    (SubsampledGaussianSteps, ANY, DP): Entry(
+        _composition, "upper bound", "composition of the T subsampled Gaussian steps (dp_accounting PLD)"),
     # Point masses (CBDP Lemma 2): unbounded for every class that separates two points; the IPM is 2.
     (PointMasses, ANY, KL): Entry(_infinite, "closed form", "CBDP Lemma 2"),
     (PointMasses, ANY, Renyi): Entry(_infinite, "closed form", "CBDP Lemma 2"),
@@ -270,7 +309,8 @@ def lookup(law, function_class: str, divergence: str, alpha: float | None = None
     return None
 
 
-def theory_bound(law, function_class: str, divergence: str, alpha: float | None = None) -> float | None:
+def theory_bound(law, function_class: str, divergence: str, alpha: float | None = None,
+                 delta: float | None = None) -> float | None:
     """The closed-form value or upper bound of (class, divergence) for ``law``; None when none is known.
 
     Parameters
@@ -281,6 +321,9 @@ def theory_bound(law, function_class: str, divergence: str, alpha: float | None 
     divergence : {"kl", "renyi", "ipm", "dp"}
     alpha : float, optional
         Renyi order, for ``renyi``.
+    delta : float, optional
+        The delta of a ``dp`` value, for a law that states its values at a delta (a ``delta`` field, e.g.
+        :class:`SubsampledGaussianSteps`): the law is read at this one.
 
     Examples
     --------
@@ -289,6 +332,8 @@ def theory_bound(law, function_class: str, divergence: str, alpha: float | None 
     >>> theory_bound(GaussianShift(1.0, (1.0,)), "all", "dp") is None
     True
     """
+    if delta is not None and "delta" in getattr(law, "__dataclass_fields__", {}):
+        law = dataclasses.replace(law, delta=delta)
     entry = None if law is None else lookup(law, function_class, divergence, alpha)
     value = None if entry is None else entry.value(law, alpha)
     return None if value is None else float(value)

@@ -111,6 +111,13 @@ class OpacusDPSGD(LibraryAdapter):
         self.true_epsilon = math.inf if self.noise_multiplier == 0.0 else None
         self._check_params()
 
+    @property
+    def one_run_release(self) -> str | None:
+        """One linear layer's parameters (weights, then the bias) are a linear model (:mod:`audit.one_run_audit`);
+        a hidden layer's or a canary loss are not."""
+        linear = self.params["hidden"] == 0 and self.params["release"] == "parameters"
+        return "coefficients_intercept" if linear else None
+
     def training_parameters(self) -> dict[str, float]:
         """What an accountant reads of this run (:mod:`audit.accounting`): T steps at rate q of noise multiplier z
         (Opacus's noise is z C over add/remove sensitivity C)."""
