@@ -118,7 +118,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from attacks.attack_sets import best_dp_set, best_event_set, best_ipm_set
 from attacks.binomial_ratio import smoothed_log_ratio
 from attacks.bounded_witness import quadratic_supremum
-from attacks.classes import PARAMETERS, FitRule, parse_function_class
+from attacks.classes import PARAMETERS, FitRule, Polynomials, parse_function_class
 from attacks.divergences import (
     conjugate_exponent,
     donsker_varadhan,
@@ -398,7 +398,7 @@ class Adversary(BaseEstimator):
     def _supremum(self, coef: np.ndarray) -> float:
         """sup_x phi(x) . coef for a polynomial class's degree-2 features (the standardised outputs' quadratic,
         :func:`attacks.bounded_witness.quadratic_supremum`); inf for every other class and degree."""
-        if self.function_class_.kind != "poly" or self.feature_map_[2].degree != 2:
+        if not isinstance(self.function_class_, Polynomials) or self.feature_map_[2].degree != 2:
             return np.inf
         tail = self.feature_map_[2:]  # after the outputs' standardisation
         return quadratic_supremum(lambda z: _linear(tail.transform(z), coef, 0.0), self.feature_map_[1].n_features_in_)

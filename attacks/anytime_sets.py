@@ -50,7 +50,7 @@ def estimand(divergence: str, delta: float, p: float, q: float) -> float:
 class AnytimeSetEstimate:
     """A ``dp`` or ``ipm`` set statistic whose bounds are betting confidence sequences (module docstring).
 
-    ``counts``: the count estimate of the same outputs (:func:`attacks.staged.count_estimate`: the point
+    ``counts``: the count estimate of the same outputs (:func:`attacks.held_out.count_estimate`: the point
     estimate, the counts and every descriptive attribute, read through this object); ``in_p``, ``in_q``: the
     sequences of the indicators of S on the outputs of P and of Q.  Evidence (:class:`attacks.evidence.Evidence`).
     """

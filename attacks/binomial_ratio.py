@@ -50,7 +50,7 @@ from collections.abc import Callable
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.stats import beta, norm
+from scipy.special import ndtr, ndtri
 
 # log(theta) is searched in [-_LOG_RANGE, _LOG_RANGE]: beyond it the bound is reported as -inf / inf.
 _LOG_RANGE = 50.0
@@ -128,7 +128,7 @@ def p_value(k_p: int, n_p: int, k_q: int, n_q: int, delta: float, claim: float) 
     Clopper-Pearson split.
     """
     if score_applies(k_p, n_p, k_q, n_q, delta):
-        return float(norm.sf(score_statistic(k_p, n_p, k_q, n_q, delta, float(np.exp(claim)))))
+        return float(ndtr(-score_statistic(k_p, n_p, k_q, n_q, delta, float(np.exp(claim)))))
     return split_p_value(lambda level: clopper_pearson_log_ratio_bound(k_p, n_p, k_q, n_q, delta, level, True), claim)
 
 
@@ -160,6 +160,8 @@ def clopper_pearson_bounds(k, n, level: float) -> tuple[np.ndarray, np.ndarray]:
     for every p (``scipy.stats.binomtest(...).proportion_ci(method="exact")``
     one-sided).  At k = 0, high = 1 - (1 - level)^(1/n).  Vectorised.
     """
+    from scipy.stats import beta  # loaded by exact bounds only: a kl or renyi audit never imports scipy.stats
+
     k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
     low = np.where(k > 0, beta.ppf(1.0 - level, np.maximum(k, 1.0), n - k + 1.0), 0.0)
     high = np.where(k < n, beta.ppf(level, k + 1.0, np.maximum(n - k, 1.0)), 1.0)
@@ -226,7 +228,7 @@ def invert_score(statistic: Callable[[float], float], level: float, lower: bool,
     ``start`` when Z stays at or below the target, ``end`` when it stays at
     or above it.
     """
-    target = norm.ppf(level) if lower else -norm.ppf(level)
+    target = ndtri(level) if lower else -ndtri(level)
 
     def excess(x: float) -> float:
         return statistic(x) - target
@@ -261,7 +263,7 @@ def difference_p_value(k_p: int, n_p: int, k_q: int, n_q: int, claim: float) -> 
     if claim <= -1.0 or claim >= 1.0:
         return float(claim >= 1.0)  # P(S) - Q(S) <= 1 always holds; <= -1 is below every lower bound
     if difference_score_applies(k_p, n_p, k_q, n_q):
-        return float(norm.sf(score_statistic(k_p, n_p, k_q, n_q, claim, 1.0)))
+        return float(ndtr(-score_statistic(k_p, n_p, k_q, n_q, claim, 1.0)))
     return split_p_value(lambda level: clopper_pearson_difference_bound(k_p, n_p, k_q, n_q, level, True), claim)
 
 
@@ -320,7 +322,7 @@ def projected_lower_bound(k_p, n_p, k_q, n_q, delta: float, level: float, n_eval
     psi, variance_p, variance_q = smoothed_log_ratio(k_p, n_p, k_q, n_q, delta)
     with np.errstate(invalid="ignore"):
         spread = np.sqrt(variance_p * (1.0 / n_p + 1.0 / n_eval) + variance_q * (1.0 / n_q + 1.0 / n_eval))
-        bound = np.where(np.isfinite(psi), psi - norm.ppf(level) * spread, -np.inf)
+        bound = np.where(np.isfinite(psi), psi - ndtri(level) * spread, -np.inf)
     mass_p, mass_q = smoothed_proportion(k_p, n_p), smoothed_proportion(k_q, n_q)
     score = score_applies(mass_p * n_eval, n_eval, mass_q * n_eval, n_eval, delta)
     return np.where(score, bound, projected_split_bound(mass_p, mass_q, delta, level, n_eval))

@@ -54,7 +54,7 @@ from __future__ import annotations
 import numpy as np
 
 from attacks.betting import mean_lower_bound
-from attacks.classes import FunctionClass, Trees, parse_function_class
+from attacks.classes import All, FunctionClass, Trees, parse_function_class
 from attacks.divergences import conjugate_exponent
 from attacks.vocabulary import KL, Divergence, parse_divergence
 
@@ -76,7 +76,7 @@ def clipped_bound_applies(claim_class: str | FunctionClass) -> bool:
     function of its witnesses (``all``, trees; module docstring).  Linear, polynomial, kernel and network
     classes do not: their claims keep the delta-method interval."""
     kind = parse_function_class(claim_class)
-    return kind.kind == "all" or isinstance(kind, Trees)
+    return isinstance(kind, (All, Trees))
 
 
 def betting_bound(w_p, w_q, divergence: str | Divergence, value_range: tuple[float, float], level: float = 0.95,

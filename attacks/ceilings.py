@@ -3,7 +3,7 @@
 No data of these sizes give a lower bound above the ceiling, so no claim at
 or above it can be refuted by them, and a claim above it that reads "pass"
 says nothing about the mechanism.  It grows only like ln n.  Per statistic
-(:mod:`attacks.estimate`, :mod:`attacks.staged`):
+(:mod:`attacks.estimate`, :mod:`attacks.held_out`):
 
 * one attack set's counts, at complete separation (every output of P in the
   set, none of Q: k_p = n_p, k_q = 0; coupled cells [0, n, 0, 0]), the data
@@ -22,7 +22,7 @@ says nothing about the mechanism.  It grows only like ln n.  Per statistic
   estimate (r's largest weight is at least the mean weight on P, which gives
   the objective's term in P: Donsker-Varadhan's mean of h, Renyi's
   beta log |E_P g|), so the bound is below -log u whatever the data;
-* a pool of ``dp`` sets (:class:`attacks.staged.PooledEstimate`):
+* a pool of ``dp`` sets (:class:`attacks.held_out.PooledEstimate`):
   log((1 - delta) n) for n outputs per law.  Each pooled log-ratio
   log((p_k - delta) / q_k) has p_k <= 1 and at least one output of Q in its
   set, q_k >= 1 / n (else the pool has no estimate), so their weighted mean is

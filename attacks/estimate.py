@@ -86,7 +86,7 @@ is unbounded: separable samples, and even samples that each repeat one output
 epsilon), get a finite estimate; with no spread to measure, a ``kl`` or
 ``renyi`` estimate of a witness carries a caveat (the staged search counts such a
 witness's separating event instead, chosen before its confirm sample:
-:func:`attacks.staged.event_attack`).
+:func:`attacks.held_out.event_attack`).
 
 ``kl`` and ``renyi`` from the counts of one event (``event``): the attacks of
 the set classes (``threshold``, ``atoms``, ``floatbits``), and a witness
@@ -112,7 +112,6 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
-from sklearn.metrics import roc_auc_score
 from sklearn.utils import check_random_state
 
 from attacks import binomial_ratio, paired_ratio
@@ -402,6 +401,8 @@ def estimate_divergence(
     if isinstance(kind, IPM):
         g = np.r_[scores_p, scores_q]
         labels = np.r_[np.ones(len(test_p)), np.zeros(len(test_q))]
+        from sklearn.metrics import roc_auc_score  # ipm only: not on an audit's import
+
         details.update(auc=float(roc_auc_score(labels, g)), advantage=estimate / 2, threshold=adversary.threshold_)
     if isinstance(kind, DP):
         details.update(threshold=adversary.threshold_, side=adversary.side_)

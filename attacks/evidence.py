@@ -2,7 +2,7 @@
 
 An audit's statistics are of several kinds: a set's counts and a witness's
 held-out objective (:class:`attacks.estimate.DivergenceEstimate`), a weighted
-mean of several sets' log-ratios (:class:`attacks.staged.PooledEstimate`), a
+mean of several sets' log-ratios (:class:`attacks.held_out.PooledEstimate`), a
 sequential search's spent look (:class:`attacks.sequential.SequentialEstimate`),
 a mean over iid pairs (:class:`audit.on_average.OnAverageEstimate`), a theorem check's measured side
 (:class:`audit.checks.Measurement`) and a mean with normal bounds
@@ -86,6 +86,11 @@ class NormalEstimate:
         if self.caveat or not (math.isfinite(self.estimate) and self.standard_error > 0):
             return 1.0
         return float(ndtr((claim - self.estimate) / self.standard_error))  # the normal's survival function
+
+    def ceiling(self, level: float = 0.95) -> float:
+        """NaN: no bound is known that the sample sizes of a normal estimate cap (unlike counts' or a witness's,
+        :meth:`attacks.estimate.DivergenceEstimate.ceiling`)."""
+        return math.nan
 
     def to_record(self) -> dict[str, Any]:
         """Plain JSON: ``kind = "normal"``, the estimate, its standard error and caveat."""

@@ -49,12 +49,8 @@ from dataclasses import replace
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.decomposition import PCA
-from sklearn.kernel_approximation import RBFSampler
-from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import PolynomialFeatures, StandardScaler
-from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils import check_random_state
 
 from attacks import mlp
@@ -90,6 +86,9 @@ def random_fourier(X: np.ndarray, n_components: int, bandwidth: float | None, se
         bandwidth = _median_distance(common.transform(X), random_state)
     else:
         bandwidth = bandwidth / common.scale_
+    from sklearn.decomposition import PCA  # each class's estimators loaded by its own feature map
+    from sklearn.kernel_approximation import RBFSampler
+
     sampler = RBFSampler(gamma=0.5 / bandwidth**2, n_components=n_components, random_state=seed)
     return make_pipeline(common, sampler, PCA(n_components=_KERNEL_VARIANCE, whiten=True, svd_solver="covariance_eigh"))
 
@@ -187,6 +186,8 @@ class NetworkWitness(TransformerMixin, BaseEstimator):
 
 def _classifier_logit(X: np.ndarray, y: np.ndarray, width: int, random_state: int | None) -> mlp.Network:
     """The logit log P(x)/Q(x) of an MLPClassifier with ``width`` hidden ReLU units fitted to tell P (0) from Q (1)."""
+    from sklearn.neural_network import MLPClassifier
+
     network = MLPClassifier(
         hidden_layer_sizes=(width,),
         early_stopping=X.shape[0] >= _CLASSIFIER_MIN_ROWS,
@@ -227,6 +228,8 @@ class TreeCells(TransformerMixin, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X, y):
+        from sklearn.tree import DecisionTreeClassifier
+
         self.tree_ = DecisionTreeClassifier(max_depth=self.max_depth, random_state=self.random_state).fit(X, y)
         leaves = np.flatnonzero(self.tree_.tree_.children_left == -1)
         self.cell_of_node_ = np.full(self.tree_.tree_.node_count, -1)

@@ -44,7 +44,7 @@ row i of its output whatever the input.
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtr, ndtri
 
 from attacks import binomial_ratio
 
@@ -136,7 +136,7 @@ def p_value(counts, delta: float, claim: float) -> float:
     """One-sided p-value of H0: log((P(S) - delta) / Q(S)) <= claim, consistent with :func:`log_ratio_bound`."""
     counts = _check_counts(counts)
     if score_applies(counts, delta):
-        return float(norm.sf(score_statistic(counts, delta, float(np.exp(claim)))))
+        return float(ndtr(-score_statistic(counts, delta, float(np.exp(claim)))))
     marginals = _marginal_counts(counts)
     return binomial_ratio.split_p_value(
         lambda level: binomial_ratio.clopper_pearson_log_ratio_bound(*marginals, delta, level, True), claim
@@ -184,7 +184,7 @@ def difference_p_value(counts, claim: float) -> float:
     if claim <= -1.0 or claim >= 1.0:
         return float(claim >= 1.0)  # P(S) - Q(S) <= 1 always holds; <= -1 is below every lower bound
     if difference_score_applies(counts):
-        return float(norm.sf(score_statistic(counts, claim, 1.0)))
+        return float(ndtr(-score_statistic(counts, claim, 1.0)))
     marginals = _marginal_counts(counts)
     return binomial_ratio.split_p_value(
         lambda level: binomial_ratio.clopper_pearson_difference_bound(*marginals, level, True), claim
@@ -241,7 +241,7 @@ def projected_lower_bound(counts, delta: float, level: float, n_eval: int) -> np
     psi, variance = smoothed_log_ratio(counts, delta)
     spread = np.sqrt(variance * (1.0 / n + 1.0 / n_eval))
     with np.errstate(invalid="ignore"):
-        bound = np.where(np.isfinite(psi), psi - norm.ppf(level) * spread, -np.inf)
+        bound = np.where(np.isfinite(psi), psi - ndtri(level) * spread, -np.inf)
     k_p, _, k_q, _ = _marginal_counts(counts)
     mass_p, mass_q = binomial_ratio.smoothed_proportion(k_p, n), binomial_ratio.smoothed_proportion(k_q, n)
     score = score_applies(counts * (n_eval / n)[..., None], delta)

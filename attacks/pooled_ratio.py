@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import cholesky, solve_triangular
 from scipy.optimize import nnls
-from scipy.stats import norm
+from scipy.special import ndtri
 
 _BLOCK_ROWS = 2**18  # rows per float32 product: exact (float32 counts every integer up to 2^24), and small in memory
 
@@ -168,7 +168,7 @@ def pooled_log_ratio(moments: EventMoments, weights, delta: float, coupled: bool
 def pooled_lower_bound(moments: EventMoments, weights, delta: float, level: float, coupled: bool) -> float:
     """Lower confidence bound at ``level`` on sum_k w_k log((P(S_k) - delta) / Q(S_k)), hence on epsilon."""
     estimate, error = pooled_log_ratio(moments, weights, delta, coupled)
-    return estimate - float(norm.ppf(level)) * error
+    return estimate - float(ndtri(level)) * error
 
 
 def usable_sets(moments: EventMoments, delta: float, coupled: bool, min_count: int) -> np.ndarray:

@@ -65,9 +65,18 @@ from attacks.anytime_sets import AnytimeSetEstimate
 from attacks.betting import BernoulliBetting
 from attacks.ceilings import evidence_ceiling
 from attacks.estimate import DivergenceEstimate
-from attacks.staged import (CHUNK, DEFAULT_SHARES, FIGURE_OUTPUTS, Attack, Candidate, Draw, Sampler, StagedResult,
-                            PooledEstimate, StageSizes, Target, confirm_statistic, count_estimate, later_outputs, score_summary,
-                            staged_search)
+from attacks.budget import DEFAULT_SHARES, StageSizes
+from attacks.candidates import Candidate, Draw, Sampler, Target
+from attacks.held_out import (
+    Attack,
+    CHUNK,
+    FIGURE_OUTPUTS,
+    PooledEstimate,
+    confirm_statistic,
+    count_estimate,
+    score_summary,
+)
+from attacks.staged import StagedResult, later_outputs, staged_search
 from attacks.vocabulary import DP, IPM, divergence_of
 
 RATIO = 4
@@ -339,7 +348,7 @@ def sequential_search(sample: Sampler, n_pairs: int, target: Target, claim: floa
         The claimed value the looks test.
     limits : Limits
     shares : mapping, optional
-        Stage shares of each round's budget (:meth:`attacks.staged.StageSizes.from_budget`).
+        Stage shares of each round's budget (:meth:`attacks.budget.StageSizes.from_budget`).
     first : int, optional
         The first round's budget (outputs per dataset of a pair); default :func:`first_budget`.
     seed : int
@@ -409,7 +418,7 @@ def anytime_confirm(weight: float, decides: Callable[[Evidence, float], bool], l
 
     Where the chosen statistic is one ``dp`` or ``ipm`` set (a ``dp`` pool, a
     ``kl`` or ``renyi`` witness or event: the fixed confirm,
-    :func:`attacks.staged.confirm_statistic`, at the round's whole weight),
+    :func:`attacks.held_out.confirm_statistic`, at the round's whole weight),
     the confirm sample is drawn in batches of :data:`LOOK` outputs per
     dataset, then of half of those drawn so far; after each, the set's
     betting confidence sequences (:class:`attacks.anytime_sets.AnytimeSetEstimate`)
@@ -417,7 +426,7 @@ def anytime_confirm(weight: float, decides: Callable[[Evidence, float], bool], l
     at the first look where ``decides(evidence, that weight)``.  Valid at any
     look, the sequences being time-uniform: the looks need no spending of their
     own.  If none decides, the whole confirm sample's exact count bound
-    (:func:`attacks.staged.count_estimate`) is the round's statistic at the rest
+    (:func:`attacks.held_out.count_estimate`) is the round's statistic at the rest
     of its weight, ``(1 - ANYTIME_SHARE) * weight``, a union bound over the
     two.  The rule is fixed before the confirm sample (by the statistic the
     check stage chose), never by which bound came out tighter.  The statistic's

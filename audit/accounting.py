@@ -26,7 +26,7 @@ source (:func:`claim_source`).  dp_accounting is the optional extra
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from attacks.vocabulary import DP, divergence_kind
@@ -62,6 +62,11 @@ def accountant_epsilon(accountant: str, noise_multiplier: float, sampling_rate: 
         raise ValueError(f"steps must be a whole number >= 1. Found {steps!r}.")
     if not 0.0 < delta < 1.0:
         raise ValueError(f"an accountant claim needs delta in (0, 1), e.g. delta = 1e-5. Found {delta!r}.")
+    return float(_composed(accountant, noise_multiplier, sampling_rate, steps).get_epsilon(delta))
+
+
+def _composed(accountant: str, noise_multiplier: float, sampling_rate: float, steps: int) -> Any:
+    """dp_accounting's ``accountant`` ("rdp" or "pld") with ``steps`` Poisson-subsampled Gaussian steps composed."""
     try:
         from dp_accounting import dp_event
         from dp_accounting.pld import pld_privacy_accountant
@@ -74,7 +79,36 @@ def accountant_epsilon(accountant: str, noise_multiplier: float, sampling_rate: 
     account = (rdp_privacy_accountant.RdpAccountant() if accountant == "rdp"
                else pld_privacy_accountant.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION))
     account.compose(dp_event.SelfComposedDpEvent(step, int(steps)))
-    return float(account.get_epsilon(delta))
+    return account
+
+
+def pld_profile_claim(parameters: Mapping[str, float], d_in: int, epsilons: Sequence[float] | None = None) -> Any:
+    """dp_accounting's PLD privacy profile of a training run as a ``profile`` claim (``[[claims]] from = "library"``).
+
+    ``parameters``: noise_multiplier, sampling_rate and steps (the learner's
+    ``training_parameters()``).  The profile delta(epsilon) of the composed
+    privacy loss distribution (Koskela, Jalko and Honkela 2020) is read at
+    ``epsilons``, by default :data:`audit.library_claims.PROFILE_EPSILONS`
+    times its epsilon at delta :data:`audit.library_claims.PROFILE_DELTA`;
+    the accountant's neighbours are one record apart, so ``d_in`` must be 1.
+    Returns a :class:`audit.mechanisms.adapters.library.LibraryClaim`.
+    """
+    import importlib.metadata
+
+    from audit.library_claims import PROFILE_DELTA, PROFILE_EPSILONS
+    from audit.mechanisms.adapters.library import LibraryClaim
+
+    if d_in != 1:
+        raise ValueError(f"dp_accounting's privacy profile is stated for neighbours one record apart; the pairs are "
+                         f"at d_in = {d_in}: give neighbours (distance = 1).")
+    account = _composed("pld", *(float(parameters[field]) for field in TRAINING_FIELDS[:2]), int(parameters["steps"]))
+    grid = list(epsilons) if epsilons else [x * float(account.get_epsilon(PROFILE_DELTA)) for x in PROFILE_EPSILONS]
+    deltas = [min(float(account.get_delta(epsilon)), 0.999) for epsilon in grid]
+    points = ", ".join(f"({e:.4g}, {d:.3g})" for e, d in zip(grid, deltas))
+    used = ", ".join(f"{field} {parameters[field]:g}" for field in TRAINING_FIELDS)
+    return LibraryClaim({"divergence": "profile", "epsilons": grid, "deltas": deltas},
+                        f"dp_accounting {importlib.metadata.version('dp-accounting')}'s PLD accountant ({used}): the "
+                        f"privacy profile (epsilon, delta) at {points}")
 
 
 def training_parameters(entry: Mapping[str, Any], stated: Mapping[str, float] | None) -> dict[str, float]:

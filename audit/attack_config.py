@@ -19,7 +19,7 @@ from attacks.budget import DEFAULT_SHARES, MIN_HELD_OUT, RESOLVED_MASS, held_out
 from audit.fields import ConfigError, Field, Section, check_fields, class_name, value
 
 if TYPE_CHECKING:
-    from attacks.staged import StageSizes
+    from attacks.budget import StageSizes
 
 MIN_SAMPLES = 100
 """Smallest n_samples: the held-out split must hold enough points for a confidence interval."""
@@ -180,7 +180,7 @@ class AttackSpec:
     def stage_sizes(self) -> StageSizes:
         """Outputs per dataset of each stage: ``stages`` of ``n_samples`` (best), or its train / held-out split
         (every: no screen, no check)."""
-        from attacks.staged import StageSizes
+        from attacks.budget import StageSizes
 
         if self.stages is None:
             return StageSizes.from_split(self.n_samples, self.train_fraction)
@@ -275,7 +275,7 @@ def _layers(table: dict, classes: tuple[str, ...]) -> tuple[str, ...]:
 def _sequential(table: dict, policy: str, stages: Mapping[str, float] | None) -> tuple[bool, int, float]:
     """Whether the audit is sequential (policy ``best``, no ``n_samples``), its ``max_outputs`` and ``tolerance``."""
     from attacks.sequential import PILOT_BELOW
-    from attacks.staged import StageSizes
+    from attacks.budget import StageSizes
 
     sequential = policy == "best" and "n_samples" not in table
     for name in ("max_outputs", "tolerance"):
@@ -308,7 +308,7 @@ def default_policy(n_samples: int, on_average: bool, train_fraction: bool) -> st
 def _policy(table: dict, n_samples: int, on_average: bool, confidence: float) -> tuple[str, dict[str, float] | None]:
     """``attacks.policy`` (unset: :func:`default_policy`) and, for ``"best"``, ``attacks.stages`` (shares of
     n_samples per stage, the confirm stage at least :func:`min_held_out` outputs)."""
-    from attacks.staged import StageSizes
+    from attacks.budget import StageSizes
 
     if "engine" in table:
         raise ConfigError(

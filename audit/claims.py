@@ -100,7 +100,8 @@ CLAIMS = Section("claims", (
           meaning="the claim is the mechanism's own privacy map at the pairs' `d_in` (\"Claims from the library\" "
                   "below): no `epsilon` or `delta` (capaudit writes the map's values into results.json's `config` "
                   "and reads them back only when they agree); takes `function_class` (default `\"all\"`), `alpha` "
-                  "(zCDP maps), `epsilons` (smoothed maps) and `reason`"),
+                  "(zCDP maps), `epsilons` (smoothed maps and PLD profiles), `delta` (Opacus's accountant: ε at "
+                  "that δ) and `reason`"),
 ), array=True, schema_extra={"required": [], "if": {"required": ["from"]}, "then": {"not": _has("on_average", "profile", "accountant")},
                              "else": {"required": ["divergence", "function_class"], "allOf": [
     {"if": {"properties": _ORDERED}, "then": {"required": ["alpha"]},

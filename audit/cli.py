@@ -227,11 +227,14 @@ def _run(args: argparse.Namespace) -> int:
 
 def _one_run_summary(title: str, result, out: Path, stream) -> None:
     """A ``[one_run]`` audit's lines: the guesses, then each claim's bound beside its ceiling."""
+    from attacks.vocabulary import GDP, divergence_kind
+
     run = result.one_run
     print(f"{title}: {result.verdict.upper()} (one run: {run['correct']} of {run['guesses']} guesses correct, "
           f"{run['canaries']} canaries; {result.seconds:.1f} s) -> {out / 'report.md'}", file=stream)
     for claim in run["claims"]:
-        name, low = ("mu", claim["mu_low"]) if claim["divergence"] == "gdp" else ("epsilon", claim["epsilon_low"])
+        gdp = divergence_kind(claim["divergence"]) is GDP
+        name, low = ("mu", claim["mu_low"]) if gdp else ("epsilon", claim["epsilon_low"])
         print(f"  {name} = {claim[name]:g}: {claim['verdict']} (lower bound {low:.3f}, ceiling {claim['ceiling']:.3f})",
               file=stream)
 

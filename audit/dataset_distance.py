@@ -81,3 +81,20 @@ def check_neighbours(d: Any, d_prime: Any, relation: str) -> int:
             f"Found {sizes[0]} and {sizes[1]} records differing in {distance}."
         )
     return distance
+
+
+class RecordNeighbours:
+    """Mixin of a mechanism whose library states its claim for neighbours one record apart (``from = "library"``).
+
+    :func:`audit.library_claims.claim_distance` reads the pairs' distance in
+    records with :meth:`input_distance`, and a ``[neighbours]`` table's with
+    :meth:`relation_distance`.
+    """
+
+    def input_distance(self, d: np.ndarray, d_prime: np.ndarray) -> int:
+        """Records in which d and d' differ (:func:`record_distance`): the library's claim is at 1."""
+        return record_distance(d, d_prime)
+
+    def relation_distance(self, relation: str, distance: int) -> int:
+        """Records apart of generated pairs: ``distance`` under either relation."""
+        return distance

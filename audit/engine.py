@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import json
 import math
 import os
 import time
@@ -53,29 +55,22 @@ import numpy as np
 
 from attacks.classes import LAYERS, REPRESENTATION, VALUE, parse_function_class
 from attacks.sequential import FIXED, Limits, interval_of, schedule, sequential_search
-from attacks.staged import (
-    MAX_FINALISTS,
-    Draw,
-    StagedResult,
-    StageSizes,
-    Target,
-    confirm_every,
-    later_outputs,
-    staged_search,
-)
+from attacks.budget import StageSizes
+from attacks.candidates import Target
+from attacks.staged import MAX_FINALISTS, StagedResult, confirm_every, later_outputs, staged_search
 from attacks.vocabulary import DP, divergence_of
 from audit import store
 from audit.checks import check_name, run_check
-from audit.chunks import CHUNK_SIZE
+from audit.attack_config import AttackSpec
 from audit.config import AuditConfig
 from audit.errors import one_line
 from audit.events import EventCounter
 from audit.memory import check_memory
 from audit.neighbours import NeighbourPair
 from audit.parallel import backend
-from audit.plan import DIRECTIONS, Task, plan_hash, task_seed
+from audit.plan import DIRECTIONS, Task, task_seed
 from audit.progress import OutputsBar
-from audit.sampling import COUPLING_REFUSED, draw_chunk, draw_pair_isolated
+from audit.sampling import COUPLING_REFUSED, SamplingError, draw_chunk, pair_sampler
 from audit.schema import Row
 from audit.theory.exact import exact_value, known_laws
 from audit.theory.table import theory_bound as law_bound
@@ -97,10 +92,6 @@ EVENT_NOTE = "bound from the counts of one event"
 
 NO_STATISTIC = "staged search found no statistic"
 """The start of the error row of a search that lost every candidate: its cause is the pairs' own error rows."""
-
-
-class SamplingError(RuntimeError):
-    """The mechanism failed on a pair (the sampler's message)."""
 
 
 @dataclass(frozen=True)
@@ -173,7 +164,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     policy = POLICIES[config.attacks.policy]
     units = policy.units(config, pairs)
     checks = [Unit(check_name(index), (), check=index) for index in range(len(config.checks))]
-    sizes = _largest_sizes(config, len(pairs), len(units))
+    sizes = policy.largest_sizes(config.attacks, len(pairs), len(units))
     plan = plan_hash(config, units + checks)
     path = None if out_dir is None else Path(out_dir) / store.TASKS_FILE
     records = {} if finished is None else finished
@@ -183,7 +174,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     pending = [unit for unit in units if unit.id not in done]
     # one backend (and, for dask and ray, one cluster) for the memory check's probe and every unit: the
     # sampler runs the mechanism on the cluster's workers
-    planned = policy.planned(sizes, len(pairs)) if not config.attacks.sequential else _Best.most(config, len(units))
+    planned = policy.planned(config.attacks, sizes, len(pairs), len(units))
     # the bar shows from the first mechanism call on (the memory check's), its heartbeat while a chunk runs
     checks_pending = sum(unit.id not in done for unit in checks)
     with backend(config.run.backend, config.run.n_jobs), \
@@ -195,12 +186,12 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
             probed = check_memory(config, pairs, functools.partial(draw_chunk, mechanism, seed=config.run.seed),
                                   n_samples=n_held, held_pairs=pairs_held)
         events = EventCounter(getattr(mechanism, "structure", None))
-        outputs = OutputWatch(pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
-                                        workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1),
-                                        timeout=config.run.sample_timeout, on_outputs=bar.update, failed=probed,
-                                        backend=config.run.backend,
-                                        on_redrawn=lambda pair, error: events.redrawn(pairs[pair].name, error)),
-                           events, [pair.name for pair in pairs])
+        sample = pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
+                              workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1),
+                              timeout=config.run.sample_timeout, on_outputs=bar.update, failed=probed,
+                              backend=config.run.backend,
+                              on_redrawn=lambda pair, error: events.redrawn(pairs[pair].name, error))
+        outputs = OutputWatch(sample, events, [pair.name for pair in pairs])
         for unit in units:
             if unit.id not in done:
                 bar.start()
@@ -233,16 +224,6 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     return engine_rows(config, records.values(), evidence)
 
 
-def _largest_sizes(config: AuditConfig, n_pairs: int, n_units: int) -> StageSizes:
-    """The stage sizes of the largest unit: ``config.attacks.stage_sizes``, or a sequential search's last round
-    (:func:`attacks.sequential.schedule` of its share of ``max_outputs``)."""
-    attacks = config.attacks
-    if not attacks.sequential:
-        return attacks.stage_sizes
-    budgets = schedule(attacks.max_outputs // max(n_units, 1), n_pairs, attacks.stages)  # no unit: checks only
-    return StageSizes.from_budget(budgets[-1], attacks.stages)
-
-
 class _Best:
     """Policy ``best``: one staged search per claim, Renyi order and layer (:func:`attacks.staged.staged_search`), or,
     without ``n_samples``, searches in rounds until decided (:func:`attacks.sequential.sequential_search`: each
@@ -271,13 +252,21 @@ class _Best:
         return max(sizes.screen, sizes.train), min(MAX_FINALISTS, n_pairs)
 
     @staticmethod
-    def planned(sizes: StageSizes, n_pairs: int) -> int:
-        return n_pairs * sizes.screen + later_outputs(sizes, min(n_pairs, MAX_FINALISTS))
+    def largest_sizes(attacks: AttackSpec, n_pairs: int, n_units: int) -> StageSizes:
+        """The stage sizes of the largest unit: ``attacks.stage_sizes``, or a search in rounds' last round
+        (:func:`attacks.sequential.schedule` of its share of ``max_outputs``)."""
+        if not attacks.sequential:
+            return attacks.stage_sizes
+        budgets = schedule(attacks.max_outputs // max(n_units, 1), n_pairs, attacks.stages)  # no unit: checks only
+        return StageSizes.from_budget(budgets[-1], attacks.stages)
 
     @staticmethod
-    def most(config: AuditConfig, n_units: int) -> int:
-        """A search in rounds: the most outputs per dataset a unit may draw (its share of ``max_outputs``)."""
-        return config.attacks.max_outputs // max(n_units, 1) // 2
+    def planned(attacks: AttackSpec, sizes: StageSizes, n_pairs: int, n_units: int) -> int:
+        """Outputs per dataset a unit may draw: the screen on every pair and the later stages on the finalists',
+        or, for a search in rounds, the most it may draw (its share of ``max_outputs``)."""
+        if attacks.sequential:
+            return attacks.max_outputs // max(n_units, 1) // 2
+        return n_pairs * sizes.screen + later_outputs(sizes, min(n_pairs, MAX_FINALISTS))
 
     @staticmethod
     def run(unit: Unit, config: AuditConfig, pairs: Sequence[NeighbourPair], sizes: StageSizes,
@@ -348,7 +337,13 @@ class _Every:
         return n_samples, 1
 
     @staticmethod
-    def planned(sizes: StageSizes, n_pairs: int) -> int:
+    def largest_sizes(attacks: AttackSpec, n_pairs: int, n_units: int) -> StageSizes:
+        """Every unit's stage sizes: ``attacks.stage_sizes`` (its train / held-out split)."""
+        return attacks.stage_sizes
+
+    @staticmethod
+    def planned(attacks: AttackSpec, sizes: StageSizes, n_pairs: int, n_units: int) -> int:
+        """Outputs per dataset a unit draws: its pair's train and confirm samples."""
         return sizes.train + sizes.confirm
 
     @staticmethod
@@ -537,6 +532,15 @@ def _number(value: float | None) -> float:
     return math.nan if value is None else float(value)
 
 
+def plan_hash(config: AuditConfig, units: Sequence[Any]) -> str:
+    """What a resumed run must share with the interrupted one: config (minus n_jobs, backend) and the ids of its
+    units of work (:class:`Unit`)."""
+    raw = {key: value for key, value in config.raw.items() if key != "run"}
+    raw["seed"] = config.run.seed
+    text = json.dumps([raw, [unit.id for unit in units]], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def _finished_units(path: Path, plan: str) -> tuple[dict[str, list[dict]], dict[str, Any]]:
     """The units of ``path`` whose records were all written (unit id -> records), and the records' evidence;
     a unit cut off between its records is run again."""
@@ -545,51 +549,3 @@ def _finished_units(path: Path, plan: str) -> tuple[dict[str, list[dict]], dict[
     for record in read.values():
         units.setdefault(record["search"], []).append(record)
     return {key: found for key, found in units.items() if len(found) == found[0]["search_records"]}, evidence
-
-
-def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coupled: bool, *, workers: int = 1,
-                 timeout: float = 600.0, on_outputs: Callable[[int], Any] = lambda n: None,
-                 failed: dict[str, str] | None = None, backend: str = "loky",
-                 on_redrawn: Callable[[int, str], Any] = lambda pair, error: None):
-    """The sampling callable of :mod:`attacks.staged` over ``pairs``; the staged search may call it from several
-    threads at once (``on_outputs`` must allow that).
-
-    ``sample(pair, n, stage, chunk)`` draws n outputs on pair ``pair``'s d and
-    d' with :func:`audit.sampling.draw_pair_isolated` (forked children or, with ``backend`` dask or ray, jobs
-    of its cluster; ``timeout`` seconds a chunk),
-    from the seed of ``"staged|<stage>|<chunk>"``.  ``on_outputs(k)``: k more
-    outputs per dataset are drawn (as each chunk of :data:`audit.chunks.CHUNK_SIZE`
-    comes in; a failed pair's outputs count as drawn).  A pair named in
-    ``failed`` (pair name -> message, e.g. the memory check's probe) is not
-    sampled again: it fails at once with its message.  A failure raises
-    :class:`SamplingError`.  ``on_redrawn(pair, error)``: a draw of the pair
-    was redone one output per call after a call for many outputs raised
-    ``error`` (:func:`audit.sampling.draw_pair_isolated`).
-    """
-    failed = failed or {}
-
-    def sample(pair: int, n: int, stage: str, chunk: int) -> Draw:
-        if pairs[pair].name in failed:
-            on_outputs(n)
-            raise SamplingError(failed[pairs[pair].name])
-        key = int(task_seed(seed, f"staged|{stage}|{chunk}").generate_state(1)[0])
-        counted = 0
-
-        def on_chunk(chunks: int) -> None:
-            nonlocal counted
-            step = min(chunks * CHUNK_SIZE, n - counted)
-            counted += step
-            on_outputs(step)
-
-        try:
-            drawn = draw_pair_isolated(mechanism, pairs[pair], n, key, coupled, workers=workers, timeout=timeout,
-                                       on_chunk=on_chunk, backend=backend)
-        finally:
-            on_outputs(n - counted)
-        if isinstance(drawn, str):
-            raise SamplingError(drawn)
-        if drawn.redrawn is not None:
-            on_redrawn(pair, drawn.redrawn)
-        return Draw(drawn.d, drawn.d_prime, drawn.coupled)
-
-    return sample

@@ -1,7 +1,8 @@
 """Claims read from a library's own privacy map: ``[[claims]] from = "library"``.
 
 A library states its promise as a map from an input distance ``d_in`` to a
-privacy loss (OpenDP's ``measurement.map(d_in)``).  The audited pairs are
+privacy loss (OpenDP's ``measurement.map(d_in)``; a DP-SGD learner's
+accountant: dp_accounting's PLD profile, Opacus's epsilon at delta).  The audited pairs are
 all at one ``d_in`` in the mechanism's input metric, and the claim is the
 map at that ``d_in`` in the library's own measure (max-divergence: ``dp``;
 zero-concentrated: ``zcdp``; approximate or smoothed max-divergence: ``dp``
@@ -21,6 +22,9 @@ SOURCES = ("library",)
 """Accepted values of ``[[claims]] from``."""
 FIELDS = ("from", "function_class", "alpha", "epsilons", "reason")
 """The fields a claim from the library takes; its divergence and values come from the map."""
+PROFILE_EPSILONS = (0.0, 0.25, 0.5, 1.0)
+"""Default epsilon grid of a privacy-profile claim from a library, in units of the profile's epsilon at PROFILE_DELTA."""
+PROFILE_DELTA = 1e-6
 RESOLVED = ("divergence", "epsilon", "delta", "deltas")
 """The fields the map gives: written into the config as run (results.json), accepted back when they agree."""
 
@@ -69,8 +73,12 @@ def library_claim_table(table: Mapping[str, Any], path: str, mechanism: Any, d_i
                          f"privacy map; remove {', '.join(extra)} (accepted: {', '.join(FIELDS)}).")
     if not hasattr(mechanism, "library_claim"):
         raise ValueError(f"{path}.from: mechanism {mechanism.name!r} states no privacy map; use "
-                         "name = \"opendp.measurement\", or give divergence and epsilon.")
-    claim = mechanism.library_claim(d_in, table.get("epsilons"))
+                         "name = \"opendp.measurement\" (or a library adapter, dp_gd_logistic, opacus.dp_sgd), or "
+                         "give divergence and epsilon.")
+    try:
+        claim = mechanism.library_claim(d_in, table.get("epsilons"), table.get("delta"))
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
     for key in sorted(set(RESOLVED) & set(table)):  # results.json's config holds the map's values: they must agree
         if not _same(table[key], claim.table.get(key)):
             raise ValueError(f"{path}.{key}: a claim from the library takes its values from the privacy map, which "

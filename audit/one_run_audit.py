@@ -57,6 +57,7 @@ import numpy as np
 
 from attacks.one_run import one_run_ceiling, one_run_lower_bound
 from attacks.one_run_fdp import one_run_gdp_lower_bound
+from attacks.vocabulary import GDP, divergence_kind
 from audit.fields import ConfigError
 from audit.one_run_config import OneRunSpec
 from audit.plan import task_seed
@@ -92,10 +93,10 @@ def canary_scores(theta: np.ndarray, records: np.ndarray, k: int, score: str, in
     width = k + canaries
     features = records[:, :width]
     margins = features @ theta[:width]
-    if score == "linear":
-        return margins
-    shift = float(theta[width]) if intercept else 0.0
-    return -np.logaddexp(0.0, -(margins + shift))  # minus the logistic loss of label 1
+    if score == "loss":
+        shift = float(theta[width]) if intercept else 0.0
+        return -np.logaddexp(0.0, -(margins + shift))  # minus the logistic loss of label 1
+    return margins
 
 
 def guesses_by_margin(scores: np.ndarray, centre: float, share: float) -> np.ndarray:
@@ -165,7 +166,7 @@ def _claim_reading(claim: Mapping[str, Any], correct: int, guesses: int, held: i
                    confidence: float) -> dict[str, Any]:
     """One claim's bound, ceiling and verdict (module docstring)."""
     value = float(claim["epsilon"])
-    if claim["divergence"] == "gdp":
+    if divergence_kind(claim["divergence"]) is GDP:
         bound = one_run_gdp_lower_bound(correct, guesses, held, confidence)
         ceiling = one_run_gdp_lower_bound(held, held, held, confidence)
         entry = {"label": f"mu={value:g} GDP (one run)", "divergence": "gdp", "mu": value, "mu_low": bound}
@@ -194,7 +195,7 @@ def one_run_lines(readings: Mapping[str, Any]) -> list[str]:
              f"abstaining on the rest): **{readings['correct']} correct**.", "",
              "| claim | lower bound | ceiling | verdict |", "|---|---|---|---|"]
     for claim in readings["claims"]:
-        if claim["divergence"] == "gdp":
+        if divergence_kind(claim["divergence"]) is GDP:
             lines.append(f"| mu = {claim['mu']:g} (gdp) | mu >= {claim['mu_low']:.3f} | {claim['ceiling']:.3f} | "
                          f"{claim['verdict']} |")
         else:

@@ -80,11 +80,7 @@ def describe_audit(
         ``config_sha256``, ``command``, ``date`` (UTC, ISO 8601) and ``machine``
         (``platform``, ``python``, ``cpu_count``).
     """
-    if isinstance(config_source, Mapping):
-        path, digest = None, hashlib.sha256(_canonical_json(raw_config)).hexdigest()
-    else:
-        path = str(config_source)
-        digest = hashlib.sha256(Path(config_source).read_bytes()).hexdigest()
+    path, digest = config_digest(config_source, raw_config)
     library = getattr(mechanism, "library", None)
     reproducible = None if probe is None else reproducibility_probe(mechanism, probe, timeout)
     return {
@@ -103,6 +99,15 @@ def describe_audit(
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count()},
     }
+
+
+def config_digest(config_source: str | os.PathLike | Mapping[str, Any],
+                  raw_config: Mapping[str, Any]) -> tuple[str | None, str]:
+    """(the config file's path, the SHA-256 of its bytes) for a TOML file; (None, the SHA-256 of the canonical JSON
+    of ``raw_config``) for a mapping."""
+    if isinstance(config_source, Mapping):
+        return None, hashlib.sha256(_canonical_json(raw_config)).hexdigest()
+    return str(config_source), hashlib.sha256(Path(config_source).read_bytes()).hexdigest()
 
 
 def reproducibility_probe(mechanism: Any, pair: NeighbourPair, timeout: float = 600.0) -> bool | None:

@@ -46,11 +46,13 @@ from typing import Any
 
 import numpy as np
 
+from attacks.candidates import Draw
 from audit.chunk_pools import ForkPool, pool_for
 from audit.chunks import CHUNK_SIZE, Chunk, PairSamples, chunk_seed, plan_chunks
 from audit.errors import MechanismError, one_line
 from audit.isolation import FORK
 from audit.neighbours import NeighbourPair
+from audit.plan import task_seed
 from audit.structure import StructureEncoder
 
 COUPLING_REFUSED = (
@@ -157,7 +159,7 @@ def draw_pair_isolated(mechanism: Any, pair: NeighbourPair, n: int, seed: int, c
 
     A mechanism that exits, kills its process, hangs or returns malformed
     outputs gives the pair's error message; the engine's pair sampler
-    (:func:`audit.engine.pair_sampler`) and the ``[[checks]]`` sample through
+    (:func:`pair_sampler`) and the ``[[checks]]`` sample through
     it.  ``on_chunk``, ``backend``: as :class:`ChunkSampler`'s.
 
     A call that raises is an observable event when the mechanism's layout is
@@ -393,3 +395,55 @@ class ChunkSampler:
     def _stop(self, job: Any) -> None:
         del self.running[job]
         self.pool.stop(job)
+
+
+class SamplingError(RuntimeError):
+    """The mechanism failed on a pair (the sampler's message)."""
+
+
+def pair_sampler(mechanism: Any, pairs: Sequence[NeighbourPair], seed: int, coupled: bool, *, workers: int = 1,
+                 timeout: float = 600.0, on_outputs: Callable[[int], Any] = lambda n: None,
+                 failed: dict[str, str] | None = None, backend: str = "loky",
+                 on_redrawn: Callable[[int, str], Any] = lambda pair, error: None):
+    """The sampling callable of :mod:`attacks.staged` over ``pairs``; the staged search may call it from several
+    threads at once (``on_outputs`` must allow that).
+
+    ``sample(pair, n, stage, chunk)`` draws n outputs on pair ``pair``'s d and
+    d' with :func:`draw_pair_isolated` (forked children or, with ``backend`` dask or ray, jobs
+    of its cluster; ``timeout`` seconds a chunk),
+    from the seed of ``"staged|<stage>|<chunk>"``.  ``on_outputs(k)``: k more
+    outputs per dataset are drawn (as each chunk of :data:`audit.chunks.CHUNK_SIZE`
+    comes in; a failed pair's outputs count as drawn).  A pair named in
+    ``failed`` (pair name -> message, e.g. the memory check's probe) is not
+    sampled again: it fails at once with its message.  A failure raises
+    :class:`SamplingError`.  ``on_redrawn(pair, error)``: a draw of the pair
+    was redone one output per call after a call for many outputs raised
+    ``error`` (:func:`draw_pair_isolated`).
+    """
+    failed = failed or {}
+
+    def sample(pair: int, n: int, stage: str, chunk: int) -> Draw:
+        if pairs[pair].name in failed:
+            on_outputs(n)
+            raise SamplingError(failed[pairs[pair].name])
+        key = int(task_seed(seed, f"staged|{stage}|{chunk}").generate_state(1)[0])
+        counted = 0
+
+        def on_chunk(chunks: int) -> None:
+            nonlocal counted
+            step = min(chunks * CHUNK_SIZE, n - counted)
+            counted += step
+            on_outputs(step)
+
+        try:
+            drawn = draw_pair_isolated(mechanism, pairs[pair], n, key, coupled, workers=workers, timeout=timeout,
+                                       on_chunk=on_chunk, backend=backend)
+        finally:
+            on_outputs(n - counted)
+        if isinstance(drawn, str):
+            raise SamplingError(drawn)
+        if drawn.redrawn is not None:
+            on_redrawn(pair, drawn.redrawn)
+        return Draw(drawn.d, drawn.d_prime, drawn.coupled)
+
+    return sample

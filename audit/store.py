@@ -13,7 +13,7 @@ corrupted file), not against an attacker, who can recompute the checksum or
 simply rerun the tool.  A torn last line (an interrupted write) is cut off
 before new lines are appended.  The engine (:mod:`audit.engine`)
 writes each unit's records in these lines; its pooled confirm statistic's
-record (:meth:`attacks.staged.PooledEstimate.to_record`) says ``kind = "pooled"``.
+record (:meth:`attacks.held_out.PooledEstimate.to_record`) says ``kind = "pooled"``.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def line_checksum(line: dict[str, Any]) -> str:
 def read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, Evidence | None]]:
     """The records of ``tasks.jsonl``, marked ``resumed``, and their estimates; a torn last line is cut off the file.
 
-    Every other line must decode, carry this plan's hash (:func:`audit.plan.plan_hash`)
+    Every other line must decode, carry this plan's hash (:func:`audit.engine.plan_hash`)
     and a matching :func:`line_checksum`, else the resume is refused (``ValueError``).
     """
     records: dict[str, dict] = {}
@@ -94,7 +94,7 @@ def evidence_from_record(stored: dict) -> Evidence:
     from attacks.anytime_sets import ANYTIME, AnytimeSetEstimate
     from attacks.estimate import DivergenceEstimate
     from attacks.sequential import SEQUENTIAL, SequentialEstimate
-    from attacks.staged import POOLED, PooledEstimate
+    from attacks.held_out import POOLED, PooledEstimate
 
     if stored.get("kind") == SEQUENTIAL:
         return SequentialEstimate.from_record(stored, evidence_from_record)

@@ -279,12 +279,13 @@ def fix_layout(mechanism: Any, datasets: Sequence[np.ndarray], seed: int, timeou
         return
     drawn = on_drawn or (lambda done, total: None)
     drawn(0, len(datasets))
+    pilot = functools.partial(_pilot, mechanism, encoder, datasets, seed)
     if not FORK:  # the pilot widens this process's encoder itself
-        _pilot(mechanism, encoder, datasets, seed, send=lambda layout: None)
+        pilot(send=lambda layout: None)
         drawn(len(datasets), len(datasets))
         encoder.fixed = encoder.width is not None
         return
-    receiver, child = fork(functools.partial(_pilot, mechanism, encoder, datasets, seed))
+    receiver, child = fork(pilot)
     deadline = time.monotonic() + min(timeout, PILOT_SECONDS)
     try:
         while time.monotonic() < deadline:

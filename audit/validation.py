@@ -57,3 +57,10 @@ def _numbers_only(value: Any) -> bool:
         elif not is_number(item):
             return False
     return True
+
+
+def positive_int(name: str, value: Any) -> int:
+    """``value`` as an int >= 1, or a ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer. Found {value!r}.")
+    return int(value)

@@ -331,7 +331,9 @@ def _row_detectable_excess(row: Row, level: float, ceiling: float) -> float:
 
 
 def row_ceiling(row: Row, confidence: float) -> float:
-    """The largest lower bound at ``confidence`` that the row's sample sizes allow, NaN where none is known.
+    """The largest lower bound at ``confidence`` that the row's sample sizes allow, NaN where none is known: its
+    evidence's ``ceiling`` (:meth:`attacks.estimate.DivergenceEstimate.ceiling`: an event's counts, a ``dp`` set's
+    independent counts, a ``kl`` or ``renyi`` witness; a sequential search's look at its spent confidence).
 
     No data of these sizes refute a claim at or above it (Holm never tests a
     row at a level more lenient than ``1 - confidence``), and it grows only

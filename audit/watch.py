@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from attacks.representation import FINEST_BITS, finest_bits, separating_bit
-from attacks.staged import Draw
+from attacks.candidates import Draw
 from audit.events import BIT_EVENT, EventCounter
 
 RAISED_NOTE = "the mechanism raised"

@@ -1,4 +1,4 @@
-"""Peak memory of audits against ``audit.plan.estimate_memory``.
+"""Peak memory of audits against ``audit.memory.estimate_memory``.
 
 Each config runs ``run_audit`` in a fresh Python process.  The peak is the
 largest resident set of the audit and its joblib (loky) workers together,
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from audit.config import RunSpec  # noqa: E402
-from audit.plan import estimate_memory  # noqa: E402
+from audit.memory import estimate_memory  # noqa: E402
 
 CHILD = """
 import json, sys

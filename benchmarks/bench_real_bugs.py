@@ -35,8 +35,10 @@ import json
 import os
 import tempfile
 import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tabulate import tabulate
@@ -225,8 +227,6 @@ NOT_REPRODUCED_CLAIMS = [
      "on 0.15.1 and 0.16.0 (exponential mechanism 0.119, permute-and-flip 0.068), so Renyi-2 is 0.868 <= 1.0 on "
      "both; 1.377 is permute-and-flip's value. The rows 'as released' audit the wheel; 'as described' samples "
      "OpenDP's own permute-and-flip (its max-divergence noisy max) under the zCDP map, the issue's scenario"),
-    ("opendp #2945 (group-by margin at symmetric distance 2k)", "needs OpenDP's Polars front end and the commit the "
-     "issue names; not attempted within the time box"),
 ]
 
 
@@ -244,6 +244,58 @@ def permute_and_flip(dataset, n, rng):
     measurement = dp.m.make_noisy_max(*space, dp.max_divergence(), scale=NOISY_MAX["chain"][0]["scale"])
     scores = [int(x) for x in np.ravel(dataset)]
     return np.array([[measurement(scores)] for _ in range(n)], dtype=float)
+
+
+GROUP_ROWS = 3
+"""OpenDP #2945: the margin's max_length, and the rows of the one group "a" in each dataset."""
+GROUP_PAIR = {"d": [[10]] * GROUP_ROWS, "d_prime": [[-10]] * GROUP_ROWS}
+"""The issue's pair: every row of the group replaced, symmetric distance 2 GROUP_ROWS = 6; the sums are 30 and -30."""
+GROUP_SCALE = 30.0
+"""The discrete Laplace scale of the grouped sum of B in [-10, 10]: the true epsilon at d_in = 6 is 60 / 30 = 2."""
+
+
+def _grouped_sum(max_length: int):
+    """OpenDP's grouped sum of #2945 (make_private_lazyframe, one group "a", margin max_length, keys public)."""
+    import opendp.prelude as dp
+    import polars as pl
+
+    dp.enable_features("contrib")
+    schema = {"A": pl.String, "B": pl.Int32}
+    query = pl.LazyFrame(schema=schema).group_by("A").agg(pl.col("B").dp.sum((-10, 10), scale=GROUP_SCALE))
+    domain = dp.with_margin(dp.lazyframe_domain([dp.series_domain("A", dp.atom_domain(T=str)),
+                                                 dp.series_domain("B", dp.atom_domain(T=int))]),
+                            dp.polars.Margin(by=["A"], max_length=max_length, max_groups=1, invariant="keys"))
+    return dp.m.make_private_lazyframe(domain, dp.symmetric_distance(), dp.max_divergence(), query), schema
+
+
+def grouped_sum(dataset, n, rng, max_length=GROUP_ROWS):
+    """The grouped sum's noisy B of group "a" on the records B = ``dataset``: one library call per output."""
+    import polars as pl
+
+    measurement, schema = _grouped_sum(max_length)
+    values = [int(x) for x in np.ravel(dataset)]
+    frame = pl.LazyFrame({"A": ["a"] * len(values), "B": values}, schema=schema)
+    return np.array([[measurement(frame).collect()["B"].item()] for _ in range(n)], dtype=float)
+
+
+def grouped_sum_fixed_map(dataset, n, rng):
+    """The same call with max_length = 2 GROUP_ROWS: its map at d_in = 6 bounds a group's change by 6 rows, as the
+    fix of #2945 bounds it by 2 max_length (the records stay within 3 rows a group)."""
+    return grouped_sum(dataset, n, rng, max_length=2 * GROUP_ROWS)
+
+
+def _group_by_case(max_length: int) -> dict:
+    """#2945's pair audited against the grouped sum's own map at the pair's symmetric distance (d_in = 6)."""
+    import importlib.metadata
+
+    d_in = 2 * GROUP_ROWS  # every record of d replaced: GROUP_ROWS out, GROUP_ROWS in
+    epsilon = float(_grouped_sum(max_length)[0].map(d_in))
+    function = "grouped_sum" if max_length == GROUP_ROWS else "grouped_sum_fixed_map"
+    return {"mechanism": {"callable": f"benchmarks.bench_real_bugs:{function}"}, "pairs": [GROUP_PAIR],
+            "claims": [{"divergence": "dp", "function_class": "all", "epsilon": epsilon,
+                        "reason": f"opendp {importlib.metadata.version('opendp')}'s privacy map of "
+                                  f"make_private_lazyframe (max_length = {max_length}) at d_in = {d_in}: "
+                                  f"epsilon = {epsilon:.6g}"}]}
 
 
 def accountant_claims(relation: str) -> list[dict]:
@@ -289,43 +341,62 @@ CLAIM_CASES = [  # (case, release, library, config builder, true values at the c
      lambda: _noisy_max_case(True), list(PF_RENYI)),
     ("opendp #2911", "as released: make_noisy_max under zCDP, from = \"library\"", "opendp",
      lambda: _noisy_max_case(False), list(EM_RENYI)),
+    ("opendp #2945", "buggy: grouped sum, margin max_length = 3, map at d_in = 6", "opendp",
+     lambda: _group_by_case(GROUP_ROWS), [2 * GROUP_ROWS * 10 / GROUP_SCALE]),
+    ("opendp #2945", "fixed map: the same call with max_length = 6 (a group's change bounded by 2k rows)", "opendp",
+     lambda: _group_by_case(2 * GROUP_ROWS), [2 * GROUP_ROWS * 10 / GROUP_SCALE]),
 ]
 
 
-def claims_edition(seed: int) -> str:
-    """The second edition: each case audited from the library's own claim at default settings (module docstring)."""
+def _claim_audit(config: dict) -> tuple[Any, int, float]:
+    """One audit of a claims case: its result, the outputs drawn (results.json) and the CPU seconds."""
+    start = sum(os.times()[:4])  # this process and its forked samplers
+    with tempfile.TemporaryDirectory() as out:
+        result = run_audit(config, out_dir=out, progress=False)
+        drawn = json.loads((Path(out) / "results.json").read_text())["outputs_drawn"]
+    return result, drawn, sum(os.times()[:4]) - start
+
+
+def claims_edition(seed: int, seeds: int = 1, only: str | None = None) -> str:
+    """The second edition: each case audited from the library's own claim at default settings (module docstring);
+    ``seeds`` > 1 audits each case at seeds ``seed`` to ``seed + seeds - 1`` and counts the verdicts; ``only``
+    keeps the cases whose name contains it."""
     import importlib.metadata
 
     rows, skipped = [], []
     for case, release, library, build, true in CLAIM_CASES:
+        if only and only not in case:
+            continue
         try:
             version = importlib.metadata.version(library)
-            config = {**build(), "run": {"seed": seed}}
+            configs = [{**build(), "run": {"seed": s}} for s in range(seed, seed + seeds)]
         except Exception as error:  # a missing library: skip with the reason
             skipped.append({"case": f"{case}, {release}", "why": f"skipped: {type(error).__name__}: {error}"})
             continue
-        start = sum(os.times()[:4])  # this process and its forked samplers
-        with tempfile.TemporaryDirectory() as out:
-            result = run_audit(config, out_dir=out, progress=False)
-            drawn = json.loads((Path(out) / "results.json").read_text())["outputs_drawn"]
-        seconds = sum(os.times()[:4]) - start
-        claims = result.claims
+        audits = [_claim_audit(config) for config in configs]
+        verdicts = Counter(result.verdict for result, _, _ in audits)
+        result = audits[0][0]
         rows.append({"case": case, "release": release, "library": f"{library} {version}",
-                     "claims": ", ".join(str(c.get("label", c.get("claim"))) for c in claims),
-                     "true (same orders)": ", ".join(f"{t:.3g}" for t in true), "verdict": result.verdict,
-                     "lower bounds": ", ".join(f"{low:.3g}" for low in result.table.groupby("alpha")["ci_low"].max()),
-                     "outputs drawn": f"{drawn:,}".replace(",", " "),
-                     "cpu s": f"{seconds:.0f}"})
+                     "claims": ", ".join(str(c.get("label", c.get("claim"))) for c in result.claims),
+                     "true (same orders)": ", ".join(f"{t:.3g}" for t in true),
+                     "verdict": result.verdict if seeds == 1 else ", ".join(f"{v} {n}" for v, n in verdicts.items()),
+                     "lower bounds": ", ".join(f"{low:.3g}" for low in
+                                               result.table.groupby("alpha", dropna=False)["ci_low"].max()),
+                     "outputs drawn": f"{round(np.mean([drawn for _, drawn, _ in audits])):,}".replace(",", " "),
+                     "cpu s": f"{sum(seconds for _, _, seconds in audits):.0f}"})
         print(rows[-1], flush=True)
+    command = f"--claims --seed {seed}" + (f" --seeds {seeds}" if seeds > 1 else "") + (f' --only "{only}"' if only else "")
     return "\n".join([
         "# Claims from the library (benchmarks/bench_real_bugs.py --claims)", "",
-        f"`PYTHONPATH=. python benchmarks/bench_real_bugs.py --claims --seed {seed}`, in an environment with the "
+        f"`PYTHONPATH=. python benchmarks/bench_real_bugs.py {command}`, in an environment with the "
         "library versions named. Default audit settings (the dp_accounting cases: `representation = false`: the "
         "accountant bounds the released values, and the sum adds numpy's float Gaussian, which the representation "
         "layer refutes whatever the accounting, Mironov 2012); claims over `all` as the library states them "
         "(RdpAccountant's Renyi DP at each order; OpenDP's map rho = 0.5 read as Renyi claims 0.5 alpha at orders "
-        "1.5, 2, 4); `lower bounds` per order; `outputs drawn` every output of the audit (both datasets, every "
-        "stage and round); `cpu s` this process and its samplers.", "",
+        "1.5, 2, 4; OpenDP #2945: the grouped sum's map at the pair's symmetric distance, d_in = 6, epsilon over "
+        "all); `lower bounds` per order; `outputs drawn` every output of the audit (both datasets, every "
+        "stage and round; the mean over seeds); `cpu s` this process and its samplers (the total over seeds); "
+        "over several seeds, `verdict` counts them and `lower bounds` are the first seed's.", "",
         tabulate(rows, headers="keys", tablefmt="github") if rows else "(no case ran)", "",
         "## Not reproduced here", "",
         tabulate([{"case": case, "why": why} for case, why in NOT_REPRODUCED_CLAIMS] + skipped, headers="keys",
@@ -338,9 +409,11 @@ def main() -> None:
     parser.add_argument("--out", default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--claims", action="store_true", help="the second edition: claims from the library")
+    parser.add_argument("--seeds", type=int, default=1, help="--claims: audit each case at this many seeds")
+    parser.add_argument("--only", default=None, help="--claims: only the cases whose name contains this")
     args = parser.parse_args()
     if args.claims:
-        text = claims_edition(args.seed)
+        text = claims_edition(args.seed, args.seeds, args.only)
         Path(args.out or "benchmarks/results/bench_real_bugs_claims.md").write_text(text)
         print(text)
         return

@@ -17,6 +17,9 @@ A reading of issue 33's measure ("following config from run_audit ... climbs
 back into rooms above it"), static and by name.  Run by hand::
 
     python benchmarks/config_walk.py [ROOT]    # ROOT: a checkout (default this one); prints stays and climbs
+
+Without ROOT it also writes benchmarks/results/config_walk.md (the figure, the commit and each climb), which
+docs/benchmarks.md quotes.
 """
 
 from __future__ import annotations
@@ -172,3 +175,10 @@ if __name__ == "__main__":
     print(f"stays {len(stays)}, climbs {len(climbs)}, stays in audit/config.py {entries.get('audit.config', 0)}")
     for line in climbs:
         print("  climb:", line)
+    if len(sys.argv) == 1:
+        from results_file import commit, write  # beside this script
+
+        write(Path(__file__).parent / "results" / "config_walk.md",
+              f"Code: {commit()}.\n\n| stays | climbs | stays in audit/config.py |\n|---|---|---|\n"
+              f"| {len(stays)} | {len(climbs)} | {entries.get('audit.config', 0)} |\n\nThe climbs:\n\n"
+              + "".join(f"- {line}\n" for line in climbs))

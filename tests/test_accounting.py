@@ -100,3 +100,29 @@ def test_a_dp_sgd_learner_hands_its_sampling_rate_to_the_accountant():
     [claim] = load_config(config({**ACCOUNTED, "accountant": "rdp"}, sgd)).claims
     assert claim.epsilon == accountant_epsilon("rdp", 0.7, 0.1, 10, 1e-5)
     assert claim.epsilon < accountant_epsilon("rdp", 0.7, 1.0, 10, 1e-5)  # subsampling amplifies
+
+
+def test_a_claim_from_the_library_is_the_pld_accountants_whole_privacy_profile():
+    """q = 1, T = 4, z = 1 (mu = 2): the PLD profile is mu-GDP's delta(epsilon) (DRS Cor. 2.13) up to its
+    discretization, on a grid ending at the epsilon of delta 1e-6; results.json's config as run reads back."""
+    pytest.importorskip("dp_accounting")
+    import importlib.metadata
+
+    from audit.theory.tradeoff import gaussian_profile
+
+    loaded = load_config(config({"from": "library"}))
+    entry = loaded.raw["claims"][0]
+    assert entry["divergence"] == "profile" and len(loaded.claims) == len(entry["epsilons"]) == 4
+    assert [claim.delta for claim in loaded.claims] == pytest.approx(gaussian_profile(entry["epsilons"], 2.0),
+                                                                     rel=1e-3, abs=1e-9)
+    assert entry["epsilons"][-1] == pytest.approx(gdp_epsilon(2.0, 1e-6), rel=1e-4)
+    assert f"dp_accounting {importlib.metadata.version('dp-accounting')}'s PLD accountant" in entry["reason"]
+    assert load_config(config(entry)).claims == loaded.claims
+
+
+def test_the_pld_profile_is_refused_at_a_distance_it_does_not_state():
+    pytest.importorskip("dp_accounting")
+    d, _ = make_mechanism(MECHANISM["name"], MECHANISM["params"]).default_pairs()[0]
+    far = {**config({"from": "library"}), "pairs": [{"d": d.tolist(), "d_prime": d[:-2].tolist()}]}
+    with pytest.raises(ConfigError, match=r"claims\[0\]: dp_accounting's privacy profile .* d_in = 2"):
+        load_config(far)

@@ -16,7 +16,10 @@ import pytest
 from scipy.stats import norm
 
 from attacks import Adversary, pooled_ratio
-from attacks.staged import GRADE_FLOOR, GRADE_STEP, MAX_FINALISTS, MIN_COUNT, StageSizes, _pools, graded_attack
+from attacks.budget import StageSizes
+from attacks.held_out import GRADE_FLOOR, GRADE_STEP, graded_attack
+from attacks.selection import MIN_COUNT, _pools
+from attacks.staged import MAX_FINALISTS
 
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 

@@ -17,7 +17,8 @@ from scipy.stats import beta, binom
 
 from attacks.anytime_sets import AnytimeSetEstimate, estimand
 from attacks.betting import GRID, BernoulliBetting, BettingSequence
-from attacks.staged import Target, count_estimate
+from attacks.candidates import Target
+from attacks.held_out import count_estimate
 from audit.store import evidence_from_record
 
 ERROR = 0.1

@@ -31,7 +31,7 @@ from audit.checks import (
     run_check,
 )
 from audit.config import PROPERTIES, ConfigError, load_config
-from audit.mechanisms.builtin import LaplaceMechanism
+from audit.mechanisms.additive_noise import LaplaceMechanism
 from audit.parallel import backend
 from audit.schema import Row
 from audit.store import TASKS_FILE

@@ -19,11 +19,11 @@ import pytest
 
 from attacks import estimate as estimate_module
 from attacks import evidence as evidence_module
-from attacks import sequential, staged
+from attacks import held_out, selection, sequential, staged
 from attacks.estimate import DivergenceEstimate, estimate_divergence
 from attacks.evidence import Evidence, NormalEstimate
 from attacks.sequential import SequentialEstimate
-from attacks.staged import PooledEstimate
+from attacks.held_out import PooledEstimate
 from audit import checks, generalization, on_average
 from audit.checks import Measurement
 from audit.on_average import OnAverageEstimate, average_over_pairs
@@ -70,7 +70,7 @@ def evidence(request):
 
 def test_every_evidence_class_of_the_code_is_tested():
     """A class with the protocol's methods in an evidence module is one of :data:`CLASSES` (so this file checks it)."""
-    modules = (estimate_module, evidence_module, sequential, staged, on_average, generalization, checks)
+    modules = (estimate_module, evidence_module, sequential, staged, held_out, selection, on_average, generalization, checks)
     found = {cls for module in modules for _, cls in inspect.getmembers(module, inspect.isclass)
              if cls.__module__ == module.__name__ and callable(getattr(cls, "p_value", None))
              and callable(getattr(cls, "confidence_interval", None))}

@@ -26,7 +26,7 @@ import audit.engine
 import audit.neighbours
 import audit.progress
 import audit.report
-import attacks.staged
+import attacks.held_out
 import audit.sampling
 import audit.store
 from audit import run_audit
@@ -108,7 +108,7 @@ def prints(dataset, n, rng):
 
 
 def dies_in_a_worker(*args):
-    """Stands for ``attacks.staged._summary`` (a statistic's counts, in a worker): kills the loky worker."""
+    """Stands for ``attacks.held_out._summary`` (a statistic's counts, in a worker): kills the loky worker."""
     os._exit(7)
 
 
@@ -191,13 +191,13 @@ def test_outputs_near_overflow_are_a_clean_outcome(tmp_path, capsys, policy):
 
 
 def fails_in_the_pool(*args):
-    """Stands for ``attacks.staged._summary``: a failure of the pool itself, not of one attack's fit."""
+    """Stands for ``attacks.held_out._summary``: a failure of the pool itself, not of one attack's fit."""
     raise RuntimeError("the pool broke")
 
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_a_failing_pool_gives_error_rows(tmp_path, capsys, monkeypatch, policy):
-    monkeypatch.setattr(attacks.staged, "_summary", fails_in_the_pool)
+    monkeypatch.setattr(attacks.held_out, "_summary", fails_in_the_pool)
     code, err, results = _run(tmp_path, capsys, _config(policy=policy, n_jobs=2, backend="threading"))
     _assert_clean_error(code, err, "the attack workers failed: RuntimeError: the pool broke")
     assert len(results["rows"]) == ROWS[policy] and all("the pool broke" in row["error"] for row in results["rows"])
@@ -207,7 +207,7 @@ def test_a_failing_pool_gives_error_rows(tmp_path, capsys, monkeypatch, policy):
 @pytest.mark.parametrize("policy", POLICIES)
 def test_a_dead_loky_worker_gives_error_rows(tmp_path, capsys, monkeypatch, policy):
     """A worker process killed mid-task (TerminatedWorkerError); slow: loky starts fresh workers."""
-    monkeypatch.setattr(attacks.staged, "_summary", dies_in_a_worker)
+    monkeypatch.setattr(attacks.held_out, "_summary", dies_in_a_worker)
     code, err, results = _run(tmp_path, capsys, _config(policy=policy, n_jobs=2, backend="loky"))
     _assert_clean_error(code, err, "the attack workers failed: TerminatedWorkerError")
     assert len(results["rows"]) == ROWS[policy]

@@ -24,7 +24,7 @@ from audit.mechanisms import (
     make_mechanism,
     sample_coupled,
 )
-from audit.mechanisms import buggy, builtin
+from audit.mechanisms import additive_noise, buggy, builtin, query_answers
 from audit.theory.table import theory_bound
 
 BUILTIN_PARAMS = {"matrix": {"A": [[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]}}
@@ -58,7 +58,7 @@ def test_same_seed_same_outputs(cls):
 
 def test_sample_rejects_a_bad_n():
     with pytest.raises(ValueError, match="n must be a positive integer. Found 0"):
-        builtin.LaplaceMechanism().sample(np.zeros((1, 1)), 0, np.random.default_rng(0))
+        additive_noise.LaplaceMechanism().sample(np.zeros((1, 1)), 0, np.random.default_rng(0))
 
 
 @pytest.mark.slow
@@ -73,7 +73,7 @@ def test_a_million_samples(name):
 
 @pytest.mark.parametrize(
     "mechanism",
-    [builtin.LaplaceMechanism(epsilon=0.5, sensitivity=2.0), builtin.GaussianMechanism(sigma=1.5)],
+    [additive_noise.LaplaceMechanism(epsilon=0.5, sensitivity=2.0), additive_noise.GaussianMechanism(sigma=1.5)],
     ids=["laplace", "gaussian"],
 )
 def test_samples_follow_output_laws(mechanism):
@@ -88,7 +88,7 @@ def test_samples_follow_output_laws(mechanism):
 
 def test_laplace_scale_is_l1_sensitivity_over_epsilon_per_coordinate():
     v = np.array([1.0, 3.0])
-    mechanism = builtin.LaplaceMechanism(epsilon=2.0, sensitivity=v.tolist())
+    mechanism = additive_noise.LaplaceMechanism(epsilon=2.0, sensitivity=v.tolist())
     d = np.array([[1.0, 2.0], [3.0, -1.0]])
     out = mechanism.sample(d, 200_000, np.random.default_rng(2))
     b = v.sum() / 2.0
@@ -100,13 +100,13 @@ def test_laplace_scale_is_l1_sensitivity_over_epsilon_per_coordinate():
 
 def test_laplace_rejects_records_wider_than_the_sensitivity():
     with pytest.raises(ValueError, match="records have 2 coordinate.*sensitivity has 1"):
-        builtin.LaplaceMechanism().sample(np.zeros((3, 2)), 5, np.random.default_rng(0))
+        additive_noise.LaplaceMechanism().sample(np.zeros((3, 2)), 5, np.random.default_rng(0))
 
 
 def test_matrix_mechanism_mean_and_covariance():
     A = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
     W = np.array([[1.0, 1.0]])
-    mechanism = builtin.MatrixMechanism(A=A.tolist(), W=W.tolist(), epsilon=0.5)
+    mechanism = query_answers.MatrixMechanism(A=A.tolist(), W=W.tolist(), epsilon=0.5)
     x = np.array([3.0, 4.0])
     out = mechanism.sample(x, 200_000, np.random.default_rng(4))[:, 0]
     b = 2.0 / 0.5  # ||A||_1 = 2 (largest column L1 norm)
@@ -122,7 +122,7 @@ def test_matrix_mechanism_mean_and_covariance():
 @pytest.mark.parametrize("k", [2, 4])
 def test_randomized_response_frequencies(k):
     epsilon, n = 1.0, 100_000
-    mechanism = builtin.RandomizedResponse(epsilon=epsilon, k=k)
+    mechanism = query_answers.RandomizedResponse(epsilon=epsilon, k=k)
     out = mechanism.sample(np.array([1.0]), n, np.random.default_rng(5))[:, 0]
     frequencies = np.bincount(out.astype(int), minlength=k) / n
     expected = np.full(k, 1.0 / (np.exp(epsilon) + k - 1))
@@ -138,7 +138,7 @@ def test_randomized_response_output_laws_match_the_sampler(k):
     # counts >= 1600), fixed seed, level 1e-3. The other input's law must be rejected at that level: the test
     # has the power to catch a law that puts the truth probability on the wrong value.
     n = 20_000
-    mechanism = builtin.RandomizedResponse(epsilon=1.0, k=k)
+    mechanism = query_answers.RandomizedResponse(epsilon=1.0, k=k)
     d, d_prime = mechanism.default_pairs()[0]
     laws = mechanism.output_laws(d, d_prime)
     rng = np.random.default_rng(7)
@@ -172,17 +172,17 @@ def test_randomized_response_audit_has_exact_values():
 
 def test_randomized_response_rejects_values_outside_the_categories():
     with pytest.raises(ValueError, match="one value in 0..1"):
-        builtin.RandomizedResponse().sample(np.array([2.0]), 3, np.random.default_rng(0))
+        query_answers.RandomizedResponse().sample(np.array([2.0]), 3, np.random.default_rng(0))
 
 
 def test_nonprivate_is_a_point_mass_at_the_sum():
-    out = builtin.NonPrivateMechanism().sample(np.array([[1.0, 2.0], [3.0, 4.0]]), 50, np.random.default_rng(0))
+    out = additive_noise.NonPrivateMechanism().sample(np.array([[1.0, 2.0], [3.0, 4.0]]), 50, np.random.default_rng(0))
     assert_allclose(out, np.tile([4.0, 6.0], (50, 1)))
 
 
 def test_report_noisy_max_released_index_is_within_its_epsilon():
     epsilon, n = 1.0, 200_000
-    mechanism = builtin.ReportNoisyMax(epsilon=epsilon)
+    mechanism = query_answers.ReportNoisyMax(epsilon=epsilon)
     rng = np.random.default_rng(6)
     for d, d_prime in mechanism.default_pairs():
         p = np.bincount(mechanism.sample(d, n, rng)[:, 0].astype(int), minlength=5) / n
@@ -204,7 +204,7 @@ def first_query_above_probability(answer, threshold, threshold_scale, query_scal
 @pytest.mark.parametrize(
     "mechanism,threshold_scale,query_scale",
     [
-        (builtin.SparseVector(epsilon=1.0, threshold=0.5, cutoff=2), 2.0, 8.0),
+        (query_answers.SparseVector(epsilon=1.0, threshold=0.5, cutoff=2), 2.0, 8.0),
         (buggy.SVT2(epsilon=1.0, cutoff=2), 4.0, 8.0),
         (buggy.SVT4(epsilon=1.0, cutoff=2), 4.0, 4.0 / 3.0),
         (buggy.SVT6(epsilon=1.0), 2.0, 2.0),
@@ -332,7 +332,7 @@ def test_leaky_laplace_leaks_with_probability_p():
 
 
 def test_theory_bounds_match_the_reference_values():
-    laplace, gaussian = builtin.LaplaceMechanism(epsilon=1.0), builtin.GaussianMechanism(sigma=1.0)
+    laplace, gaussian = additive_noise.LaplaceMechanism(epsilon=1.0), additive_noise.GaussianMechanism(sigma=1.0)
     # docs/theory.md section 6 reference table (4 significant digits).
     assert theory_bound(laplace.theory_law, "linear", "kl") == pytest.approx(0.2260, abs=5e-5)
     assert theory_bound(laplace.theory_law, "poly1", "kl") == pytest.approx(0.2260, abs=5e-5)
@@ -350,7 +350,7 @@ def test_theory_bounds_match_the_reference_values():
 
 def test_theory_bounds_in_d_dimensions_use_scale_one_over_b_and_shift_v():
     v = [1.0, 2.0]
-    mechanism = builtin.LaplaceMechanism(epsilon=1.5, sensitivity=v)
+    mechanism = additive_noise.LaplaceMechanism(epsilon=1.5, sensitivity=v)
     assert theory_bound(mechanism.theory_law, "linear", "renyi", 4.0) == pytest.approx(
         bounds.laplace_linear_renyi_bound(0.5, 4.0, v)
     )
@@ -362,7 +362,7 @@ def test_theory_bounds_in_d_dimensions_use_scale_one_over_b_and_shift_v():
     assert theory_bound(mechanism.theory_law, "all", "renyi", 1e6) == pytest.approx(1.5, rel=1e-4)
 
 
-@pytest.mark.parametrize("cls", [builtin.ReportNoisyMax, buggy.NoisyHist2, buggy.SVT3], ids=lambda cls: cls.name)
+@pytest.mark.parametrize("cls", [query_answers.ReportNoisyMax, buggy.NoisyHist2, buggy.SVT3], ids=lambda cls: cls.name)
 def test_default_dp_bound_is_the_true_epsilon(cls):
     mechanism = cls()
     assert theory_bound(mechanism.theory_law, "mlp", "dp") == mechanism.true_epsilon
@@ -370,11 +370,11 @@ def test_default_dp_bound_is_the_true_epsilon(cls):
 
 
 def test_matrix_and_nonprivate_bounds():
-    matrix = builtin.MatrixMechanism(A=BUILTIN_PARAMS["matrix"]["A"], epsilon=0.5)
+    matrix = query_answers.MatrixMechanism(A=BUILTIN_PARAMS["matrix"]["A"], epsilon=0.5)
     assert theory_bound(matrix.theory_law, "linear", "renyi", 4.0) == pytest.approx(bounds.matrix_linear_renyi_bound(0.5, 4.0, 3))
     assert theory_bound(matrix.theory_law, "linear", "renyi", 2.0) == theory_bound(matrix.theory_law, "all", "renyi", 2.0)  # not stated
     assert theory_bound(matrix.theory_law, "all", "renyi", 2.0) == pytest.approx(bounds.laplace_renyi(0.25, 2.0, [1.0, 1.0]))
-    nonprivate = builtin.NonPrivateMechanism()
+    nonprivate = additive_noise.NonPrivateMechanism()
     assert theory_bound(nonprivate.theory_law, "linear", "kl") == np.inf
     assert theory_bound(nonprivate.theory_law, "threshold", "ipm") == 2.0
     with pytest.raises(ValueError, match="function_class"):

@@ -65,7 +65,8 @@ def test_the_noise_has_standard_deviation_eta_z_c_per_coordinate():
 @pytest.mark.parametrize("params, field", [({"noise_multiplier": -1.0}, "noise_multiplier"),
                                            ({"sampling_rate": 0.0}, "sampling_rate"), ({"hidden": -1}, "hidden"),
                                            ({"release": "gradients"}, "release"), ({"init_seed": -1}, "init_seed"),
-                                           ({"steps": 0}, "steps"), ({"max_grad_norm": 0.0}, "max_grad_norm")])
+                                           ({"steps": 0}, "steps"), ({"max_grad_norm": 0.0}, "max_grad_norm"),
+                                           ({"accountant": "moments"}, "accountant")])
 def test_bad_parameters_are_refused_by_name(params, field):
     with pytest.raises(ValueError, match=field):
         learner(**params)
@@ -90,6 +91,30 @@ def test_the_claim_is_the_accountants_for_the_parameters_the_run_states():
     loaded = load_config(audit_config(2.0, ACCOUNTED))
     assert loaded.raw["claims"][0]["accounted"] == {"noise_multiplier": 2.0, "sampling_rate": 1.0, "steps": 1}
     assert loaded.claims[0].epsilon == accountant_epsilon("pld", 2.0, 1.0, 1, 1e-5)  # about 1.99
+
+
+def test_a_claim_from_the_library_is_opacus_accountants_epsilon_at_the_claims_delta():
+    """Opacus's RDP accountant is dp_accounting's RDP conversion (same orders); its PRV accountant is, at q = 1,
+    the exact composition that dp_accounting's PLD approximates (both within their discretizations)."""
+    pytest.importorskip("dp_accounting")
+    import importlib.metadata
+
+    from audit.accounting import accountant_epsilon
+    from audit.config import load_config
+
+    config = audit_config(2.0, {"from": "library", "delta": 1e-5})
+    config["mechanism"]["params"]["accountant"] = "rdp"
+    loaded = load_config(config)
+    assert loaded.claims[0].epsilon == pytest.approx(accountant_epsilon("rdp", 2.0, 1.0, 1, 1e-5), rel=1e-9)
+    assert loaded.claims[0].delta == 1e-5
+    assert f"opacus {importlib.metadata.version('opacus')}'s RDP accountant" in loaded.raw["claims"][0]["reason"]
+    prv = learner(noise_multiplier=2.0, steps=1)  # Opacus's default accountant
+    assert prv.library_claim(1, None, 1e-5).table["epsilon"] == pytest.approx(
+        accountant_epsilon("pld", 2.0, 1.0, 1, 1e-5), rel=1e-2)
+    with pytest.raises(ValueError, match="a claim from Opacus's accountant is epsilon at a delta"):
+        prv.library_claim(1, None, None)
+    with pytest.raises(ValueError, match="d_in = 2"):
+        prv.library_claim(2, None, 1e-5)
 
 
 def test_a_correct_run_is_not_refuted_at_the_accountants_epsilon():

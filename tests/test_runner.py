@@ -23,7 +23,7 @@ from audit.config import load_config
 from audit.engine import EVENT_NOTE
 from attacks.estimate import estimate_divergence
 from attacks.estimate import DivergenceEstimate
-from audit.plan import PROCESS_BASELINE, estimate_memory
+from audit.memory import PROCESS_BASELINE, estimate_memory
 from audit.store import TASKS_FILE, line_checksum
 from audit.theory import bounds
 

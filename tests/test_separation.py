@@ -16,7 +16,7 @@ from attacks.divergences import UNSEEN_SHARE, unseen_mass_bound, variational_bou
 from attacks.estimate import DivergenceEstimate
 from attacks.event_divergence import event_divergence_ceiling
 from attacks.pooled_ratio import EventMoments, pooled_log_ratio, pooled_lower_bound
-from attacks.staged import PooledEstimate
+from attacks.held_out import PooledEstimate
 from attacks.vocabulary import DP, IPM, KL, divergence_of
 from audit.api import run_audit
 from audit.cli import _summary

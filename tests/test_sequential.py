@@ -36,7 +36,10 @@ from attacks.sequential import (
     smallest_budget,
     spending_weights,
 )
-from attacks.staged import StageSizes, Target, count_estimate, later_outputs, witness_estimate
+from attacks.budget import StageSizes
+from attacks.candidates import Target
+from attacks.held_out import count_estimate, witness_estimate
+from attacks.staged import later_outputs
 from attacks.witness_moments import WitnessMoments
 from audit import run_audit
 from audit.schema import Row

@@ -17,17 +17,12 @@ import numpy as np
 import pytest
 from scipy.stats import binom, norm
 
-from attacks.staged import (
-    DEFAULT_SHARES,
-    Draw,
-    PooledEstimate,
-    Option,
-    StageSizes,
-    Target,
-    count_estimate,
-    staged_search,
-)
-import attacks.staged as staged
+from attacks.budget import DEFAULT_SHARES, StageSizes
+from attacks.candidates import Draw, Target
+from attacks.held_out import PooledEstimate, count_estimate
+from attacks.selection import Option
+from attacks.staged import staged_search
+import attacks.selection as selection
 import audit.engine
 import audit.memory
 from audit.api import AuditInterrupted, run_audit
@@ -35,7 +30,7 @@ from attacks.divergences import tail_count
 from audit.config import ConfigError, load_config
 from audit.mechanisms import make_mechanism
 from audit.neighbours import make_pairs
-from audit.engine import pair_sampler
+from audit.sampling import SamplingError, pair_sampler
 from audit.theory.bounds import laplace_kl, laplace_renyi
 
 LEVEL = 0.95
@@ -80,11 +75,11 @@ def test_a_set_with_3_percent_of_p_and_no_q_outpromises_a_weak_frequent_set(coup
     target = Target.for_claim("dp", "all", ["floatbits"])
     porous = count_estimate(np.array([0, 30, 0, 970]), target, "floatbits", coupled)
     weak = count_estimate(np.array([452, 48, 0, 500]), target, "linear", coupled)
-    options = [Option(i, np.ones(1), *staged._dp_error(evidence), family_size=4, counts=evidence)
+    options = [Option(i, np.ones(1), *selection._dp_error(evidence), family_size=4, counts=evidence)
                for i, evidence in enumerate((porous, weak))]
     porous_promise, weak_promise = (option.promise(1_000, 5_000) for option in options)
     assert porous_promise > 1.5 > 0.1 > weak_promise
-    old = [staged.promise(option.estimate, option.error, 1_000, 5_000, 4) for option in options]
+    old = [selection.promise(option.estimate, option.error, 1_000, 5_000, 4) for option in options]
     assert old[0] < old[1]  # the statistic choice this replaces
 
 
@@ -407,14 +402,14 @@ def test_check_and_confirm_summaries_in_blocks_do_not_depend_on_n_jobs(monkeypat
     """The check and confirm stages summarise chunks in blocks on the workers: blocks of 250 outputs over 1 or
     2 threads give the same numbers (added in block order), and those of one block per chunk (counts exactly,
     witness moments up to rounding)."""
-    import attacks.staged
+    import attacks.held_out
 
     classes = ["linear", "threshold"] if divergence == "dp" else ["linear"]  # renyi: a witness's moments
     target = Target.for_claim(divergence, "all", classes, alpha)
     sizes = StageSizes.from_budget(4_000)
 
     def evidence(block, n_jobs):
-        monkeypatch.setattr(attacks.staged, "SUMMARY_BLOCK", block)
+        monkeypatch.setattr(attacks.held_out, "SUMMARY_BLOCK", block)
         with joblib.parallel_config(backend="threading"):
             result = staged_search(laplace_sampler(1.0, shifts=(1.0, 0.5)), 2, target, sizes, seed=4, n_jobs=n_jobs)
         return result.winner, result.evidence
@@ -456,9 +451,9 @@ WITNESS_CONFIRM_BEFORE = {
 def test_witness_confirm_in_blocks_gives_the_numbers_of_the_values(monkeypatch, divergence, alpha, coupled):
     """kl / renyi confirm evidence summed over uneven blocks (700 outputs: 4 of them and 200) equals the numbers
     the stage gave when it kept every witness value, to rounding (1e-9 relative)."""
-    import attacks.staged
+    import attacks.held_out
 
-    monkeypatch.setattr(attacks.staged, "SUMMARY_BLOCK", 700)
+    monkeypatch.setattr(attacks.held_out, "SUMMARY_BLOCK", 700)
     sample = laplace_sampler(1.0, shifts=(1.0, 0.5))
     result = staged_search(sample if coupled else independent_sampler(sample), 2,
                            Target.for_claim(divergence, "all", ["linear", "poly2"], alpha),
@@ -477,16 +472,17 @@ def test_kl_confirm_memory_does_not_grow_with_the_sample():
     the values would cost (29 MB); what grows is the 3 sqrt(n) largest log weights of Q (34 kB)."""
     import tracemalloc
 
-    import attacks.staged
+    import attacks.candidates
+    import attacks.held_out
 
     sample, target = laplace_sampler(1.0), Target("kl", ("linear",))
-    candidate = attacks.staged.Candidate(0, False, "linear")
+    candidate = attacks.candidates.Candidate(0, False, "linear")
     train = sample(0, 2_000, "train", 0)
-    attack = attacks.staged.fit_attack(candidate, *candidate.laws(train), target, 1_000, True, 0)
+    attack = attacks.held_out.fit_attack(candidate, *candidate.laws(train), target, 1_000, True, 0)
 
     def peak(n):
         tracemalloc.start()
-        totals = attacks.staged._accumulate(sample, [candidate], [attack], n, "confirm", target, 100_000, 1)
+        totals = attacks.held_out.accumulate(sample, [candidate], [attack], n, "confirm", target, 100_000, 1)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         assert totals[0][0].n_p == n and totals[0][0].top_q.size == tail_count(n) + 1
@@ -525,6 +521,6 @@ def test_a_pair_whose_probe_failed_is_not_sampled_again():
     pairs = make_pairs(None, mechanism, np.random.default_rng(0))
     drawn = []
     sample = pair_sampler(None, pairs, 0, False, on_outputs=drawn.append, failed={pairs[0].name: "probe: hung"})
-    with pytest.raises(audit.engine.SamplingError, match="probe: hung"):
+    with pytest.raises(SamplingError, match="probe: hung"):
         sample(0, 500, "screen", 0)
     assert drawn == [500]

@@ -196,7 +196,7 @@ def test_the_release_is_read_from_the_mechanisms_law_not_its_name():
     A (x' - x) on its default pair; a rank-deficient reconstruction W A^+ does not separate; the same mechanism under
     another name gives the same table, and a mechanism without an additive-noise law is refused by name."""
     from audit.mechanisms import make_mechanism
-    from audit.mechanisms.builtin import MatrixMechanism
+    from audit.mechanisms.query_answers import MatrixMechanism
 
     mechanism = make_mechanism("matrix", {"A": [[1.0, 0.0], [1.0, 2.0]], "epsilon": 0.5})
     release = theory_tables.noisy_release(mechanism)

@@ -33,6 +33,9 @@ def install_hint(extra: str) -> str:
     return f'install the extra capaudit[{extra}]: pip install ".[{extra}]" in a capaudit checkout'
 
 
+Pair = tuple[np.ndarray, np.ndarray]
+"""A neighbouring pair of datasets (d, d')."""
+
 FLOAT_UNSAFE = "of the values only: the float outputs are not private (a floating-point sampler, Mironov 2012)"
 """What a mechanism that is not float-safe (:attr:`BaseMechanism.float_safe`) adds to its true privacy."""
 

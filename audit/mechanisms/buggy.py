@@ -21,16 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from audit.mechanisms.builtin import (
-    LaplaceMechanism,
-    Pair,
-    ReportNoisyMax,
-    SparseVector,
-    answer_vector,
-    sparse_vector,
-    statdp_pairs,
-)
-from audit.mechanisms.base import BaseMechanism
+from audit.mechanisms.additive_noise import LaplaceMechanism
+from audit.mechanisms.base import BaseMechanism, Pair
+from audit.mechanisms.query_answers import ReportNoisyMax, SparseVector, answer_vector, sparse_vector, statdp_pairs
 from audit.theory.table import FloatLaplace, LeakedValue
 from audit.validation import check_positive
 

@@ -21,11 +21,10 @@ import numpy as np
 from scipy import special, stats
 
 from audit.mechanisms.base import BaseMechanism
-from audit.mechanisms.builtin import positive_int
 from audit.theory import bounds
 from audit.theory import gibbs as gibbs_theory
 from audit.theory.table import GaussianShift, LaplaceShift
-from audit.validation import check_positive, is_number
+from audit.validation import check_positive, is_number, positive_int
 
 Pair = tuple[np.ndarray, np.ndarray]
 

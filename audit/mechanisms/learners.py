@@ -19,16 +19,17 @@ noisy sums.  mu-GDP is (epsilon, delta_mu(epsilon))-DP for every epsilon
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from scipy import special
 
+from audit.dataset_distance import RecordNeighbours
 from audit.mechanisms.base import BaseMechanism
-from audit.mechanisms.builtin import positive_int
 from audit.theory.table import SubsampledGaussianSteps
 from audit.theory.tradeoff import gdp_epsilon
-from audit.validation import check_positive, is_number
+from audit.validation import check_positive, is_number, positive_int
 
 Pair = tuple[np.ndarray, np.ndarray]
 
@@ -42,7 +43,7 @@ def _optional_positive(value: Any, name: str) -> float | None:
     return None if value is None else check_positive(value, name)
 
 
-class DPGradientDescent(BaseMechanism):
+class DPGradientDescent(RecordNeighbours, BaseMechanism):
     """DP-GD (full batch) or DP-SGD (Poisson batches) for L2-regularised logistic regression; releases theta_T.
 
     From theta_0 = 0, T steps of
@@ -184,6 +185,13 @@ class DPGradientDescent(BaseMechanism):
         ``replace_one_as_add_remove``: the accountant then inherits that bug)."""
         return {"noise_multiplier": self.sigma / self.accounted_sensitivity, "sampling_rate": self.sampling_rate,
                 "steps": self.steps}
+
+    def library_claim(self, d_in: int, epsilons: Sequence[float] | None = None, delta: float | None = None) -> Any:
+        """``[[claims]] from = "library"``: dp_accounting's PLD privacy profile of :meth:`training_parameters`
+        (:func:`audit.accounting.pld_profile_claim`); the profile states every delta, so ``delta`` is not read."""
+        from audit.accounting import pld_profile_claim
+
+        return pld_profile_claim(self.training_parameters(), d_in, epsilons)
 
     def _true_mu(self) -> float | None:
         """The mu-GDP the sampler has over ``self.neighbours`` (None: not DP for any epsilon over all datasets)."""

@@ -19,6 +19,7 @@ import numpy as np
 from joblib import Parallel, delayed
 from scipy import stats
 
+from audit.dataset_distance import RecordNeighbours
 from audit.mechanisms.base import BaseMechanism, install_hint
 from audit.theory.table import GaussianShift, LaplaceShift
 
@@ -51,7 +52,7 @@ class LibraryClaim:
     source: str
 
 
-class LibraryAdapter(BaseMechanism):
+class LibraryAdapter(RecordNeighbours, BaseMechanism):
     """Base class of the adapters: the clamped-sum query, chunked sampling, library import.
 
     Subclasses set ``library`` (the distribution name), ``extra`` (capaudit's
@@ -141,21 +142,13 @@ class LibraryAdapter(BaseMechanism):
         """``size`` outputs of the library's mechanism on ``value``; ``seed`` seeds it when it can be seeded."""
         raise NotImplementedError
 
-    def input_distance(self, d: np.ndarray, d_prime: np.ndarray) -> int:
-        """Records in which d and d' differ (:func:`audit.dataset_distance.record_distance`): the library's claim is
-        at 1."""
-        from audit.dataset_distance import record_distance
-
-        return record_distance(d, d_prime)
-
-    def relation_distance(self, relation: str, distance: int) -> int:
-        """Records apart of generated pairs: ``distance`` under either relation."""
-        return distance
-
-    def library_claim(self, d_in: int, epsilons: Sequence[float] | None = None) -> LibraryClaim:
+    def library_claim(self, d_in: int, epsilons: Sequence[float] | None = None,
+                      delta: float | None = None) -> LibraryClaim:
         """The claim the library states for neighbours (``d_in`` = 1 record): its ``epsilon`` and ``delta`` arguments.
 
-        OpenDP's adapters override :meth:`stated_claim` with their privacy map at ``d_in = sensitivity``.
+        OpenDP's adapters override :meth:`stated_claim` with their privacy map at ``d_in = sensitivity``; the
+        Opacus learner overrides this method (its accountant's epsilon at the claim's ``delta``).  A ``delta``
+        given here is the library's own to state: :func:`audit.library_claims.library_claim_table` compares them.
         """
         if d_in != 1:
             raise ValueError(f"{self.name} states its claim for neighbouring datasets (one record apart); the pairs "

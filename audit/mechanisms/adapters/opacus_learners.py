@@ -35,16 +35,18 @@ from __future__ import annotations
 import logging
 import math
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from audit.mechanisms.adapters.library import LibraryAdapter
-from audit.mechanisms.builtin import positive_int
-from audit.validation import check_positive, is_number
+from audit.mechanisms.adapters.library import LibraryAdapter, LibraryClaim
+from audit.validation import check_positive, is_number, positive_int
 
 RELEASES = ("parameters", "canary_loss")
 """What a run releases."""
+ACCOUNTANTS = ("prv", "rdp", "gdp")
+"""Opacus's accountants (``PrivacyEngine(accountant=...)``; "prv", its default, the privacy random variable one)."""
 QUIET = ("Secure RNG turned off", "Full backward hook is firing")
 """Opacus's and torch's warnings on every run: secure_mode off (on purpose: seeded runs), inputs without grad."""
 
@@ -70,6 +72,9 @@ class OpacusDPSGD(LibraryAdapter):
         What one run releases (module docstring).
     init_seed : int or None
         Seed of the initial parameters shared by every run; None: each run's own.
+    accountant : {"prv", "rdp", "gdp"}
+        Opacus's accountant (``PrivacyEngine(accountant=...)``): ``[[claims]] from = "library"`` is its epsilon
+        at the claim's ``delta`` (:meth:`OpacusDPSGD.library_claim`).
     n_jobs : int
         Not used (kept for the adapters' common interface); runs train one by one.
     """
@@ -87,16 +92,19 @@ class OpacusDPSGD(LibraryAdapter):
 
     def __init__(self, noise_multiplier: float = 1.0, max_grad_norm: float = 1.0, steps: int = 5,
                  sampling_rate: float = 1.0, learning_rate: float = 0.1, hidden: int = 0,
-                 release: str = "parameters", init_seed: int | None = 0, n_jobs: int = 1) -> None:
+                 release: str = "parameters", init_seed: int | None = 0, accountant: str = "prv",
+                 n_jobs: int = 1) -> None:
         super().__init__(noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, steps=steps,
                          sampling_rate=sampling_rate, learning_rate=learning_rate, hidden=hidden, release=release,
-                         init_seed=init_seed, n_jobs=n_jobs)
+                         init_seed=init_seed, accountant=accountant, n_jobs=n_jobs)
         if not is_number(noise_multiplier) or not 0.0 <= float(noise_multiplier) < math.inf:
             raise ValueError(f"noise_multiplier must be a finite number >= 0. Found {noise_multiplier!r}.")
         if not is_number(sampling_rate) or not 0.0 < float(sampling_rate) <= 1.0:
             raise ValueError(f"sampling_rate must be in (0, 1]. Found {sampling_rate!r}.")
         if isinstance(hidden, bool) or not isinstance(hidden, (int, np.integer)) or hidden < 0:
             raise ValueError(f"hidden must be a whole number >= 0 (0: one linear layer). Found {hidden!r}.")
+        if accountant not in ACCOUNTANTS:
+            raise ValueError(f"accountant must be one of {', '.join(map(repr, ACCOUNTANTS))}. Found {accountant!r}.")
         if release not in RELEASES:
             raise ValueError(f"release must be one of {', '.join(map(repr, RELEASES))}. Found {release!r}.")
         if init_seed is not None and (isinstance(init_seed, bool) or not isinstance(init_seed, (int, np.integer))
@@ -122,6 +130,31 @@ class OpacusDPSGD(LibraryAdapter):
         """What an accountant reads of this run (:mod:`audit.accounting`): T steps at rate q of noise multiplier z
         (Opacus's noise is z C over add/remove sensitivity C)."""
         return {"noise_multiplier": self.noise_multiplier, "sampling_rate": self.sampling_rate, "steps": self.steps}
+
+    def library_claim(self, d_in: int, epsilons: Sequence[float] | None = None,
+                      delta: float | None = None) -> LibraryClaim:
+        """Opacus's own claim: its accountant's epsilon at ``delta`` after this run's T steps (``[[claims]] from =
+        "library"``), as ``PrivacyEngine.get_epsilon(delta)`` reports it, over add/remove neighbours (d_in = 1)."""
+        from opacus.accountants import create_accountant
+
+        if d_in != 1:
+            raise ValueError(f"Opacus's accountant is stated for neighbours one record apart; the pairs are at d_in "
+                             f"= {d_in}: give neighbours (distance = 1).")
+        if delta is None or not 0.0 < float(delta) < 1.0:
+            raise ValueError(f"a claim from Opacus's accountant is epsilon at a delta in (0, 1): add delta = 1e-5 to "
+                             f"the claim. Found {delta!r}.")
+        if self.noise_multiplier == 0.0:
+            raise ValueError("noise_multiplier = 0: Opacus's accountant states no finite epsilon; give divergence "
+                             "and epsilon.")
+        accountant = create_accountant(self.params["accountant"])
+        accountant.history = [(self.noise_multiplier, self.sampling_rate, self.steps)]  # Opacus's own record of steps
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the GDP accountant's "experimental" warning; PRV's log(0) at q = 1
+            epsilon = float(accountant.get_epsilon(float(delta)))
+        return LibraryClaim({"divergence": "dp", "epsilon": epsilon, "delta": float(delta)},
+                            f"opacus {self.library_version}'s {self.params['accountant'].upper()} accountant (noise "
+                            f"multiplier {self.noise_multiplier:g}, sampling rate {self.sampling_rate:g}, {self.steps} "
+                            f"steps) at delta {float(delta):g}: epsilon = {epsilon:.6g}")
 
     @property
     def true_privacy(self) -> str:
@@ -171,7 +204,7 @@ class OpacusDPSGD(LibraryAdapter):
                                                       torch.tensor(labels, dtype=torch.float32))
                 loader = DPDataLoader(data, sample_rate=self.sampling_rate)
                 optimizer = torch.optim.SGD(network.parameters(), lr=self.learning_rate)
-                model, optimizer, loader = PrivacyEngine(secure_mode=False).make_private(
+                model, optimizer, loader = PrivacyEngine(accountant=self.params["accountant"], secure_mode=False).make_private(
                     module=network, optimizer=optimizer, data_loader=loader, noise_multiplier=self.noise_multiplier,
                     max_grad_norm=self.max_grad_norm, loss_reduction="sum", poisson_sampling=False)
                 loss = torch.nn.BCEWithLogitsLoss(reduction="sum")

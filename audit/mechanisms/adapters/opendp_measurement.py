@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from audit.library_claims import PROFILE_DELTA, PROFILE_EPSILONS
 from audit.mechanisms.adapters.library import LibraryClaim
 from audit.mechanisms.adapters.opendp import OpenDPAdapter
 
@@ -46,8 +47,6 @@ CONSTRUCTOR_MODULES = ("opendp.transformations", "opendp.measurements")
 COMBINATOR_MODULE = "opendp.combinators"
 SET_METRICS = ("SymmetricDistance", "InsertDeleteDistance", "ChangeOneDistance", "HammingDistance")
 """Input metrics between datasets of records, for which ``[neighbours]`` generates pairs."""
-PROFILE_EPSILONS = (0.0, 0.25, 0.5, 1.0)
-"""Default epsilon grid, in units of the profile's epsilon at delta 1e-6, of a smoothed max-divergence claim."""
 
 
 def opendp_value(text: str) -> Any:
@@ -236,14 +235,17 @@ class OpenDPMeasurement(OpenDPAdapter):
             return distance
         return 2 * distance if self.metric in ("SymmetricDistance", "InsertDeleteDistance") else distance
 
-    def library_claim(self, d_in: float | int, epsilons: Sequence[float] | None = None) -> LibraryClaim:
+    def library_claim(self, d_in: float | int, epsilons: Sequence[float] | None = None,
+                      delta: float | None = None) -> LibraryClaim:
         """The privacy map at ``d_in`` as a claim table, in the measurement's own output measure.
 
         max-divergence: pure ``dp`` with epsilon = map(d_in); zero-concentrated
         divergence: ``zcdp`` with rho = map(d_in); approximate max-divergence:
         ``dp`` with (epsilon, delta) = map(d_in); smoothed max-divergence: a
         ``profile`` table, delta(epsilon) of the map's privacy profile at
-        ``epsilons`` (default :data:`PROFILE_EPSILONS` times its epsilon at delta 1e-6).
+        ``epsilons`` (default :data:`~audit.library_claims.PROFILE_EPSILONS` times its epsilon at
+        :data:`~audit.library_claims.PROFILE_DELTA`).  The map states its own delta: a ``delta`` given is
+        compared with it by :func:`audit.library_claims.library_claim_table`, not read here.
         """
         measurement = self.measurement()
         try:
@@ -260,7 +262,7 @@ class OpenDPMeasurement(OpenDPAdapter):
             return LibraryClaim({"divergence": "dp", "epsilon": epsilon, "delta": delta},
                                 f"{where}: (epsilon, delta) = ({epsilon:.6g}, {delta:.6g})")
         if self.measure == "SmoothedMaxDivergence":
-            grid = list(epsilons) if epsilons else [x * loss.epsilon(1e-6) for x in PROFILE_EPSILONS]
+            grid = list(epsilons) if epsilons else [x * loss.epsilon(PROFILE_DELTA) for x in PROFILE_EPSILONS]
             deltas = [min(float(loss.delta(epsilon)), 0.999) for epsilon in grid]
             points = ", ".join(f"({e:.4g}, {d:.3g})" for e, d in zip(grid, deltas))
             return LibraryClaim({"divergence": "profile", "epsilons": grid, "deltas": deltas},
