@@ -117,10 +117,11 @@ from sklearn.utils import check_random_state
 from attacks import binomial_ratio, paired_ratio
 from attacks.adversary import Adversary, event_objective, witness_objective
 from attacks.budget import train_size
+from attacks.ceilings import estimate_ceiling
 from attacks.classes import parse_function_class
-from attacks.divergences import UNSEEN_SHARE, unseen_mass_bound, variational_bound
+from attacks.divergences import variational_bound
 from attacks.gdp_route import threshold_tests
-from attacks.event_divergence import event_divergence_bound, event_divergence_ceiling, event_divergence_p_value
+from attacks.event_divergence import event_divergence_bound, event_divergence_p_value
 from attacks.vocabulary import DP, IPM, KL, Divergence, divergence_of, parse_divergence
 from attacks.witness_moments import WitnessMoments
 
@@ -255,26 +256,9 @@ class DivergenceEstimate:
         return self._inverted_p_value(claim)  # kl, renyi
 
     def ceiling(self, level: float = 0.95) -> float:
-        """The largest lower bound at ``level`` the sample sizes allow (no data of these sizes refute a claim at or
-        above it; it grows like ln n), NaN where none is known (coupled ``dp`` cells, ``ipm``): an event's ``kl`` or
-        ``renyi`` counts, the bound at complete separation (:func:`attacks.event_divergence.event_divergence_ceiling`);
-        a ``dp`` set's independent counts, the log-ratio bound at k_p = n_p, k_q = 0
-        (:func:`attacks.binomial_ratio.log_ratio_bound`); a ``kl`` or ``renyi`` witness, -log u with
-        u = 1 - (0.1 (1 - level))^(1 / n_q) the unseen mass of :func:`attacks.divergences.variational_bound`: its
-        bound estimate - log(1 + u r) - z se, log r at least the estimate (r's largest weight is at least the mean
-        weight on P), stays below -log u whatever the data."""
-        kind = divergence_of(self)
-        if self.event:
-            _, n_p, _, n_q = self._counts()
-            return float(event_divergence_ceiling(n_p, n_q, kind, _check_level(level, "level")))
-        if isinstance(kind, DP):
-            if self.coupled or "k_p" not in self.details:
-                return np.nan
-            n_p, n_q = int(self.details["n_p"]), int(self.details["n_q"])
-            return float(binomial_ratio.log_ratio_bound(n_p, n_p, 0, n_q, self.delta, level, lower=True))
-        if not kind.weighted or "n_q" not in self.details:
-            return np.nan
-        return float(-np.log(unseen_mass_bound(int(self.details["n_q"]), UNSEEN_SHARE * (1.0 - level))))
+        """The largest lower bound at ``level`` that the estimate's sample sizes allow: its set's or event's
+        counts at complete separation, or its witness's unseen-mass term (:func:`attacks.ceilings.estimate_ceiling`)."""
+        return estimate_ceiling(self, _check_level(level, "level"))
 
     def _inverted_p_value(self, claim: float) -> float:
         """The error rate 1 - level at which :meth:`lower_bound` equals ``claim`` (it grows with the rate)."""

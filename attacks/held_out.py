@@ -25,6 +25,7 @@ from attacks import binomial_ratio, paired_ratio, pooled_ratio
 from attacks.adversary import Adversary
 from attacks.budget import STAGES, StageSizes
 from attacks.candidates import Candidate, Draw, Target
+from attacks.ceilings import pooled_ceiling
 from attacks.divergences import tail_count
 from attacks.estimate import DivergenceEstimate, held_out_scores, moments_evidence, score_histogram
 from attacks.event_divergence import smoothed_event_divergence
@@ -108,6 +109,10 @@ class PooledEstimate(NormalEstimate):
     coupled: bool = False
     divergence: str = "dp"
     details: dict = field(default_factory=dict)
+
+    def ceiling(self, level: float = 0.95) -> float:
+        """log((1 - delta) n), above every bound of the pool at any ``level`` (:func:`attacks.ceilings.pooled_ceiling`)."""
+        return pooled_ceiling(self.n, self.delta)
 
     def to_record(self) -> dict:
         """The estimate as plain JSON values (``kind = "pooled"``, weights a list), as

@@ -66,6 +66,7 @@ from attacks.evidence import Evidence
 from attacks import paired_ratio
 from attacks.anytime_sets import AnytimeSetEstimate
 from attacks.betting import BernoulliBetting
+from attacks.ceilings import evidence_ceiling
 from attacks.estimate import DivergenceEstimate
 from attacks.budget import DEFAULT_SHARES, StageSizes
 from attacks.candidates import Candidate, Draw, Sampler, Target
@@ -295,13 +296,16 @@ def decide(evidence: SequentialEstimate, claim: float, level: float, tolerance: 
            budget: int = PASS_BUDGET) -> str | None:
     """``"violation"`` when the spent p-value is at most ``level``; ``"decided"`` when an excess of ``tolerance``
     would have been detected at ``level`` with probability :data:`POWER` by a round of at least
-    :data:`PASS_BUDGET` outputs (``budget``: the round's); else None (look again).  A look whose interval is not
-    trusted (a ``caveat``) decides nothing: the verdicts read its row inconclusive whatever its p-value."""
+    :data:`PASS_BUDGET` outputs (``budget``: the round's) and the claim is below the look's ceiling at ``level``
+    (:mod:`attacks.ceilings`: a claim at or above it no data of the look's sizes refute, so no excess over it is
+    detectable); else None (look again).  A look whose interval is not trusted (a ``caveat``) decides nothing: the
+    verdicts read its row inconclusive whatever its p-value."""
     if evidence.caveat:
         return None
     if evidence.p_value(claim) <= level:
         return VIOLATION
-    if budget >= PASS_BUDGET and detectable_excess(evidence, level) <= tolerance:
+    below_ceiling = not claim >= evidence_ceiling(evidence, 1.0 - level)  # NaN: no ceiling known
+    if budget >= PASS_BUDGET and below_ceiling and detectable_excess(evidence, level) <= tolerance:
         return DECIDED
     return None
 

@@ -119,7 +119,8 @@ ATTACKS = Section("attacks", (
           meaning="unset `n_samples` only; > 0, in the claim's units: a search is *decided* (a pass) when it would "
                   "have detected an excess of `tolerance` over the claim with 80 % probability (the detectable excess "
                   "at its spent level), from a round of at least 256 000 outputs per dataset (a smaller one may miss a "
-                  "rare event); the report states it"),
+                  "rare event), on a claim below the look's ceiling (no excess over a claim at or above it is "
+                  "detectable: such a search ends undecided, inconclusive); the report states it"),
     Field("representation", "boolean", True,
           meaning="audit the *representation layer* too: the classes that read how outputs are stored (`floatbits`, "
                   "IEEE-754 features) rather than the values (every other class). Each claim gets a verdict per layer "

@@ -43,7 +43,13 @@ Row verdicts:
   refute a claim below X but support none, and no data of these sizes refute
   one above X (:func:`separation_note` says so in words; a finite sample never
   proves infinity, and more outputs raise X only like ln n).
-* ``"pass"``: not rejected, the estimate is at most the claim and the held-out outputs are not separated.
+* ``"inconclusive"`` too: a search in rounds (``stop`` neither None nor
+  ``"fixed"``: :mod:`attacks.sequential`) not rejected on a claim at or above
+  its row's :func:`row_ceiling`: no round may decide a pass there
+  (:func:`attacks.sequential.decide`), so the search ran to its limit without
+  ruling the claim out (:func:`ceiling_note` says so).  A fixed design's row
+  above its ceiling may pass, with a detectable excess of +inf.
+* ``"pass"``: not rejected, the estimate is at most the claim and neither of the two above holds.
 
 A claim that is exactly tight (the estimand equals the claim, e.g. pure
 epsilon-DP of a Laplace over thresholds) reads ``"inconclusive"`` whenever
@@ -125,6 +131,8 @@ INFINITE_ESTIMATE = (
 )
 SEPARATED = "the held-out outputs are separated"
 """How the note of a row that :func:`separated` judges begins (:func:`separation_note`)."""
+ABOVE_CEILING = "the claim is at or above the ceiling"
+"""How the note of a search in rounds on a claim at or above its row's ceiling begins (:func:`ceiling_note`)."""
 
 
 def holm_levels(p_values: Sequence[float], level: float) -> np.ndarray:
@@ -300,12 +308,15 @@ def _judgement(row: Row, level: float, rejected: bool, ceiling: float) -> dict[s
         return dict(verdict="inconclusive", note=_join(row.note, "the estimate is NaN"), **interval)
     if rejected:
         return dict(verdict="violation", note=row.note, **interval)
+    # a search in rounds that never decided a pass on a claim no data of its sizes refute did not rule it out
+    open_above = not separated(row) and row.stop not in (None, "fixed") and claim >= ceiling
     note = _join(row.note, separation_note(ceiling)) if separated(row) else row.note
+    note = _join(note, ceiling_note(ceiling)) if open_above else note
     if estimate > claim:
         note = _join(note, "estimate exceeds the claim but not at the family-wise level "
                            f"(Holm-adjusted p = {row.p_adjusted:.3g})")
         return dict(verdict="inconclusive", note=note, **interval)
-    return dict(verdict="inconclusive" if separated(row) else "pass", note=note, **interval)
+    return dict(verdict="inconclusive" if separated(row) or open_above else "pass", note=note, **interval)
 
 
 def _row_detectable_excess(row: Row, level: float, ceiling: float) -> float:
@@ -325,11 +336,17 @@ def row_ceiling(row: Row, confidence: float) -> float:
     independent counts, a ``kl`` or ``renyi`` witness; a sequential search's look at its spent confidence).
 
     No data of these sizes refute a claim at or above it (Holm never tests a
-    row at a level more lenient than ``1 - confidence``).  Other evidence
-    (pooled estimates, coupled ``dp`` cells, ``ipm``, on-average rows) gets NaN.
+    row at a level more lenient than ``1 - confidence``), and it grows only
+    like ln n: its evidence's ``ceiling`` (:mod:`attacks.ceilings`: a set's or
+    event's counts at complete separation, for ``dp``, ``ipm``, ``kl`` and
+    ``renyi``, independent or coupled; a ``kl`` or ``renyi`` witness's
+    unseen-mass term; a pool of ``dp`` sets' log((1 - delta) n)), a
+    sequential look's at its spent confidence.  NaN for evidence without one
+    (an on-average aggregate's t interval) and for rows without evidence.
     """
-    ceiling = getattr(row.evidence, "ceiling", None)
-    return float(ceiling(confidence)) if callable(ceiling) else math.nan
+    from attacks.ceilings import evidence_ceiling  # attacks load scikit-learn
+
+    return evidence_ceiling(row.evidence, confidence)
 
 
 def separated(row: Row) -> bool:
@@ -351,9 +368,19 @@ def separated(row: Row) -> bool:
 
 def separation_note(ceiling: float) -> str:
     """The note of a :func:`separated` row that is not rejected (:data:`SEPARATED`, then what it means)."""
+    return f"{SEPARATED}: {_ceiling_words(ceiling)}"
+
+
+def ceiling_note(ceiling: float) -> str:
+    """The note of a search in rounds that is not rejected on a claim at or above its row's ceiling
+    (:data:`ABOVE_CEILING`, then what it means): no round could decide a pass (:func:`attacks.sequential.decide`)."""
+    return f"{ABOVE_CEILING}: {_ceiling_words(ceiling)}"
+
+
+def _ceiling_words(ceiling: float) -> str:
     bound = f"{ceiling:.3g}" if math.isfinite(ceiling) else "a value that grows with the sample"
-    return (f"{SEPARATED}: at these sample sizes no bound can exceed {bound}, so a claim above it is neither "
-            "refuted nor supported: more outputs raise it only like ln n")
+    return (f"at these sample sizes no bound can exceed {bound}, so a claim above it is neither refuted nor "
+            "supported: more outputs raise it only like ln n")
 
 
 def _interval(row: Row, confidence: float) -> dict[str, float]:

@@ -1,18 +1,23 @@
-"""Separated held-out outputs and the count-bound ceiling: a claim no data of these sizes can refute never reads pass
-on data that show the largest value the sizes allow (audit.verdicts: row_ceiling, separated)."""
+"""Separated held-out outputs and the ceilings: a claim no data of these sizes can refute never reads pass on data
+that show the largest value the sizes allow (audit.verdicts: row_ceiling, separated; attacks.ceilings)."""
 
 import io
+import itertools
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from attacks import binomial_ratio, paired_ratio
 from attacks.binomial_ratio import log_ratio_bound
+from attacks.ceilings import set_ceiling
 from attacks.divergences import UNSEEN_SHARE, unseen_mass_bound, variational_bound
 from attacks.estimate import DivergenceEstimate
 from attacks.event_divergence import event_divergence_ceiling
-from attacks.vocabulary import KL
+from attacks.pooled_ratio import EventMoments, pooled_log_ratio, pooled_lower_bound
+from attacks.held_out import PooledEstimate
+from attacks.vocabulary import DP, IPM, KL, divergence_of
 from audit.api import run_audit
 from audit.cli import _summary
 from audit.schema import Row
@@ -119,3 +124,73 @@ def test_a_correct_laplace_still_passes_below_and_above_the_ceiling():
     assert math.isfinite(claims[1.0]["detectable_excess"])  # 1 is below the ceiling ~5: an excess is detectable
     assert claims[30.0]["detectable_excess"] == math.inf  # 30 is above it: none is
     assert claims[1.0]["note"] == claims[30.0]["note"] == ""
+
+
+def _largest_set_bound(n: int, divergence, level: float, coupled: bool) -> float:
+    """The largest lower bound of one set's counts over every outcome of n outputs per law (n pairs when coupled)."""
+    if coupled:
+        cells = [[a, b, c, n - a - b - c] for a, b, c in itertools.product(range(n + 1), repeat=3) if a + b + c <= n]
+        if isinstance(divergence, DP):
+            return max(paired_ratio.log_ratio_bound(c, divergence.delta, level, True) for c in cells)
+        return max(2 * paired_ratio.difference_bound(c, level, True) for c in cells)
+    counts = itertools.product(range(n + 1), repeat=2)
+    if isinstance(divergence, DP):
+        return max(binomial_ratio.log_ratio_bound(k_p, n, k_q, n, divergence.delta, level, True) for k_p, k_q in counts)
+    return max(2 * binomial_ratio.difference_bound(k_p, n, k_q, n, level, True) for k_p, k_q in counts)
+
+
+@pytest.mark.parametrize("coupled", [False, True])
+@pytest.mark.parametrize("divergence", [DP(0.0), DP(0.01), IPM()], ids=str)
+def test_set_ceilings_are_the_largest_bound_of_any_counts(divergence, coupled):
+    """Every outcome of 6 outputs per law (6 pairs): no count bound exceeds the ceiling, which separation attains."""
+    assert _largest_set_bound(6, divergence, 0.9, coupled) == pytest.approx(set_ceiling(6, 6, divergence, 0.9, coupled))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("n", "coupled"), [(60, False), (16, True)])
+@pytest.mark.parametrize("divergence", [DP(0.0), DP(1e-3), IPM()], ids=str)
+def test_set_ceilings_are_the_largest_bound_of_any_counts_where_score_bounds_apply(divergence, n, coupled):
+    assert _largest_set_bound(n, divergence, 0.95, coupled) == pytest.approx(
+        set_ceiling(n, n, divergence, 0.95, coupled))
+
+
+def _set_row(divergence: str, evidence, delta: float = 0.0, stop: str | None = None, claim: float = 30.0) -> Row:
+    return Row(task="t", estimate=float(evidence.estimate), claim=claim, refutes_claim=True, n_samples=2000,
+               divergence=divergence, claim_class="all", function_class="threshold", delta=delta, pair="p0",
+               direction="P|Q", evidence=evidence, stop=stop)
+
+
+def _separated_set(divergence: str, coupled: bool, delta: float = 0.0) -> DivergenceEstimate:
+    details = {"k_p": 1000, "n_p": 1000, "k_q": 0, "n_q": 1000, **({"cells": [0, 1000, 0, 0]} if coupled else {})}
+    return DivergenceEstimate(1.0, 1000, 1000, "threshold", divergence, None, adversary=None, delta=delta,
+                              coupled=coupled, details=details)
+
+
+@pytest.mark.parametrize("coupled", [False, True])
+@pytest.mark.parametrize(("divergence", "delta", "claim"), [("dp", 0.0, 30.0), ("dp", 1e-3, 30.0), ("ipm", 0.0, 1.999)])
+def test_separated_coupled_and_ipm_sets_give_their_ceiling_in_the_note(divergence, delta, claim, coupled):
+    """Issue 34: coupled dp cells and ipm sets had no ceiling (NaN), so their separated rows' notes gave none."""
+    evidence = _separated_set(divergence, coupled, delta)
+    row = _set_row(divergence, evidence, delta, claim=claim)
+    ceiling = row_ceiling(row, 0.95)
+    assert ceiling == pytest.approx(evidence.lower_bound(0.95))  # separation gives the ceiling itself
+    assert ceiling == pytest.approx(set_ceiling(1000, 1000, divergence_of(evidence), 0.95, coupled))
+    (judged,) = assign_verdicts([row], 0.95)
+    assert judged.verdict == "inconclusive" and judged.detectable_excess == math.inf
+    assert f"no bound can exceed {ceiling:.3g}" in judged.note
+
+
+def test_a_pool_of_dp_sets_stays_below_log_n():
+    """A pooled Wald bound on n = 400 outputs per law: below log((1 - delta) n) however extreme the counts (one
+    output of Q in each set, every output of P), at any level; its row's ceiling is that value."""
+    n, delta = 400, 1e-3
+    in_p = np.ones((n, 3), dtype=bool)
+    in_q = np.zeros((n, 3), dtype=bool)
+    in_q[:3, 0], in_q[:2, 1], in_q[:1, 2] = True, True, True  # nested sets of 3, 2 and 1 outputs of Q
+    moments = EventMoments.from_memberships(in_p, in_q)
+    weights = np.array([0.2, 0.3, 0.5])
+    estimate, error = pooled_log_ratio(moments, weights, delta, coupled=False)
+    pooled = PooledEstimate(estimate, error, n=n, weights=tuple(weights), delta=delta)
+    assert pooled.ceiling(0.95) == pytest.approx(math.log((1 - delta) * n))
+    assert max(pooled_lower_bound(moments, weights, delta, level, False) for level in (0.5, 0.9, 0.999)) < pooled.ceiling()
+    assert row_ceiling(_set_row("dp", pooled, delta), 0.95) == pytest.approx(math.log((1 - delta) * n))

@@ -43,7 +43,9 @@ from attacks.held_out import count_estimate, witness_estimate
 from attacks.staged import later_outputs
 from attacks.witness_moments import WitnessMoments
 from audit import run_audit
+from audit.schema import Row
 from audit.theory.bounds import laplace_linear_kl, laplace_renyi
+from audit.verdicts import ABOVE_CEILING, assign_verdicts, row_ceiling
 from audit.store import evidence_from_record
 from test_staged import laplace_sampler
 
@@ -102,6 +104,32 @@ def test_decide_needs_a_pass_budget_for_a_pass_and_the_spent_level_for_a_violati
     assert decide(tight, 1.0, LEVEL, 0.1, budget=PASS_BUDGET) == DECIDED
     assert decide(tight, 1.0, LEVEL, 0.1, budget=PASS_BUDGET // RATIO) is None  # too small a search to rule out
     assert decide(tight, 1.0, LEVEL, 1e-6, budget=PASS_BUDGET) is None
+
+
+def test_a_claim_at_or_above_the_looks_ceiling_is_never_decided_pass():
+    """Issue 34: a look of 10^6 outputs per law that measures the log-ratio 0 within about 0.01 decided a pass on
+    any claim, even one above the largest bound its counts can give (the ceiling at the spent level, about 12.9):
+    no excess over such a claim is detectable.  Its search runs on, and a row stopped there undecided reads
+    inconclusive with the ceiling in its note, where a fixed design's row passes (detectable excess +inf)."""
+    target = Target("dp", ("threshold",))
+    tight = SequentialEstimate(count_estimate(np.array([0, 300_000, 300_000, 400_000]), target, "threshold", False),
+                               0.2)
+    ceiling = tight.ceiling(1.0 - LEVEL)
+    assert ceiling == pytest.approx(tight.evidence.ceiling(1.0 - 0.2 * LEVEL)) and 10.0 < ceiling < 15.0
+    assert decide(tight, 1.0, LEVEL, 0.1) == DECIDED
+    assert decide(tight, ceiling - 1e-9, LEVEL, 0.1) == DECIDED
+    assert decide(tight, ceiling, LEVEL, 0.1) is None and decide(tight, 30.0, LEVEL, 0.1) is None
+
+    def judged(stop: str) -> Row:
+        row = Row(task="t", estimate=float(tight.estimate), claim=30.0, refutes_claim=True, n_samples=None,
+                  divergence="dp", claim_class="all", function_class="threshold", pair="p0", direction="P|Q",
+                  evidence=tight, stop=stop)
+        return assign_verdicts([row], 1.0 - LEVEL)[0]
+
+    open_row, fixed_row = judged(OUTPUT_LIMIT), judged("fixed")
+    assert open_row.verdict == "inconclusive" and open_row.note.startswith(ABOVE_CEILING)
+    assert f"no bound can exceed {row_ceiling(open_row, 1.0 - LEVEL):.3g}" in open_row.note
+    assert fixed_row.verdict == "pass" and fixed_row.detectable_excess == open_row.detectable_excess == math.inf
 
 
 def test_each_statistic_names_its_interval():
