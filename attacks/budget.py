@@ -4,7 +4,7 @@ An estimate is confirmed on outputs its fit never saw (the held-out split of
 :func:`attacks.estimate_divergence`, the confirm stage of
 :mod:`attacks.staged`).  :func:`min_held_out` is the fewest such outputs per
 dataset that still bound a set's probability at the audit's confidence;
-``[attacks]`` refuses smaller splits (:mod:`audit.attack_config`).
+``[attacks]`` refuses smaller splits (:mod:`audit.config.attacks`).
 This module imports the standard library only, so that the config reads it
 without loading the attacks.
 """

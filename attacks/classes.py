@@ -36,7 +36,7 @@ Layers (:attr:`FunctionClass.layer`): a class reads either the released
 values occur) or how a value is *stored* (``representation``: ``floatbits``,
 the IEEE-754 features behind Mironov's 2012 attack on floating-point
 samplers).  An audit searches each layer on its own and gives every claim a
-verdict per layer (:mod:`audit.engine`, :mod:`audit.verdicts`), so a
+verdict per layer (:mod:`audit.engine.run`, :mod:`audit.results.verdicts`), so a
 representation finding never hides what the values say.
 
 Code that needs a class's behaviour asks these types (their attributes,

@@ -4,8 +4,8 @@ An audit's statistics are of several kinds: a set's counts and a witness's
 held-out objective (:class:`attacks.estimate.DivergenceEstimate`), a weighted
 mean of several sets' log-ratios (:class:`attacks.held_out.PooledEstimate`), a
 sequential search's spent look (:class:`attacks.sequential.SequentialEstimate`),
-a mean over iid pairs (:class:`audit.on_average.OnAverageEstimate`), a theorem check's measured side
-(:class:`audit.checks.Measurement`) and a mean with normal bounds
+a mean over iid pairs (:class:`audit.results.on_average.OnAverageEstimate`), a theorem check's measured side
+(:class:`audit.engine.checks.Measurement`) and a mean with normal bounds
 (:class:`NormalEstimate`).  Each implements :class:`Evidence`, as SciPy's
 result objects share ``statistic``, ``pvalue`` and ``confidence_interval``, so
 that a reader of one reads them all.  The three readings agree: for every
@@ -33,7 +33,7 @@ NORMAL = "normal"
 
 @runtime_checkable
 class Evidence(Protocol):
-    """An estimate with its uncertainty: what :mod:`audit.verdicts` needs to judge a row.
+    """An estimate with its uncertainty: what :mod:`audit.results.verdicts` needs to judge a row.
 
     Attributes
     ----------

@@ -15,7 +15,7 @@ mean of weights over Q (``weighted``: exp(h), |g|^beta), with delta-method
 intervals and an unseen-mass term; ``ipm`` and ``dp`` by the counts of an
 attack set, with exact binomial bounds.  Curve claims (:class:`GDP`,
 :class:`ZCDP`, :class:`Profile`, docs/theory.md section 9) are families of
-``dp`` or ``renyi`` members (``member``; expanded by :mod:`audit.families`).
+``dp`` or ``renyi`` members (``member``; expanded by :mod:`audit.config.families`).
 The f-divergences of :mod:`attacks.divergences` (``kl``, ``alpha``, ``tv``)
 are :class:`KL`, :class:`AlphaDivergence` and :class:`TotalVariation`.
 

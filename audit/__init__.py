@@ -8,7 +8,7 @@ numpy, scikit-learn and pandas.
 
 import importlib
 
-_LAZY = {"AuditResult": "audit.api", "AuditError": "audit.api", "run_audit": "audit.api"}
+_LAZY = {"AuditResult": "audit.commands.api", "AuditError": "audit.commands.api", "run_audit": "audit.commands.api"}
 __all__ = ["AuditError", "AuditResult", "run_audit"]
 
 

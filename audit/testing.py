@@ -14,7 +14,7 @@ what a test framework understands: a violation raises
 refuted claim: its verdict per layer, i.e. whether what the mechanism
 computes or how it stores its outputs refutes it; the claim, its strongest
 row's estimate and lower confidence bound, the verdict; and where the report
-is); a pass returns the :class:`~audit.api.AuditResult`.  Its own frame is
+is); a pass returns the :class:`~audit.commands.api.AuditResult`.  Its own frame is
 hidden from pytest's traceback (``__tracebackhide__``), so a failure shows
 the message, not this function's source.
 
@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from audit.api import AuditResult, run_audit
-from audit.summary import CLAIM_KEYS, claim_verdicts, evidence_lines, failure_lines, layer_text
+from audit.commands.api import AuditResult, run_audit
+from audit.report.summary import CLAIM_KEYS, claim_verdicts, evidence_lines, failure_lines, layer_text
 
 INCONCLUSIVE_ACTIONS = ("warn", "pass", "fail")
 
@@ -84,7 +84,7 @@ def assert_claim_holds(
         audit stops by itself as ``capaudit run`` does (``[attacks] max_outputs``).
     classes : sequence of str, optional
         The attack classes; unset, ``capaudit run``'s default classes
-        (:data:`audit.attack_config.DEFAULT_CLASSES`: both layers).
+        (:data:`audit.config.attacks.DEFAULT_CLASSES`: both layers).
     confidence : float, default=0.95
         Family-wise confidence of the audit: a correct claim fails with
         probability at most ``1 - confidence``.
@@ -109,7 +109,7 @@ def assert_claim_holds(
     RuntimeError
         When a task failed (the mechanism raised or returned bad output).
     ValueError
-        On an invalid argument or config (``audit.config.ConfigError``).
+        On an invalid argument or config (``audit.config.load.ConfigError``).
     """
     __tracebackhide__ = True  # pytest shows the message, not this function's source
     if inconclusive not in INCONCLUSIVE_ACTIONS:

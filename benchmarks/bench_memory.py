@@ -1,4 +1,4 @@
-"""Peak memory of audits against ``audit.memory.estimate_memory``.
+"""Peak memory of audits against ``audit.engine.memory.estimate_memory``.
 
 Each config runs ``run_audit`` in a fresh Python process.  The peak is the
 largest resident set of the audit and its joblib (loky) workers together,
@@ -24,12 +24,12 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from audit.config import RunSpec  # noqa: E402
-from audit.memory import estimate_memory  # noqa: E402
+from audit.config.load import RunSpec  # noqa: E402
+from audit.engine.memory import estimate_memory  # noqa: E402
 
 CHILD = """
 import json, sys
-from audit.api import run_audit
+from audit.commands.api import run_audit
 run_audit(json.loads(sys.argv[1]), progress=False)
 status = dict(line.split(":", 1) for line in open("/proc/self/status"))
 print(json.dumps({"vm_hwm_kib": int(status["VmHWM"].split()[0])}))

@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python benchmarks/bench_one_run.py [--seeds N] [--canaries M] [--out F]
 
-Each reading is ``capaudit``'s one-run audit (:mod:`audit.one_run_audit`) of
+Each reading is ``capaudit``'s one-run audit (:mod:`audit.engine.one_run`) of
 ``dp_gd_logistic`` (one full-batch step, clip C = 1, learning rate 0.1) over
 seeds 0..N-1, confidence 0.95:
 

@@ -1,7 +1,7 @@
 """How audits scale with workers, and what an audit costs before its first sample.
 
 Every measurement runs the product in a fresh Python process (``run_audit``
-or ``python -m audit.cli run``) and reads its wall time and its CPU time
+or ``python -m audit.commands.cli run``) and reads its wall time and its CPU time
 (user + sys of the process and the workers it waited for,
 ``resource.getrusage(RUSAGE_CHILDREN)``):
 
@@ -11,7 +11,7 @@ or ``python -m audit.cli run``) and reads its wall time and its CPU time
   not the machine;
 - CPU-bound audits of the built-in Laplace mechanism on 1 and 2 workers, threads and loky: three classes
   whose fits release the GIL (poly3, tree3, kernel) and the mlp class, whose fits hold it longer;
-- the fixed cost: ``import audit.api``, ``capaudit --version`` and
+- the fixed cost: ``import audit.commands.api``, ``capaudit --version`` and
   ``--help``, and a whole 10 000-sample audit of the built-in Laplace
   mechanism (``capaudit run``, default policy and classes).
 
@@ -54,8 +54,8 @@ def sleep_bound(dataset, n, rng):
 CHILD = """
 import json, sys, time
 sys.path.insert(0, sys.argv[2])
-from audit.api import run_audit
-import audit.engine  # what run_audit imports when it starts (scikit-learn): the fixed cost, outside the timing
+from audit.commands.api import run_audit
+import audit.engine.run  # what run_audit imports when it starts (scikit-learn): the fixed cost, outside the timing
 start = time.perf_counter()
 result = run_audit(json.loads(sys.argv[1]), progress=False)
 print(time.perf_counter() - start)
@@ -161,15 +161,15 @@ def main() -> None:
                                       for n_jobs, backend in ((1, "threading"), (2, "threading"), (2, "loky"))])
     lines += ["", "## Fixed cost", "", "| what | wall (s) | CPU (s) |", "|---|---|---|"]
     python = [sys.executable]
-    for label, command in (("`import audit.api`", [*python, "-c", "import audit.api"]),
-                           ("`capaudit --version`", [*python, "-m", "audit.cli", "--version"]),
-                           ("`capaudit --help`", [*python, "-m", "audit.cli", "--help"])):
+    for label, command in (("`import audit.commands.api`", [*python, "-c", "import audit.commands.api"]),
+                           ("`capaudit --version`", [*python, "-m", "audit.commands.cli", "--version"]),
+                           ("`capaudit --help`", [*python, "-m", "audit.commands.cli", "--help"])):
         wall, cpu, _ = measure(command)
         lines.append(f"| {label} | {wall:.2f} | {cpu:.2f} |")
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "laplace_10k.toml"
         config.write_text(FIXED_CONFIG)
-        wall, cpu, _ = measure([*python, "-m", "audit.cli", "run", str(config), "--quiet", "--out", f"{folder}/out"])
+        wall, cpu, _ = measure([*python, "-m", "audit.commands.cli", "run", str(config), "--quiet", "--out", f"{folder}/out"])
     lines.append(f"| `capaudit run` of a 10 000-sample Laplace audit (one KL claim, default classes and policy) "
                  f"| {wall:.2f} | {cpu:.2f} |")
     lines[2] = lines[2].rstrip(".") + f", {load()} at the end."

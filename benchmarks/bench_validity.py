@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-jobs", type=int, default=1, help="audits run in parallel (each on one core)")
     parser.add_argument("--power", action="store_true", help="also the known-buggy suite's catch rates")
     parser.add_argument("--policy", choices=("best", "every"), help="[attacks] policy of every audit (default: the "
-                        "config's default, audit.attack_config.default_policy)")
+                        "config's default, audit.config.attacks.default_policy)")
     parser.add_argument("--sequential", action="store_true", help="drop each cell's n_samples: its audit draws in "
                         "rounds until the claim is decided or --max-outputs outputs are drawn (the sequential default)")
     parser.add_argument("--max-outputs", type=int, default=84_000, help="[attacks] max_outputs of a --sequential "

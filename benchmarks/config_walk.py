@@ -1,4 +1,4 @@
-"""The config's walk: follow ``config`` from ``audit.api.run_audit`` through the calls that pass it (or a part) on.
+"""The config's walk: follow ``config`` from ``audit.commands.api.run_audit`` through the calls that pass it (or a part) on.
 
 Static, on the source of ROOT's audit/ and attacks/: in a function, every call
 whose arguments mention a tracked name (``config``, ``config.attacks``,
@@ -171,14 +171,14 @@ def walk(name, tracked, path):
 
 
 if __name__ == "__main__":
-    walk("audit.api.run_audit", {"config"}, [])
-    print(f"stays {len(stays)}, climbs {len(climbs)}, stays in audit/config.py {entries.get('audit.config', 0)}")
+    walk("audit.commands.api.run_audit", {"config"}, [])
+    print(f"stays {len(stays)}, climbs {len(climbs)}, stays in audit/config/load.py {entries.get('audit.config.load', 0)}")
     for line in climbs:
         print("  climb:", line)
     if len(sys.argv) == 1:
         from results_file import commit, write  # beside this script
 
         write(Path(__file__).parent / "results" / "config_walk.md",
-              f"Code: {commit()}.\n\n| stays | climbs | stays in audit/config.py |\n|---|---|---|\n"
-              f"| {len(stays)} | {len(climbs)} | {entries.get('audit.config', 0)} |\n\nThe climbs:\n\n"
+              f"Code: {commit()}.\n\n| stays | climbs | stays in audit/config/load.py |\n|---|---|---|\n"
+              f"| {len(stays)} | {len(climbs)} | {entries.get('audit.config.load', 0)} |\n\nThe climbs:\n\n"
               + "".join(f"- {line}\n" for line in climbs))

@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from audit import run_audit
-from audit.accounting import claim_source
+from audit.config.accounting import claim_source
 from audit.theory.accountants import accountant_epsilon
-from audit.config import ConfigError, load_config
+from audit.config.load import ConfigError, load_config
 from audit.mechanisms import make_mechanism
 from audit.theory.tradeoff import gdp_epsilon
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from audit import AuditResult, run_audit
-from audit.schema import Row
+from audit.results.schema import Row
 from audit.theory import bounds
 
 CONFIG = {
@@ -74,7 +74,7 @@ def test_importing_the_api_loads_neither_scikit_learn_nor_scipy_stats():
     import subprocess
     import sys
 
-    code = ("import sys, audit.api\n"
+    code = ("import sys, audit.commands.api\n"
             "heavy = [m for m in ('sklearn', 'scipy.stats') if m in sys.modules]\n"
             "assert not heavy, heavy\n")
     subprocess.run([sys.executable, "-c", code], check=True)

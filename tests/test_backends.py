@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 
 from audit import run_audit
-from audit.config import ConfigError, load_config
-from audit.provenance import PROBE_OUTPUTS
-from audit.structure import PILOT_OUTPUTS
+from audit.config.load import ConfigError, load_config
+from audit.results.provenance import PROBE_OUTPUTS
+from audit.sampling.structure import PILOT_OUTPUTS
 from test_faults import hangs, kills_its_process  # noqa: F401 - the configs below name them as test_backends:<name>
 from test_runner import _config, laplace_sum
 
@@ -80,8 +80,8 @@ def test_dask_samples_on_the_callers_workers_and_leaves_them_running(loky_table,
 
 def _assert_chunks_drawn_by(pid_file, workers):
     """Every chunk (the memory check's two outputs too) is drawn in a child forked by a worker; the audit's
-    process forks only the two small pilots (the structure pilot, audit.structure, and the reproducibility
-    probe, audit.provenance) and never draws itself."""
+    process forks only the two small pilots (the structure pilot, audit.sampling.structure, and the reproducibility
+    probe, audit.results.provenance) and never draws itself."""
     drawn_by = [tuple(map(int, line.split())) for line in pid_file.read_text().splitlines()]
     local = {n for _, parent, n in drawn_by if parent not in workers}
     assert drawn_by and os.getpid() not in workers and all(pid != os.getpid() for pid, _, _ in drawn_by)
@@ -136,7 +136,7 @@ def test_a_mechanism_dying_on_a_cluster_reads_as_itself_in_one_line_with_both_re
     mechanism's own failure (its exit code), and still writes report.md, report.html and results.json."""
     from test_faults import _to_toml
 
-    from audit.cli import main
+    from audit.commands.cli import main
 
     pytest.importorskip("distributed" if backend == "dask" else "ray",
                         reason=f"the {backend} backend needs capaudit[{backend}]")

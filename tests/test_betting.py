@@ -19,7 +19,7 @@ from attacks.anytime_sets import AnytimeSetEstimate, estimand
 from attacks.betting import GRID, BernoulliBetting, BettingSequence
 from attacks.candidates import Target
 from attacks.held_out import count_estimate
-from audit.store import evidence_from_record
+from audit.engine.store import evidence_from_record
 
 ERROR = 0.1
 

@@ -1,4 +1,4 @@
-"""audit.checks: CBDP's theorems as audits (``[[checks]]``, docs/theory.md section 5).
+"""audit.engine.checks: CBDP's theorems as audits (``[[checks]]``, docs/theory.md section 5).
 
 Each check holds where its theorem applies (Laplace / Gaussian, small n),
 flags its constructed counter-case (adaptive composition, a nonlinear map,
@@ -21,8 +21,8 @@ import pytest
 from scipy import stats
 
 from audit import run_audit
-from audit.cli import main
-from audit.checks import (
+from audit.commands.cli import main
+from audit.engine.checks import (
     CHECK_VERDICTS,
     check_level,
     check_verdict,
@@ -30,11 +30,11 @@ from audit.checks import (
     generalization_gaps,
     run_check,
 )
-from audit.config import PROPERTIES, ConfigError, load_config
+from audit.config.load import PROPERTIES, ConfigError, load_config
 from audit.mechanisms.additive_noise import LaplaceMechanism
-from audit.parallel import backend
-from audit.schema import Row
-from audit.store import TASKS_FILE
+from audit.sampling.parallel import backend
+from audit.results.schema import Row
+from audit.engine.store import TASKS_FILE
 from audit.theory.composition import theorem_bound
 
 LAPLACE = {"name": "laplace", "params": {"epsilon": 1.0}}
@@ -369,7 +369,7 @@ def test_resume_after_kill_9_gives_the_checks_of_an_uninterrupted_run(tmp_path):
         "checks": [{"property": "post-processing", "map": [[2.0]], **pair},
                    {"property": "post-processing", "map": [[-3.0]], **pair}],
     }
-    script = f"from audit.api import run_audit; run_audit({config!r}, out_dir={str(cut)!r}, progress=False)"
+    script = f"from audit.commands.api import run_audit; run_audit({config!r}, out_dir={str(cut)!r}, progress=False)"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), *sys.path]))
     killed = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=300)
     assert killed.returncode == -signal.SIGKILL and marker.exists(), killed.stderr.decode()[-2000:]

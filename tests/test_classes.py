@@ -147,8 +147,8 @@ def test_parameters_are_checked_once_for_the_estimator_and_the_config(params, me
     import numpy as np
 
     from attacks import Adversary
-    from audit.attack_config import check_class_params
-    from audit.config import ConfigError
+    from audit.config.attacks import check_class_params
+    from audit.config.load import ConfigError
 
     with pytest.raises(ValueError, match=re.escape(message)):
         Adversary("kernel", **params).fit(np.array([[0.0], [1.0]]), np.array([0, 1]))

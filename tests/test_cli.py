@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.cli import demo_configs, main
+from audit.commands.cli import demo_configs, main
 
 GOOD = """
 [mechanism]
@@ -54,7 +54,7 @@ def test_config_errors_exit_2_without_traceback(tmp_path, capsys, old, new, expe
 def test_console_errors_have_no_traceback(tmp_path):
     """The real command line: a missing config is one line on stderr and exit 2."""
     done = subprocess.run(
-        [sys.executable, "-m", "audit.cli", "run", str(tmp_path / "missing.toml")],
+        [sys.executable, "-m", "audit.commands.cli", "run", str(tmp_path / "missing.toml")],
         capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 2
@@ -121,7 +121,7 @@ def test_demo_command(tmp_path, capsys):
 def test_help_and_version_load_no_heavy_library():
     """`capaudit --help` stays fast: audit imports numpy, pandas and scikit-learn only when used."""
     code = (
-        "import sys\nfrom audit.cli import main\n"
+        "import sys\nfrom audit.commands.cli import main\n"
         "for argv in (['--help'], ['--version']):\n"
         "    try:\n        main(argv)\n    except SystemExit as done:\n        assert done.code == 0\n"
         "heavy = [m for m in ('numpy', 'pandas', 'sklearn', 'matplotlib') if m in sys.modules]\n"

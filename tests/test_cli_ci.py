@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.cli import main
+from audit.commands.cli import main
 
 CONFIG = """
 [mechanism]
@@ -205,7 +205,7 @@ def test_a_missing_config_is_refused_before_the_audits_libraries_are_imported(tm
     import sys
 
     root = Path(__file__).resolve().parents[1]
-    code = ("import sys; from audit.cli import main; code = main(['run', 'missing.toml']); "
+    code = ("import sys; from audit.commands.cli import main; code = main(['run', 'missing.toml']); "
             "print(code, sorted(m for m in ('pandas', 'scipy', 'sklearn', 'numpy') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
                           env={"PYTHONPATH": str(root), "PATH": ""}, timeout=60)

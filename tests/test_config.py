@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.config import AuditConfig, ConfigError, load_config
+from audit.config.load import AuditConfig, ConfigError, load_config
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -318,7 +318,7 @@ def test_explicit_pairs_are_checked(pair, expected):
 
 
 def test_pairs_without_relation_are_kept_with_their_distance():
-    from audit.api import _pairs
+    from audit.commands.api import _pairs
 
     config = load_config(_with("pairs", [{"d": [[0.0], [0.0]], "d_prime": [[1.0], [1.0]]},
                                          {"d": [[0.0]], "d_prime": [[1.0]], "relation": "replace-one"}]))
@@ -408,9 +408,9 @@ def test_built_in_parameters_are_numbers_not_bools_or_strings(name, params, expe
 
 
 def test_a_declared_field_gives_its_schema_its_docs_row_and_its_check():
-    """One declaration (audit.fields.Field) speaks in the schema, docs/config.md and the loader alike."""
-    from audit.attack_config import ATTACKS
-    from audit.fields import value
+    """One declaration (audit.config.fields.Field) speaks in the schema, docs/config.md and the loader alike."""
+    from audit.config.attacks import ATTACKS
+    from audit.config.fields import value
 
     confidence = ATTACKS["confidence"]
     assert confidence.schema == {"type": "number", "minimum": 0.5, "exclusiveMaximum": 1.0, "default": 0.95,
@@ -423,16 +423,16 @@ def test_a_declared_field_gives_its_schema_its_docs_row_and_its_check():
 
 
 def test_every_table_the_loader_reads_is_declared_in_the_loaders_order():
-    from audit.config import SECTIONS, sections
-    from audit.neighbours import SPEC_FIELDS
-    from audit.pairs_config import NEIGHBOURS
+    from audit.config.load import SECTIONS, sections
+    from audit.inputs.neighbours import SPEC_FIELDS
+    from audit.config.pairs import NEIGHBOURS
 
     assert tuple(section.name for section in sections()) == SECTIONS
-    assert NEIGHBOURS.names == SPEC_FIELDS  # [neighbours]' rules are the generator's own (audit.neighbours.check_spec)
+    assert NEIGHBOURS.names == SPEC_FIELDS  # [neighbours]' rules are the generator's own (audit.inputs.neighbours.check_spec)
 
 
 def test_curve_claims_take_a_reason_like_every_claim():
-    from audit.config import ConfigError, load_config
+    from audit.config.load import ConfigError, load_config
 
     claim = {"divergence": "zcdp", "function_class": "all", "epsilon": 0.5, "reason": "OpenDP's map"}
     assert load_config({"mechanism": {"name": "laplace"}, "claims": [claim]}).claims[0].epsilon == 0.75

@@ -19,9 +19,9 @@ from scipy import stats
 from attacks import binomial_ratio, estimate_divergence, paired_ratio
 from audit import run_audit
 from audit.mechanisms import make_mechanism
-from audit.neighbours import make_pairs
-from audit.plan import task_seed
-from audit.sampling import COUPLING_REFUSED, draw_pair
+from audit.inputs.neighbours import make_pairs
+from audit.engine.plan import task_seed
+from audit.sampling.sampler import COUPLING_REFUSED, draw_pair
 
 
 def laplace_sum(dataset, n, rng):

@@ -104,9 +104,9 @@ def test_readme_is_a_short_manual_that_starts_with_the_two_commands():
 
 
 def test_the_config_schema_and_field_tables_are_written_from_the_declared_fields():
-    """docs/schema/config.schema.json and docs/config.md's tables are what ``python -m audit.config_docs`` writes."""
-    from audit import config_docs
+    """docs/schema/config.schema.json and docs/config.md's tables are what ``python -m audit.config.docs`` writes."""
+    from audit.config import docs as config_docs
 
-    assert config_docs.stale(ROOT) == [], "run python -m audit.config_docs"
+    assert config_docs.stale(ROOT) == [], "run python -m audit.config.docs"
     edited = (ROOT / config_docs.REFERENCE).read_text().replace("| `seed` | integer | 0 |", "| `seed` | integer | 1 |")
     assert config_docs.reference_text(edited) != edited  # a hand edit of a table is undone

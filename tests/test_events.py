@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from audit import run_audit
-from audit.cli import main
-from audit.events import EventCounter, event_summary
-from audit.structure import StructureEncoder
+from audit.commands.cli import main
+from audit.sampling.events import EventCounter, event_summary
+from audit.sampling.structure import StructureEncoder
 
 ROOT = Path(__file__).resolve().parents[1]
 NAN_RATE = 0.01

@@ -24,10 +24,11 @@ from attacks.estimate import DivergenceEstimate, estimate_divergence
 from attacks.evidence import Evidence, NormalEstimate
 from attacks.sequential import SequentialEstimate
 from attacks.held_out import PooledEstimate
-from audit import checks, generalization, on_average
-from audit.checks import Measurement
-from audit.on_average import OnAverageEstimate, average_over_pairs
-from audit.store import evidence_from_record
+from audit.engine import checks, generalization
+from audit.results import on_average
+from audit.engine.checks import Measurement
+from audit.results.on_average import OnAverageEstimate, average_over_pairs
+from audit.engine.store import evidence_from_record
 
 N = 4_000
 RTOL = 1e-6

@@ -21,20 +21,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import audit.api
-import audit.engine
-import audit.neighbours
-import audit.progress
-import audit.report
+import audit.commands.api
+import audit.engine.run
+import audit.inputs.neighbours
+import audit.engine.progress
+import audit.report.audit_report
 import attacks.held_out
-import audit.sampling
-import audit.store
+import audit.sampling.sampler
+import audit.engine.store
 from audit import run_audit
-from audit.api import AuditError
-from audit.cli import main
-from audit.config import ConfigError, load_config
-from audit.engine import NO_STATISTIC
-from audit.store import TASKS_FILE
+from audit.commands.api import AuditError
+from audit.commands.cli import main
+from audit.config.load import ConfigError, load_config
+from audit.engine.run import NO_STATISTIC
+from audit.engine.store import TASKS_FILE
 from attacks.sequential import ROUND_STRIDE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -220,7 +220,7 @@ def test_a_crash_after_the_tasks_keeps_the_rows(tmp_path, capsys, monkeypatch, s
     def crash(*args, **kwargs):
         raise ZeroDivisionError("float division by zero")
 
-    monkeypatch.setattr(audit.api if stage == "assign_verdicts" else audit.report, stage, crash)
+    monkeypatch.setattr(audit.commands.api if stage == "assign_verdicts" else audit.report.audit_report, stage, crash)
     code, err, results = _run(tmp_path, capsys, _config(policy=policy))
     _assert_clean_error(code, err, "ZeroDivisionError: float division by zero")
     assert results["verdict"] == "error" and "ZeroDivisionError" in results["error"]
@@ -231,21 +231,21 @@ def test_a_crash_after_the_tasks_keeps_the_rows(tmp_path, capsys, monkeypatch, s
 
 
 def test_debug_shows_the_traceback(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(audit.api, "assign_verdicts", lambda *args: 1 / 0)
+    monkeypatch.setattr(audit.commands.api, "assign_verdicts", lambda *args: 1 / 0)
     code, err, _ = _run(tmp_path, capsys, _config(), "--debug")
     assert code == 2 and "Traceback" in err and "ZeroDivisionError" in err
 
 
 def _interrupted_run(tmp_path, capsys, monkeypatch, config, lines):
     """``capaudit run`` with Ctrl-C once tasks.jsonl holds ``lines`` lines: exit 130, the finished rows saved."""
-    append = audit.store.append
+    append = audit.engine.store.append
 
     def interrupted(path, record, estimate):
         if len(path.read_text().splitlines()) == lines:
             raise KeyboardInterrupt
         append(path, record, estimate)
 
-    monkeypatch.setattr(audit.store, "append", interrupted)
+    monkeypatch.setattr(audit.engine.store, "append", interrupted)
     code, err, results = _run(tmp_path, capsys, config)
     assert code == 130 and "interrupted" in err and "--resume" in err and "Traceback" not in err
     monkeypatch.undo()
@@ -370,7 +370,7 @@ def test_a_torn_last_line_is_not_glued_to_the_next_record(tmp_path):
 
 
 def test_run_audit_raises_audit_error_with_the_rows_saved(tmp_path, monkeypatch):
-    monkeypatch.setattr(audit.api, "assign_verdicts", lambda *args: 1 / 0)
+    monkeypatch.setattr(audit.commands.api, "assign_verdicts", lambda *args: 1 / 0)
     with pytest.raises(AuditError, match=f"the verdicts failed: ZeroDivisionError.*saved in {tmp_path}"):
         run_audit(_config(), out_dir=tmp_path, progress=False)
 
@@ -388,7 +388,7 @@ def test_adapters_never_import_from_the_config_folder_or_the_current_directory(t
     # no [[claims]]: the config fails right after the adapter (and its library) is built
     (tmp_path / "audit.toml").write_text('[mechanism]\nname = "opendp.laplace"\nparams = { scale = 1.0 }\n')
     done = subprocess.run(
-        [sys.executable, "-m", "audit.cli", "run", "audit.toml", "--out", "out", "--quiet"],
+        [sys.executable, "-m", "audit.commands.cli", "run", "audit.toml", "--out", "out", "--quiet"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
@@ -406,7 +406,7 @@ def test_workers_of_a_builtin_never_import_from_the_current_directory(tmp_path):
         '[[claims]]\ndivergence = "kl"\nfunction_class = "linear"\nepsilon = 0.5\n\n'
         '[attacks]\nclasses = ["linear"]\nn_samples = 400\npolicy = "every"\n\n[run]\nn_jobs = 2\nbackend = "loky"\n')
     done = subprocess.run(
-        [sys.executable, "-m", "audit.cli", "run", "audit.toml", "--out", "out", "--quiet"],
+        [sys.executable, "-m", "audit.commands.cli", "run", "audit.toml", "--out", "out", "--quiet"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
@@ -449,7 +449,7 @@ def test_rows_do_not_depend_on_jobs_backend_or_fork(monkeypatch, policy):
     one = run_audit(config, progress=False).table
     two = run_audit(config, n_jobs=2, backend="threading", progress=False).table  # loky: tests/test_runner.py
     assert two.equals(one)
-    monkeypatch.setattr(audit.sampling, "FORK", False)  # Windows, macOS: sampled in this process
+    monkeypatch.setattr(audit.sampling.sampler, "FORK", False)  # Windows, macOS: sampled in this process
     assert run_audit(config, n_jobs=2, backend="threading", progress=False).table.equals(one)
 
 
@@ -475,7 +475,7 @@ def test_ctrl_c_while_a_pair_hangs_keeps_the_other_pairs(tmp_path, capsys, monke
 def test_a_hanging_mechanism_shows_on_the_terminal_before_the_timeout(tmp_path, capsys, monkeypatch):
     """The bar is drawn from the first mechanism call (the memory check's) and its heartbeat counts the seconds
     without outputs while a chunk runs: not a blank terminal until run.sample_timeout."""
-    monkeypatch.setattr(audit.progress, "HEARTBEAT", {True: 0.5, False: 0.5})
+    monkeypatch.setattr(audit.engine.progress, "HEARTBEAT", {True: 0.5, False: 0.5})
     code = main(["run", str(_toml(tmp_path, _config("hangs", sample_timeout=3))), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 2 and "first outputs (memory check)" in err
@@ -495,13 +495,13 @@ def test_a_search_in_rounds_counts_against_its_most_outputs(tmp_path, capsys):
 
 
 def test_no_process_outlives_an_audit_killed_with_kill_9(tmp_path):
-    """loky's workers watch the audit's process (audit.parallel): kill -9 of the audit leaves neither them nor the
+    """loky's workers watch the audit's process (audit.sampling.parallel): kill -9 of the audit leaves neither them nor the
     resource trackers they kept alive (4 processes stayed before); forked sampling children die with it too."""
     psutil = pytest.importorskip("psutil")  # in the test extra
     config = _config(policy="every", n_jobs=2, backend="loky")
     config["attacks"].update(classes=["linear", "poly3", "tree3"], n_samples=400_000)  # still running at the kill
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
-    audit_process = subprocess.Popen([sys.executable, "-m", "audit.cli", "run", str(_toml(tmp_path, config)), "--out",
+    audit_process = subprocess.Popen([sys.executable, "-m", "audit.commands.cli", "run", str(_toml(tmp_path, config)), "--out",
                                       str(tmp_path / "out"), "--quiet"], env=environment, stderr=subprocess.DEVNULL)
     def workers(processes):
         try:
@@ -618,7 +618,7 @@ def test_many_mutated_configs_end_cleanly(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("policy", ["every", "best"])
-@pytest.mark.parametrize("function", ["raises", "returns_scalar", "returns_fewer", "exits_0"])  # NaN is evidence (audit.structure)
+@pytest.mark.parametrize("function", ["raises", "returns_scalar", "returns_fewer", "exits_0"])  # NaN is evidence (audit.sampling.structure)
 def test_a_failure_reads_as_error_everywhere(tmp_path, capsys, function, policy):
     """Exit 2 is ERROR in report.md, results.json, the JSON line, stdout and summary; one bounded stderr line."""
     config = _config(function, policy)
@@ -654,7 +654,7 @@ def test_json_summary_is_one_line_when_the_mechanism_prints(tmp_path):
     """The mechanism prints in this process and in forked children: all of it goes to stderr."""
     config = _toml(tmp_path, _config("prints"))
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
-    done = subprocess.run([sys.executable, "-m", "audit.cli", "run", str(config), "--out", str(tmp_path / "out"),
+    done = subprocess.run([sys.executable, "-m", "audit.commands.cli", "run", str(config), "--out", str(tmp_path / "out"),
                            "--quiet", "--json-summary"], capture_output=True, text=True, env=environment,
                           timeout=300)
     assert done.returncode == 0, done.stderr
@@ -678,7 +678,7 @@ FAILURES = {
 }
 """A mechanism's own failure -> what the one stderr line says of it."""
 EVIDENCE = ("nan", "inf", "huge", "wide", "very_wide")
-"""Outputs that are evidence (audit.structure), on both datasets: a verdict, never an error."""
+"""Outputs that are evidence (audit.sampling.structure), on both datasets: a verdict, never an error."""
 
 
 def staged_fault(dataset, n, rng):
@@ -705,7 +705,7 @@ def staged_fault(dataset, n, rng):
 def inject(monkeypatch):
     """Sets the stage around each draw: the engine's (screen, train, check, confirm), the memory check's probe and
     the structure pilot; a forked child sees the stage its parent set."""
-    pair_sampler = audit.engine.pair_sampler
+    pair_sampler = audit.engine.run.pair_sampler
 
     def staged(*args, **kwargs):
         sample = pair_sampler(*args, **kwargs)
@@ -727,11 +727,11 @@ def inject(monkeypatch):
                 CURRENT["stage"] = None
         return wrapped
 
-    monkeypatch.setattr(audit.engine, "pair_sampler", staged)
-    monkeypatch.setattr(audit.engine, "check_memory", during("probe", audit.engine.check_memory))
-    monkeypatch.setattr(audit.api, "fix_layout", during("pilot", audit.api.fix_layout))
-    monkeypatch.setattr(audit.neighbours, "screen_candidates", during("search", audit.neighbours.screen_candidates))
-    monkeypatch.setattr(audit.engine, "run_check", during("checks", audit.engine.run_check))  # each check a unit
+    monkeypatch.setattr(audit.engine.run, "pair_sampler", staged)
+    monkeypatch.setattr(audit.engine.run, "check_memory", during("probe", audit.engine.run.check_memory))
+    monkeypatch.setattr(audit.commands.api, "fix_layout", during("pilot", audit.commands.api.fix_layout))
+    monkeypatch.setattr(audit.inputs.neighbours, "screen_candidates", during("search", audit.inputs.neighbours.screen_candidates))
+    monkeypatch.setattr(audit.engine.run, "run_check", during("checks", audit.engine.run.run_check))  # each check a unit
 
     def set_fault(stage, kind):
         FAULT.update(stage=stage, kind=kind)
@@ -806,7 +806,7 @@ def test_a_mechanism_hanging_before_the_engine_shows_on_the_terminal(tmp_path, c
                                                                       bar):
     """The structure pilot and the dataset search draw their own bar from their first call, with the heartbeat's
     seconds without an answer: a mechanism hanging there is not a blank terminal until run.sample_timeout."""
-    monkeypatch.setattr(audit.progress, "HEARTBEAT", {True: 0.5, False: 0.5})
+    monkeypatch.setattr(audit.engine.progress, "HEARTBEAT", {True: 0.5, False: 0.5})
     inject(stage, "hang")
     path = tmp_path / "audit.toml"
     config = _fault_config(stage, "every", 1, "threading")  # sample_timeout = 2

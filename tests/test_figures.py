@@ -1,6 +1,6 @@
-"""audit.figures: one labelled point per row, a panel per claim, a legend of what is drawn; ROC and witness.
+"""audit.report.figures: one labelled point per row, a panel per claim, a legend of what is drawn; ROC and witness.
 
-The figures are SVG (:mod:`audit.svg`), read back here with ElementTree; no matplotlib is imported.
+The figures are SVG (:mod:`audit.report.svg`), read back here with ElementTree; no matplotlib is imported.
 """
 
 import dataclasses
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from attacks.estimate import score_histogram
-from audit.figures import (
+from audit.report.figures import (
     INTERVAL_LEVEL,
     VERDICT_COLOURS,
     divergence_title,
@@ -25,7 +25,7 @@ from audit.figures import (
     write_evidence_figures,
     write_figures,
 )
-from audit.schema import Row
+from audit.results.schema import Row
 
 NAN, INF = math.nan, math.inf
 SVG = "{http://www.w3.org/2000/svg}"
@@ -154,7 +154,7 @@ def test_an_audit_report_imports_no_plotting_library(tmp_path):
         "[attacks]\nclasses = ['linear']\nn_samples = 2000\n[run]\nseed = 0\nn_jobs = 1\n"
     )
     code = (
-        "import sys\nfrom audit.cli import main\n"
+        "import sys\nfrom audit.commands.cli import main\n"
         f"code = main(['run', {str(config)!r}, '--out', {str(tmp_path / 'out')!r}, '--quiet'])\n"
         "assert code in (0, 1), code\n"
         "assert 'matplotlib' not in sys.modules, 'matplotlib was imported'\n"

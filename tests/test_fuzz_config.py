@@ -18,8 +18,8 @@ import reprlib
 
 import pytest
 
-from audit.cli import main
-from audit.config import AuditConfig, ConfigError, load_config
+from audit.commands.cli import main
+from audit.config.load import AuditConfig, ConfigError, load_config
 
 BASES = (
     {

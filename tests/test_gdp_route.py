@@ -11,7 +11,7 @@ from scipy.stats import binomtest, norm
 
 from attacks.gdp_route import ASSUMPTION, clopper_pearson_upper, mu_lower_bound, threshold_tests
 from audit import run_audit
-from audit.gdp_report import route_applies
+from audit.report.gdp_route import route_applies
 from audit.theory.tradeoff import gaussian_profile, gdp_epsilon, gdp_mu
 
 

@@ -15,13 +15,13 @@ import pandas as pd
 import pytest
 from scipy import integrate, stats
 
-from audit.cli import main
-from audit.config import RunSpec
-from audit.errors import MechanismError
+from audit.commands.cli import main
+from audit.config.load import RunSpec
+from audit.sampling.errors import MechanismError
 from audit.theory import bounds
 from audit.theory import gibbs as gibbs_theory
 from audit.theory.exact import restricted_divergence
-from audit.generalization import (
+from audit.engine.generalization import (
     difference_interval,
     draw_neighbours,
     exact_on_average_kl,
@@ -30,7 +30,7 @@ from audit.generalization import (
     small_group_check,
 )
 from audit.mechanisms import make_mechanism, sample_coupled
-from audit.on_average import average_over_pairs
+from audit.results.on_average import average_over_pairs
 from audit.mechanisms.gibbs import (
     MECHANISMS,
     GaussianPosteriorMean,
@@ -262,7 +262,7 @@ def test_a_hanging_mechanism_ends_the_measurement_at_sample_timeout(measure):
 
 
 def test_oakl_command_with_a_hanging_mechanism_exits_2_after_sample_timeout(tmp_path, monkeypatch, capsys):
-    from audit import oakl_report, oakl_tables
+    from audit.commands import oakl_report, oakl_tables
 
     monkeypatch.setattr(oakl_report, "QUICK", oakl_report.Budget(records=(1,), pairs=3, samples=300, datasets=50,
                                                                  exact_pairs=50))
@@ -303,7 +303,7 @@ def test_small_group_costs_k_times_one_slow():
 
 
 def test_oakl_command_writes_the_report(tmp_path, monkeypatch):
-    from audit import oakl_report, oakl_tables
+    from audit.commands import oakl_report, oakl_tables
 
     tiny = oakl_report.Budget(records=(1,), pairs=3, samples=300, datasets=50, exact_pairs=50)
     monkeypatch.setattr(oakl_report, "QUICK", tiny)
@@ -327,7 +327,7 @@ def test_oakl_figure_2_against_gamma_meets_thm_4_and_the_papers_dp_lines():
     on-average KL lies within 4 standard errors (16 rows: 1e-3 by chance) of the measured gamma x gap; the
     excess risk of the Laplace mean is about its noise's mean absolute value 1/gamma at small gamma (the noise's
     standard deviation is sqrt(2)/gamma: within 5 standard errors of the mean over the datasets)."""
-    from audit import oakl_tables
+    from audit.commands import oakl_tables
 
     budget = oakl_tables.Budget(records=(1,), pairs=3, samples=300, datasets=300, exact_pairs=300)
     table = oakl_tables.gamma_table(budget, seed=1)
@@ -367,7 +367,7 @@ def _n_figure_rows(on_averages, measured=None, low=0.0):
 
 def test_figure_draws_points_below_the_resolution_hollow(tmp_path):
     """A measured point whose closed form lies below RESOLUTION is drawn hollow, with its own legend entry."""
-    from audit import oakl_report
+    from audit.commands import oakl_report
 
     figure = _n_figure_rows((("gaussian_posterior_mean", 0.1), ("laplace_truncated_mean", 1e-4)))
     svg = oakl_report.plot_n_figure(figure, tmp_path / "figure_n.svg").read_text()
@@ -379,7 +379,7 @@ def test_figure_draws_points_below_the_resolution_hollow(tmp_path):
 def test_negative_estimates_are_not_drawn_as_small_positive_points(tmp_path):
     """Issue 32: on a log axis a measured value <= 0 is shown by its interval's upper end (a "v" marker with its
     own legend entry), never as a point at a small positive floor; positive values stay circles."""
-    from audit import oakl_report
+    from audit.commands import oakl_report
 
     figure = _n_figure_rows((("gaussian_posterior_mean", 0.1),), measured=-0.01, low=-0.05)
     svg = oakl_report.plot_n_figure(figure, tmp_path / "figure_n.svg").read_text()

@@ -1,14 +1,14 @@
-"""Pairs at any distance (audit/group_pairs.py and ``[neighbours] distance``): exact record counts, no sampling."""
+"""Pairs at any distance (audit/inputs/group_pairs.py and ``[neighbours] distance``): exact record counts, no sampling."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from audit.dataset_distance import record_distance
-from audit.group_pairs import widen
+from audit.inputs.dataset_distance import record_distance
+from audit.inputs.group_pairs import widen
 from audit.mechanisms import make_mechanism
-from audit.neighbours import check_spec, make_pairs
+from audit.inputs.neighbours import check_spec, make_pairs
 
 DOMAIN = {"low": [0.0], "high": [1.0], "size": 4}
 
@@ -54,7 +54,7 @@ def test_on_average_pairs_at_distance_k_replace_the_first_k_records():
 
 
 def test_pairs_at_a_library_claims_distance_are_not_warned_of():
-    from audit.provenance import not_neighbours
+    from audit.results.provenance import not_neighbours
 
     pairs = [{"name": "p0", "d": [[0.0]], "d_prime": [[0.0], [1.0], [1.0], [1.0]], "relation": None}]
     assert "differ in 3 records" in not_neighbours(pairs)[0]

@@ -1,4 +1,4 @@
-"""audit.html_report: report.html is self-contained and its tables carry results.json's numbers."""
+"""audit.report.html_report: report.html is self-contained and its tables carry results.json's numbers."""
 
 import json
 import math
@@ -7,8 +7,8 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from audit.api import run_audit
-from audit.results_file import load_results
+from audit.commands.api import run_audit
+from audit.results.files import load_results
 
 CONFIG = {
     "mechanism": {"name": "noisy_hist_2", "params": {"epsilon": 0.5}},
@@ -125,7 +125,7 @@ def _luminance(colour: str) -> float:
 def test_the_verdict_is_coloured_and_still_said_in_words(tmp_path, verdict):
     import re
 
-    from audit.html_report import STYLE, render_html
+    from audit.report.html_report import STYLE, render_html
 
     page = render_html(f"# capaudit audit report\n\n## Verdict: **{verdict.upper()}**\n\nrows", tmp_path)
     assert f'<h2 class="verdict verdict-{verdict}">Verdict: <strong>{verdict.upper()}</strong></h2>' in page

@@ -18,10 +18,10 @@ import pytest
 from scipy.stats import binom
 
 from attacks.classes import LAYERS, REPRESENTATION, VALUE, parse_function_class
-from audit.api import run_audit
-from audit.config import DEFAULT_CLASSES
-from audit.schema import Row
-from audit.verdicts import NOT_AUDITED, assign_verdicts, summarize_claims
+from audit.commands.api import run_audit
+from audit.config.load import DEFAULT_CLASSES
+from audit.results.schema import Row
+from audit.results.verdicts import NOT_AUDITED, assign_verdicts, summarize_claims
 
 LEVEL = 0.05
 """The audit's error rate at the default confidence 0.95."""
@@ -246,7 +246,7 @@ def test_the_representation_switch_leaves_the_layer_out_and_the_header_says_so(t
 
 
 def test_the_switch_beside_a_listed_representation_class_is_refused():
-    from audit.config import ConfigError, load_config
+    from audit.config.load import ConfigError, load_config
 
     config = {"mechanism": {"name": "laplace"}, "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 1}],
               "attacks": {"representation": False, "classes": ["linear", "floatbits"]}}
@@ -280,7 +280,7 @@ def test_an_exact_curve_that_holds_beside_a_floatbits_violation_says_how_both_ho
 
 
 def test_the_mechanisms_say_which_are_float_safe(capsys):
-    from audit.cli import main
+    from audit.commands.cli import main
     from audit.mechanisms import list_mechanisms, make_mechanism
 
     safe = {info.name: info.float_safe for info in list_mechanisms()}

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("opendp", reason="needs the extra capaudit[opendp]: pip install \".[opendp]\"")
 
 from audit import run_audit  # noqa: E402
-from audit.config import ConfigError, load_config  # noqa: E402
+from audit.config.load import ConfigError, load_config  # noqa: E402
 from audit.mechanisms import make_mechanism  # noqa: E402
 from audit.mechanisms.adapters.opendp_measurement import opendp_value  # noqa: E402
 

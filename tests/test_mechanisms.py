@@ -520,7 +520,7 @@ def test_user_callable_failures_become_mechanism_errors(user_module):
 
 
 def test_user_callable_structural_outputs_are_encoded(user_module):
-    """NaN outputs and a changing width are evidence (audit.structure): value columns and indicators."""
+    """NaN outputs and a changing width are evidence (audit.sampling.structure): value columns and indicators."""
     nan = make_mechanism(callable=f"{user_module}:nan")
     np.testing.assert_array_equal(nan.sample(np.zeros(2), 3, np.random.default_rng(0)), [[0.0, 1, 1, 0, 0]] * 3)
     growing = make_mechanism(callable=f"{user_module}:growing")
@@ -549,8 +549,8 @@ def test_sample_coupled_reports_input_dependent_randomness():
 @pytest.mark.parametrize("out", [np.zeros(1), [[0.0], [0.0, 1.0], [2.0]]])
 def test_a_wrong_number_of_outputs_is_said_in_the_users_terms(out):
     """The mechanism's own argument n, not the audit's internal sample sizes ("the 2 samples asked for")."""
-    from audit.errors import MechanismError
-    from audit.structure import output_rows
+    from audit.sampling.errors import MechanismError
+    from audit.sampling.structure import output_rows
 
     with pytest.raises(MechanismError) as raised:
         output_rows(out, 2)

@@ -1,4 +1,4 @@
-"""audit.memory.estimate_memory against a measured peak (benchmarks/bench_memory.py, a fresh process)."""
+"""audit.engine.memory.estimate_memory against a measured peak (benchmarks/bench_memory.py, a fresh process)."""
 
 import importlib.util
 from pathlib import Path

@@ -5,9 +5,9 @@ import pytest
 from numpy.testing import assert_allclose
 
 from audit.mechanisms import make_mechanism
-from audit.dataset_distance import check_neighbours
-from audit.neighbours import NeighbourPair, make_pairs
-from audit.pair_search import search_pairs
+from audit.inputs.dataset_distance import check_neighbours
+from audit.inputs.neighbours import NeighbourPair, make_pairs
+from audit.inputs.pair_search import search_pairs
 
 DOMAIN = {"low": [0.0, -1.0], "high": [1.0, 1.0], "size": 3}
 
@@ -164,7 +164,7 @@ def test_search_strategy_is_deterministic_given_the_seed():
     ],
 )
 def test_record_distance(d, d_prime, distance):
-    from audit.dataset_distance import record_distance
+    from audit.inputs.dataset_distance import record_distance
 
     assert record_distance(d, d_prime) == record_distance(d_prime, d) == distance
 

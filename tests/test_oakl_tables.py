@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from audit import oakl_tables
-from audit.on_average import OnAverageEstimate
+from audit.commands import oakl_tables
+from audit.results.on_average import OnAverageEstimate
 from audit.theory import gibbs as gibbs_theory
 
 C = oakl_tables.TRUNCATION
@@ -85,7 +85,7 @@ def test_gamma_table_has_the_closed_form_and_names_its_shared_draws(tmp_path):
     assert laplace["on-average KL (closed form)"].notna().all()
     assert table.loc[table["example"] == "linear regression", "on-average KL (closed form)"].isna().all()
     assert table.groupby("example")["datasets"].nunique().eq(1).all() and table["datasets"].nunique() == 2
-    from audit.oakl_report import _coverage_note, plot_oakl_figure2
+    from audit.commands.oakl_report import _coverage_note, plot_oakl_figure2
 
     assert plot_oakl_figure2(table, tmp_path / "f.svg").read_text().count("on-average KL, closed form") == 1
 
@@ -161,7 +161,7 @@ def test_lemma_5_and_7_checks_against_their_closed_forms():
     """Monte Carlo over 800 pairs from D: the thresholded release's on-average KL is well below the Gaussian
     mean's (Lemma 5: 4 standard errors clear); the composition's within 4 standard errors of epsilon_1 + epsilon_2
     (Lemma 7, an equality here)."""
-    from audit.generalization import adaptive_composition_check, post_processing_check
+    from audit.engine.generalization import adaptive_composition_check, post_processing_check
     from audit.mechanisms.gibbs import GaussianPosteriorMean
 
     mechanism = GaussianPosteriorMean(temperature=4.0, records=20)

@@ -12,12 +12,12 @@ from scipy import stats
 
 from attacks.evidence import NormalEstimate
 from audit import run_audit
-from audit.config import ConfigError, load_config
-from audit.data_distributions import check_distribution, make_sampler
+from audit.config.load import ConfigError, load_config
+from audit.inputs.data_distributions import check_distribution, make_sampler
 from audit.mechanisms import make_mechanism
-from audit.neighbours import make_pairs
-from audit.on_average import PAIR, OnAverageEstimate, aggregate_rows, average_over_pairs, worst_case_level
-from audit.schema import Row
+from audit.inputs.neighbours import make_pairs
+from audit.results.on_average import PAIR, OnAverageEstimate, aggregate_rows, average_over_pairs, worst_case_level
+from audit.results.schema import Row
 
 GAUSSIAN = make_mechanism("gaussian", {"sigma": 1.0})
 
@@ -114,7 +114,7 @@ def test_distribution_and_size_belong_to_on_average_only():
         make_pairs({"strategy": "random", "size": 3}, GAUSSIAN, 0)
 
 
-# ---------------------------------------------------------------- the statistic (audit.on_average)
+# ---------------------------------------------------------------- the statistic (audit.results.on_average)
 
 
 def test_average_over_pairs_is_the_t_interval_over_pairs():

@@ -11,9 +11,9 @@ import pytest
 
 from attacks.one_run import one_run_ceiling
 from audit import run_audit
-from audit.config import ConfigError, load_config
+from audit.config.load import ConfigError, load_config
 from audit.mechanisms import make_mechanism
-from audit.one_run_audit import guesses_by_margin, plant_canaries, tally
+from audit.engine.one_run import guesses_by_margin, plant_canaries, tally
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAIM = {"divergence": "gdp", "function_class": "all", "epsilon": 1.0}
@@ -115,7 +115,7 @@ def test_opacus_without_noise_is_caught_in_one_run():
 
 
 def test_a_learner_that_fails_is_an_error_not_a_verdict(tmp_path, monkeypatch):
-    from audit.api import AuditError
+    from audit.commands.api import AuditError
     from audit.mechanisms.learners import DPGradientDescent
 
     def broken(self, dataset, n, rng):

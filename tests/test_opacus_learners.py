@@ -86,7 +86,7 @@ def audit_config(noise_multiplier: float, claim: dict) -> dict:
 def test_the_claim_is_the_accountants_for_the_parameters_the_run_states():
     pytest.importorskip("dp_accounting")
     from audit.theory.accountants import accountant_epsilon
-    from audit.config import load_config
+    from audit.config.load import load_config
 
     loaded = load_config(audit_config(2.0, ACCOUNTED))
     assert loaded.raw["claims"][0]["accounted"] == {"noise_multiplier": 2.0, "sampling_rate": 1.0, "steps": 1}
@@ -100,7 +100,7 @@ def test_a_claim_from_the_library_is_opacus_accountants_epsilon_at_the_claims_de
     import importlib.metadata
 
     from audit.theory.accountants import accountant_epsilon
-    from audit.config import load_config
+    from audit.config.load import load_config
 
     config = audit_config(2.0, {"from": "library", "delta": 1e-5})
     config["mechanism"]["params"]["accountant"] = "rdp"

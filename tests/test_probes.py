@@ -14,15 +14,15 @@ import time
 import numpy as np
 import pytest
 
-from audit import isolation
-from audit.api import run_audit
+from audit.sampling import isolation
+from audit.commands.api import run_audit
 from audit.mechanisms import MechanismError, make_mechanism
-from audit.dataset_distance import check_neighbours, record_distance
-from audit.neighbours import NeighbourPair, make_pairs
-from audit.pair_generators import Domain
-from audit.pair_search import PROBES, probe_pairs
-from audit.sampling import draw_pair_isolated
-from audit.structure import CODES, INDICATORS, MAX_OUTPUT, MAX_STRUCTURAL_WIDTH, StructureEncoder
+from audit.inputs.dataset_distance import check_neighbours, record_distance
+from audit.inputs.neighbours import NeighbourPair, make_pairs
+from audit.inputs.pair_generators import Domain
+from audit.inputs.pair_search import PROBES, probe_pairs
+from audit.sampling.sampler import draw_pair_isolated
+from audit.sampling.structure import CODES, INDICATORS, MAX_OUTPUT, MAX_STRUCTURAL_WIDTH, StructureEncoder
 
 BUGS = [  # (mechanism, relation, domain high): records in [0, 1], categories 0-4 for the histogram
     ("unclipped_sum", "replace-one", 1),

@@ -1,4 +1,4 @@
-"""audit.report: results.json schema, NaN/inf handling, report order, figures."""
+"""audit.report.audit_report: results.json schema, NaN/inf handling, report order, figures."""
 
 import json
 import math
@@ -8,15 +8,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit.report import write_audit_report
-from audit.schema import ROW_COLUMNS
-from audit.results_file import SCHEMA_VERSION, load_results
+from audit.report.audit_report import write_audit_report
+from audit.results.schema import ROW_COLUMNS
+from audit.results.files import SCHEMA_VERSION, load_results
 
-from audit.schema import Row
+from audit.results.schema import Row
 
 
 def rows_of(table):
-    """Typed rows of a results table (:meth:`audit.schema.Row.from_record`), as write_audit_report takes them."""
+    """Typed rows of a results table (:meth:`audit.results.schema.Row.from_record`), as write_audit_report takes them."""
     return [Row.from_record(record) for record in table.to_dict(orient="records")]
 
 NAN, INF = math.nan, math.inf

@@ -17,17 +17,17 @@ import pytest
 
 from audit import run_audit
 from audit.mechanisms import make_mechanism
-from audit.neighbours import make_pairs
-from audit.provenance import command_line, describe_audit, pair_records
-from audit.report import write_audit_report
-from audit.verdicts import INFINITE_ESTIMATE
-from audit.plan import task_seed
+from audit.inputs.neighbours import make_pairs
+from audit.results.provenance import command_line, describe_audit, pair_records
+from audit.report.audit_report import write_audit_report
+from audit.results.verdicts import INFINITE_ESTIMATE
+from audit.engine.plan import task_seed
 
-from audit.schema import Row
+from audit.results.schema import Row
 
 
 def rows_of(table):
-    """Typed rows of a results table (:meth:`audit.schema.Row.from_record`), as write_audit_report takes them."""
+    """Typed rows of a results table (:meth:`audit.results.schema.Row.from_record`), as write_audit_report takes them."""
     return [Row.from_record(record) for record in table.to_dict(orient="records")]
 
 markdown_it = pytest.importorskip("markdown_it")
@@ -177,7 +177,7 @@ def test_audited_block_names_a_library_mechanism_and_large_pairs(tmp_path, monke
 
 @pytest.mark.parametrize("argv, expected", [
     (["/venv/bin/capaudit", "run", "a.toml"], "capaudit run a.toml"),
-    (["/src/audit/cli.py", "demo"], "python -m audit.cli demo"),
+    (["/src/audit/commands/cli.py", "demo"], "python -m audit.commands.cli demo"),
     (["/lib/pytest/__main__.py", "-q"], "python -m pytest -q"),
     (["-c"], "python -c"),
 ])

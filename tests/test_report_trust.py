@@ -18,22 +18,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import audit.api
+import audit.commands.api
 from audit import run_audit
-from audit.api import LOCK_FILE, output_directory, release_directory
-from audit.cli import main
-from audit.figures import class_words, row_label
+from audit.commands.api import LOCK_FILE, output_directory, release_directory
+from audit.commands.cli import main
+from audit.report.figures import class_words, row_label
 from audit.mechanisms import make_mechanism
-from audit.neighbours import NeighbourPair
-from audit.provenance import describe_audit, reproducibility_probe
-from audit.report import write_audit_report
-from audit.summary import summary_table
+from audit.inputs.neighbours import NeighbourPair
+from audit.results.provenance import describe_audit, reproducibility_probe
+from audit.report.audit_report import write_audit_report
+from audit.report.summary import summary_table
 
-from audit.schema import Row
+from audit.results.schema import Row
 
 
 def rows_of(table):
-    """Typed rows of a results table (:meth:`audit.schema.Row.from_record`), as write_audit_report takes them."""
+    """Typed rows of a results table (:meth:`audit.results.schema.Row.from_record`), as write_audit_report takes them."""
     return [Row.from_record(record) for record in table.to_dict(orient="records")]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,7 +119,7 @@ def test_a_second_run_into_a_locked_directory_is_refused(tmp_path):
         fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
         with pytest.raises(ValueError, match="being written by another capaudit run"):
             run_audit(_config(), out_dir=tmp_path, progress=False)
-        assert audit.api.write_failure(tmp_path, "x") is None  # nor is its report overwritten
+        assert audit.commands.api.write_failure(tmp_path, "x") is None  # nor is its report overwritten
     run_audit(_config(), out_dir=tmp_path, progress=False)  # released: the directory is free again
 
 
@@ -145,7 +145,7 @@ def test_the_demo_writes_outside_the_checkout_by_default(monkeypatch, capsys):
         return SimpleNamespace(verdict=verdict, rows=[], checks=(), theory=(), seconds=0.0,
                                exit_code=int(verdict == "violation"))
 
-    monkeypatch.setattr(audit.api, "run_audit", fake)
+    monkeypatch.setattr(audit.commands.api, "run_audit", fake)
     assert main(["demo", "--quiet"]) == 1
     root = seen[0].parent
     assert root.parent == Path(tempfile.gettempdir()) and {path.name for path in seen} == {"correct", "buggy"}
@@ -233,8 +233,8 @@ def test_mechanisms_long_fits_the_terminal(monkeypatch, capsys):
 
 
 def test_report_and_summary_do_not_import_each_other():
-    code = ("import sys, audit.report; assert 'audit.summary' not in sys.modules; "
-            "import audit.summary, inspect; assert 'audit.summary' not in inspect.getsource(audit.report)")
+    code = ("import sys, audit.report.audit_report; assert 'audit.report.summary' not in sys.modules; "
+            "import audit.report.summary, inspect; assert 'audit.report.summary' not in inspect.getsource(audit.report.audit_report)")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from audit import run_audit
-from audit.families import claim_summaries
-from audit.report import write_audit_report
-from audit.schema import Row
+from audit.config.families import claim_summaries
+from audit.report.audit_report import write_audit_report
+from audit.results.schema import Row
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -121,7 +121,7 @@ def test_the_tradeoff_figure_zooms_on_the_deciding_region(tradeoff_report):
 def test_pairs_that_are_not_neighbours_are_warned_of_on_the_first_screen(tmp_path, capsys):
     """Explicit pairs without a relation are audited (the docs' choice), but one two records apart and one with
     d' = d get a warning before anything else, and the terminal says so."""
-    from audit.cli import main
+    from audit.commands.cli import main
 
     config = tmp_path / "far.toml"
     config.write_text('[mechanism]\nname = "laplace"\nparams = { epsilon = 1.0 }\n\n'
@@ -149,8 +149,8 @@ def test_query_answer_pairs_are_neighbours_under_the_mechanisms_own_notion():
     from types import SimpleNamespace
 
     from audit.mechanisms.registry import make_mechanism
-    from audit.neighbours import make_pairs
-    from audit.provenance import not_neighbours, pair_records
+    from audit.inputs.neighbours import make_pairs
+    from audit.results.provenance import not_neighbours, pair_records
 
     noisy_max = make_mechanism("report_noisy_max_3", {"epsilon": 0.1})
     records = pair_records(make_pairs(None, noisy_max), noisy_max.input_relation)

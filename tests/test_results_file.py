@@ -1,4 +1,4 @@
-"""audit.results_file: results.json and results.csv hold the same numbers, NaN and infinities included."""
+"""audit.results.files: results.json and results.csv hold the same numbers, NaN and infinities included."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit.results_file import json_text, json_value, load_results, write_results
-from audit.schema import ROW_COLUMNS, Row
+from audit.results.files import json_text, json_value, load_results, write_results
+from audit.results.schema import ROW_COLUMNS, Row
 
 ROWS = [
     Row(pair="p0", direction="P|Q", function_class="linear", divergence="kl", estimate=0.25, ci_low=0.1,
@@ -68,7 +68,7 @@ def _text(column: pd.Series) -> list[str]:
 
 
 def test_a_failed_audit_writes_its_rows_through_the_same_writer(tmp_path):
-    from audit.api import write_failure
+    from audit.commands.api import write_failure
 
     assert write_failure(tmp_path, "the verdicts failed: boom", [row.to_record() for row in ROWS], seed=4)
     loaded, meta = load_results(tmp_path)

@@ -1,4 +1,4 @@
-"""The engine's contract under both policies (audit/engine.py): rows independent of n_jobs and backend, tasks.jsonl
+"""The engine's contract under both policies (audit/engine/run.py): rows independent of n_jobs and backend, tasks.jsonl
 and resume (after kill -9 too), estimate records, mechanism errors, deterministic releases; policy "every"'s rows.
 
 The mechanisms below are plain functions following the user-mechanism
@@ -19,12 +19,12 @@ import pandas as pd
 import pytest
 
 from audit import run_audit
-from audit.config import load_config
-from audit.engine import EVENT_NOTE
+from audit.config.load import load_config
+from audit.engine.run import EVENT_NOTE
 from attacks.estimate import estimate_divergence
 from attacks.estimate import DivergenceEstimate
-from audit.memory import PROCESS_BASELINE, estimate_memory
-from audit.store import TASKS_FILE, line_checksum
+from audit.engine.memory import PROCESS_BASELINE, estimate_memory
+from audit.engine.store import TASKS_FILE, line_checksum
 from audit.theory import bounds
 
 PAIRS = [{"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}]
@@ -181,7 +181,7 @@ def test_resume_after_kill_9_gives_the_rows_of_an_uninterrupted_run(tmp_path, po
     config = _two_unit_config(policy)
     config["mechanism"] = {"callable": "test_runner:killed_after_the_first_unit",
                            "params": {"watch": str(cut / TASKS_FILE), "marker": str(marker)}}
-    script = f"from audit.api import run_audit; run_audit({config!r}, out_dir={str(cut)!r}, progress=False)"
+    script = f"from audit.commands.api import run_audit; run_audit({config!r}, out_dir={str(cut)!r}, progress=False)"
     tests = str(Path(__file__).parent)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([tests, *sys.path]))
     killed = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=300)
@@ -338,8 +338,8 @@ def test_mechanism_errors_become_error_rows(function, message, policy):
 
 @pytest.mark.parametrize("function", ["nan_on_d_prime", "wider_on_d_prime", "raises_on_d_prime"])
 def test_structural_outputs_are_evidence_not_errors(function):
-    """NaN on d' only, a wider output on d', or a call raising on d' only: an observable event (audit.structure,
-    audit.sampling.draw_pair_isolated), refuted at once.  Every call on d' raising, the outputs on d' are one
+    """NaN on d' only, a wider output on d', or a call raising on d' only: an observable event (audit.sampling.structure,
+    audit.sampling.sampler.draw_pair_isolated), refuted at once.  Every call on d' raising, the outputs on d' are one
     value: a kl row has no spread to measure (a caveat, never a violation), a dp row has its exact count bound."""
     claims = [{"divergence": "dp", "function_class": "linear", "epsilon": 0.5}] if function.startswith("raises") else None
     config = _config(function, claims)
@@ -434,5 +434,5 @@ def test_no_module_of_audit_or_attacks_sits_in_an_import_cycle():
                 todo += graph[module]
         return seen
 
-    assert {"audit.api", "audit.engine", "attacks.staged", "audit.mechanisms.adapters"} <= set(graph)
+    assert {"audit.commands.api", "audit.engine.run", "attacks.staged", "audit.mechanisms.adapters"} <= set(graph)
     assert [module for module in graph if module in reachable(module)] == []

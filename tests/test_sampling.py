@@ -19,16 +19,16 @@ import pandas as pd
 import pytest
 
 import audit
-import audit.chunk_pools
-import audit.chunks
-import audit.sampling
+import audit.sampling.chunk_pools
+import audit.sampling.chunks
+import audit.sampling.sampler
 from audit import run_audit
-from audit.chunks import chunk_seed, plan_chunks
-from audit.import_path import user_import_path
+from audit.sampling.chunks import chunk_seed, plan_chunks
+from audit.commands.import_path import user_import_path
 from audit.mechanisms import make_mechanism
-from audit.neighbours import NeighbourPair
-from audit.plan import task_seed
-from audit.sampling import COUPLING_REFUSED, ChunkSampler, draw_chunk, draw_pair
+from audit.inputs.neighbours import NeighbourPair
+from audit.engine.plan import task_seed
+from audit.sampling.sampler import COUPLING_REFUSED, ChunkSampler, draw_chunk, draw_pair
 
 CHUNK = 150
 N = 400  # chunks of 150, 150 and 100 outputs
@@ -36,8 +36,8 @@ N = 400  # chunks of 150, 150 and 100 outputs
 
 @pytest.fixture(autouse=True)
 def small_chunks(monkeypatch):
-    monkeypatch.setattr(audit.chunks, "CHUNK_SIZE", CHUNK)  # the plan
-    monkeypatch.setattr(audit.sampling, "CHUNK_SIZE", CHUNK)  # its messages
+    monkeypatch.setattr(audit.sampling.chunks, "CHUNK_SIZE", CHUNK)  # the plan
+    monkeypatch.setattr(audit.sampling.sampler, "CHUNK_SIZE", CHUNK)  # its messages
 
 
 def laplace_sum(dataset, n, rng):
@@ -94,7 +94,7 @@ def test_coupling_refused_in_one_chunk_redraws_every_chunk_of_d_prime():
 
 @pytest.mark.parametrize("fork", [True, False])
 def test_sampler_counts_every_chunk_and_stops_a_failed_pair(monkeypatch, fork):
-    monkeypatch.setattr(audit.sampling, "FORK", fork)
+    monkeypatch.setattr(audit.sampling.sampler, "FORK", fork)
     mechanism = _mechanism(fails_in_short_chunks)
     healthy = NeighbourPair("p1", np.array([[0.0]]), np.array([[0.0]]))
     counted = []
@@ -121,7 +121,7 @@ def test_rows_do_not_depend_on_jobs_backend_or_fork_across_chunks(monkeypatch):
     one = run_audit(_config(coupled=True), progress=False).table
     assert one["error"].isna().all() and len(one) == 2 * 2 and not one["note"].str.contains("coupled").any()
     pd.testing.assert_frame_equal(one, run_audit(_config(coupled=True), n_jobs=2, progress=False).table)
-    monkeypatch.setattr(audit.sampling, "FORK", False)
+    monkeypatch.setattr(audit.sampling.sampler, "FORK", False)
     pd.testing.assert_frame_equal(
         one, run_audit(_config(coupled=True), n_jobs=2, backend="threading", progress=False).table)
 
@@ -141,8 +141,8 @@ def test_a_callable_from_the_configs_folder_reaches_a_cluster_worker_by_value(tm
     with user_import_path(folder):
         mechanism = make_mechanism(callable="far_mechanism:noisy_sum", params={})
     chunk = plan_chunks(N, False)[0]
-    job = pickle.dumps((audit.chunk_pools._pickle_draw(functools.partial(draw_chunk, mechanism, seed=4)), PAIR, chunk))
-    worker = ("import pickle, sys\nfrom audit.chunk_pools import _cluster_job\n"
+    job = pickle.dumps((audit.sampling.chunk_pools._pickle_draw(functools.partial(draw_chunk, mechanism, seed=4)), PAIR, chunk))
+    worker = ("import pickle, sys\nfrom audit.sampling.chunk_pools import _cluster_job\n"
               "sys.stdout.buffer.write(pickle.dumps(_cluster_job(*pickle.loads(sys.stdin.buffer.read()), 60.0)))\n")
     done = subprocess.run([sys.executable, "-c", worker], input=job, capture_output=True, cwd=tmp_path, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(Path(audit.__file__).parents[1])})
@@ -167,7 +167,7 @@ def test_a_hung_child_ends_with_an_audit_killed_by_kill_9(tmp_path):
     audit_pid = os.fork()
     if audit_pid == 0:  # stands for the audit: forks a child whose mechanism hangs, then is killed
         try:
-            audit.chunk_pools._spawn(_hang_noting_pid(noted), PAIR, [plan_chunks(1, False)[0]])
+            audit.sampling.chunk_pools._spawn(_hang_noting_pid(noted), PAIR, [plan_chunks(1, False)[0]])
             time.sleep(600)
         finally:
             os._exit(0)

@@ -1,4 +1,4 @@
-"""audit.schema: the typed results row, its column lists and its plain records."""
+"""audit.results.schema: the typed results row, its column lists and its plain records."""
 
 import dataclasses
 import json
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from attacks.evidence import NormalEstimate
-from audit.schema import (
+from audit.results.schema import (
     NUMERIC_COLUMNS,
     ON_AVERAGE_COLUMNS,
     ROW_COLUMNS,

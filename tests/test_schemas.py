@@ -1,7 +1,7 @@
 """docs/schema: the JSON Schemas of the config and of results.json agree with the code.
 
 The example configs validate and load; invalid configs are refused by both the
-schema and :func:`audit.config.load_config`; results.json written by a real
+schema and :func:`audit.config.load.load_config`; results.json written by a real
 audit and by the report writer validate.
 """
 
@@ -14,14 +14,14 @@ import pandas as pd
 import pytest
 
 from audit import run_audit
-from audit.config import ConfigError, load_config
-from audit.report import write_audit_report
+from audit.config.load import ConfigError, load_config
+from audit.report.audit_report import write_audit_report
 
-from audit.schema import Row
+from audit.results.schema import Row
 
 
 def rows_of(table):
-    """Typed rows of a results table (:meth:`audit.schema.Row.from_record`), as write_audit_report takes them."""
+    """Typed rows of a results table (:meth:`audit.results.schema.Row.from_record`), as write_audit_report takes them."""
     return [Row.from_record(record) for record in table.to_dict(orient="records")]
 
 if sys.version_info >= (3, 11):
@@ -153,7 +153,7 @@ def test_results_with_infinite_unknown_and_failed_rows_validate(tmp_path):
 def test_summary_lines_validate(tmp_path):
     """--json-summary's line of an audit with a failed row, and of a run refused before any task, validate; a
     failed row counted as inconclusive (today's main before this schema) does not."""
-    from audit.summary import json_summary
+    from audit.report.summary import json_summary
 
     row = {"pair": "p0", "direction": "P|Q", "function_class": "linear", "divergence": "kl", "alpha": math.nan,
            "estimate": 0.2, "ci_low": 0.1, "ci_high": 0.3, "n_samples": 400, "claim": 0.5, "claim_class": "all",

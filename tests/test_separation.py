@@ -1,5 +1,5 @@
 """Separated held-out outputs and the ceilings: a claim no data of these sizes can refute never reads pass on data
-that show the largest value the sizes allow (audit.verdicts: row_ceiling, separated; attacks.ceilings)."""
+that show the largest value the sizes allow (audit.results.verdicts: row_ceiling, separated; attacks.ceilings)."""
 
 import io
 import itertools
@@ -18,10 +18,10 @@ from attacks.event_divergence import event_divergence_ceiling
 from attacks.pooled_ratio import EventMoments, pooled_log_ratio, pooled_lower_bound
 from attacks.held_out import PooledEstimate
 from attacks.vocabulary import DP, IPM, KL, divergence_of
-from audit.api import run_audit
-from audit.cli import _summary
-from audit.schema import Row
-from audit.verdicts import SEPARATED, assign_verdicts, row_ceiling, separated
+from audit.commands.api import run_audit
+from audit.commands.cli import _summary
+from audit.results.schema import Row
+from audit.results.verdicts import SEPARATED, assign_verdicts, row_ceiling, separated
 
 
 def _witness_row(claim: float, p_counts: list[int], q_counts: list[int], estimate: float = 4.0) -> Row:

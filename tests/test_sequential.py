@@ -43,10 +43,10 @@ from attacks.held_out import count_estimate, witness_estimate
 from attacks.staged import later_outputs
 from attacks.witness_moments import WitnessMoments
 from audit import run_audit
-from audit.schema import Row
+from audit.results.schema import Row
 from audit.theory.bounds import laplace_linear_kl, laplace_renyi
-from audit.verdicts import ABOVE_CEILING, assign_verdicts, row_ceiling
-from audit.store import evidence_from_record
+from audit.results.verdicts import ABOVE_CEILING, assign_verdicts, row_ceiling
+from audit.engine.store import evidence_from_record
 from test_staged import laplace_sampler
 
 LEVEL = 0.05
@@ -271,7 +271,7 @@ BASE = {"mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
 
 
 def test_a_config_without_n_samples_is_sequential_and_one_with_it_is_fixed():
-    from audit.config import load_config
+    from audit.config.load import load_config
 
     sequential = load_config(BASE)
     assert sequential.attacks.sequential and sequential.attacks.max_outputs == 4_000_000
@@ -289,7 +289,7 @@ def test_a_config_without_n_samples_is_sequential_and_one_with_it_is_fixed():
     ({}, {"max_seconds": -1}, "run.max_seconds: must be a positive number"),
 ])
 def test_the_sequential_fields_are_refused_where_they_mean_nothing(attacks, run, message):
-    from audit.config import ConfigError, load_config
+    from audit.config.load import ConfigError, load_config
 
     with pytest.raises(ConfigError, match=message):
         load_config({**BASE, "attacks": attacks, "run": run})

@@ -1,4 +1,4 @@
-"""The staged search: attacks/staged.py (search over a sampling callable) and audit/engine.py's policies (run_audit).
+"""The staged search: attacks/staged.py (search over a sampling callable) and audit/engine/run.py's policies (run_audit).
 
 Coverage: the confirm bound is a held-out bound of a statistic fixed before
 the confirm sample, so at level 0.95 it exceeds the truth in at most 5 % of
@@ -23,14 +23,14 @@ from attacks.held_out import PooledEstimate, count_estimate
 from attacks.selection import Option
 from attacks.staged import staged_search
 import attacks.selection as selection
-import audit.engine
-import audit.memory
-from audit.api import AuditInterrupted, run_audit
+import audit.engine.run
+import audit.engine.memory
+from audit.commands.api import AuditInterrupted, run_audit
 from attacks.divergences import tail_count
-from audit.config import ConfigError, load_config
+from audit.config.load import ConfigError, load_config
 from audit.mechanisms import make_mechanism
-from audit.neighbours import make_pairs
-from audit.sampling import SamplingError, pair_sampler
+from audit.inputs.neighbours import make_pairs
+from audit.sampling.sampler import SamplingError, pair_sampler
 from audit.theory.bounds import laplace_kl, laplace_renyi
 
 LEVEL = 0.95
@@ -297,14 +297,14 @@ def test_resume_after_an_interrupted_search_gives_the_rows_of_an_uninterrupted_r
             raise KeyboardInterrupt
         return staged_search(*args, **kwargs)
 
-    monkeypatch.setattr(audit.engine, "staged_search", interrupted_second)
+    monkeypatch.setattr(audit.engine.run, "staged_search", interrupted_second)
     with pytest.raises(AuditInterrupted):
         run_audit(config, out_dir=tmp_path / "cut", progress=False)
     saved = json.loads((tmp_path / "cut" / "results.json").read_text())
     assert saved["verdict"] == "error" and [row["divergence"] for row in saved["rows"]] == ["dp"]
     monkeypatch.undo()
     searches.clear()
-    monkeypatch.setattr(audit.engine, "staged_search",
+    monkeypatch.setattr(audit.engine.run, "staged_search",
                         lambda *args, **kwargs: searches.append(args[2].divergence) or staged_search(*args, **kwargs))
     resumed = run_audit(config, out_dir=tmp_path / "cut", resume=True, progress=False)
     assert searches == ["kl"] and resumed.table["resumed"].tolist() == [True, False]
@@ -495,7 +495,7 @@ def test_kl_confirm_memory_does_not_grow_with_the_sample():
 def test_stages_that_do_not_fit_in_memory_are_refused(monkeypatch):
     """The train stage holds min(4, pairs) pairs at n_train outputs per dataset; with 1 MiB available the
     plan is refused before any search, naming the budget to lower."""
-    monkeypatch.setattr(audit.memory, "available_memory", lambda: 2**20)
+    monkeypatch.setattr(audit.engine.memory, "available_memory", lambda: 2**20)
     with pytest.raises(ValueError, match=r"would need about .* GiB.*1 pairs x 2 datasets x 1200 samples.*"
                                          r"lower attacks.n_samples"):
         run_audit(staged_config(1.0, 0), progress=False)

@@ -1,4 +1,4 @@
-"""audit.svg: valid SVG, data at the right pixels on linear and log axes, nice ticks, escaped text, no NaN drawn."""
+"""audit.report.svg: valid SVG, data at the right pixels on linear and log axes, nice ticks, escaped text, no NaN drawn."""
 
 import math
 import re
@@ -7,7 +7,7 @@ from xml.etree import ElementTree
 import numpy as np
 import pytest
 
-from audit.svg import Figure, Style, log_ticks, nice_ticks, tick_label
+from audit.report.svg import Figure, Style, log_ticks, nice_ticks, tick_label
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -183,7 +183,7 @@ def test_bad_styles_are_refused():
 def test_down_triangles_squares_and_hollow_markers():
     """A "v" has its tip below its centre (SVG y grows downward), an "s" is a square of 0.85 size, and a hollow
     marker is drawn as a white shape with a coloured outline."""
-    from audit.svg import _marker
+    from audit.report.svg import _marker
 
     down = _marker(50.0, 50.0, Style(marker="v", size=10.0))
     corners = [tuple(map(float, point.split(","))) for point in down.split('points="')[1].split('"')[0].split()]

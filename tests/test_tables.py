@@ -1,4 +1,4 @@
-"""The one markdown table writer of every report (audit.tables)."""
+"""The one markdown table writer of every report (audit.report.tables)."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit.tables import LINE_LIMIT, format_number, markdown_table
+from audit.report.tables import LINE_LIMIT, format_number, markdown_table
 
 
 @pytest.mark.parametrize("value, text", [

@@ -8,7 +8,7 @@ import pytest
 from scipy.stats import norm
 
 from attacks.evidence import NormalEstimate
-from audit.api import run_audit
+from audit.commands.api import run_audit
 from audit.theory import bounds
 from audit.theory.check import (
     FAILS_EXACT,
@@ -19,7 +19,7 @@ from audit.theory.check import (
     exact_exceeds,
     failures,
 )
-from audit.schema import Row
+from audit.results.schema import Row
 
 NAN = math.nan
 
@@ -223,7 +223,7 @@ def test_theory_table_of_report_md_parses_back_to_results_json_as_github_renders
 
 
 def test_capaudit_run_prints_the_failing_bounds_beside_the_verdict(tmp_path, capsys):
-    from audit.cli import main
+    from audit.commands.cli import main
 
     config = tmp_path / "laplace.toml"
     config.write_text(

@@ -1,4 +1,4 @@
-"""audit.theory_report: reference values, violation flags, report files, CLI errors."""
+"""audit.commands.theory_report: reference values, violation flags, report files, CLI errors."""
 
 import math
 
@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit import theory_report, theory_tables
-from audit.cli import main
+from audit.commands import theory_report, theory_tables
+from audit.commands.cli import main
 from audit.theory import bounds
-from audit.theory_report import write_theory_report
-from audit.theory_tables import bound_crossings, bound_violations, theory_table
+from audit.commands.theory_report import write_theory_report
+from audit.commands.theory_tables import bound_crossings, bound_violations, theory_table
 from theory_reference import EXACT, REFERENCE_RTOL, TABLE1_BOUND_ALPHA4
 
 
@@ -243,7 +243,7 @@ def test_dimensional_command_writes_a_report(tmp_path, capsys):
 
 
 def test_one_plotting_stack_every_command_draws_svg_and_matplotlib_is_no_dependency():
-    """Issue 33 item 4: run, theory and oakl draw with audit.svg; matplotlib leaves the dependencies."""
+    """Issue 33 item 4: run, theory and oakl draw with audit.report.svg; matplotlib leaves the dependencies."""
     import pathlib
     import subprocess
     import sys
@@ -251,6 +251,6 @@ def test_one_plotting_stack_every_command_draws_svg_and_matplotlib_is_no_depende
     tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
     pyproject = tomllib.loads((pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
     assert not [dependency for dependency in pyproject["project"]["dependencies"] if "matplotlib" in dependency]
-    code = ("import sys, audit.cli, audit.theory_report, audit.oakl_report\n"
+    code = ("import sys, audit.commands.cli, audit.commands.theory_report, audit.commands.oakl_report\n"
             "assert 'matplotlib' not in sys.modules, 'matplotlib was imported'\n")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -10,12 +10,12 @@ from numpy.testing import assert_allclose
 from scipy import stats
 
 from audit import run_audit
-from audit.config import ConfigError, load_config
-from audit.families import GRID, ORDERS, claim_summaries, families
-from audit.results_file import load_results
-from audit.schema import Row
+from audit.config.load import ConfigError, load_config
+from audit.config.families import GRID, ORDERS, claim_summaries, families
+from audit.results.files import load_results
+from audit.results.schema import Row
 from audit.theory.tradeoff import gaussian_profile, gaussian_tradeoff, laplace_profile
-from audit.tradeoff_report import LEVELS, tradeoff_panels
+from audit.report.tradeoff import LEVELS, tradeoff_panels
 
 CURVE_CLAIMS = [
     {"divergence": "gdp", "function_class": "all", "epsilon": 1.0},

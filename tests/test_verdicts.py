@@ -8,7 +8,7 @@ from scipy.stats import norm
 
 from attacks.evidence import NormalEstimate
 from attacks.sequential import POWER, detectable_excess
-from audit.verdicts import (
+from audit.results.verdicts import (
     CLAIM_VERDICTS,
     EXIT_ERROR,
     EXIT_PASS,
@@ -22,7 +22,7 @@ from audit.verdicts import (
     overall_verdict,
     summarize_claims,
 )
-from audit.schema import Row
+from audit.results.schema import Row
 
 
 CAVEAT = "three held-out terms carry 90% of the objective"

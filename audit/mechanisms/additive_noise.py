@@ -15,7 +15,7 @@ import numpy as np
 
 from audit.mechanisms.base import BaseMechanism, Pair
 from audit.theory.table import GaussianShift, LaplaceShift, PointMasses
-from audit.validation import as_numbers, check_positive
+from audit.config.validation import as_numbers, check_positive
 
 
 def sensitivity_vector(sensitivity: Any) -> np.ndarray:

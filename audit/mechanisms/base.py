@@ -21,8 +21,8 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-from audit.errors import MechanismError
-from audit.structure import StructureEncoder, output_array
+from audit.sampling.errors import MechanismError
+from audit.sampling.structure import StructureEncoder, output_array
 
 Pair = tuple[np.ndarray, np.ndarray]
 """A neighbouring pair of datasets (d, d')."""
@@ -144,7 +144,7 @@ class BaseMechanism:
     input_relation : str or None
         The neighbour notion of an input that is a vector of query answers
         or counts, not records (a key of
-        :data:`audit.provenance.INPUT_RELATIONS`): the audited pairs are
+        :data:`audit.results.provenance.INPUT_RELATIONS`): the audited pairs are
         checked against it, not by counting records; None for records.
     """
 
@@ -174,10 +174,10 @@ class BaseMechanism:
         return f"{privacy}; {FLOAT_UNSAFE}" if self.float_safe is False else privacy
 
     def sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-        """n independent outputs on ``dataset``, shape (n, d), encoded by :class:`audit.structure.StructureEncoder`.
+        """n independent outputs on ``dataset``, shape (n, d), encoded by :class:`audit.sampling.structure.StructureEncoder`.
 
         Outputs that are NaN, infinite or of a changing width are evidence,
-        encoded in a fixed finite layout (:mod:`audit.structure`).
+        encoded in a fixed finite layout (:mod:`audit.sampling.structure`).
         """
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n must be a positive integer. Found {n!r}.")
@@ -185,7 +185,7 @@ class BaseMechanism:
 
     @property
     def structure(self) -> StructureEncoder:
-        """The layout of this mechanism's outputs (:mod:`audit.structure`), made on first use."""
+        """The layout of this mechanism's outputs (:mod:`audit.sampling.structure`), made on first use."""
         if "_structure" not in vars(self):  # subclasses need not call BaseMechanism.__init__
             self._structure = StructureEncoder()
         return self._structure
@@ -268,7 +268,7 @@ def library_import_path() -> Iterator[None]:
     first on ``sys.path``; an ``opendp.py`` there would otherwise be
     imported in place of the OpenDP library when an adapter is built.  Only
     a config's ``callable`` imports from the config's folder
-    (:func:`audit.import_path.user_import_path`).
+    (:func:`audit.commands.import_path.user_import_path`).
     """
     saved, here = sys.path[:], os.getcwd()
     sys.path[:] = [entry for entry in saved if os.path.abspath(entry or os.curdir) != here]
@@ -299,7 +299,7 @@ class CallableMechanism:
     Exceptions of the user function and malformed outputs become
     :class:`MechanismError` naming the callable; the outputs' layout is fixed
     by the first call and outputs that are NaN, infinite or of a changing
-    width are encoded as evidence (:class:`audit.structure.StructureEncoder`).
+    width are encoded as evidence (:class:`audit.sampling.structure.StructureEncoder`).
     Nothing is known about its privacy.
     """
 

@@ -25,7 +25,7 @@ from audit.mechanisms.additive_noise import LaplaceMechanism
 from audit.mechanisms.base import BaseMechanism, Pair
 from audit.mechanisms.query_answers import ReportNoisyMax, SparseVector, answer_vector, sparse_vector, statdp_pairs
 from audit.theory.table import FloatLaplace, LeakedValue
-from audit.validation import check_positive
+from audit.config.validation import check_positive
 
 
 class NoisyHist1(BaseMechanism):

@@ -3,7 +3,7 @@
 In the spirit of OpenDP's ``make_composition`` and ``>>``: each combinator
 returns a mechanism like any built-in (``sample(dataset, n, rng)``, checked
 outputs, ``seedable`` when its parts are), so the audit's sampler and
-attacks take it as they are.  ``[[checks]]`` (:mod:`audit.checks`) audit
+attacks take it as they are.  ``[[checks]]`` (:mod:`audit.engine.checks`) audit
 these composed mechanisms against the right-hand sides of CBDP's theorems
 (:mod:`audit.theory.composition`).  Each composed release draws its parts'
 randomness from the one generator it is given, in a fixed order, so that a
@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from audit.errors import MechanismError
+from audit.sampling.errors import MechanismError
 from audit.mechanisms.base import BaseMechanism
-from audit.structure import MAX_OUTPUT, StructureEncoder
+from audit.sampling.structure import MAX_OUTPUT, StructureEncoder
 from audit.theory.table import GaussianShift, LaplaceShift
 
 MAPS = ("square", "append-square")
@@ -213,7 +213,7 @@ class PostProcessed(BaseMechanism):
         outputs = np.asarray(self.mechanism.sample(dataset, n, rng), dtype=float).reshape(n, -1)
         encoder = getattr(self.mechanism, "structure", None)
         if (isinstance(encoder, StructureEncoder) and encoder.structural) or np.any(np.abs(outputs) > MAX_OUTPUT):
-            # the encoded columns of structure (audit.structure) are capaudit's, not outputs a map can be applied to
+            # the encoded columns of structure (audit.sampling.structure) are capaudit's, not outputs a map can be applied to
             raise MechanismError(
                 f"mechanism {_label(self.mechanism)!r} returned outputs that are NaN, infinite, beyond "
                 f"+-{MAX_OUTPUT:g} or of a changing length, to which the map of a post-processing check does not "

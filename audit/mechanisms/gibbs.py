@@ -5,7 +5,7 @@ dataset of ``records`` records, and carries the data distribution D of
 on-average KL privacy (OAKL, Wang, Lei and Fienberg 2016, Def. 2):
 ``sample_data(m, rng)`` draws m records from D, and Gibbs mechanisms (a
 density proportional to exp(-gamma sum_i l(z_i, h) - r(h))) their per-record
-loss ``loss(h, records)``, with which :mod:`audit.generalization` measures
+loss ``loss(h, records)``, with which :mod:`audit.engine.generalization` measures
 the on-average generalization gap of OAKL Thm 4.  ``pair_kl(d, d_prime)`` is
 the exact KL between the outputs on two datasets.
 
@@ -24,7 +24,7 @@ from audit.mechanisms.base import BaseMechanism
 from audit.theory import bounds
 from audit.theory import gibbs as gibbs_theory
 from audit.theory.table import GaussianShift, LaplaceShift
-from audit.validation import check_positive, is_number, positive_int
+from audit.config.validation import check_positive, is_number, positive_int
 
 Pair = tuple[np.ndarray, np.ndarray]
 

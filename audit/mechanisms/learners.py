@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from audit.dataset_distance import RecordNeighbours
+from audit.inputs.dataset_distance import RecordNeighbours
 from audit.mechanisms.base import BaseMechanism
 from audit.theory.table import SubsampledGaussianSteps
 from audit.theory.tradeoff import gdp_epsilon
-from audit.validation import check_positive, is_number, positive_int
+from audit.config.validation import check_positive, is_number, positive_int
 
 Pair = tuple[np.ndarray, np.ndarray]
 
@@ -71,7 +71,7 @@ class DPGradientDescent(RecordNeighbours, BaseMechanism):
     full-batch mu above remains an upper bound (each step is the full-batch
     step applied to a random subset: joint convexity), no longer tight; the
     amplified (epsilon, delta) is the accountant's (``training_parameters``,
-    :mod:`audit.accounting`).
+    :mod:`audit.config.accounting`).
 
     Switches that plant known bugs (all off by default):
 
@@ -123,7 +123,7 @@ class DPGradientDescent(RecordNeighbours, BaseMechanism):
     canary_norm = 100.0
     """The canary's feature norm, in units of C: its gradient at theta = 0 has norm canary_norm C / 2 >> C."""
     one_run_release = "coefficients"
-    """The release starts with the linear model's k coefficients (:mod:`audit.one_run_audit`)."""
+    """The release starts with the linear model's k coefficients (:mod:`audit.engine.one_run`)."""
 
     def __init__(
         self, mu: float | None = None, sigma: float | None = None, steps: int = 10, learning_rate: float = 0.1,
@@ -180,7 +180,7 @@ class DPGradientDescent(RecordNeighbours, BaseMechanism):
         self.true_epsilon = math.inf if self.true_mu is None else None
 
     def training_parameters(self) -> dict[str, float]:
-        """What an accountant reads of this run (:mod:`audit.accounting`): T steps at sampling rate q of
+        """What an accountant reads of this run (:mod:`audit.config.accounting`): T steps at sampling rate q of
         noise multiplier sigma C / C_sens, C_sens as accounted (C, or 2C for ``replace_one``, C again under
         ``replace_one_as_add_remove``: the accountant then inherits that bug)."""
         return {"noise_multiplier": self.sigma / self.accounted_sensitivity, "sampling_rate": self.sampling_rate,
@@ -188,8 +188,8 @@ class DPGradientDescent(RecordNeighbours, BaseMechanism):
 
     def library_claim(self, d_in: int, epsilons: Sequence[float] | None = None, delta: float | None = None) -> Any:
         """``[[claims]] from = "library"``: dp_accounting's PLD privacy profile of :meth:`training_parameters`
-        (:func:`audit.accounting.pld_profile_claim`); the profile states every delta, so ``delta`` is not read."""
-        from audit.accounting import pld_profile_claim
+        (:func:`audit.config.accounting.pld_profile_claim`); the profile states every delta, so ``delta`` is not read."""
+        from audit.config.accounting import pld_profile_claim
 
         return pld_profile_claim(self.training_parameters(), d_in, epsilons)
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from audit.mechanisms.base import BaseMechanism, Pair
 from audit.theory.table import MatrixLaplace
-from audit.validation import as_numbers, check_positive, is_number, positive_int
+from audit.config.validation import as_numbers, check_positive, is_number, positive_int
 
 
 def answer_vector(dataset: np.ndarray) -> np.ndarray:

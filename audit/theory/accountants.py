@@ -9,7 +9,7 @@
 
 At q = 1 both read T full-batch Gaussian steps, which are exactly
 (sqrt(T) / z)-GDP (Dong, Roth and Su 2022, Cor. 3.3).  Claims read them
-through :mod:`audit.accounting`; the theory table reads the PLD epsilon as
+through :mod:`audit.config.accounting`; the theory table reads the PLD epsilon as
 the composition bound of a learner's law.  dp_accounting is the optional
 extra ``capaudit[accounting]``.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from audit.validation import install_hint
+from audit.config.validation import install_hint
 
 ACCOUNTANTS = ("rdp", "pld")
 """dp_accounting's accountants a claim can name."""

@@ -27,7 +27,7 @@ from numpy.typing import ArrayLike
 from scipy.special import logsumexp
 
 from attacks.divergences import check_alpha
-from audit.validation import as_numbers, check_positive, is_number
+from audit.config.validation import as_numbers, check_positive, is_number
 
 
 def laplace_kl(epsilon: float, v: ArrayLike = 1.0) -> float:

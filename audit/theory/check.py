@@ -22,11 +22,11 @@ row that has one is compared with
 A row whose interval cannot be trusted (a ``caveat``), whose task failed or
 whose estimate is NaN is compared with its exact value only and still counts
 in m (so that the other rows' level does not depend on which rows the data
-flagged, as in ``audit.verdicts``).  Rows whose bound is infinite (a
+flagged, as in ``audit.results.verdicts``).  Rows whose bound is infinite (a
 non-private release, CBDP Lemma 2) state nothing to check and are skipped.
 
-Pure functions of the rows and their evidence: ``audit.api`` calls
-:func:`check_bounds`, ``audit.report`` renders its entries.
+Pure functions of the rows and their evidence: ``audit.commands.api`` calls
+:func:`check_bounds`, ``audit.report.audit_report`` renders its entries.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from audit.schema import Row
+from audit.results.schema import Row
 
 BOUND_RTOL = 1e-4
 """Relative accuracy of ``audit.theory.exact``: an exact value fails a bound only when above it by more than this."""

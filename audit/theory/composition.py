@@ -1,6 +1,6 @@
 """The right-hand sides of CBDP's composition theorems and their kin (docs/theory.md section 5).
 
-``[[checks]]`` (:mod:`audit.checks`) measure both sides of these theorems;
+``[[checks]]`` (:mod:`audit.engine.checks`) measure both sides of these theorems;
 this module holds the statements and the bounds, as pure functions of the
 parts' epsilons.
 """

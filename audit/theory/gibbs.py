@@ -8,7 +8,7 @@ E_{Z ~ D^n, z ~ D} KL(M(Z) || M([Z_-1, z])) (OAKL Def. 2).
 
 Every function here is pure: numbers in, numbers out.  The mechanisms that
 these formulas describe are in :mod:`audit.mechanisms.gibbs`; the
-measurements they are compared with in :mod:`audit.generalization`.
+measurements they are compared with in :mod:`audit.engine.generalization`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from scipy import integrate, special, stats
 
 from attacks.classes import ALL, LINEAR, parse_function_class
 from audit.theory import bounds
-from audit.validation import check_positive
+from audit.config.validation import check_positive
 
 
 def gaussian_mean_posterior(

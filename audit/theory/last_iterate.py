@@ -38,7 +38,7 @@ import numpy as np
 from scipy import optimize, stats
 from scipy.special import log_ndtr, logsumexp
 
-from audit.validation import check_positive
+from audit.config.validation import check_positive
 
 WEIGHT_FLOOR = 1e-300
 """Binomial weights below this are dropped (their Gaussians add nothing at any delta a float can hold)."""

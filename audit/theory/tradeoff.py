@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import log_ndtr, logsumexp, ndtr, ndtri
 
-from audit.validation import check_positive
+from audit.config.validation import check_positive
 
 
 def gaussian_tradeoff(a: ArrayLike, mu: float) -> np.ndarray:

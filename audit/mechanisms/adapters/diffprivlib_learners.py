@@ -166,7 +166,7 @@ class DiffprivlibLogisticRegression(DiffprivlibLearner):
 
     @property
     def one_run_release(self) -> str:
-        """The release is coef_ then intercept_ (when fitted): a linear model (:mod:`audit.one_run_audit`)."""
+        """The release is coef_ then intercept_ (when fitted): a linear model (:mod:`audit.engine.one_run`)."""
         return "coefficients_intercept" if self.params["fit_intercept"] else "coefficients"
 
     def _fit(self, features: np.ndarray, labels: np.ndarray, seed: int) -> np.ndarray:

@@ -19,9 +19,9 @@ import numpy as np
 from joblib import Parallel, delayed
 from scipy import stats
 
-from audit.dataset_distance import RecordNeighbours
+from audit.inputs.dataset_distance import RecordNeighbours
 from audit.mechanisms.base import BaseMechanism
-from audit.validation import install_hint
+from audit.config.validation import install_hint
 from audit.theory.table import GaussianShift, LaplaceShift
 
 CHUNK_SIZE = 16384
@@ -44,7 +44,7 @@ class LibraryClaim:
     ----------
     table : dict
         ``divergence`` (``dp``, ``zcdp`` or ``profile``) and its values (``epsilon``, ``delta``, or
-        ``epsilons`` and ``deltas``): what :mod:`audit.config` reads as a typed claim.
+        ``epsilons`` and ``deltas``): what :mod:`audit.config.load` reads as a typed claim.
     source : str
         The claim's source in words: library, version, measure, ``d_in`` and the map's value.
     """
@@ -149,7 +149,7 @@ class LibraryAdapter(RecordNeighbours, BaseMechanism):
 
         OpenDP's adapters override :meth:`stated_claim` with their privacy map at ``d_in = sensitivity``; the
         Opacus learner overrides this method (its accountant's epsilon at the claim's ``delta``).  A ``delta``
-        given here is the library's own to state: :func:`audit.library_claims.library_claim_table` compares them.
+        given here is the library's own to state: :func:`audit.config.library_claims.library_claim_table` compares them.
         """
         if d_in != 1:
             raise ValueError(f"{self.name} states its claim for neighbouring datasets (one record apart); the pairs "

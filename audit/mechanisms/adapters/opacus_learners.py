@@ -13,7 +13,7 @@ norm ``max_grad_norm`` (C) and adds N(0, (z C)^2 I) to their sum, z =
 the update never uses the dataset's size and add/remove neighbours differ
 by one clipped gradient of norm at most C per step.  T steps of that are
 what dp_accounting's accountants compose (Abadi et al., "Deep learning with
-differential privacy", CCS 2016; :mod:`audit.accounting`), stated by
+differential privacy", CCS 2016; :mod:`audit.config.accounting`), stated by
 :meth:`OpacusDPSGD.training_parameters`; at q = 1 the run is
 (sqrt(T) / z)-GDP (Dong, Roth and Su 2022, Cor. 3.3).
 
@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from audit.mechanisms.adapters.library import LibraryAdapter, LibraryClaim
-from audit.validation import check_positive, is_number, positive_int
+from audit.config.validation import check_positive, is_number, positive_int
 
 RELEASES = ("parameters", "canary_loss")
 """What a run releases."""
@@ -121,13 +121,13 @@ class OpacusDPSGD(LibraryAdapter):
 
     @property
     def one_run_release(self) -> str | None:
-        """One linear layer's parameters (weights, then the bias) are a linear model (:mod:`audit.one_run_audit`);
+        """One linear layer's parameters (weights, then the bias) are a linear model (:mod:`audit.engine.one_run`);
         a hidden layer's or a canary loss are not."""
         linear = self.params["hidden"] == 0 and self.params["release"] == "parameters"
         return "coefficients_intercept" if linear else None
 
     def training_parameters(self) -> dict[str, float]:
-        """What an accountant reads of this run (:mod:`audit.accounting`): T steps at rate q of noise multiplier z
+        """What an accountant reads of this run (:mod:`audit.config.accounting`): T steps at rate q of noise multiplier z
         (Opacus's noise is z C over add/remove sensitivity C)."""
         return {"noise_multiplier": self.noise_multiplier, "sampling_rate": self.sampling_rate, "steps": self.steps}
 

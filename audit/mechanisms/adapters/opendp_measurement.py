@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from audit.library_claims import PROFILE_DELTA, PROFILE_EPSILONS
+from audit.config.library_claims import PROFILE_DELTA, PROFILE_EPSILONS
 from audit.mechanisms.adapters.library import LibraryClaim
 from audit.mechanisms.adapters.opendp import OpenDPAdapter
 
@@ -243,9 +243,9 @@ class OpenDPMeasurement(OpenDPAdapter):
         divergence: ``zcdp`` with rho = map(d_in); approximate max-divergence:
         ``dp`` with (epsilon, delta) = map(d_in); smoothed max-divergence: a
         ``profile`` table, delta(epsilon) of the map's privacy profile at
-        ``epsilons`` (default :data:`~audit.library_claims.PROFILE_EPSILONS` times its epsilon at
-        :data:`~audit.library_claims.PROFILE_DELTA`).  The map states its own delta: a ``delta`` given is
-        compared with it by :func:`audit.library_claims.library_claim_table`, not read here.
+        ``epsilons`` (default :data:`~audit.config.library_claims.PROFILE_EPSILONS` times its epsilon at
+        :data:`~audit.config.library_claims.PROFILE_DELTA`).  The map states its own delta: a ``delta`` given is
+        compared with it by :func:`audit.config.library_claims.library_claim_table`, not read here.
         """
         measurement = self.measurement()
         try:

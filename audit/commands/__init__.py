@@ -1,0 +1,1 @@
+"""The commands layer: the capaudit command line, run_audit, and the theory and oakl commands."""

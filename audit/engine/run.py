@@ -1,0 +1,551 @@
+"""The audit's one orchestrator: the staged search of :mod:`attacks.staged` under a selection policy.
+
+``[attacks] policy`` (docs/config.md) says which candidates (pair x direction
+x attack class) get a confirmed row:
+
+- ``"best"``: one search per claim, Renyi order and layer
+  (:func:`attacks.staged.staged_search`): every candidate of the layer
+  (:attr:`attacks.classes.FunctionClass.layer`: the values, or their
+  IEEE-754 representation) contained in the claim's class screened, the
+  finalists trained and checked, ONE statistic confirmed on a fresh sample;
+  one row per claim, order and layer, Holm over those (so the error is spent
+  across both layers and the audit-wide guarantee holds).
+- ``"every"``: every candidate of every pair trained on the train share and
+  its own set or witness confirmed on a fresh held-out share
+  (:func:`attacks.staged.confirm_every`, ``train_fraction`` splitting
+  ``n_samples``): a row per pair, direction, class and claim (the per-class
+  tables, the per-pair estimates on-average claims average), Holm over every
+  refuting row.
+
+Both run as *units* (best: a claim at one order; every: a pair), then each
+``[[checks]]`` entry as one unit (:func:`audit.engine.checks.run_check`), the one
+unit of work, of ``tasks.jsonl`` and of resume: a finished unit appends all
+its records (:mod:`audit.engine.store`), a resume keeps the units whose records were
+all written and runs the others, with the numbers an uninterrupted run gives
+(every seed names its unit, never its turn).  One memory check before any
+unit, one progress bar in outputs per dataset drawn, one record builder
+(:func:`_record`: exact value, closed-form bound, the coupling and
+deterministic-release notes).
+
+Samples come from :func:`pair_sampler`: each (pair, stage, chunk) drawn in
+forked children within ``[run] sample_timeout`` seconds a chunk
+(:func:`audit.sampling.sampler.draw_pair_isolated`) from the seed of
+``"staged|<stage>|<chunk>"``, so numbers depend on the config and seed only,
+never on ``n_jobs`` or the backend.  A mechanism that fails on a pair costs
+that pair's rows (error rows, exit code 2), a search that fails costs its
+claim's row (the confirm stage's failure included), never the audit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import joblib
+import numpy as np
+
+from attacks.classes import LAYERS, REPRESENTATION, VALUE, parse_function_class
+from attacks.sequential import FIXED, Limits, interval_of, schedule, sequential_search
+from attacks.budget import StageSizes
+from attacks.candidates import Target
+from attacks.staged import MAX_FINALISTS, StagedResult, confirm_every, later_outputs, staged_search
+from attacks.vocabulary import DP, divergence_of
+from audit.engine import store
+from audit.engine.checks import check_name, run_check
+from audit.config.attacks import AttackSpec
+from audit.config.load import AuditConfig
+from audit.sampling.errors import one_line
+from audit.sampling.events import EventCounter
+from audit.engine.memory import check_memory
+from audit.inputs.neighbours import NeighbourPair
+from audit.sampling.parallel import backend
+from audit.engine.plan import DIRECTIONS, Task, task_seed
+from audit.engine.progress import OutputsBar
+from audit.sampling.sampler import COUPLING_REFUSED, SamplingError, draw_chunk, pair_sampler
+from audit.results.schema import Row
+from audit.theory.exact import exact_value, known_laws
+from audit.theory.table import theory_bound as law_bound
+from audit.engine.watch import OutputWatch
+
+DETERMINISTIC_NOTE = (
+    "every output on D equal, every output on D' equal, and different: consistent with a deterministic release, "
+    "but a finite sample bounds the divergence only by its size (dp and ipm rows: exact count bounds; "
+    "kl and renyi rows: exact count bounds of the event that separates them)"
+)
+"""The note of a pair whose samples look deterministic.  A finite sample never proves infinity (a
+randomized response at epsilon = 8 repeats one output 1 000 times in a row about 70 % of the time),
+so such rows get the attacks' finite bounds like any other (CBDP Lemma 2's infinity is not claimed)."""
+
+
+EVENT_NOTE = "bound from the counts of one event"
+"""How the note of a ``kl`` or ``renyi`` row bounded by one event's counts begins (:func:`event_note`)."""
+
+
+NO_STATISTIC = "staged search found no statistic"
+"""The start of the error row of a search that lost every candidate: its cause is the pairs' own error rows."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One unit of work and of resume: a claim at one Renyi order (policy ``best``), a pair (``every``) or a
+    ``[[checks]]`` entry.
+
+    ``id`` names its seeds and its records in tasks.jsonl; ``targets`` are
+    what it searches (best: the claim's; every: every distinct divergence,
+    order and delta of the claims, with every attack class that estimates
+    it; none for a check); ``claim_index`` (best) is the claim its rows
+    answer, ``pair`` (every) the index of its pair, ``check`` the index of
+    its check (:func:`audit.engine.checks.run_check`).
+    """
+
+    id: str
+    targets: tuple[Target, ...]
+    claim_index: int | None = None
+    pair: int | None = None
+    check: int | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A row-to-be of a unit: its task, its confirm statistic or error, the stage fields of its target's search."""
+
+    task: Task
+    evidence: Any = None
+    error: str | None = None
+    staged: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPair],
+               out_dir: str | os.PathLike | None = None, *, resume: bool = False, progress: bool = True,
+               finished: dict[str, dict] | None = None) -> list[Row]:
+    """Run every unit of the config's policy and return the result rows, each with its evidence.
+
+    Parameters
+    ----------
+    config : AuditConfig
+    mechanism : Mechanism
+        Built from ``config.mechanism``.
+    pairs : sequence of NeighbourPair
+    out_dir : path, optional
+        Where ``tasks.jsonl`` is written; None keeps everything in memory.
+    resume : bool
+        Keep the finished units of ``out_dir/tasks.jsonl`` and run the others.
+    progress : bool
+        Show a progress bar on stderr (outputs per dataset drawn).
+    finished : dict, optional
+        Filled with task id -> record as units finish, so that a caller
+        interrupted by ``KeyboardInterrupt`` still holds them
+        (:func:`engine_rows` makes their rows).
+
+    Returns
+    -------
+    list of Row
+        :func:`engine_rows` of every record: the stage columns
+        (:data:`audit.results.schema.STAGED_COLUMNS`) and the confirm statistic (``evidence``) filled;
+        error rows (``evidence`` None) for failed pairs and searches; then one row per
+        ``[[checks]]`` entry (``checked`` set, :func:`audit.engine.checks.run_check`).
+
+    Raises
+    ------
+    ValueError
+        When ``resume`` meets a tasks.jsonl written by another config, seed or
+        policy, or edited since (:func:`audit.engine.store.read_finished`), and when
+        the samples held at once would not fit in memory (:func:`audit.engine.memory.check_memory`).
+    """
+    policy = POLICIES[config.attacks.policy]
+    units = policy.units(config, pairs)
+    checks = [Unit(check_name(index), (), check=index) for index in range(len(config.checks))]
+    sizes = policy.largest_sizes(config.attacks, len(pairs), len(units))
+    plan = plan_hash(config, units + checks)
+    path = None if out_dir is None else Path(out_dir) / store.TASKS_FILE
+    records = {} if finished is None else finished
+    done, evidence = _finished_units(path, plan) if resume and path is not None else ({}, {})
+    if path is not None and not resume:
+        path.write_text("")
+    pending = [unit for unit in units if unit.id not in done]
+    # one backend (and, for dask and ray, one cluster) for the memory check's probe and every unit: the
+    # sampler runs the mechanism on the cluster's workers
+    planned = policy.planned(config.attacks, sizes, len(pairs), len(units))
+    # the bar shows from the first mechanism call on (the memory check's), its heartbeat while a chunk runs
+    checks_pending = sum(unit.id not in done for unit in checks)
+    with backend(config.run.backend, config.run.n_jobs), \
+            OutputsBar(planned, len(pending) + checks_pending, progress) as bar:
+        probed = {}
+        if pending:
+            n_held, pairs_held = policy.held(sizes, config.attacks.n_samples, len(pairs))
+            bar.status = "first outputs (memory check)"
+            probed = check_memory(config, pairs, functools.partial(draw_chunk, mechanism, seed=config.run.seed),
+                                  n_samples=n_held, held_pairs=pairs_held)
+        events = EventCounter(getattr(mechanism, "structure", None))
+        sample = pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
+                              workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1),
+                              timeout=config.run.sample_timeout, on_outputs=bar.update, failed=probed,
+                              backend=config.run.backend,
+                              on_redrawn=lambda pair, error: events.redrawn(pairs[pair].name, error))
+        outputs = OutputWatch(sample, events, [pair.name for pair in pairs])
+        for unit in units:
+            if unit.id not in done:
+                bar.start()
+                start, before = time.perf_counter(), events.snapshot()
+                outcomes = policy.run(unit, config, pairs, sizes, outputs, bar)
+                bar.finish()
+                drawn = 2 * bar.drawn  # both datasets, every pair, stage and round of the unit
+                outcomes = [dataclasses.replace(outcome, staged={**outcome.staged, "outputs_drawn": drawn})
+                            for outcome in outcomes]
+                seconds, drawn_events = time.perf_counter() - start, events.since(before)
+                done[unit.id] = [_record(unit, outcome, len(outcomes), mechanism, pairs, config, outputs,
+                                         seconds, drawn_events) for outcome in outcomes]
+                for record, outcome in zip(done[unit.id], outcomes):
+                    record.update(plan=plan, resumed=False)
+                    evidence[record["task"]] = outcome.evidence if outcome.error is None else None
+                    if path is not None:
+                        store.append(path, record, evidence[record["task"]])
+            records.update((record["task"], record) for record in done[unit.id])
+        for unit in checks:  # each check one unit: its row is its record (audit.results.schema.Row.to_check_record)
+            if unit.id not in done:
+                bar.start()
+                row = run_check(config, unit.check, on_outputs=bar.update)
+                bar.finish()
+                done[unit.id] = [dict(row.to_check_record(), task=unit.id, search=unit.id, search_records=1,
+                                      plan=plan)]
+                evidence[unit.id] = None
+                if path is not None:
+                    store.append(path, done[unit.id][0], None)
+            records[unit.id] = done[unit.id][0]
+    return engine_rows(config, records.values(), evidence)
+
+
+class _Best:
+    """Policy ``best``: one staged search per claim, Renyi order and layer (:func:`attacks.staged.staged_search`), or,
+    without ``n_samples``, searches in rounds until decided (:func:`attacks.sequential.sequential_search`: each
+    unit gets an equal share of ``max_outputs`` and of ``[run] max_seconds`` when set, and stops at the level of
+    Holm's first step over the units)."""
+
+    @staticmethod
+    def units(config: AuditConfig, pairs: Sequence[NeighbourPair]) -> list[Unit]:
+        """A unit per claim, Renyi order and layer (:data:`attacks.classes.LAYERS`) with a usable class: a
+        representation finding (``floatbits``) never ends the value classes' search, which goes on to its own
+        verdict; a claim no class can test keeps one (empty) unit, its row an error."""
+        attacks, units = config.attacks, []
+        for index, claim in enumerate(config.claims):
+            for alpha in claim.alpha:
+                targets = {layer: Target.for_claim(claim.divergence, claim.function_class, attacks.classes, alpha,
+                                                   claim.delta, attacks.class_params, layer=layer)
+                           for layer in LAYERS}
+                tested = [layer for layer in LAYERS if targets[layer].classes] or [VALUE]
+                units += [Unit(f"staged|claim{index}|{alpha}" + ("" if layer == VALUE else f"|{layer}"),
+                               (targets[layer],), claim_index=index) for layer in tested]
+        return units
+
+    @staticmethod
+    def held(sizes: StageSizes, n_samples: int, n_pairs: int) -> tuple[int, int]:
+        """The train stage holds the finalists' pairs at once; the check and confirm stages count chunks."""
+        return max(sizes.screen, sizes.train), min(MAX_FINALISTS, n_pairs)
+
+    @staticmethod
+    def largest_sizes(attacks: AttackSpec, n_pairs: int, n_units: int) -> StageSizes:
+        """The stage sizes of the largest unit: ``attacks.stage_sizes``, or a search in rounds' last round
+        (:func:`attacks.sequential.schedule` of its share of ``max_outputs``)."""
+        if not attacks.sequential:
+            return attacks.stage_sizes
+        budgets = schedule(attacks.max_outputs // max(n_units, 1), n_pairs, attacks.stages)  # no unit: checks only
+        return StageSizes.from_budget(budgets[-1], attacks.stages)
+
+    @staticmethod
+    def planned(attacks: AttackSpec, sizes: StageSizes, n_pairs: int, n_units: int) -> int:
+        """Outputs per dataset a unit may draw: the screen on every pair and the later stages on the finalists',
+        or, for a search in rounds, the most it may draw (its share of ``max_outputs``)."""
+        if attacks.sequential:
+            return attacks.max_outputs // max(n_units, 1) // 2
+        return n_pairs * sizes.screen + later_outputs(sizes, min(n_pairs, MAX_FINALISTS))
+
+    @staticmethod
+    def run(unit: Unit, config: AuditConfig, pairs: Sequence[NeighbourPair], sizes: StageSizes,
+            sample: Callable, bar: OutputsBar) -> list[Outcome]:
+        [target] = unit.targets
+        seed = int(task_seed(config.run.seed, unit.id).generate_state(1)[0])
+        try:
+            if config.attacks.sequential:
+                result = _sequential(unit, target, config, pairs, sample, bar, seed)
+            else:
+                result = staged_search(sample, len(pairs), target, sizes, seed=seed, n_jobs=config.run.n_jobs,
+                                       on_screened=lambda later: bar.replan(len(pairs) * sizes.screen + later))
+        except Exception as error:  # e.g. a worker killed (TerminatedWorkerError): the claim's row, not the audit
+            return [Outcome(_task("-", "-", target), error=f"the attack workers failed: {one_line(error)}")]
+        staged = _staged_fields("best", result.sizes, result.screened, len(result.finalists), result.sets_pooled,
+                                result.rounds, result.stop or (FIXED if result.evidence is not None else None))
+        outcomes = [Outcome(_task(pairs[pair].name, "P|Q", target), error=_pair_error(pairs[pair], message),
+                            staged=staged)
+                    for pair, message in result.failures.items()]
+        if result.evidence is None:  # no candidate, or the winner's pair failed in a later stage (confirm included)
+            return [*outcomes, Outcome(_task("-", "-", target), error=f"{NO_STATISTIC}: {result.error}",
+                                       staged=staged)]
+        winner = result.winner
+        task = _task(pairs[winner.pair].name, winner.direction, target, winner.function_class)
+        return [*outcomes, Outcome(task, result.evidence, staged=staged)]
+
+
+def _sequential(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence[NeighbourPair], sample: Callable,
+                bar: OutputsBar, seed: int) -> StagedResult:
+    """A ``best`` unit's search in rounds (:func:`attacks.sequential.sequential_search`); the progress bar counts
+    against the most the unit may draw (a total that stays put) and shows the round and the lower bound beside
+    the claim."""
+    attacks, units = config.attacks, len(_Best.units(config, pairs))
+    seconds = None if config.run.max_seconds is None else config.run.max_seconds / units
+    limits = Limits(attacks.max_outputs // units, seconds, attacks.tolerance,
+                    (1.0 - attacks.confidence) / units)
+    claim = config.claims[unit.claim_index]
+    rounds = len(schedule(limits.max_outputs, len(pairs), attacks.stages))
+    looks = {"round": 0, "bound": ""}
+
+    def on_round(sizes: StageSizes) -> None:
+        looks["round"] += 1
+        bar.status = f"claim {unit.claim_index}: round {looks['round']} of at most {rounds}{looks['bound']}"
+
+    def on_look(evidence) -> None:
+        looks["bound"] = (f", lower bound {evidence.lower_bound(1.0 - limits.level):.4g} "
+                          f"vs claim {claim.epsilon:.4g}")
+        bar.status = f"claim {unit.claim_index}: round {looks['round']} of at most {rounds}{looks['bound']}"
+
+    return sequential_search(sample, len(pairs), target, claim.epsilon, limits, shares=attacks.stages, seed=seed,
+                             n_jobs=config.run.n_jobs, on_round=on_round, on_look=on_look)
+
+
+class _Every:
+    """Policy ``every``: each pair's candidates all trained and confirmed (:func:`attacks.staged.confirm_every`)."""
+
+    @staticmethod
+    def units(config: AuditConfig, pairs: Sequence[NeighbourPair]) -> list[Unit]:
+        attacks = config.attacks
+        keys = dict.fromkeys((claim.divergence, alpha, claim.delta) for claim in config.claims for alpha in claim.alpha)
+        targets = tuple(Target.for_claim(divergence, "all", attacks.classes, alpha, delta, attacks.class_params)
+                        for divergence, alpha, delta in keys)
+        return [Unit(f"every|{pair.name}", targets, pair=index) for index, pair in enumerate(pairs)]
+
+    @staticmethod
+    def held(sizes: StageSizes, n_samples: int, n_pairs: int) -> tuple[int, int]:
+        """One pair at a time, all of its outputs when its targets share them."""
+        return n_samples, 1
+
+    @staticmethod
+    def largest_sizes(attacks: AttackSpec, n_pairs: int, n_units: int) -> StageSizes:
+        """Every unit's stage sizes: ``attacks.stage_sizes`` (its train / held-out split)."""
+        return attacks.stage_sizes
+
+    @staticmethod
+    def planned(attacks: AttackSpec, sizes: StageSizes, n_pairs: int, n_units: int) -> int:
+        """Outputs per dataset a unit draws: its pair's train and confirm samples."""
+        return sizes.train + sizes.confirm
+
+    @staticmethod
+    def run(unit: Unit, config: AuditConfig, pairs: Sequence[NeighbourPair], sizes: StageSizes,
+            sample: Callable, bar: OutputsBar) -> list[Outcome]:
+        pair = pairs[unit.pair]
+        # the targets share the pair's samples: drawn once, held until the pair is done
+        draw = functools.cache(sample) if len(unit.targets) > 1 else sample
+        outcomes, failed = [], None
+        for target in unit.targets:
+            tasks = [_task(pair.name, direction, target, name) for direction in DIRECTIONS for name in target.classes]
+            staged = _staged_fields("every", sizes, len(tasks), len(tasks), int(isinstance(divergence_of(target), DP)))
+            seed = int(task_seed(config.run.seed, f"{unit.id}|{tasks[0].id}").generate_state(1)[0])
+            try:
+                if failed is not None:  # a pair that failed is not sampled again
+                    raise SamplingError(failed)
+                confirmed = confirm_every(draw, unit.pair, target, sizes, seed=seed, n_jobs=config.run.n_jobs)
+            except SamplingError as error:
+                failed = str(error)
+                outcomes += [Outcome(task, error=_pair_error(pair, failed), staged=staged) for task in tasks]
+                continue
+            except Exception as error:  # e.g. a worker killed (TerminatedWorkerError): the pair's rows
+                outcomes += [Outcome(task, error=f"the attack workers failed: {one_line(error)}", staged=staged)
+                             for task in tasks]
+                continue
+            for candidate, found in confirmed:
+                task = _task(pair.name, candidate.direction, target, candidate.function_class)
+                outcomes.append(Outcome(task, error=found, staged=staged) if isinstance(found, str)
+                                else Outcome(task, found, staged=staged))
+        return outcomes
+
+
+POLICIES = {"best": _Best, "every": _Every}
+"""The one place a policy's name is read: ``[attacks] policy`` -> what its units are and how they run."""
+
+
+def _task(pair: str, direction: str, target: Target, function_class: str | None = None) -> Task:
+    """The task of a row of ``target`` (an error row without a candidate: its first class)."""
+    name = target.classes[0] if function_class is None else function_class
+    return Task(pair, direction, name, target.divergence, target.alpha, target.delta)
+
+
+def _pair_error(pair: NeighbourPair, message: str) -> str:
+    return f"mechanism failed on pair {pair.name}: {message}"
+
+
+def _staged_fields(policy: str, sizes: StageSizes, candidates: int, finalists: int, sets_pooled: int,
+                   rounds: int = 1, stop: str | None = FIXED) -> dict:
+    """The :data:`audit.results.schema.STAGED_COLUMNS` of a unit's rows but ``outputs_drawn`` (:func:`run_engine` adds
+    it when the unit is over): the stage sizes (a sequential search's last round's, whose budget is then the
+    rows' ``n_samples``), its rounds and why it stopped."""
+    fields = dict(policy=policy, n_screen=sizes.screen, n_train=sizes.train, n_check=sizes.check,
+                  n_confirm=sizes.confirm, candidates=candidates, finalists=finalists, sets_pooled=sets_pooled,
+                  rounds=rounds, stop=stop)
+    if rounds > 1 or stop not in (FIXED, None):  # a sequential search
+        fields["n_samples"] = sizes.screen + sizes.train + sizes.check + sizes.confirm
+    return fields
+
+
+def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pairs: Sequence[NeighbourPair],
+            config: AuditConfig, outputs: OutputWatch, seconds: float, events: Mapping[str, Any]) -> dict:
+    """The one record builder: a task's fields, its id, estimate, error, notes, exact value and closed-form bound,
+    the unit it belongs to (``search``, ``claim_index``, ``search_records``), its stage fields (``staged``) and
+    what the mechanism did while the unit drew (``events``: :meth:`audit.sampling.events.EventCounter.since`, the same in
+    every record of the unit)."""
+    task = outcome.task
+    task_id = task.id if unit.claim_index is None else f"staged|claim{unit.claim_index}|{task.id}"
+    record = task_record(task, task_id=task_id, error=outcome.error)
+    record.update(search=unit.id, claim_index=unit.claim_index, search_records=unit_records,
+                  staged=dict(outcome.staged), seconds=seconds, events=dict(events))
+    if outcome.error is not None:
+        return record
+    index = next(i for i, pair in enumerate(pairs) if pair.name == task.pair)
+    notes = event_note(outcome.evidence, config.attacks.confidence)  # first: report.md cuts long notes
+    notes += [COUPLING_REFUSED] if config.attacks.coupled and not outcome.evidence.coupled else []
+    if outputs.deterministic(index):
+        notes.append(DETERMINISTIC_NOTE)
+    notes += outputs.raised_note(index)
+    if parse_function_class(task.function_class).layer == REPRESENTATION:
+        notes += outputs.bit_note(index)
+    exact, theory_bound = _theory(mechanism, pairs[index], task)
+    record.update(estimate=float(outcome.evidence.estimate), note="; ".join(notes), exact=exact,
+                  theory_bound=theory_bound)
+    return record
+
+
+def _theory(mechanism: Any, pair: NeighbourPair, task: Task) -> tuple[float | None, float | None]:
+    """(exact divergence of the task's class in its direction, the mechanism's closed-form bound); None where
+    unknown.  The one place the audit reads theory (:mod:`audit.theory.exact`, :mod:`audit.theory.table`).
+    Closed forms hold in exact arithmetic, of the values: a representation-layer task (``floatbits``, how the
+    outputs are stored) has no published bound to exceed, nor has a pair with a NaN or infinite record (the
+    probes': outside every domain a closed form is stated on, e.g. a Gaussian sum shifted by inf)."""
+    laws = known_laws(mechanism, pair.d, pair.d_prime)
+    exact = None
+    if laws is not None:
+        exact = exact_value(laws if task.direction == "P|Q" else laws[::-1], task.function_class, task.divergence,
+                            task.alpha)
+    finite = all(np.isfinite(np.asarray(data, dtype=float)).all() for data in (pair.d, pair.d_prime))
+    if parse_function_class(task.function_class).layer == REPRESENTATION or not finite:
+        return exact, None
+    try:
+        theory_bound = law_bound(getattr(mechanism, "theory_law", None), task.function_class, task.divergence,
+                                 task.alpha, task.delta)
+    except (ArithmeticError, ValueError, IndexError):  # e.g. an overflow at epsilon = 1e308: unknown, not fatal
+        theory_bound = None
+    return exact, theory_bound
+
+
+def event_note(evidence: Any, confidence: float) -> list[str]:
+    """The note of a ``kl`` or ``renyi`` bound from one event's counts (:mod:`attacks.event_divergence`): the
+    counts, the interval, and the ceiling at the audit's confidence that these sample sizes allow ([] for others)."""
+    if not getattr(evidence, "event", False):
+        return []
+    k_p, n_p, k_q, n_q = (int(evidence.details[key]) for key in ("k_p", "n_p", "k_q", "n_q"))
+    return [f"{EVENT_NOTE}: {k_p} of {n_p} outputs of P, {k_q} of {n_q} of Q; binary divergence over their "
+            f"Clopper-Pearson intervals (data processing), ceiling {evidence.ceiling(confidence):.4g} at these sizes"]
+
+
+def task_record(task: Task, *, task_id: str | None = None, error: str | None = None) -> dict:
+    """A task's record before its statistic: the task's fields, its id (``task_id``, default ``task.id``), no estimate."""
+    return dict(dataclasses.asdict(task), task=task.id if task_id is None else task_id, estimate=math.nan,
+                error=error, note="", exact=None, theory_bound=None, seconds=0.0)
+
+
+def engine_rows(config: AuditConfig, records: Iterable[dict], evidence: Mapping[str, Any] | None = None) -> list[Row]:
+    """The result rows of the engine's records: :func:`claim_rows` of each record (a ``best`` record against its
+    own search's claim and order, an ``every`` record against every claim), with its stage columns and its
+    evidence (``evidence``: task id -> confirm statistic; a failed task's rows carry None, and so do all rows
+    without ``evidence``, e.g. those a failed audit saves without verdicts); a check's record is its row
+    (:meth:`audit.results.schema.Row.from_check_record`, ``property`` set)."""
+    rows = []
+    for record in records:
+        if "property" in record:  # a check's record (audit.engine.checks)
+            rows.append(Row.from_check_record(record))
+            continue
+        one = config
+        if record.get("claim_index") is not None:
+            claim = config.claims[record["claim_index"]]
+            one = dataclasses.replace(config, claims=(dataclasses.replace(claim, alpha=(record["alpha"],)),))
+        found = None if evidence is None or record["error"] is not None else evidence.get(record["task"])
+        rows += claim_rows(one, record, found)
+    return rows
+
+
+def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = None) -> list[Row]:
+    """One results row per claim on the record's divergence, alpha and delta, carrying ``evidence``.
+
+    ``refutes_claim`` is True when the attack's class is contained in the
+    claim's class (docs/theory.md section 3); verdicts and intervals are filled
+    later by :func:`audit.results.verdicts.assign_verdicts`.  The record's stage fields
+    (``staged``: :data:`audit.results.schema.STAGED_COLUMNS`, and a sequential search's
+    ``n_samples``) are the rows'.
+    """
+    attack_class = parse_function_class(record["function_class"])
+    task = {
+        "pair": record["pair"],
+        "direction": record["direction"],
+        "function_class": record["function_class"],
+        "divergence": record["divergence"],
+        "delta": float(record["delta"]),
+        "alpha": math.nan if record["alpha"] is None else float(record["alpha"]),
+        "estimate": float(record["estimate"]),
+        "n_samples": math.nan if config.attacks.n_samples is None else config.attacks.n_samples,
+        "theory_bound": _number(record["theory_bound"]),
+        "exact": _number(record["exact"]),
+        "note": record["note"],
+        "task": record["task"],
+        "error": record["error"],
+        "resumed": bool(record.get("resumed", False)),
+        "evidence": evidence,
+        **record.get("staged", {}),
+        **({"interval": interval_of(evidence)} if "staged" in record and evidence is not None else {}),
+    }
+    return [
+        Row(**task, claim=claim.epsilon, claim_class=claim.function_class, on_average=claim.on_average,
+            # a pair of an on-average claim is judged by the mean over pairs (audit.results.on_average), not alone
+            refutes_claim=not claim.on_average
+            and attack_class.is_contained_in(parse_function_class(claim.function_class)))
+        for claim in config.claims
+        if (claim.divergence, claim.delta) == (record["divergence"], record["delta"]) and record["alpha"] in claim.alpha
+    ]
+
+
+def _number(value: float | None) -> float:
+    """Unknown values are NaN in the table (null in results.json)."""
+    return math.nan if value is None else float(value)
+
+
+def plan_hash(config: AuditConfig, units: Sequence[Any]) -> str:
+    """What a resumed run must share with the interrupted one: config (minus n_jobs, backend) and the ids of its
+    units of work (:class:`Unit`)."""
+    raw = {key: value for key, value in config.raw.items() if key != "run"}
+    raw["seed"] = config.run.seed
+    text = json.dumps([raw, [unit.id for unit in units]], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _finished_units(path: Path, plan: str) -> tuple[dict[str, list[dict]], dict[str, Any]]:
+    """The units of ``path`` whose records were all written (unit id -> records), and the records' evidence;
+    a unit cut off between its records is run again."""
+    read, evidence = store.read_finished(path, plan)
+    units: dict[str, list[dict]] = {}
+    for record in read.values():
+        units.setdefault(record["search"], []).append(record)
+    return {key: found for key, found in units.items() if len(found) == found[0]["search_records"]}, evidence

@@ -1,0 +1,1 @@
+"""The inputs layer: the neighbouring datasets, given, generated, widened, searched or drawn."""

@@ -1,0 +1,1 @@
+"""The results layer: typed rows, verdicts, on-average aggregates, provenance, results files."""

@@ -1,0 +1,244 @@
+"""Where a pair's chunks are drawn: children forked from this process, or jobs of a dask or ray cluster.
+
+The two pools of :class:`audit.sampling.sampler.ChunkSampler`, one interface
+(``batch_size``, ``start``, ``collect``, ``stop``): :class:`ForkPool` (the
+``loky`` and ``threading`` backends) forks a child per batch of a pair's
+chunks; :class:`ClusterPool` (``dask``, ``ray``) runs each chunk as a job of
+the cluster whose worker forks the child (:func:`_cluster_job`), the draw
+pickled by cloudpickle with the user's own modules by value.  Both give a
+chunk's samples or its pair's error message: a timeout
+(:func:`timeout_message`), a child or worker that ended without a result,
+or what the draw raised.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing.connection
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from audit.sampling.chunks import Chunk, PairSamples
+from audit.sampling.errors import one_line
+from audit.sampling.isolation import Child, call, fork
+from audit.inputs.neighbours import NeighbourPair
+
+CLUSTER_BACKENDS = ("dask", "ray")
+"""Backends whose chunks are jobs of a cluster (:class:`ClusterPool`); the others fork children of this process."""
+_WAIT = 1.0
+"""Longest wait (seconds) for a cluster job before the sampler looks again: Ctrl-C stays prompt."""
+
+
+def timeout_message(pair: NeighbourPair, timeout: float, size: int) -> str:
+    """The error of a pair whose chunk of ``size`` outputs per dataset ran past ``run.sample_timeout``."""
+    return (
+        f"sampling pair {pair.name} took longer than run.sample_timeout = {timeout:g} s "
+        f"(for a chunk of {size} outputs per dataset) and was stopped; raise "
+        "run.sample_timeout if the mechanism is merely slow"
+    )
+
+
+class ForkPool:
+    """Batches of jobs drawn in children forked from this process (loky and threading backends)."""
+
+    def __init__(self, draw: Callable, timeout: float):
+        self.draw, self.timeout = draw, timeout
+        self.children: dict[Any, Any] = {}
+        """Pipe -> its child process."""
+
+    @staticmethod
+    def batch_size(chunks: int, workers: int) -> int:
+        return -(-chunks // workers)  # few forks: a pair's chunks split evenly over the workers
+
+    def start(self, pair: NeighbourPair, batch: list[Chunk]) -> Any:
+        receiver, self.children[receiver] = _spawn(self.draw, pair, batch)
+        return receiver
+
+    def collect(self, running: dict, block: bool) -> Iterator[tuple[Any, PairSamples | str]]:
+        """(pipe, result) of each chunk that ended or ran past the timeout; ``block``: until one does."""
+        deadline = min(started + self.timeout for *_, started in running.values())
+        wait = max(0.0, deadline - time.monotonic()) if block else 0.0  # block: until a chunk ends or a deadline
+        ready = multiprocessing.connection.wait(list(running), timeout=wait)
+        for receiver, (draws, batch, started) in list(running.items()):
+            if receiver not in running:  # stopped by the caller meanwhile, with its pair's other chunks
+                continue
+            if receiver in ready:
+                yield receiver, _receive((receiver, self.children[receiver]), draws.pair)
+            elif time.monotonic() >= started + self.timeout:
+                yield receiver, timeout_message(draws.pair, self.timeout, batch[0].size)
+
+    def stop(self, receiver: Any) -> None:
+        process = self.children.pop(receiver)
+        process.kill()
+        process.join()
+        receiver.close()
+
+
+class ClusterPool:
+    """Each job a task of the dask or ray cluster this process is connected to (:func:`_cluster_job`).
+
+    The draw callable (the mechanism with it) is pickled once with
+    cloudpickle, the user's own modules by value (:func:`_user_modules`), so
+    that the workers need neither the config's folder nor the current
+    directory on their path.
+    """
+
+    def __init__(self, backend: str, draw: Callable, timeout: float):
+        self.backend, self.timeout = backend, timeout
+        self.payload = _pickle_draw(draw)
+        self.collected: set[Any] = set()
+        """Jobs whose result came back and which the sampler has not released yet."""
+        if backend == "dask":
+            from distributed import get_client
+
+            self.client = get_client()
+        else:
+            import ray
+
+            self.ray, self.remote = ray, ray.remote(max_retries=0)(_cluster_job)
+
+    @staticmethod
+    def batch_size(chunks: int, workers: int) -> int:
+        return 1
+
+    def start(self, pair: NeighbourPair, batch: list[Chunk]) -> Any:
+        [chunk] = batch
+        if self.backend == "dask":
+            return self.client.submit(_cluster_job, self.payload, pair, chunk, self.timeout, pure=False, retries=0)
+        return self.remote.remote(self.payload, pair, chunk, self.timeout)
+
+    def collect(self, running: dict, block: bool) -> Iterator[tuple[Any, PairSamples | str]]:
+        """(job, result) of each finished job; ``block``: wait up to :data:`_WAIT` seconds for one."""
+        jobs = list(running)
+        if self.backend == "dask":
+            from distributed import wait
+
+            try:
+                done = wait(jobs, timeout=_WAIT if block else 0, return_when="FIRST_COMPLETED").done
+            except TimeoutError:
+                return
+        else:
+            done, _ = self.ray.wait(jobs, num_returns=1, timeout=_WAIT if block else 0)
+        for job in jobs:
+            if job in done:
+                self.collected.add(job)
+                yield job, self._result(job, running[job][0].pair)
+
+    def _result(self, job: Any, pair: NeighbourPair) -> PairSamples | str:
+        try:
+            return job.result() if self.backend == "dask" else self.ray.get(job)
+        except Exception as error:  # the worker died (its process killed, the out-of-memory killer) or left
+            cause = getattr(error, "cause", None) or error  # ray wraps what the job raised, with a coloured traceback
+            return f"sampling pair {pair.name}: the {self.backend} job ended without a result ({one_line(cause)})"
+
+    def stop(self, job: Any) -> None:
+        """Drop a job's result.  A running ray task is interrupted (and kills its child); a running dask task
+        ends at its own timeout (:func:`_cluster_job`), as dask cannot interrupt it.  A job whose result came
+        back is not cancelled: ray ends the audit's process when a task it still completes was cancelled
+        (``Check failed: ... Tried to complete task that was not pending``, exit code 1)."""
+        if job in self.collected:
+            self.collected.remove(job)
+        elif self.backend == "dask":
+            job.cancel()
+        else:
+            self.ray.cancel(job)  # not force=True: killing the worker would leave its child running
+
+
+def pool_for(backend: str, draw: Callable, timeout: float) -> ForkPool | ClusterPool:
+    """The pool of ``run.backend``: cluster jobs for :data:`CLUSTER_BACKENDS`, else children forked from this process."""
+    return ClusterPool(backend, draw, timeout) if backend in CLUSTER_BACKENDS else ForkPool(draw, timeout)
+
+
+def _pickle_draw(draw: Callable) -> bytes:
+    """``draw`` pickled by cloudpickle, the user's modules by value (:class:`ClusterPool`)."""
+    import cloudpickle
+
+    modules = _user_modules()
+    for module in modules:
+        cloudpickle.register_pickle_by_value(module)
+    try:
+        return cloudpickle.dumps(draw)
+    finally:
+        for module in modules:
+            cloudpickle.unregister_pickle_by_value(module)
+
+
+def _user_modules() -> list[Any]:
+    """The loaded modules that are the user's files (a config's callable, what it imports, a script's), not
+    capaudit's nor an installed package's: cluster workers may not have their folders on ``sys.path`` (ray's
+    never do), and the folders must not be put there (a config's folder, the current directory)."""
+    installed = _installed_paths()
+    return [
+        module for name, module in list(sys.modules.items())
+        if name.partition(".")[0] not in ("__main__", "audit", "attacks")  # __main__ goes by value anyway
+        and isinstance(getattr(module, "__file__", None), str)
+        and not module.__file__.startswith(installed)
+    ]
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_paths() -> tuple[str, ...]:
+    """Where installed packages and the standard library live, as given and with links resolved."""
+    import sysconfig
+
+    paths = {sysconfig.get_paths()[key] for key in ("purelib", "platlib", "stdlib", "platstdlib")}
+    return tuple(sorted(paths | {os.path.realpath(path) for path in paths}))
+
+
+def _cluster_job(payload: bytes, pair: NeighbourPair, chunk: Chunk, timeout: float) -> PairSamples | str:
+    """A chunk drawn on a cluster worker: in a child forked from the worker, within ``timeout`` seconds.
+
+    The child is killed at the timeout, so a hung mechanism holds its worker
+    no longer than this; where processes cannot be forked the chunk is
+    drawn in the worker itself, without a timeout.
+    """
+    import pickle
+
+    try:
+        return call(functools.partial(_draw_one, pickle.loads(payload), pair, chunk), timeout)
+    except TimeoutError:
+        return timeout_message(pair, timeout, chunk.size)
+    except ChildProcessError as error:
+        return _ended_message(pair, error.args[0])
+
+
+def _draw_one(draw: Callable, pair: NeighbourPair, chunk: Chunk) -> PairSamples | str:
+    """``draw(pair, chunk)``, or the message of whatever it raised."""
+    try:
+        return draw(pair, chunk)
+    except BaseException as error:  # noqa: BLE001 - whatever the audited code does is its pair's error
+        return f"sampling pair {pair.name} failed: {one_line(error)}"
+
+
+def _spawn(draw: Callable, pair: NeighbourPair, batch: list[Chunk]) -> tuple[Any, Child]:
+    """Fork a child (:func:`audit.sampling.isolation.fork`) that sends ``draw(pair, chunk)`` for each chunk of the batch in
+    turn, and exits after the first error message (or the message of what ``draw`` raised)."""
+
+    def work(send: Callable[[Any], None]) -> None:
+        for chunk in batch:
+            result = _draw_one(draw, pair, chunk)
+            send(result)
+            if isinstance(result, str):
+                break
+
+    return fork(work)
+
+
+def _receive(child: tuple[Any, Any], pair: NeighbourPair) -> PairSamples | str:
+    receiver, process = child
+    try:
+        return receiver.recv()
+    except (EOFError, OSError):
+        process.join()
+        return _ended_message(pair, process.exitcode)
+
+
+def _ended_message(pair: NeighbourPair, exitcode: int | None) -> str:
+    """The error of a pair whose child ended without sending its chunk."""
+    return (
+        f"sampling pair {pair.name}: the mechanism's process ended without a result (exit code "
+        f"{exitcode}: os._exit, a crash or the out-of-memory killer)"
+    )
