@@ -330,12 +330,18 @@ def _is_default_pair(mechanism: Any, pair: Sequence[np.ndarray]) -> bool:
     return all(np.shape(a) == np.shape(b) and np.array_equal(a, b) for a, b in zip(default, pair))
 
 
+def _both_on_one_pair(ctx: _Context) -> tuple[Any, Any, tuple[np.ndarray, np.ndarray], float, list[Measurement]]:
+    """M1 and M2 built, M1's pair, the level of three bounds and each mechanism measured alone on that pair (the
+    sequential and convexity checks: their composed mechanism reads the same pair)."""
+    first, second = (m.build() for m in ctx.spec.mechanisms)
+    pair = _pair(ctx.spec, first)
+    level = ctx.level(3)
+    return first, second, pair, level, [ctx.part(first, pair, "M1", level), ctx.part(second, pair, "M2", level)]
+
+
 def _sequential(ctx: _Context) -> Row:
     spec = ctx.spec
-    first, second = (m.build() for m in spec.mechanisms)
-    pair = _pair(spec, first)
-    level = ctx.level(3)
-    parts = [ctx.part(first, pair, "M1", level), ctx.part(second, pair, "M2", level)]
+    first, second, pair, level, parts = _both_on_one_pair(ctx)
     broken = _sum_class_broken(spec)
     if spec.adaptive:
         broken = "adaptive: M2 sees M1's output (it queries the data only when M1's first coordinate is >= 0); " \
@@ -379,10 +385,7 @@ def _post_processing(ctx: _Context) -> Row:
 
 def _convexity(ctx: _Context) -> Row:
     spec = ctx.spec
-    first, second = (m.build() for m in spec.mechanisms)
-    pair = _pair(spec, first)
-    level = ctx.level(3)
-    parts = [ctx.part(first, pair, "M1", level), ctx.part(second, pair, "M2", level)]
+    first, second, pair, level, parts = _both_on_one_pair(ctx)
     mixed = ctx.composed(Mixture(first, second, spec.weight), pair, f"mixture (lambda = {spec.weight:g})", level)
     return _finish(ctx, level, parts, [mixed], theorem_bound("convexity", [m.upper() for m in parts]), None)
 
