@@ -194,16 +194,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
         outputs = OutputWatch(sample, events, [pair.name for pair in pairs])
         for unit in units:
             if unit.id not in done:
-                bar.start()
-                start, before = time.perf_counter(), events.snapshot()
-                outcomes = policy.run(unit, config, pairs, sizes, outputs, bar)
-                bar.finish()
-                drawn = 2 * bar.drawn  # both datasets, every pair, stage and round of the unit
-                outcomes = [dataclasses.replace(outcome, staged={**outcome.staged, "outputs_drawn": drawn})
-                            for outcome in outcomes]
-                seconds, drawn_events = time.perf_counter() - start, events.since(before)
-                done[unit.id] = [_record(unit, outcome, len(outcomes), mechanism, pairs, config, outputs,
-                                         seconds, drawn_events) for outcome in outcomes]
+                done[unit.id], outcomes = _run_unit(unit, policy, config, mechanism, pairs, sizes, outputs, events, bar)
                 for record, outcome in zip(done[unit.id], outcomes):
                     record.update(plan=plan, resumed=False)
                     evidence[record["task"]] = outcome.evidence if outcome.error is None else None
@@ -222,6 +213,22 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
                     store.append(path, done[unit.id][0], None)
             records[unit.id] = done[unit.id][0]
     return engine_rows(config, records.values(), evidence)
+
+
+def _run_unit(unit: Unit, policy: Any, config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPair],
+              sizes: StageSizes, outputs: OutputWatch, events: EventCounter,
+              bar: OutputsBar) -> tuple[list[dict], list[Outcome]]:
+    """Run one unit under ``policy`` (:data:`POLICIES`): its records (:func:`_record`, one per outcome, each with the
+    outputs the unit drew, its seconds and what the mechanism did meanwhile) and its outcomes."""
+    bar.start()
+    start, before = time.perf_counter(), events.snapshot()
+    outcomes = policy.run(unit, config, pairs, sizes, outputs, bar)
+    bar.finish()
+    drawn = 2 * bar.drawn  # both datasets, every pair, stage and round of the unit
+    outcomes = [dataclasses.replace(outcome, staged={**outcome.staged, "outputs_drawn": drawn}) for outcome in outcomes]
+    seconds, drawn_events = time.perf_counter() - start, events.since(before)
+    return [_record(unit, outcome, len(outcomes), mechanism, pairs, config, outputs, seconds, drawn_events)
+            for outcome in outcomes], outcomes
 
 
 class _Best:
