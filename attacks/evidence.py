@@ -8,7 +8,8 @@ a mean over iid pairs (:class:`audit.results.on_average.OnAverageEstimate`), a t
 (:class:`audit.engine.checks.Measurement`) and a mean with normal bounds
 (:class:`NormalEstimate`).  Each implements :class:`Evidence`, as SciPy's
 result objects share ``statistic``, ``pvalue`` and ``confidence_interval``, so
-that a reader of one reads them all (its ``ceiling`` included: the verdicts read it off the evidence).  The three readings agree: for every
+that a reader of one reads them all (``ceiling`` included: the verdicts read it
+off the evidence).  The three readings agree: for every
 claim c and level l, ``p_value(c) <= 1 - l`` exactly when
 ``lower_bound(l) >= c`` (one statistic inverted two ways), and
 ``confidence_interval(k)`` is the two one-sided bounds at ``(1 + k) / 2``.
