@@ -528,7 +528,7 @@ def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = N
         Row(**task, claim=claim.epsilon, claim_class=claim.function_class, on_average=claim.on_average,
             # a pair of an on-average claim is judged by the mean over pairs (audit.results.on_average), not alone
             refutes_claim=not claim.on_average
-            and attack_class.is_contained_in(parse_function_class(claim.function_class)))
+            and attack_class.is_contained_in(claim.class_type))
         for claim in config.claims
         if (claim.divergence, claim.delta) == (record["divergence"], record["delta"]) and record["alpha"] in claim.alpha
     ]
