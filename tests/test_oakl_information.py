@@ -163,16 +163,17 @@ def test_dpgd_first_step_closed_form_is_the_mechanisms_mean_shift(records):
 
 
 def test_dpgd_example_closed_form():
-    """examples/dpgd_on_average.toml: Bernoulli(1/2) records of 2 features and a label, mu = 1, replace-one:
-    sigma = 2, tr Cov = 1/4, epsilon = 1/16."""
-    support, weights = learner_on_average.bernoulli_records(0.5, 3)
-    assert learner_on_average.dpgd_first_step_on_average_kl(support, weights, sigma=2.0, clip_norm=1.0) == 0.0625
+    """examples/dpgd_on_average.toml: Bernoulli(1/2) records of 3 features and a label, mu = 1, replace-one:
+    sigma = 2, tr Cov = 3/8, epsilon = 3/32."""
+    support, weights = learner_on_average.bernoulli_records(0.5, 4)
+    assert learner_on_average.dpgd_first_step_on_average_kl(support, weights, sigma=2.0, clip_norm=1.0) == 0.09375
 
 
 @pytest.mark.slow
 def test_dpgd_on_average_audit_brackets_the_closed_form():
     """The example audited as users run it: the on-average claim passes and the mean's lower bound is below
-    the closed form 0.0625 (the linear class is exact for a Gaussian shift; the estimate is a lower bound)."""
+    the closed form 0.09375 (the linear class is exact for a Gaussian shift; the estimate is a lower bound), and
+    the worst-case claim is judged on the learner's canaries too (default_pairs), the on-average one not."""
     import pathlib
 
     from audit.commands.api import run_audit
@@ -180,7 +181,10 @@ def test_dpgd_on_average_audit_brackets_the_closed_form():
     result = run_audit(pathlib.Path(__file__).parents[1] / "examples" / "dpgd_on_average.toml")
     averaged = [row for row in result.rows if row.pairs_averaged is not None]
     assert averaged and all(row.verdict != "violation" for row in averaged)
-    assert all(row.evidence.lower_bound(0.95) <= 0.0625 for row in averaged)
+    assert all(row.evidence.lower_bound(0.95) <= 0.09375 and row.pairs_averaged == 20 for row in averaged)
+    canaries = {row.pair for row in result.rows if row.pair in {"p20", "p21", "p22"}}
+    assert canaries == {"p20", "p21", "p22"}
+    assert not any(row.on_average for row in result.rows if row.pair in canaries)
 
 
 # ---------------------------------------------------------------- where users see them
@@ -235,7 +239,7 @@ def test_gibbs_learner_on_average_audit_holds_its_closed_form():
 
 @pytest.mark.slow
 def test_dpgd_on_average_claim_at_its_closed_form_is_rarely_refuted():
-    """Validity over seeds: the on-average claim stated at its exact value, 0.0625, reads violation in at most
+    """Validity over seeds: the on-average claim stated at its exact value, 0.09375, reads violation in at most
     2 of 20 seeds (binomial: a 5 % error rate gives 3 or more with probability 0.075)."""
     import pathlib
     import tomllib
@@ -243,7 +247,8 @@ def test_dpgd_on_average_claim_at_its_closed_form_is_rarely_refuted():
     from audit.commands.api import run_audit
 
     config = tomllib.loads((pathlib.Path(__file__).parents[1] / "examples" / "dpgd_on_average.toml").read_text())
-    config["claims"] = [{**config["claims"][0], "epsilon": 0.0625}]
+    config["claims"] = [{**config["claims"][0], "epsilon": 0.09375}]
+    del config["neighbours"]["default_pairs"]
     config["neighbours"]["count"] = 10
     config["attacks"]["n_samples"] = 2000
     violations = 0
@@ -251,3 +256,37 @@ def test_dpgd_on_average_claim_at_its_closed_form_is_rarely_refuted():
         result = run_audit(config, seed=seed, progress=False)
         violations += any(row.verdict == "violation" for row in result.rows if row.pairs_averaged is not None)
     assert violations <= 2
+
+
+def test_default_pairs_follow_the_iid_pairs_and_only_worst_case_claims_read_them():
+    """[neighbours] default_pairs = true: the learner's canaries after the iid pairs; an on-average claim gets no
+    row on a canary pair, a worst-case claim does."""
+    from audit.config.load import load_config
+    from audit.engine.run import claim_rows
+    from audit.inputs.neighbours import check_spec, make_pairs, on_average_pair_names
+
+    spec = {"strategy": "on-average", "count": 3, "size": 5, "default_pairs": True,
+            "distribution": {"name": "bernoulli", "p": 0.5, "dim": 4}}
+    mechanism = DPGradientDescent(mu=1.0, steps=1, neighbours="replace_one")
+    pairs = make_pairs(spec, mechanism, 0)
+    assert [pair.name for pair in pairs] == ["p0", "p1", "p2", "p3", "p4", "p5"]
+    assert [pair.origin for pair in pairs] == ["on-average"] * 3 + ["the mechanism's default pair"] * 3
+    np.testing.assert_array_equal(pairs[3].d, mechanism.default_pairs()[0][0])
+    assert on_average_pair_names(spec) == {"p0", "p1", "p2"}
+    assert on_average_pair_names({**spec, "default_pairs": False}) is None
+    config = load_config({
+        "mechanism": {"name": "dp_gd_logistic", "params": {"mu": 1.0, "steps": 1, "neighbours": "replace_one"}},
+        "neighbours": spec,
+        "claims": [{"divergence": "kl", "function_class": "linear", "epsilon": 0.15, "on_average": True},
+                   {"divergence": "kl", "function_class": "linear", "epsilon": 0.5}],
+        "attacks": {"classes": ["linear"], "n_samples": 2000},
+    })
+    record = {"pair": "p0", "direction": "P|Q", "function_class": "linear", "divergence": "kl", "delta": 0.0,
+              "alpha": None, "estimate": 0.1, "theory_bound": None, "exact": None, "note": "", "task": "t",
+              "error": None}
+    assert [row.on_average for row in claim_rows(config, record)] == [True, False]
+    assert [row.on_average for row in claim_rows(config, {**record, "pair": "p4"})] == [False]
+    for wrong, message in [({**spec, "default_pairs": "yes"}, "true or false"),
+                           ({"strategy": "random", "default_pairs": True}, "on-average")]:
+        with pytest.raises(ValueError, match=message):
+            check_spec(wrong)
