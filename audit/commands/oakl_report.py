@@ -2,7 +2,8 @@
 
 Reproduces OAKL Figure 2 (Wang, Lei and Fienberg 2016, section 6) and sets
 on-average KL beside the worst case as n grows, with OAKL Thm 4 and Lemma 6
-checked on measured values (docs/theory.md section 8).  The tables are
+checked on measured values, Lemmas 5 and 7 on exact per-pair KLs, and Thm 9
+and Definitions 8 to Corollary 15 with exact numbers (docs/theory.md section 8).  The tables are
 computed by :mod:`audit.commands.oakl_tables` (every measurement through the audit's
 engine and sampler, so ``--n-jobs``, ``--backend`` and ``--sample-timeout``
 act as in ``capaudit run``); this module renders them in markdown
