@@ -66,7 +66,7 @@ from audit.config.load import AuditConfig
 from audit.sampling.errors import one_line
 from audit.sampling.events import EventCounter
 from audit.engine.memory import check_memory
-from audit.inputs.neighbours import NeighbourPair, on_average_pair_names
+from audit.inputs.neighbours import NeighbourPair
 from audit.sampling.parallel import backend
 from audit.engine.plan import DIRECTIONS, Task, task_seed
 from audit.engine.progress import OutputsBar
@@ -505,7 +505,7 @@ def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = N
     ``n_samples``) are the rows'.
     """
     attack_class = parse_function_class(record["function_class"])
-    averaged = on_average_pair_names(config.neighbours)  # None: every pair is an on-average claim's
+    averaged = config.averaged_pairs  # None: every pair is an on-average claim's
     task = {
         "pair": record["pair"],
         "direction": record["direction"],
