@@ -22,10 +22,11 @@ Both run as *units* (best: a claim at one order; every: a pair), then each
 unit of work, of ``tasks.jsonl`` and of resume: a finished unit appends all
 its records (:mod:`audit.engine.store`), a resume keeps the units whose records were
 all written and runs the others, with the numbers an uninterrupted run gives
-(every seed names its unit, never its turn).  One memory check before any
+(every seed names its unit, never its turn).  One structure pilot
+(:func:`audit.sampling.structure.fix_layout`) and one memory check before any
 unit, one progress bar in outputs per dataset drawn, one record builder
 (:func:`_record`: exact value, closed-form bound, the coupling and
-deterministic-release notes).
+deterministic-release notes); a unit's rows (:func:`engine_rows`) are made as it finishes.
 
 Samples come from :func:`pair_sampler`: each (pair, stage, chunk) drawn in
 forked children within ``[run] sample_timeout`` seconds a chunk
@@ -69,8 +70,9 @@ from audit.engine.memory import check_memory
 from audit.inputs.neighbours import NeighbourPair
 from audit.sampling.parallel import backend
 from audit.engine.plan import DIRECTIONS, Task, task_seed
-from audit.engine.progress import OutputsBar
+from audit.engine.progress import OutputsBar, ProgressBar
 from audit.sampling.sampler import COUPLING_REFUSED, SamplingError, draw_chunk, pair_sampler
+from audit.sampling.structure import fix_layout
 from audit.results.schema import Row
 from audit.theory.exact import exact_value, known_laws
 from audit.theory.table import theory_bound as law_bound
@@ -149,8 +151,8 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     Returns
     -------
     list of Row
-        :func:`engine_rows` of every record: the stage columns
-        (:data:`audit.results.schema.STAGED_COLUMNS`) and the confirm statistic (``evidence``) filled;
+        :func:`engine_rows` of each unit's records, made as the unit finishes (or is read back): the stage
+        columns (:data:`audit.results.schema.STAGED_COLUMNS`) and the confirm statistic (``evidence``) filled;
         error rows (``evidence`` None) for failed pairs and searches; then one row per
         ``[[checks]]`` entry (``checked`` set, :func:`audit.engine.checks.run_check`).
 
@@ -172,11 +174,17 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     if path is not None and not resume:
         path.write_text("")
     pending = [unit for unit in units if unit.id not in done]
+    # NaN, inf and changing widths are evidence: the outputs' layout is fixed before any chunk is drawn, the memory
+    # check's probe included, in a forked pilot before any cluster starts (audit.sampling.structure)
+    with ProgressBar("structure pilot", " datasets", progress) as pilot:  # drawn only when the pilot runs
+        fix_layout(mechanism, [data for pair in pairs for data in (pair.d, pair.d_prime)],
+                   task_seed(config.run.seed, "structure"), config.run.sample_timeout, pilot.show)
     # one backend (and, for dask and ray, one cluster) for the memory check's probe and every unit: the
     # sampler runs the mechanism on the cluster's workers
     planned = policy.planned(config.attacks, sizes, len(pairs), len(units))
     # the bar shows from the first mechanism call on (the memory check's), its heartbeat while a chunk runs
     checks_pending = sum(unit.id not in done for unit in checks)
+    rows: list[Row] = []
     with backend(config.run.backend, config.run.n_jobs), \
             OutputsBar(planned, len(pending) + checks_pending, progress) as bar:
         probed = {}
@@ -201,6 +209,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
                     if path is not None:
                         store.append(path, record, evidence[record["task"]])
             records.update((record["task"], record) for record in done[unit.id])
+            rows += engine_rows(config, done[unit.id], evidence)  # the unit's rows, as it finishes or is read back
         for unit in checks:  # each check one unit: its row is its record (audit.results.schema.Row.to_check_record)
             if unit.id not in done:
                 bar.start()
@@ -212,7 +221,8 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
                 if path is not None:
                     store.append(path, done[unit.id][0], None)
             records[unit.id] = done[unit.id][0]
-    return engine_rows(config, records.values(), evidence)
+            rows += engine_rows(config, done[unit.id], evidence)
+    return rows
 
 
 def _run_unit(unit: Unit, policy: Any, config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPair],
