@@ -285,7 +285,7 @@ class _Best:
             sample: Callable, bar: OutputsBar) -> list[Outcome]:
         [target] = unit.targets
         if unit.declared:
-            return _declared_outcomes(unit, target, config, pairs, sizes, sample)
+            return _declared_outcomes(unit, target, config, pairs, sample)
         seed = int(task_seed(config.run.seed, unit.id).generate_state(1)[0])
         try:
             if config.attacks.sequential:
@@ -309,10 +309,13 @@ class _Best:
 
 
 def _declared_outcomes(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence[NeighbourPair],
-                       sizes: StageSizes, sample: Callable) -> list[Outcome]:
+                       sample: Callable) -> list[Outcome]:
     """A declared unit's rows (:func:`audit.engine.declared.run_declared`): every pair scored on ``n_samples``
-    outputs per dataset (a search in rounds: its last round's budget), all of them in the confirm stage."""
-    n = config.attacks.n_samples or sizes.screen + sizes.train + sizes.check + sizes.confirm
+    outputs per dataset (without ``n_samples``: its share of ``max_outputs``, split over the pairs and the two
+    datasets), all of them in the confirm stage."""
+    attacks = config.attacks
+    n = attacks.max_outputs // len(_Best.units(config, pairs)) // 2 // len(pairs) if attacks.sequential \
+        else attacks.n_samples
     staged = _staged_fields("best", StageSizes(0, 0, 0, n), len(pairs) * len(target.classes), 0, 0)
     return [Outcome(_task(pairs[candidate.pair].name, candidate.direction, target, candidate.function_class),
                     evidence, error, staged)
