@@ -103,6 +103,17 @@ def test_a_declared_direction_of_the_wrong_length_is_the_rows_error(tmp_path):
     assert rows and all("one per coordinate" in row["error"] for row in rows)
 
 
+def test_without_n_samples_the_declared_unit_takes_its_share_of_max_outputs():
+    # two units (the canary's and linear's search in rounds) share max_outputs = 4000: 1000 per dataset of the one
+    # pair for the canary; a Gaussian of sigma 1 is (4.4, 1e-5)-DP, so the claim (1, 1e-5) is false
+    config = {"mechanism": {"name": "gaussian", "params": {"sigma": 1.0}},
+              "claims": [{"divergence": "dp", "function_class": "linear", "epsilon": 1.0, "delta": 1e-5}],
+              "attacks": {"classes": ["canary", "linear"], "max_outputs": 4000,
+                          "class_params": {"canary": {"direction": [1.0]}}}, "run": {"seed": 0}}
+    row = next(row for row in run_audit(config, progress=False).rows if row.function_class == "canary")
+    assert (row.n_confirm, row.stop, row.verdict) == (1000, "fixed", "violation")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mu, delta", [(1.0, 0.0), (2.0, 1e-5)])
 def test_declared_lower_bound_covers_its_exact_estimand_over_seeds(mu, delta):
