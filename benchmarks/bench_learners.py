@@ -42,9 +42,10 @@ declared canary statistic, every fit scored) and ``n_samples = --fits-last-itera
 nonparametric lower bound (the count bound, at the confirm stage's half of
 the fits) and, as a labelled estimate assuming a Gaussian trade-off curve,
 the audit's Gaussian-DP route (results.json ``gdp_route``: the held-out test
-nearest the claim's symmetric point; :mod:`attacks.gdp_route`).  The count bound cannot reach 0.8 x
-1.955: the privacy loss exceeds 1.6 only where P has mass below 1e-3, so even
-the best threshold of the true laws gives 1.53 from 10^6 fits per side.
+nearest the claim's symmetric point; :mod:`attacks.gdp_route`).  The count bound's typical
+reading cannot reach 0.8 x 1.955: the privacy loss exceeds 1.6 only where P has mass below 1e-3, so
+even the best threshold of the true laws gives 1.53 from 10^6 fits per side (the canary class's
+far-tail set, its count chosen from the claim, reads above it in a few seeds).
 
 CPU seconds: the process's and its children's (``resource.getrusage``), all seeds together.
 """
