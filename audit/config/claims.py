@@ -150,6 +150,9 @@ class Claim:
     alpha: tuple[float | None, ...] = (None,)
     delta: float = 0.0
     on_average: bool = False
+    d_in: float | int | None = None
+    """The input distance of the pairs the claim is judged on (a library's map at that ``d_in``, or a claim typed by
+    hand carried there by group privacy: :mod:`audit.config.group_privacy`); None: every pair."""
 
 
 def claims_of(table: dict, path: str) -> list[Claim]:

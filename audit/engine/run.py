@@ -273,38 +273,52 @@ class _Best:
             sample: Callable, bar: OutputsBar) -> list[Outcome]:
         [target] = unit.targets
         seed = int(task_seed(config.run.seed, unit.id).generate_state(1)[0])
+        # the search runs over the pairs at the claim's d_in: index i of the search is pair held[i]
+        held = [i for i, pair in enumerate(pairs) if holds_at(config.claims[unit.claim_index], pair.d_in)]
+        mine = functools.partial(_held_sample, sample, held)
         try:
             if config.attacks.sequential:
-                result = _sequential(unit, target, config, pairs, sample, bar, seed)
+                result = _sequential(unit, target, config, len(held), mine, bar, seed)
             else:
-                result = staged_search(sample, len(pairs), target, sizes, seed=seed, n_jobs=config.run.n_jobs,
-                                       on_screened=lambda later: bar.replan(len(pairs) * sizes.screen + later))
+                result = staged_search(mine, len(held), target, sizes, seed=seed, n_jobs=config.run.n_jobs,
+                                       on_screened=lambda later: bar.replan(len(held) * sizes.screen + later))
         except Exception as error:  # e.g. a worker killed (TerminatedWorkerError): the claim's row, not the audit
             return [Outcome(_task("-", "-", target), error=f"the attack workers failed: {one_line(error)}")]
         staged = _staged_fields("best", result.sizes, result.screened, len(result.finalists), result.sets_pooled,
                                 result.rounds, result.stop or (FIXED if result.evidence is not None else None))
-        outcomes = [Outcome(_task(pairs[pair].name, "P|Q", target), error=_pair_error(pairs[pair], message),
-                            staged=staged)
+        outcomes = [Outcome(_task(pairs[held[pair]].name, "P|Q", target),
+                            error=_pair_error(pairs[held[pair]], message), staged=staged)
                     for pair, message in result.failures.items()]
         if result.evidence is None:  # no candidate, or the winner's pair failed in a later stage (confirm included)
             return [*outcomes, Outcome(_task("-", "-", target), error=f"{NO_STATISTIC}: {result.error}",
                                        staged=staged)]
         winner = result.winner
-        task = _task(pairs[winner.pair].name, winner.direction, target, winner.function_class)
+        task = _task(pairs[held[winner.pair]].name, winner.direction, target, winner.function_class)
         return [*outcomes, Outcome(task, result.evidence, staged=staged)]
 
 
-def _sequential(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence[NeighbourPair], sample: Callable,
+def holds_at(claim: Any, d_in: float | int | None) -> bool:
+    """Whether ``claim`` judges a pair at ``d_in``: a claim without one holds for every pair, a pair without one
+    (its distance never read) meets every claim (:attr:`audit.config.claims.Claim.d_in`)."""
+    return claim.d_in is None or d_in is None or claim.d_in == d_in
+
+
+def _held_sample(sample: Callable, held: Sequence[int], pair: int, *args: Any, **kwargs: Any) -> Any:
+    """``sample`` of the search's pair index ``pair``: the audit's pair ``held[pair]`` (its seeds are that pair's)."""
+    return sample(held[pair], *args, **kwargs)
+
+
+def _sequential(unit: Unit, target: Target, config: AuditConfig, n_pairs: int, sample: Callable,
                 bar: OutputsBar, seed: int) -> StagedResult:
     """A ``best`` unit's search in rounds (:func:`attacks.sequential.sequential_search`); the progress bar counts
     against the most the unit may draw (a total that stays put) and shows the round and the lower bound beside
     the claim."""
-    attacks, units = config.attacks, len(_Best.units(config, pairs))
+    attacks, units = config.attacks, len(_Best.units(config, ()))
     seconds = None if config.run.max_seconds is None else config.run.max_seconds / units
     limits = Limits(attacks.max_outputs // units, seconds, attacks.tolerance,
                     (1.0 - attacks.confidence) / units)
     claim = config.claims[unit.claim_index]
-    rounds = len(schedule(limits.max_outputs, len(pairs), attacks.stages))
+    rounds = len(schedule(limits.max_outputs, n_pairs, attacks.stages))
     looks = {"round": 0, "bound": ""}
 
     def on_round(sizes: StageSizes) -> None:
@@ -316,7 +330,7 @@ def _sequential(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence
                           f"vs claim {claim.epsilon:.4g}")
         bar.status = f"claim {unit.claim_index}: round {looks['round']} of at most {rounds}{looks['bound']}"
 
-    return sequential_search(sample, len(pairs), target, claim.epsilon, limits, shares=attacks.stages, seed=seed,
+    return sequential_search(sample, n_pairs, target, claim.epsilon, limits, shares=attacks.stages, seed=seed,
                              n_jobs=config.run.n_jobs, on_round=on_round, on_look=on_look)
 
 
@@ -325,11 +339,14 @@ class _Every:
 
     @staticmethod
     def units(config: AuditConfig, pairs: Sequence[NeighbourPair]) -> list[Unit]:
-        attacks = config.attacks
-        keys = dict.fromkeys((claim.divergence, alpha, claim.delta) for claim in config.claims for alpha in claim.alpha)
-        targets = tuple(Target.for_claim(divergence, "all", attacks.classes, alpha, delta, attacks.class_params)
-                        for divergence, alpha, delta in keys)
-        return [Unit(f"every|{pair.name}", targets, pair=index) for index, pair in enumerate(pairs)]
+        attacks, units = config.attacks, []
+        for index, pair in enumerate(pairs):  # the targets of the claims that hold at the pair's d_in
+            keys = dict.fromkeys((claim.divergence, alpha, claim.delta) for claim in config.claims
+                                 if holds_at(claim, pair.d_in) for alpha in claim.alpha)
+            targets = tuple(Target.for_claim(divergence, "all", attacks.classes, alpha, delta, attacks.class_params)
+                            for divergence, alpha, delta in keys)
+            units.append(Unit(f"every|{pair.name}", targets, pair=index))
+        return units
 
     @staticmethod
     def held(sizes: StageSizes, n_samples: int, n_pairs: int) -> tuple[int, int]:
@@ -412,11 +429,12 @@ def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pai
     task = outcome.task
     task_id = task.id if unit.claim_index is None else f"staged|claim{unit.claim_index}|{task.id}"
     record = task_record(task, task_id=task_id, error=outcome.error)
+    index = next((i for i, pair in enumerate(pairs) if pair.name == task.pair), None)
     record.update(search=unit.id, claim_index=unit.claim_index, search_records=unit_records,
-                  staged=dict(outcome.staged), seconds=seconds, events=dict(events))
+                  staged=dict(outcome.staged), seconds=seconds, events=dict(events),
+                  d_in=None if index is None else pairs[index].d_in)
     if outcome.error is not None:
         return record
-    index = next(i for i, pair in enumerate(pairs) if pair.name == task.pair)
     notes = event_note(outcome.evidence, config.attacks.confidence)  # first: report.md cuts long notes
     notes += [COUPLING_REFUSED] if config.attacks.coupled and not outcome.evidence.coupled else []
     if outputs.deterministic(index):
@@ -519,11 +537,13 @@ def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = N
     }
     return [
         Row(**task, claim=claim.epsilon, claim_class=claim.function_class, on_average=claim.on_average,
+            d_in=claim.d_in if claim.d_in is not None else record.get("d_in"),
             # a pair of an on-average claim is judged by the mean over pairs (audit.results.on_average), not alone
             refutes_claim=not claim.on_average
             and attack_class.is_contained_in(parse_function_class(claim.function_class)))
         for claim in config.claims
         if (claim.divergence, claim.delta) == (record["divergence"], record["delta"]) and record["alpha"] in claim.alpha
+        and holds_at(claim, record.get("d_in"))
     ]
 
 

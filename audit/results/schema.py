@@ -84,6 +84,10 @@ class Row:
     layer : str
         ``"value"`` or ``"representation"``: what the attack class reads, the released values or how they are
         stored (:attr:`attacks.classes.FunctionClass.layer`); set from ``function_class`` when not given.
+    d_in : float or None
+        The pair's input distance when the claims are read or carried to several distances (a library's map at
+        ``d_in``, a claim typed by hand by group privacy; :attr:`audit.config.claims.Claim.d_in`): the row's
+        ``claim`` is the claim at that distance, and ``d_in`` is part of the claim's key; None otherwise.
     policy, n_screen, n_train, n_check, n_confirm, candidates, finalists, sets_pooled : str, int or None
         The policy that confirmed the row (``"best"`` or ``"every"``, :mod:`audit.engine.run`), its stage sizes
         and counts; None on other rows (on-average aggregates).
@@ -135,6 +139,7 @@ class Row:
     worst_case_low: float | None = _column("on_average", None)
     delta: float = _column("claim", 0.0)
     layer: str | None = _column("claim", None)
+    d_in: float | None = _column("claim", None)
     policy: str | None = _column("staged", None)
     n_screen: int | None = _column("staged", None)
     n_train: int | None = _column("staged", None)
@@ -252,7 +257,8 @@ TASK_COLUMNS = _columns("task")
 ON_AVERAGE_COLUMNS = _columns("on_average")
 """On-average claims (:mod:`audit.results.on_average`): whether the row belongs to one, and its aggregate's fields."""
 CLAIM_COLUMNS = _columns("claim")
-"""What else tells a row's claim and finding apart: the claim's ``delta`` and the attack class's ``layer``."""
+"""What else tells a row's claim and finding apart: the claim's ``delta``, the attack class's ``layer`` and the pair's
+``d_in`` (claims at several distances)."""
 TABLE_COLUMNS = ROW_COLUMNS + VERDICT_COLUMNS + TASK_COLUMNS + ON_AVERAGE_COLUMNS + CLAIM_COLUMNS
 """The columns of ``AuditResult.table`` and of the rows ``run_audit`` writes."""
 STAGED_COLUMNS = _columns("staged")
