@@ -97,9 +97,9 @@ CLAIMS = Section("claims", (
           schema_extra={"type": "object"},
           meaning="the training parameters an accountant claim used, written into results.json's `config`"),
     Field("from", "string", choices=SOURCES, default_doc="none",
-          meaning="the claim is the mechanism's own privacy map at the pairs' `d_in` (\"Claims from the library\" "
-                  "below): no `epsilon` or `delta` (capaudit writes the map's values into results.json's `config` "
-                  "and reads them back only when they agree); takes `function_class` (default `\"all\"`), `alpha` "
+          meaning="the claim is the mechanism's own privacy map at each pair's `d_in` (\"Claims from the library\" "
+                  "below): no `epsilon` or `delta` (capaudit writes the map's values into results.json's `config`, "
+                  "when the pairs are at one `d_in`, and reads them back only when they agree); takes `function_class` (default `\"all\"`), `alpha` "
                   "(zCDP maps), `epsilons` (smoothed maps and PLD profiles), `delta` (Opacus's accountant: ε at "
                   "that δ) and `reason`"),
 ), array=True, schema_extra={"required": [], "if": {"required": ["from"]}, "then": {"not": _has("on_average", "profile", "accountant")},

@@ -28,6 +28,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from attacks.classes import All, parse_function_class
 from attacks.vocabulary import DP, GDP, IPM, ZCDP, divergence_kind
 
 RULES = {DP: "(k·ε, k·e^((k−1)ε)·δ)", IPM: "k·ε", ZCDP: "k²·ρ (function_class = \"all\")",
@@ -65,7 +66,7 @@ def group_claim(table: Mapping[str, Any], k: int, path: str) -> dict:
         raise ValueError(f"{path}.divergence: a {name} claim typed by hand cannot be carried to pairs {k} records "
                          f"apart (no group-privacy rule holds for it); audit one distance (neighbours.distance = 1), "
                          f"or use from = \"library\" or one of {accepted}. Found {name!r}.")
-    if kind in _WHOLE_LAW and table.get("function_class") != "all":
+    if kind in _WHOLE_LAW and not _whole_law(table.get("function_class")):
         raise ValueError(f"{path}.function_class: the group-privacy rule of a {name} claim ({RULES[kind]}) holds for "
                          "the whole law only; use function_class = \"all\", or audit one distance "
                          f"(neighbours.distance = 1). Found {table.get('function_class')!r}.")
@@ -78,3 +79,11 @@ def group_claim(table: Mapping[str, Any], k: int, path: str) -> dict:
     if "delta" in table:
         scaled["delta"] = group_delta(epsilon, float(table["delta"]), k)
     return scaled
+
+
+def _whole_law(function_class: Any) -> bool:
+    """Whether a claim's class is every test (``"all"``): the claim bounds the divergence itself."""
+    try:
+        return isinstance(parse_function_class(function_class), All)
+    except (TypeError, ValueError):
+        return False

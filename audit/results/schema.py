@@ -25,9 +25,9 @@ from attacks.classes import parse_function_class
 if TYPE_CHECKING:  # a leaf module at run time: no SciPy for readers of tables
     from attacks.evidence import Evidence
 
-GROUPS = ("row", "verdict", "task", "on_average", "claim", "staged", "check", "internal")
+GROUPS = ("row", "verdict", "task", "on_average", "claim", "staged", "distance", "check", "internal")
 """The column lists a field can belong to; ``internal`` fields are never written."""
-OPTIONAL_GROUPS = ("on_average", "staged", "check")
+OPTIONAL_GROUPS = ("on_average", "staged", "distance", "check")
 """Groups whose fields only some rows carry: None means absent (left out of :meth:`Row.to_record`)."""
 
 
@@ -139,7 +139,6 @@ class Row:
     worst_case_low: float | None = _column("on_average", None)
     delta: float = _column("claim", 0.0)
     layer: str | None = _column("claim", None)
-    d_in: float | None = _column("claim", None)
     policy: str | None = _column("staged", None)
     n_screen: int | None = _column("staged", None)
     n_train: int | None = _column("staged", None)
@@ -152,6 +151,7 @@ class Row:
     rounds: int | None = _column("staged", None)
     stop: str | None = _column("staged", None)
     interval: str | None = _column("staged", None)
+    d_in: float | None = _column("distance", None)
     checked: str | None = _column("check", None)
     theorem: str | None = _column("check", None)
     mechanisms: tuple[str, ...] | None = _column("check", None)
@@ -257,15 +257,16 @@ TASK_COLUMNS = _columns("task")
 ON_AVERAGE_COLUMNS = _columns("on_average")
 """On-average claims (:mod:`audit.results.on_average`): whether the row belongs to one, and its aggregate's fields."""
 CLAIM_COLUMNS = _columns("claim")
-"""What else tells a row's claim and finding apart: the claim's ``delta``, the attack class's ``layer`` and the pair's
-``d_in`` (claims at several distances)."""
+"""What else tells a row's claim and finding apart: the claim's ``delta`` and the attack class's ``layer``."""
 TABLE_COLUMNS = ROW_COLUMNS + VERDICT_COLUMNS + TASK_COLUMNS + ON_AVERAGE_COLUMNS + CLAIM_COLUMNS
 """The columns of ``AuditResult.table`` and of the rows ``run_audit`` writes."""
 STAGED_COLUMNS = _columns("staged")
 """Result fields of an engine row (:mod:`audit.engine.run`, either policy), after :data:`TABLE_COLUMNS`."""
 STAGE_SIZE_COLUMNS = STAGED_COLUMNS[1:]
 """A row's stage sizes and counts (report.md's "Staged search" for policy ``best``)."""
-WRITTEN_COLUMNS = TABLE_COLUMNS + STAGED_COLUMNS
+DISTANCE_COLUMNS = _columns("distance")
+"""The pair's ``d_in`` of a row judged against a claim at one of several distances (absent otherwise)."""
+WRITTEN_COLUMNS = TABLE_COLUMNS + STAGED_COLUMNS + DISTANCE_COLUMNS
 """Every column :meth:`Row.to_record` can write (all fields but the internal ones)."""
 NUMERIC_COLUMNS = tuple(name for name in ROW_COLUMNS if FIELD_TYPES[name] in ("float", "int | float"))
 """Columns read back as floats (None and null become NaN)."""
