@@ -41,6 +41,7 @@ def test_a_hand_typed_dp_claim_is_judged_at_k_epsilon_on_pairs_k_records_apart()
         pair = pairs[row.pair]
         assert row.d_in == pair["d_in"] == record_distance(pair["d"], pair["d_prime"])
         assert row.claim == 1.0 * row.d_in  # Dwork and Roth, Theorem 2.2: k epsilon
+        assert math.isnan(row.theory_bound) == (row.d_in > 1)  # the closed-form bounds are for neighbours
     assert sorted(claim["d_in"] for claim in result.claims) == DISTANCES
     assert result.verdict != "violation"
 

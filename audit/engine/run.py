@@ -453,14 +453,16 @@ def _theory(mechanism: Any, pair: NeighbourPair, task: Task) -> tuple[float | No
     unknown.  The one place the audit reads theory (:mod:`audit.theory.exact`, :mod:`audit.theory.table`).
     Closed forms hold in exact arithmetic, of the values: a representation-layer task (``floatbits``, how the
     outputs are stored) has no published bound to exceed, nor has a pair with a NaN or infinite record (the
-    probes': outside every domain a closed form is stated on, e.g. a Gaussian sum shifted by inf)."""
+    probes': outside every domain a closed form is stated on, e.g. a Gaussian sum shifted by inf), nor a pair more
+    than one record apart among pairs at several distances (the bounds hold for neighbours)."""
     laws = known_laws(mechanism, pair.d, pair.d_prime)
     exact = None
     if laws is not None:
         exact = exact_value(laws if task.direction == "P|Q" else laws[::-1], task.function_class, task.divergence,
                             task.alpha)
     finite = all(np.isfinite(np.asarray(data, dtype=float)).all() for data in (pair.d, pair.d_prime))
-    if parse_function_class(task.function_class).layer == REPRESENTATION or not finite:
+    farther = pair.d_in is not None and pair.distance != 1  # a pair at one of several distances: bounds are for 1
+    if parse_function_class(task.function_class).layer == REPRESENTATION or not finite or farther:
         return exact, None
     try:
         theory_bound = law_bound(getattr(mechanism, "theory_law", None), task.function_class, task.divergence,
