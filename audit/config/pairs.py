@@ -101,6 +101,10 @@ NEIGHBOURS = Section("neighbours", (
                   "are redrawn. A claim from the library is read at the pairs' `d_in` (\"Claims from the library\"). A list "
                   "(e.g. `[1, 2, 6]`, not for `on-average`): `count` pairs at each distance, each judged against the "
                   "claims at its own (\"Pairs at several distances\")"),
+    Field("default_pairs", "boolean", False, limits="must be true or false",
+          meaning="`on-average` only: add the mechanism's own default pairs (its worst case, e.g. a learner's "
+                  "canaries) after the iid pairs: worst-case claims are judged on every pair, on-average claims "
+                  "average over the iid pairs only"),
 ), schema_extra={"required": ["strategy"]})
 """``[neighbours]``' fields (docs/config.md); their rules are :func:`audit.inputs.neighbours.check_spec`'s."""
 

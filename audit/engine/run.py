@@ -66,7 +66,7 @@ from audit.config.load import AuditConfig
 from audit.sampling.errors import one_line
 from audit.sampling.events import EventCounter
 from audit.engine.memory import check_memory
-from audit.inputs.neighbours import NeighbourPair
+from audit.inputs.neighbours import NeighbourPair, on_average_pair_names
 from audit.sampling.parallel import backend
 from audit.engine.plan import DIRECTIONS, Task, task_seed
 from audit.engine.progress import OutputsBar
@@ -518,6 +518,7 @@ def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = N
     ``n_samples``) are the rows'.
     """
     attack_class = parse_function_class(record["function_class"])
+    averaged = on_average_pair_names(config.neighbours)  # None: every pair is an on-average claim's
     task = {
         "pair": record["pair"],
         "direction": record["direction"],
@@ -546,6 +547,7 @@ def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = N
         for claim in config.claims
         if (claim.divergence, claim.delta) == (record["divergence"], record["delta"]) and record["alpha"] in claim.alpha
         and holds_at(claim, record.get("d_in"))
+        and not (claim.on_average and averaged is not None and record["pair"] not in averaged)
     ]
 
 
