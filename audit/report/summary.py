@@ -74,7 +74,8 @@ def evidence_text(row: Row) -> str:
     divergence = row.divergence + order
     return (
         f"{'on average ' if row.on_average else ''}"
-        f"{divergence} ({row.claim_class}) <= {format_number(row.claim)}: "
+        f"{divergence} ({row.claim_class}) <= {format_number(row.claim)}"
+        f"{'' if row.d_in is None else f' at d_in = {format_number(row.d_in)}'}: "
         f"estimate {format_number(row.estimate)}, lower bound {format_number(row.ci_low)}, "
         f"{row_label(row.pair, row.direction, row.function_class)}, {row_verdict(row.verdict, row.error)}"
     )
