@@ -34,7 +34,8 @@ def laplace_audit(claims: list[dict], distance=DISTANCES, mechanism: str = "lapl
 
 
 def test_a_hand_typed_dp_claim_is_judged_at_k_epsilon_on_pairs_k_records_apart():
-    result = run_audit(laplace_audit([{"divergence": "dp", "function_class": "all", "epsilon": 1.0}]), progress=False)
+    result = run_audit(laplace_audit([{"divergence": "dp", "function_class": "all", "epsilon": 1.0}], n_samples=1000),
+                       progress=False)
     pairs = {pair["name"]: pair for pair in result.pairs}
     assert sorted(pair["d_in"] for pair in pairs.values()) == DISTANCES
     for row in result.rows:
@@ -56,7 +57,7 @@ def test_an_opendp_laplace_is_judged_at_its_map_of_each_pairs_d_in():
              "pairs": [{"d": [0], "d_prime": [0, 1]}, {"d": [0], "d_prime": [0, 1, 1]},
                        {"d": [0], "d_prime": [0, 1, 1, 1, 1, 1, 1]}],
              "claims": [{"from": "library"}],
-             "attacks": {"classes": ["atoms"], "n_samples": 2000, "confidence": 0.999}}
+             "attacks": {"classes": ["atoms"], "n_samples": 1000, "confidence": 0.999}}
     measurement = make_mechanism("opendp.measurement", params)
     result = run_audit(audit, progress=False)
     assert sorted({row.d_in for row in result.rows}) == DISTANCES
