@@ -66,7 +66,7 @@ from audit.config.load import AuditConfig
 from audit.sampling.errors import one_line
 from audit.sampling.events import EventCounter
 from audit.engine.memory import check_memory
-from audit.inputs.neighbours import NeighbourPair, on_average_pair_names
+from audit.inputs.neighbours import NeighbourPair
 from audit.sampling.parallel import backend
 from audit.engine.plan import DIRECTIONS, Task, task_seed
 from audit.engine.progress import OutputsBar
@@ -194,16 +194,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
         outputs = OutputWatch(sample, events, [pair.name for pair in pairs])
         for unit in units:
             if unit.id not in done:
-                bar.start()
-                start, before = time.perf_counter(), events.snapshot()
-                outcomes = policy.run(unit, config, pairs, sizes, outputs, bar)
-                bar.finish()
-                drawn = 2 * bar.drawn  # both datasets, every pair, stage and round of the unit
-                outcomes = [dataclasses.replace(outcome, staged={**outcome.staged, "outputs_drawn": drawn})
-                            for outcome in outcomes]
-                seconds, drawn_events = time.perf_counter() - start, events.since(before)
-                done[unit.id] = [_record(unit, outcome, len(outcomes), mechanism, pairs, config, outputs,
-                                         seconds, drawn_events) for outcome in outcomes]
+                done[unit.id], outcomes = _run_unit(unit, policy, config, mechanism, pairs, sizes, outputs, events, bar)
                 for record, outcome in zip(done[unit.id], outcomes):
                     record.update(plan=plan, resumed=False)
                     evidence[record["task"]] = outcome.evidence if outcome.error is None else None
@@ -222,6 +213,22 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
                     store.append(path, done[unit.id][0], None)
             records[unit.id] = done[unit.id][0]
     return engine_rows(config, records.values(), evidence)
+
+
+def _run_unit(unit: Unit, policy: Any, config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPair],
+              sizes: StageSizes, outputs: OutputWatch, events: EventCounter,
+              bar: OutputsBar) -> tuple[list[dict], list[Outcome]]:
+    """Run one unit under ``policy`` (:data:`POLICIES`): its records (:func:`_record`, one per outcome, each with the
+    outputs the unit drew, its seconds and what the mechanism did meanwhile) and its outcomes."""
+    bar.start()
+    start, before = time.perf_counter(), events.snapshot()
+    outcomes = policy.run(unit, config, pairs, sizes, outputs, bar)
+    bar.finish()
+    drawn = 2 * bar.drawn  # both datasets, every pair, stage and round of the unit
+    outcomes = [dataclasses.replace(outcome, staged={**outcome.staged, "outputs_drawn": drawn}) for outcome in outcomes]
+    seconds, drawn_events = time.perf_counter() - start, events.since(before)
+    return [_record(unit, outcome, len(outcomes), mechanism, pairs, config, outputs, seconds, drawn_events)
+            for outcome in outcomes], outcomes
 
 
 class _Best:
@@ -518,7 +525,7 @@ def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = N
     ``n_samples``) are the rows'.
     """
     attack_class = parse_function_class(record["function_class"])
-    averaged = on_average_pair_names(config.neighbours)  # None: every pair is an on-average claim's
+    averaged = config.averaged_pairs  # None: every pair is an on-average claim's
     task = {
         "pair": record["pair"],
         "direction": record["direction"],
@@ -543,7 +550,7 @@ def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = N
             d_in=claim.d_in if claim.d_in is not None else record.get("d_in"),
             # a pair of an on-average claim is judged by the mean over pairs (audit.results.on_average), not alone
             refutes_claim=not claim.on_average
-            and attack_class.is_contained_in(parse_function_class(claim.function_class)))
+            and attack_class.is_contained_in(claim.class_type))
         for claim in config.claims
         if (claim.divergence, claim.delta) == (record["divergence"], record["delta"]) and record["alpha"] in claim.alpha
         and holds_at(claim, record.get("d_in"))
