@@ -327,7 +327,10 @@ class _Every:
     def units(config: AuditConfig, pairs: Sequence[NeighbourPair]) -> list[Unit]:
         attacks = config.attacks
         keys = dict.fromkeys((claim.divergence, alpha, claim.delta) for claim in config.claims for alpha in claim.alpha)
-        targets = tuple(Target.for_claim(divergence, "all", attacks.classes, alpha, delta, attacks.class_params)
+        # each row answers every claim that holds its attack class: no one claim's class
+        targets = tuple(dataclasses.replace(Target.for_claim(divergence, "all", attacks.classes, alpha, delta,
+                                                             attacks.class_params),
+                                            claim_class=None)
                         for divergence, alpha, delta in keys)
         return [Unit(f"every|{pair.name}", targets, pair=index) for index, pair in enumerate(pairs)]
 
