@@ -147,7 +147,7 @@ class StreamedWitness:
         return StreamedWitness(self.moments + other.moments, self.fed().update(*other.pending))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ClippedWitnessEstimate:
     """A witness's delta-method estimate and its clipped betting bound, each at half the error (module docstring).
 
@@ -163,6 +163,12 @@ class ClippedWitnessEstimate:
         if name == "moments":  # not set yet (copy, unpickling): no recursion
             raise AttributeError(name)
         return getattr(self.moments, name)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal records (the capital arrays compared element by element)."""
+        return isinstance(other, ClippedWitnessEstimate) and self.to_record() == other.to_record()
+
+    __hash__ = None
 
     @property
     def caveat(self) -> str | None:
