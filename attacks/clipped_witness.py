@@ -61,6 +61,17 @@ def clipped_serves(target: Target, candidate: Candidate) -> bool:
     return divergence_of(target).weighted and any(clipped_bound_applies(name) for name in classes)
 
 
+def bounded_class(evidence: Any, candidate: Candidate, target: Target) -> str:
+    """The class whose restricted divergence a row's ``evidence`` bounds: the candidate's, or the claim's where
+    the evidence holds a clipped witness (:class:`ClippedWitnessEstimate`, or a sequential search's look at one)
+    and the candidate's class is not closed under clipping (a linear witness clipped is a function of ``all``,
+    not a linear one: its row is of the claim's class, and so are its exact value and closed-form bound)."""
+    inner = getattr(evidence, "evidence", evidence)  # a sequential search's look holds its round's evidence
+    if isinstance(inner, ClippedWitnessEstimate) and not clipped_bound_applies(candidate.function_class):
+        return target.claim_class
+    return candidate.function_class
+
+
 @dataclass(frozen=True)
 class ClippedBetting:
     """The betting sequences of a clipped witness's two means: x_P on P (lower bound) and x_Q on Q (upper bound),
@@ -198,6 +209,14 @@ class ClippedWitnessEstimate:
     def confidence_interval(self, confidence: float = 0.95) -> tuple[float, float]:
         delta, betting = self._sides((1.0 - confidence) / 2.0)
         return max(delta[0], betting[0]), max(delta[1], betting[1])
+
+    def note(self) -> str:
+        """The clipped witness in words, for the row's note."""
+        scale = self.betting.rescaling
+        steep = "" if scale.slope == 1.0 else f" times {scale.slope:g}"
+        return (f"{CLIPPED}: the {self.moments.function_class} witness{steep} clipped to [{scale.lo:.4g}, "
+                f"{scale.hi:.4g}] (chosen on the training split); the row's bound is the larger of its delta method "
+                "and the clipped witness's betting bound, each at half the error")
 
     def interval(self, level: float = 0.95) -> str:
         """Which half gives :meth:`lower_bound` at ``level``: ``"betting CS"`` or ``"delta method"``."""

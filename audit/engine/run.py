@@ -54,6 +54,7 @@ import joblib
 import numpy as np
 
 from attacks.classes import LAYERS, REPRESENTATION, VALUE, parse_function_class
+from attacks.clipped_witness import ClippedWitnessEstimate, bounded_class
 from attacks.sequential import FIXED, Limits, interval_of, schedule, sequential_search
 from attacks.budget import StageSizes
 from attacks.candidates import Target
@@ -290,7 +291,8 @@ class _Best:
             return [*outcomes, Outcome(_task("-", "-", target), error=f"{NO_STATISTIC}: {result.error}",
                                        staged=staged)]
         winner = result.winner
-        task = _task(pairs[winner.pair].name, winner.direction, target, winner.function_class)
+        task = _task(pairs[winner.pair].name, winner.direction, target,
+                     bounded_class(result.evidence, winner, target))
         return [*outcomes, Outcome(task, result.evidence, staged=staged)]
 
 
@@ -421,6 +423,8 @@ def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pai
         return record
     index = next(i for i, pair in enumerate(pairs) if pair.name == task.pair)
     notes = event_note(outcome.evidence, config.attacks.confidence)  # first: report.md cuts long notes
+    clipped = getattr(outcome.evidence, "evidence", outcome.evidence)  # a sequential search's look holds its own
+    notes += [clipped.note()] if isinstance(clipped, ClippedWitnessEstimate) else []
     notes += [COUPLING_REFUSED] if config.attacks.coupled and not outcome.evidence.coupled else []
     if outputs.deterministic(index):
         notes.append(DETERMINISTIC_NOTE)
