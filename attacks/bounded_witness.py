@@ -103,12 +103,13 @@ def chosen_rescaling(train_p, train_q, divergence: str | Divergence, n: int, alp
                 if not low < high:
                     continue
                 scale = Rescaling.of(kind, (slope * low, slope * high), slope=slope)
-                score = scale.penalised_objective(*scale.rescaled(train_p, train_q), n)
-                if chosen is None or score > best:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    score = scale.penalised_objective(*scale.rescaled(train_p, train_q), n)
+                if np.isfinite(score) and (chosen is None or score > best):
                     best, chosen = score, scale
     if chosen is None:
-        raise ValueError("the training witness values are all equal: no clip range has a width; count the witness's "
-                         "event instead (attacks.held_out.event_attack).")
+        raise ValueError("no clip range of the training witness values gives a finite objective (all values equal, "
+                         "a renyi witness not positive on P, or |g|^beta overflowing); keep the delta method.")
     return chosen
 
 
@@ -183,8 +184,9 @@ class Rescaling:
 
     def rescaled(self, w_p, w_q) -> tuple[np.ndarray, np.ndarray]:
         """(x_P, x_Q) in [0, 1] of the witness values on P and on Q."""
-        f_p = np.clip(self.slope * np.asarray(w_p, dtype=float).ravel(), self.lo, self.hi)
-        f_q = np.clip(self.slope * np.asarray(w_q, dtype=float).ravel(), self.lo, self.hi)
+        # a NaN witness value is read as lo: f stays a fixed function of the output, clipped into [lo, hi]
+        f_p, f_q = (np.clip(np.nan_to_num(self.slope * np.asarray(w, dtype=float).ravel(), nan=self.lo), self.lo,
+                            self.hi) for w in (w_p, w_q))
         bottom, top = self._ends()
         weight = (np.exp(f_q - self.hi) if isinstance(self.divergence, KL)
                   else np.abs(f_q) ** conjugate_exponent(self.divergence.alpha))

@@ -304,10 +304,11 @@ def with_betting(attack: Attack, candidate: Candidate, p: np.ndarray, q: np.ndar
     rows (:func:`attacks.clipped_witness.clipped_serves`), else as it is: decided before the confirm sample."""
     if attack.counted or not clipped_serves(target, candidate):
         return attack
-    w_p, w_q = attack.adversary.witness(p), attack.adversary.witness(q)
-    if not (np.all(np.isfinite(w_p)) and np.all(np.isfinite(w_q))) or np.ptp(np.r_[w_p, w_q]) <= 0.0:
+    try:
+        betting = start_betting(target, attack.adversary.witness(p), attack.adversary.witness(q), sizes.confirm)
+    except ValueError:  # no finite clipped objective on the training split (chosen_rescaling): the delta method alone
         return attack
-    return replace(attack, betting=start_betting(target, w_p, w_q, sizes.confirm))
+    return replace(attack, betting=betting)
 
 
 def _train(draw, finalists: list[Candidate], target: Target, sizes: StageSizes, seed: int,
