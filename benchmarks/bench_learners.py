@@ -56,8 +56,8 @@ replacing a record).  Per seed, ``capaudit run`` of its own claim, (1,
 with ``n_samples = --fits-diffprivlib`` per dataset of a pair: the verdict
 and the largest lower bound of its rows.  The budget is the one setting
 changed: left out, a pass is decided no sooner than a round of 256 000 fits
-per dataset of a pair (:data:`attacks.sequential.PASS_BUDGET`), about an
-hour of CPU per seed at ~9 ms a fit.  A violation at any budget is a false
+per dataset of a pair (:data:`attacks.sequential.PASS_BUDGET`), hours of
+CPU per seed at ~9 ms a fit.  A violation at any budget is a false
 one (the call is epsilon-DP): the target is at most 1 of 20 (5 %).  Needs
 the ``diffprivlib`` extra (diffprivlib 0.6.6, scikit-learn < 1.9).
 
