@@ -30,7 +30,7 @@ from audit.results.provenance import describe_audit, pair_records, screening_rec
 from audit.results.files import results_table, write_results
 from audit.engine.plan import task_seed
 from audit.engine.progress import ProgressBar
-from audit.sampling.errors import one_line
+from audit.sampling.errors import MechanismError, one_line
 from audit.results.schema import STAGED_COLUMNS, TABLE_COLUMNS, Row
 from audit.theory.check import check_bounds
 from audit.results.verdicts import assign_verdicts, exit_code, overall_verdict
@@ -443,7 +443,7 @@ def _one_run(config: AuditConfig, mechanism: Any, source: Any, out: Path | None,
 
     try:
         readings = one_run_audit(mechanism, config.one_run, config.raw.get("claims", []),
-                                 config.attacks.confidence, config.run.seed)
+                                 config.attacks.confidence, config.run.seed, config.run.sample_timeout)
         verdict = overall(readings)
         result = AuditResult(
             verdict=verdict, rows=(), exit_code=1 if verdict == "violation" else 0, seed=config.run.seed,
@@ -456,7 +456,8 @@ def _one_run(config: AuditConfig, mechanism: Any, source: Any, out: Path | None,
     except (ConfigError, KeyboardInterrupt):
         raise
     except Exception as error:  # a failing run or report is never a verdict
-        message = f"the one-run audit failed: {one_line(error)}"
+        cause = " ".join(str(error).split()) if isinstance(error, MechanismError) else one_line(error)  # names itself
+        message = f"the one-run audit failed: {cause}"
         saved = None if out is None else write_failure(out, message, config=config.raw, seed=config.run.seed,
                                                        seconds=time.perf_counter() - start)
         raise AuditError(message + (f"; see {saved}" if saved else "")) from error

@@ -55,6 +55,7 @@ import joblib
 import numpy as np
 
 from attacks.classes import LAYERS, REPRESENTATION, VALUE, parse_function_class
+from attacks.clipped_witness import ClippedWitnessEstimate, bounded_class
 from attacks.sequential import FIXED, Limits, interval_of, schedule, sequential_search
 from attacks.budget import StageSizes
 from attacks.candidates import Target
@@ -319,7 +320,8 @@ class _Best:
             return [*outcomes, Outcome(_task("-", "-", target), error=f"{NO_STATISTIC}: {result.error}",
                                        staged=staged)]
         winner = result.winner
-        task = _task(pairs[held[winner.pair]].name, winner.direction, target, winner.function_class)
+        task = _task(pairs[held[winner.pair]].name, winner.direction, target,
+                     bounded_class(result.evidence, winner, target))
         return [*outcomes, Outcome(task, result.evidence, staged=staged)]
 
 
@@ -378,7 +380,9 @@ class _Every:
         for index, pair in enumerate(pairs):  # the targets of the claims that hold at the pair's d_in
             keys = dict.fromkeys((claim.divergence, alpha, claim.delta) for claim in config.claims
                                  if claim.holds_at(pair.d_in) for alpha in claim.alpha)
-            targets = tuple(Target.for_claim(divergence, "all", attacks.classes, alpha, delta, attacks.class_params)
+            # each row answers every claim that holds its attack class: no one claim's class
+            targets = tuple(dataclasses.replace(Target.for_claim(divergence, "all", attacks.classes, alpha, delta,
+                                                                 attacks.class_params), claim_class=None)
                             for divergence, alpha, delta in keys)
             units.append(Unit(f"every|{pair.name}", targets, pair=index))
         return units
@@ -471,6 +475,8 @@ def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pai
     if outcome.error is not None:
         return record
     notes = event_note(outcome.evidence, config.attacks.confidence)  # first: report.md cuts long notes
+    clipped = getattr(outcome.evidence, "evidence", outcome.evidence)  # a sequential search's look holds its own
+    notes += [clipped.note()] if isinstance(clipped, ClippedWitnessEstimate) else []
     notes += [COUPLING_REFUSED] if config.attacks.coupled and not outcome.evidence.coupled else []
     if outputs.deterministic(index):
         notes.append(DETERMINISTIC_NOTE)
