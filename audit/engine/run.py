@@ -1,24 +1,17 @@
 """The audit's one orchestrator: the staged search of :mod:`attacks.staged` under a selection policy.
 
-``[attacks] policy`` (docs/config.md) says which candidates (pair x direction
-x attack class) get a confirmed row:
+``[attacks] policy`` (docs/config.md) says which candidates (pair x direction x attack class) get a confirmed row:
 
-- ``"best"``: one search per claim, Renyi order and layer
-  (:func:`attacks.staged.staged_search`): every candidate of the layer
-  (:attr:`attacks.classes.FunctionClass.layer`: the values, or their
-  IEEE-754 representation) contained in the claim's class screened, the
-  finalists trained and checked, ONE statistic confirmed on a fresh sample;
-  one row per claim, order and layer, Holm over those (so the error is spent
-  across both layers and the audit-wide guarantee holds).  A ``dp`` claim's
-  declared classes (``canary``: a witness fixed before the data) get a unit
-  of their own, a row per pair scored on every output, no training split
-  (:mod:`audit.engine.declared`).
-- ``"every"``: every candidate of every pair trained on the train share and
-  its own set or witness confirmed on a fresh held-out share
-  (:func:`attacks.staged.confirm_every`, ``train_fraction`` splitting
-  ``n_samples``): a row per pair, direction, class and claim (the per-class
-  tables, the per-pair estimates on-average claims average), Holm over every
-  refuting row.
+- ``"best"``: one search per claim, Renyi order and layer (:func:`attacks.staged.staged_search`): every candidate of
+  the layer (:attr:`attacks.classes.FunctionClass.layer`: the values, or their IEEE-754 representation) contained in
+  the claim's class screened, the finalists trained and checked, ONE statistic confirmed on a fresh sample; one row
+  per claim, order and layer, Holm over those (so the error is spent across both layers and the audit-wide
+  guarantee holds).  A ``dp`` claim's declared classes (``canary``: a witness fixed before the data) get a unit of
+  their own, a row per pair scored on every output, no training split (:mod:`audit.engine.declared`).
+- ``"every"``: every candidate of every pair trained on the train share and its own set or witness confirmed on a
+  fresh held-out share (:func:`attacks.staged.confirm_every`, ``train_fraction`` splitting ``n_samples``): a row per
+  pair, direction, class and claim (the per-class tables, the per-pair estimates on-average claims average), Holm
+  over every refuting row.
 
 Both run as *units* (best: a claim at one order; every: a pair), then each ``[[checks]]`` entry as one unit
 (:func:`audit.engine.checks.run_check`), the one unit of work, of ``tasks.jsonl`` and of resume: a finished unit
@@ -28,12 +21,10 @@ structure pilot (:func:`audit.sampling.structure.fix_layout`) and one memory che
 in outputs per dataset drawn, one record builder (:func:`_record`: exact value, closed-form bound, the coupling and
 deterministic-release notes); a unit's rows (:func:`engine_rows`) are made as it finishes.
 
-Samples come from :func:`pair_sampler`: each (pair, stage, chunk) drawn in
-forked children within ``[run] sample_timeout`` seconds a chunk
-(:func:`audit.sampling.sampler.draw_pair_isolated`) from the seed of
-``"staged|<stage>|<chunk>"``, so numbers depend on the config and seed only,
-never on ``n_jobs`` or the backend.  A mechanism that fails on a pair costs
-that pair's rows (error rows, exit code 2), a search that fails costs its
+Samples come from :func:`pair_sampler`: each (pair, stage, chunk) drawn in forked children within
+``[run] sample_timeout`` seconds a chunk (:func:`audit.sampling.sampler.draw_pair_isolated`) from the seed of
+``"staged|<stage>|<chunk>"``, so numbers depend on the config and seed only, never on ``n_jobs`` or the backend. A
+mechanism that fails on a pair costs that pair's rows (error rows, exit code 2), a search that fails costs its
 claim's row (the confirm stage's failure included), never the audit.
 """
 
