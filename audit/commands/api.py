@@ -25,7 +25,6 @@ from audit.sampling.events import event_summary
 from audit.config.families import claim_summaries
 from audit.config.library_claims import pair_d_in
 from audit.inputs.neighbours import NeighbourPair, PairList, make_pairs
-from audit.results.on_average import aggregate_rows
 from audit.results.provenance import describe_audit, pair_records, screening_records
 from audit.results.files import results_table, write_results
 from audit.engine.plan import task_seed
@@ -227,8 +226,7 @@ def run_audit(
         checks = tuple(row for row in rows if row.checked is not None)
         rows = [row for row in rows if row.checked is None]
         stage = "the verdicts"
-        rows = assign_verdicts(rows + aggregate_rows(rows, audit_config.attacks.confidence),
-                               audit_config.attacks.confidence)
+        rows = assign_verdicts(rows, audit_config.attacks.confidence)  # the on-average aggregates among them
         verdict = overall_verdict(rows)
         claims = (verdict, exit_code(rows, verdict)) if audit_config.claims else (None, None)
         verdict, code = combine(*claims, checks)

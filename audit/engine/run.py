@@ -67,6 +67,7 @@ from audit.engine.plan import DIRECTIONS, Task, task_seed
 from audit.engine.progress import OutputsBar, ProgressBar
 from audit.sampling.sampler import COUPLING_REFUSED, SamplingError, draw_chunk, pair_sampler
 from audit.sampling.structure import fix_layout
+from audit.results.on_average import aggregate_rows
 from audit.results.schema import Row
 from audit.theory.exact import exact_value, known_laws
 from audit.theory.table import theory_bound as law_bound
@@ -148,7 +149,8 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
         :func:`engine_rows` of each unit's records, made as the unit finishes (or is read back): the stage
         columns (:data:`audit.results.schema.STAGED_COLUMNS`) and the confirm statistic (``evidence``) filled;
         error rows (``evidence`` None) for failed pairs and searches; then one row per
-        ``[[checks]]`` entry (``checked`` set, :func:`audit.engine.checks.run_check`).
+        ``[[checks]]`` entry (``checked`` set, :func:`audit.engine.checks.run_check`); then the on-average claims'
+        aggregate rows (:func:`audit.results.on_average.aggregate_rows`).  No verdicts yet.
 
     Raises
     ------
@@ -216,7 +218,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
                     store.append(path, done[unit.id][0], None)
             records[unit.id] = done[unit.id][0]
             rows += engine_rows(config, done[unit.id], evidence)
-    return rows
+    return rows + aggregate_rows(rows, config.attacks.confidence)
 
 
 def _run_unit(unit: Unit, policy: Any, config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPair],
