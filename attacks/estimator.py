@@ -6,8 +6,8 @@ returning ``self``, fitted attributes ending in ``_``, inputs checked as
 ``sklearn.utils.validation.validate_data`` checks them), so ``clone``,
 ``cross_val_score``, ``GridSearchCV`` and ``check_estimator`` work on them.
 They do not subclass ``sklearn.base.BaseEstimator``: importing it imports
-``sklearn.utils.fixes``, which imports ``scipy.stats`` (about 0.4 CPU s in
-all, docs/speed.md), and an audit whose classes need no scikit-learn learner
+``sklearn.utils.fixes``, which imports ``scipy.stats`` (docs/speed.md says
+what that costs), and an audit whose classes need no scikit-learn learner
 (``linear``, ``polyK``, ``threshold``, ``atoms``) should not pay for it.
 
 So :class:`Estimator` writes the protocol (``get_params``, ``set_params``,

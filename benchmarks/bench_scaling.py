@@ -56,7 +56,7 @@ CHILD = """
 import json, sys, time
 sys.path.insert(0, sys.argv[2])
 from audit.commands.api import run_audit
-import audit.engine.run  # what run_audit imports when it starts (scikit-learn): the fixed cost, outside the timing
+import audit.engine.run  # what run_audit imports when it starts (scipy.stats): the fixed cost, outside the timing
 start = time.perf_counter()
 result = run_audit(json.loads(sys.argv[1]), progress=False)
 print(time.perf_counter() - start)

@@ -220,7 +220,7 @@ def run_audit(
     finished: dict[str, dict] = {}
     stage = "the tasks"
     from audit.engine.checks import combine  # with the exact values (scipy.stats): not on `import audit.commands.api`
-    from audit.engine.run import run_engine  # with the attacks (scikit-learn): not on `import audit.commands.api`
+    from audit.engine.run import run_engine  # with the attacks (scipy.stats): not on `import audit.commands.api`
 
     try:
         # NaN, inf and changing widths are evidence: fix the outputs' layout before any chunk is drawn (audit.sampling.structure)
