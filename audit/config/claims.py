@@ -12,7 +12,7 @@ as names.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from attacks.vocabulary import (
@@ -29,6 +29,7 @@ from audit.results.on_average import DIVERGENCES as ON_AVERAGE_DIVERGENCES
 from audit.results.on_average import MIN_PAIRS
 
 if TYPE_CHECKING:
+    from attacks.classes import FunctionClass
     from audit.config.attacks import AttackSpec
 
 MIN_ALPHA = 1.1
@@ -142,6 +143,8 @@ class Claim:
     pair (:mod:`audit.results.on_average`; kl and renyi only).  A curve claim (``gdp``,
     ``zcdp``, ``profile``) is never a ``Claim``: :func:`claims_of` expands
     it into its members, dp and renyi claims (:mod:`audit.config.families`).
+    ``class_type`` is H as its type (:class:`attacks.classes.FunctionClass`, parsed once when the claim is made):
+    what an attack's class must be contained in to refute the claim.
     """
 
     divergence: str
@@ -150,6 +153,12 @@ class Claim:
     alpha: tuple[float | None, ...] = (None,)
     delta: float = 0.0
     on_average: bool = False
+    class_type: FunctionClass = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        from attacks.classes import parse_function_class
+
+        object.__setattr__(self, "class_type", parse_function_class(self.function_class))
 
 
 def claims_of(table: dict, path: str) -> list[Claim]:
@@ -310,7 +319,7 @@ def check_refutable(claim: Claim, attacks: AttackSpec, path: str) -> None:
     """
     from attacks.classes import All, parse_function_class
 
-    claimed = parse_function_class(claim.function_class)
+    claimed = claim.class_type
 
     def tests(name: str) -> bool:
         attack = parse_function_class(name)

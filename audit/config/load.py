@@ -33,7 +33,7 @@ import copy
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ from audit.config.fields import ConfigError, Section, array_of_tables, check_fie
 from audit.mechanisms.spec import MECHANISM, MechanismSpec, check_build, mechanism_spec
 from audit.config.one_run import ONE_RUN, OneRunSpec, one_run_spec
 from audit.config.pairs import NEIGHBOURS, PAIRS, import_distribution, neighbours_spec, pair
+from audit.inputs.neighbours import on_average_pair_names
 from audit.sampling.parallel import RUN, RunSpec, run_spec
 
 if sys.version_info >= (3, 11):
@@ -83,6 +84,9 @@ class AuditConfig:
         The config as given (after command-line overrides), for results.json.
     checks : tuple of CheckSpec
         ``[[checks]]`` entries: CBDP's theorems as audits (:mod:`audit.engine.checks`); empty by default.
+    averaged_pairs : frozenset of str or None
+        The pairs an on-average claim averages over, read once from ``neighbours``
+        (:func:`audit.inputs.neighbours.on_average_pair_names`); None when every pair is one.
     """
 
     mechanism: MechanismSpec
@@ -97,6 +101,10 @@ class AuditConfig:
     """``d_in`` of the audited pairs when a claim is read from the library's privacy map, else None."""
     one_run: OneRunSpec | None = None
     """``[one_run]``: audit the claims from one training run with canaries (:mod:`audit.engine.one_run`), else None."""
+    averaged_pairs: frozenset[str] | None = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "averaged_pairs", on_average_pair_names(self.neighbours))
 
 
 def load_config(

@@ -96,6 +96,10 @@ NEIGHBOURS = Section("neighbours", (
                   "times, or `distance` records replaced by it); a `replace-one` candidate with fewer records is "
                   "dropped, and `distance` above `domain.size` is refused. `on-average`: the first `distance` records "
                   "are redrawn. A claim from the library is read at the pairs' `d_in` (\"Claims from the library\")"),
+    Field("default_pairs", "boolean", False, limits="must be true or false",
+          meaning="`on-average` only: add the mechanism's own default pairs (its worst case, e.g. a learner's "
+                  "canaries) after the iid pairs: worst-case claims are judged on every pair, on-average claims "
+                  "average over the iid pairs only"),
 ), schema_extra={"required": ["strategy"]})
 """``[neighbours]``' fields (docs/config.md); their rules are :func:`audit.inputs.neighbours.check_spec`'s."""
 

@@ -9,7 +9,10 @@ x attack class) get a confirmed row:
   IEEE-754 representation) contained in the claim's class screened, the
   finalists trained and checked, ONE statistic confirmed on a fresh sample;
   one row per claim, order and layer, Holm over those (so the error is spent
-  across both layers and the audit-wide guarantee holds).
+  across both layers and the audit-wide guarantee holds).  A ``dp`` claim's
+  declared classes (``canary``: a witness fixed before the data) get a unit
+  of their own, a row per pair scored on every output, no training split
+  (:mod:`audit.engine.declared`).
 - ``"every"``: every candidate of every pair trained on the train share and
   its own set or witness confirmed on a fresh held-out share
   (:func:`attacks.staged.confirm_every`, ``train_fraction`` splitting
@@ -61,6 +64,7 @@ from attacks.staged import MAX_FINALISTS, StagedResult, confirm_every, later_out
 from attacks.vocabulary import DP, divergence_of
 from audit.engine import store
 from audit.engine.checks import check_name, run_check
+from audit.engine.declared import run_declared, split_declared, with_directions
 from audit.config.attacks import AttackSpec
 from audit.config.load import AuditConfig
 from audit.sampling.errors import one_line
@@ -104,7 +108,8 @@ class Unit:
     order and delta of the claims, with every attack class that estimates
     it; none for a check); ``claim_index`` (best) is the claim its rows
     answer, ``pair`` (every) the index of its pair, ``check`` the index of
-    its check (:func:`audit.engine.checks.run_check`).
+    its check (:func:`audit.engine.checks.run_check`); ``declared``: a unit of declared statistics
+    (:mod:`audit.engine.declared`).
     """
 
     id: str
@@ -112,6 +117,7 @@ class Unit:
     claim_index: int | None = None
     pair: int | None = None
     check: int | None = None
+    declared: bool = False
 
 
 @dataclass(frozen=True)
@@ -162,6 +168,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
         the samples held at once would not fit in memory (:func:`audit.engine.memory.check_memory`).
     """
     policy = POLICIES[config.attacks.policy]
+    config = with_directions(config, mechanism)
     units = policy.units(config, pairs)
     checks = [Unit(check_name(index), (), check=index) for index in range(len(config.checks))]
     sizes = policy.largest_sizes(config.attacks, len(pairs), len(units))
@@ -194,16 +201,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
         outputs = OutputWatch(sample, events, [pair.name for pair in pairs])
         for unit in units:
             if unit.id not in done:
-                bar.start()
-                start, before = time.perf_counter(), events.snapshot()
-                outcomes = policy.run(unit, config, pairs, sizes, outputs, bar)
-                bar.finish()
-                drawn = 2 * bar.drawn  # both datasets, every pair, stage and round of the unit
-                outcomes = [dataclasses.replace(outcome, staged={**outcome.staged, "outputs_drawn": drawn})
-                            for outcome in outcomes]
-                seconds, drawn_events = time.perf_counter() - start, events.since(before)
-                done[unit.id] = [_record(unit, outcome, len(outcomes), mechanism, pairs, config, outputs,
-                                         seconds, drawn_events) for outcome in outcomes]
+                done[unit.id], outcomes = _run_unit(unit, policy, config, mechanism, pairs, sizes, outputs, events, bar)
                 for record, outcome in zip(done[unit.id], outcomes):
                     record.update(plan=plan, resumed=False)
                     evidence[record["task"]] = outcome.evidence if outcome.error is None else None
@@ -224,6 +222,22 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     return engine_rows(config, records.values(), evidence)
 
 
+def _run_unit(unit: Unit, policy: Any, config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPair],
+              sizes: StageSizes, outputs: OutputWatch, events: EventCounter,
+              bar: OutputsBar) -> tuple[list[dict], list[Outcome]]:
+    """Run one unit under ``policy`` (:data:`POLICIES`): its records (:func:`_record`, one per outcome, each with the
+    outputs the unit drew, its seconds and what the mechanism did meanwhile) and its outcomes."""
+    bar.start()
+    start, before = time.perf_counter(), events.snapshot()
+    outcomes = policy.run(unit, config, pairs, sizes, outputs, bar)
+    bar.finish()
+    drawn = 2 * bar.drawn  # both datasets, every pair, stage and round of the unit
+    outcomes = [dataclasses.replace(outcome, staged={**outcome.staged, "outputs_drawn": drawn}) for outcome in outcomes]
+    seconds, drawn_events = time.perf_counter() - start, events.since(before)
+    return [_record(unit, outcome, len(outcomes), mechanism, pairs, config, outputs, seconds, drawn_events)
+            for outcome in outcomes], outcomes
+
+
 class _Best:
     """Policy ``best``: one staged search per claim, Renyi order and layer (:func:`attacks.staged.staged_search`), or,
     without ``n_samples``, searches in rounds until decided (:func:`attacks.sequential.sequential_search`: each
@@ -234,16 +248,21 @@ class _Best:
     def units(config: AuditConfig, pairs: Sequence[NeighbourPair]) -> list[Unit]:
         """A unit per claim, Renyi order and layer (:data:`attacks.classes.LAYERS`) with a usable class: a
         representation finding (``floatbits``) never ends the value classes' search, which goes on to its own
-        verdict; a claim no class can test keeps one (empty) unit, its row an error."""
+        verdict; a claim no class can test keeps one (empty) unit, its row an error.  A ``dp`` claim's declared
+        classes form a unit of their own (:func:`audit.engine.declared.split_declared`)."""
         attacks, units = config.attacks, []
         for index, claim in enumerate(config.claims):
             for alpha in claim.alpha:
                 targets = {layer: Target.for_claim(claim.divergence, claim.function_class, attacks.classes, alpha,
                                                    claim.delta, attacks.class_params, layer=layer)
                            for layer in LAYERS}
-                tested = [layer for layer in LAYERS if targets[layer].classes] or [VALUE]
+                targets[VALUE], declared = split_declared(targets[VALUE])
+                tested = [layer for layer in LAYERS if targets[layer].classes] or [VALUE] * (not declared.classes)
                 units += [Unit(f"staged|claim{index}|{alpha}" + ("" if layer == VALUE else f"|{layer}"),
                                (targets[layer],), claim_index=index) for layer in tested]
+                if declared.classes:
+                    units.append(Unit(f"staged|claim{index}|{alpha}|declared", (declared,), claim_index=index,
+                                      declared=True))
         return units
 
     @staticmethod
@@ -272,6 +291,8 @@ class _Best:
     def run(unit: Unit, config: AuditConfig, pairs: Sequence[NeighbourPair], sizes: StageSizes,
             sample: Callable, bar: OutputsBar) -> list[Outcome]:
         [target] = unit.targets
+        if unit.declared:
+            return _declared_outcomes(unit, target, config, pairs, sample)
         seed = int(task_seed(config.run.seed, unit.id).generate_state(1)[0])
         try:
             if config.attacks.sequential:
@@ -292,6 +313,21 @@ class _Best:
         winner = result.winner
         task = _task(pairs[winner.pair].name, winner.direction, target, winner.function_class)
         return [*outcomes, Outcome(task, result.evidence, staged=staged)]
+
+
+def _declared_outcomes(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence[NeighbourPair],
+                       sample: Callable) -> list[Outcome]:
+    """A declared unit's rows (:func:`audit.engine.declared.run_declared`): every pair scored on ``n_samples``
+    outputs per dataset (without ``n_samples``: its share of ``max_outputs``, split over the pairs and the two
+    datasets), all of them in the confirm stage."""
+    attacks = config.attacks
+    n = attacks.max_outputs // len(_Best.units(config, pairs)) // 2 // len(pairs) if attacks.sequential \
+        else attacks.n_samples
+    staged = _staged_fields("best", StageSizes(0, 0, 0, n), len(pairs) * len(target.classes), 0, 0)
+    return [Outcome(_task(pairs[candidate.pair].name, candidate.direction, target, candidate.function_class),
+                    evidence, error, staged)
+            for candidate, evidence, error in run_declared(target, config.claims[unit.claim_index].epsilon, config,
+                                                           pairs, sample, n)]
 
 
 def _sequential(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence[NeighbourPair], sample: Callable,
@@ -498,6 +534,7 @@ def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = N
     ``n_samples``) are the rows'.
     """
     attack_class = parse_function_class(record["function_class"])
+    averaged = config.averaged_pairs  # None: every pair is an on-average claim's
     task = {
         "pair": record["pair"],
         "direction": record["direction"],
@@ -521,9 +558,10 @@ def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = N
         Row(**task, claim=claim.epsilon, claim_class=claim.function_class, on_average=claim.on_average,
             # a pair of an on-average claim is judged by the mean over pairs (audit.results.on_average), not alone
             refutes_claim=not claim.on_average
-            and attack_class.is_contained_in(parse_function_class(claim.function_class)))
+            and attack_class.is_contained_in(claim.class_type))
         for claim in config.claims
         if (claim.divergence, claim.delta) == (record["divergence"], record["delta"]) and record["alpha"] in claim.alpha
+        and not (claim.on_average and averaged is not None and record["pair"] not in averaged)
     ]
 
 

@@ -40,9 +40,9 @@ from audit.inputs.pair_search import PROBES, SCREENING_DIVERGENCES, Screened, be
 STRATEGIES = ("random", "extremes", "search", "on-average")
 SPEC_FIELDS = (
     "strategy", "count", "relation", "domain", "candidates", "screen_samples", "function_class", "divergence",
-    "distribution", "size", "probes", "distance",
+    "distribution", "size", "probes", "distance", "default_pairs",
 )
-ON_AVERAGE_FIELDS = ("strategy", "count", "relation", "distribution", "size", "distance")
+ON_AVERAGE_FIELDS = ("strategy", "count", "relation", "distribution", "size", "distance", "default_pairs")
 """The fields ``strategy = "on-average"`` takes (no domain: the records come from the distribution)."""
 DEFAULT_COUNT = 5
 MAX_COUNT = 1000
@@ -114,6 +114,9 @@ def check_spec(spec: Mapping[str, Any]) -> None:
     if spec["strategy"] == "on-average":
         _check_on_average(spec, relation)
         return
+    if "default_pairs" in spec:
+        raise ValueError(f"neighbours.default_pairs is for strategy = \"on-average\" only (the other strategies' "
+                         f"pairs replace the defaults); remove it. Found strategy {spec['strategy']!r}.")
     if "distribution" in spec or "size" in spec:
         raise ValueError(
             f"neighbours: distribution and size are for strategy = \"on-average\" only; remove them or use "
@@ -153,6 +156,15 @@ def _probes(spec: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(value)
 
 
+def on_average_pair_names(spec: Mapping[str, Any] | None) -> frozenset[str] | None:
+    """The names of the iid pairs of an on-average table with ``default_pairs = true`` (the first ``count`` of
+    :func:`make_pairs`: p0, p1, ...; the mechanism's default pairs follow them), or None when every pair is one
+    (no ``default_pairs``).  An on-average claim averages over these only; worst-case claims are judged on all."""
+    if not isinstance(spec, Mapping) or spec.get("strategy") != "on-average" or not spec.get("default_pairs", False):
+        return None
+    return frozenset(f"p{i}" for i in range(_option(spec, "count", DEFAULT_COUNT)))
+
+
 def _check_on_average(spec: Mapping[str, Any], relation: str) -> None:
     """Raise ValueError, naming the field, unless ``spec`` is a valid on-average table."""
     extra = sorted(map(str, set(spec) - set(ON_AVERAGE_FIELDS)))
@@ -166,6 +178,8 @@ def _check_on_average(spec: Mapping[str, Any], relation: str) -> None:
             f"neighbours.relation must be \"replace-one\" for strategy = \"on-average\" (on-average privacy "
             f"replaces one record of Z by a fresh z ~ D). Found {relation!r}."
         )
+    if not isinstance(spec.get("default_pairs", False), bool):
+        raise ValueError(f"neighbours.default_pairs must be true or false. Found {spec['default_pairs']!r}.")
     if "distribution" not in spec:
         raise ValueError(
             'neighbours.distribution is required for strategy = "on-average": a table such as '
@@ -298,7 +312,14 @@ def _generate(
     count = _option(spec, "count", DEFAULT_COUNT)
     distance = _option(spec, "distance", 1)
     if spec["strategy"] == "on-average":
-        return on_average_pairs(make_sampler(spec["distribution"]), spec["size"], count, rng, distance), [], []
+        drawn = on_average_pairs(make_sampler(spec["distribution"]), spec["size"], count, rng, distance)
+        if not spec.get("default_pairs", False):
+            return drawn, [], []
+        defaults = list(getattr(mechanism, "default_pairs", lambda: [])())
+        if not defaults:
+            raise ValueError(f"neighbours.default_pairs: mechanism {mechanism.name!r} has no default pairs; "
+                             "remove default_pairs.")
+        return drawn + defaults, ["on-average"] * len(drawn) + ["the mechanism's default pair"] * len(defaults), []
     domain = record_domain(spec.get("domain"), mechanism)
     if distance > domain.size and relation == "replace-one":
         raise ValueError(f"neighbours.distance: {distance} records cannot be replaced in datasets of "

@@ -246,7 +246,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         lines += representation_section(meta["claims"], rows)
     lines += list(tradeoff)
     lines += gdp_route_lines(meta.get("gdp_route"))
-    lines += on_average_section(rows, confidence)
+    lines += on_average_section(rows, confidence, (meta["config"].get("neighbours") or {}).get("size"))
     lines += checks_block(meta.get("checks", []))
     lines += staged_section(rows) + stop_lines(rows, attacks.get("tolerance", AttackSpec.tolerance))
     for row_verdict, title in (

@@ -344,9 +344,7 @@ def row_ceiling(row: Row, confidence: float) -> float:
     sequential look's at its spent confidence.  NaN for evidence without one
     (an on-average aggregate's t interval) and for rows without evidence.
     """
-    from attacks.ceilings import evidence_ceiling  # attacks load scikit-learn
-
-    return evidence_ceiling(row.evidence, confidence)
+    return math.nan if row.evidence is None else float(row.evidence.ceiling(confidence))
 
 
 def separated(row: Row) -> bool:
