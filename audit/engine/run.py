@@ -60,6 +60,7 @@ from attacks.classes import LAYERS, REPRESENTATION, VALUE, parse_function_class
 from attacks.sequential import FIXED, Limits, interval_of, schedule, sequential_search
 from attacks.budget import StageSizes
 from attacks.candidates import Target
+from attacks.event_divergence import event_note
 from attacks.staged import MAX_FINALISTS, StagedResult, confirm_every, later_outputs, staged_search
 from attacks.vocabulary import DP, divergence_of
 from audit.engine import store
@@ -90,8 +91,6 @@ randomized response at epsilon = 8 repeats one output 1 000 times in a row about
 so such rows get the attacks' finite bounds like any other (CBDP Lemma 2's infinity is not claimed)."""
 
 
-EVENT_NOTE = "bound from the counts of one event"
-"""How the note of a ``kl`` or ``renyi`` row bounded by one event's counts begins (:func:`event_note`)."""
 
 
 NO_STATISTIC = "staged search found no statistic"
@@ -291,27 +290,30 @@ class _Best:
     def run(unit: Unit, config: AuditConfig, pairs: Sequence[NeighbourPair], sizes: StageSizes,
             sample: Callable, bar: OutputsBar) -> list[Outcome]:
         [target] = unit.targets
+        # the search runs over the pairs at the claim's d_in: index i of the search is pair held[i]
+        held = [i for i, pair in enumerate(pairs) if config.claims[unit.claim_index].holds_at(pair.d_in)]
+        mine = functools.partial(_held_sample, sample, held)
         if unit.declared:
-            return _declared_outcomes(unit, target, config, pairs, sample)
+            return _declared_outcomes(unit, target, config, [pairs[i] for i in held], mine)
         seed = int(task_seed(config.run.seed, unit.id).generate_state(1)[0])
         try:
             if config.attacks.sequential:
-                result = _sequential(unit, target, config, pairs, sample, bar, seed)
+                result = _sequential(unit, target, config, len(held), mine, bar, seed)
             else:
-                result = staged_search(sample, len(pairs), target, sizes, seed=seed, n_jobs=config.run.n_jobs,
-                                       on_screened=lambda later: bar.replan(len(pairs) * sizes.screen + later))
+                result = staged_search(mine, len(held), target, sizes, seed=seed, n_jobs=config.run.n_jobs,
+                                       on_screened=lambda later: bar.replan(len(held) * sizes.screen + later))
         except Exception as error:  # e.g. a worker killed (TerminatedWorkerError): the claim's row, not the audit
             return [Outcome(_task("-", "-", target), error=f"the attack workers failed: {one_line(error)}")]
         staged = _staged_fields("best", result.sizes, result.screened, len(result.finalists), result.sets_pooled,
                                 result.rounds, result.stop or (FIXED if result.evidence is not None else None))
-        outcomes = [Outcome(_task(pairs[pair].name, "P|Q", target), error=_pair_error(pairs[pair], message),
-                            staged=staged)
+        outcomes = [Outcome(_task(pairs[held[pair]].name, "P|Q", target),
+                            error=_pair_error(pairs[held[pair]], message), staged=staged)
                     for pair, message in result.failures.items()]
         if result.evidence is None:  # no candidate, or the winner's pair failed in a later stage (confirm included)
             return [*outcomes, Outcome(_task("-", "-", target), error=f"{NO_STATISTIC}: {result.error}",
                                        staged=staged)]
         winner = result.winner
-        task = _task(pairs[winner.pair].name, winner.direction, target, winner.function_class)
+        task = _task(pairs[held[winner.pair]].name, winner.direction, target, winner.function_class)
         return [*outcomes, Outcome(task, result.evidence, staged=staged)]
 
 
@@ -330,17 +332,22 @@ def _declared_outcomes(unit: Unit, target: Target, config: AuditConfig, pairs: S
                                                            pairs, sample, n)]
 
 
-def _sequential(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence[NeighbourPair], sample: Callable,
+def _held_sample(sample: Callable, held: Sequence[int], pair: int, *args: Any, **kwargs: Any) -> Any:
+    """``sample`` of the search's pair index ``pair``: the audit's pair ``held[pair]`` (its seeds are that pair's)."""
+    return sample(held[pair], *args, **kwargs)
+
+
+def _sequential(unit: Unit, target: Target, config: AuditConfig, n_pairs: int, sample: Callable,
                 bar: OutputsBar, seed: int) -> StagedResult:
     """A ``best`` unit's search in rounds (:func:`attacks.sequential.sequential_search`); the progress bar counts
     against the most the unit may draw (a total that stays put) and shows the round and the lower bound beside
     the claim."""
-    attacks, units = config.attacks, len(_Best.units(config, pairs))
+    attacks, units = config.attacks, len(_Best.units(config, ()))
     seconds = None if config.run.max_seconds is None else config.run.max_seconds / units
     limits = Limits(attacks.max_outputs // units, seconds, attacks.tolerance,
                     (1.0 - attacks.confidence) / units)
     claim = config.claims[unit.claim_index]
-    rounds = len(schedule(limits.max_outputs, len(pairs), attacks.stages))
+    rounds = len(schedule(limits.max_outputs, n_pairs, attacks.stages))
     looks = {"round": 0, "bound": ""}
 
     def on_round(sizes: StageSizes) -> None:
@@ -352,7 +359,7 @@ def _sequential(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence
                           f"vs claim {claim.epsilon:.4g}")
         bar.status = f"claim {unit.claim_index}: round {looks['round']} of at most {rounds}{looks['bound']}"
 
-    return sequential_search(sample, len(pairs), target, claim.epsilon, limits, shares=attacks.stages, seed=seed,
+    return sequential_search(sample, n_pairs, target, claim.epsilon, limits, shares=attacks.stages, seed=seed,
                              n_jobs=config.run.n_jobs, on_round=on_round, on_look=on_look)
 
 
@@ -361,11 +368,14 @@ class _Every:
 
     @staticmethod
     def units(config: AuditConfig, pairs: Sequence[NeighbourPair]) -> list[Unit]:
-        attacks = config.attacks
-        keys = dict.fromkeys((claim.divergence, alpha, claim.delta) for claim in config.claims for alpha in claim.alpha)
-        targets = tuple(Target.for_claim(divergence, "all", attacks.classes, alpha, delta, attacks.class_params)
-                        for divergence, alpha, delta in keys)
-        return [Unit(f"every|{pair.name}", targets, pair=index) for index, pair in enumerate(pairs)]
+        attacks, units = config.attacks, []
+        for index, pair in enumerate(pairs):  # the targets of the claims that hold at the pair's d_in
+            keys = dict.fromkeys((claim.divergence, alpha, claim.delta) for claim in config.claims
+                                 if claim.holds_at(pair.d_in) for alpha in claim.alpha)
+            targets = tuple(Target.for_claim(divergence, "all", attacks.classes, alpha, delta, attacks.class_params)
+                            for divergence, alpha, delta in keys)
+            units.append(Unit(f"every|{pair.name}", targets, pair=index))
+        return units
 
     @staticmethod
     def held(sizes: StageSizes, n_samples: int, n_pairs: int) -> tuple[int, int]:
@@ -448,11 +458,12 @@ def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pai
     task = outcome.task
     task_id = task.id if unit.claim_index is None else f"staged|claim{unit.claim_index}|{task.id}"
     record = task_record(task, task_id=task_id, error=outcome.error)
+    index = next((i for i, pair in enumerate(pairs) if pair.name == task.pair), None)
     record.update(search=unit.id, claim_index=unit.claim_index, search_records=unit_records,
-                  staged=dict(outcome.staged), seconds=seconds, events=dict(events))
+                  staged=dict(outcome.staged), seconds=seconds, events=dict(events),
+                  d_in=None if index is None else pairs[index].d_in)
     if outcome.error is not None:
         return record
-    index = next(i for i, pair in enumerate(pairs) if pair.name == task.pair)
     notes = event_note(outcome.evidence, config.attacks.confidence)  # first: report.md cuts long notes
     notes += [COUPLING_REFUSED] if config.attacks.coupled and not outcome.evidence.coupled else []
     if outputs.deterministic(index):
@@ -471,14 +482,16 @@ def _theory(mechanism: Any, pair: NeighbourPair, task: Task) -> tuple[float | No
     unknown.  The one place the audit reads theory (:mod:`audit.theory.exact`, :mod:`audit.theory.table`).
     Closed forms hold in exact arithmetic, of the values: a representation-layer task (``floatbits``, how the
     outputs are stored) has no published bound to exceed, nor has a pair with a NaN or infinite record (the
-    probes': outside every domain a closed form is stated on, e.g. a Gaussian sum shifted by inf)."""
+    probes': outside every domain a closed form is stated on, e.g. a Gaussian sum shifted by inf), nor a pair more
+    than one record apart among pairs at several distances (the bounds hold for neighbours)."""
     laws = known_laws(mechanism, pair.d, pair.d_prime)
     exact = None
     if laws is not None:
         exact = exact_value(laws if task.direction == "P|Q" else laws[::-1], task.function_class, task.divergence,
                             task.alpha)
     finite = all(np.isfinite(np.asarray(data, dtype=float)).all() for data in (pair.d, pair.d_prime))
-    if parse_function_class(task.function_class).layer == REPRESENTATION or not finite:
+    farther = pair.d_in is not None and pair.distance != 1  # a pair at one of several distances: bounds are for 1
+    if parse_function_class(task.function_class).layer == REPRESENTATION or not finite or farther:
         return exact, None
     try:
         theory_bound = law_bound(getattr(mechanism, "theory_law", None), task.function_class, task.divergence,
@@ -486,16 +499,6 @@ def _theory(mechanism: Any, pair: NeighbourPair, task: Task) -> tuple[float | No
     except (ArithmeticError, ValueError, IndexError):  # e.g. an overflow at epsilon = 1e308: unknown, not fatal
         theory_bound = None
     return exact, theory_bound
-
-
-def event_note(evidence: Any, confidence: float) -> list[str]:
-    """The note of a ``kl`` or ``renyi`` bound from one event's counts (:mod:`attacks.event_divergence`): the
-    counts, the interval, and the ceiling at the audit's confidence that these sample sizes allow ([] for others)."""
-    if not getattr(evidence, "event", False):
-        return []
-    k_p, n_p, k_q, n_q = (int(evidence.details[key]) for key in ("k_p", "n_p", "k_q", "n_q"))
-    return [f"{EVENT_NOTE}: {k_p} of {n_p} outputs of P, {k_q} of {n_q} of Q; binary divergence over their "
-            f"Clopper-Pearson intervals (data processing), ceiling {evidence.ceiling(confidence):.4g} at these sizes"]
 
 
 def task_record(task: Task, *, task_id: str | None = None, error: str | None = None) -> dict:
@@ -556,11 +559,13 @@ def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = N
     }
     return [
         Row(**task, claim=claim.epsilon, claim_class=claim.function_class, on_average=claim.on_average,
+            d_in=claim.d_in if claim.d_in is not None else record.get("d_in"),
             # a pair of an on-average claim is judged by the mean over pairs (audit.results.on_average), not alone
             refutes_claim=not claim.on_average
             and attack_class.is_contained_in(claim.class_type))
         for claim in config.claims
         if (claim.divergence, claim.delta) == (record["divergence"], record["delta"]) and record["alpha"] in claim.alpha
+        and claim.holds_at(record.get("d_in"))
         and not (claim.on_average and averaged is not None and record["pair"] not in averaged)
     ]
 

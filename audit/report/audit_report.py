@@ -263,9 +263,10 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
     lines += ["## Results per claim", ""] if rows else []
     claims: dict[tuple, list[Row]] = {}
     for row in rows:
-        claims.setdefault((row.divergence, row.claim_class, row.claim, row.delta, row.on_average), []).append(row)
-    for (divergence, claim_class, claim, delta, on_average), claim_rows in claims.items():
-        lines += [f"### {claim_title(divergence, claim_class, claim, on_average, delta)}", "",
+        claims.setdefault((row.divergence, row.claim_class, row.claim, row.delta, row.on_average, row.d_in),
+                          []).append(row)
+    for (divergence, claim_class, claim, delta, on_average, d_in), claim_rows in claims.items():
+        lines += [f"### {claim_title(divergence, claim_class, claim, on_average, delta, d_in)}", "",
                   claim_table(claim_rows), ""]
     if figures:
         lines += ["## Figures", ""]

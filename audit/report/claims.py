@@ -65,9 +65,18 @@ def claim_reasons(config: Mapping[str, Any]) -> list[str]:
     """Why each claimed value (``[[claims]] reason``), one line per claim that gives one."""
     claims = config.get("claims") or []
     claims = [claims] if isinstance(claims, Mapping) else claims
-    lines = [f"- {claim_label(c.get('divergence'), c.get('function_class'), c.get('epsilon'), _orders(c), c.get('delta'))}"
-             f": {plain_text(bounded(c['reason']))}" for c in claims if isinstance(c, Mapping) and c.get("reason")]
+    lines = [f"- {_reason_label(c)}: {plain_text(bounded(c['reason']))}"
+             for c in claims if isinstance(c, Mapping) and c.get("reason")]
     return ["Why these values:", "", *lines, ""] if lines else []
+
+
+def _reason_label(claim: Mapping[str, Any]) -> str:
+    """The claim a reason explains: :func:`claim_label` of the entry, or, for a library's map read at several
+    ``d_in`` (no one value in the config), where it comes from."""
+    if claim.get("divergence") is None:
+        return "the library's privacy map at each pair's d_in"
+    return claim_label(claim["divergence"], claim.get("function_class"), claim.get("epsilon"), _orders(claim),
+                       claim.get("delta"))
 
 
 def _orders(claim: Mapping[str, Any]) -> Any:
