@@ -111,9 +111,6 @@ import numpy as np
 from scipy.linalg import null_space, solve
 from scipy.optimize import minimize
 from scipy.special import logsumexp, softmax
-from sklearn.base import BaseEstimator
-from sklearn.utils import ClassifierTags, check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
 
 from attacks.attack_sets import best_dp_set, best_event_set, best_ipm_set
 from attacks.binomial_ratio import smoothed_log_ratio
@@ -129,6 +126,7 @@ from attacks.divergences import (
     tail_index,
     variational_bound,
 )
+from attacks.estimator import Estimator, check_fitted, check_random_state, checked_input
 from attacks.event_divergence import smoothed_event_divergence
 from attacks.vocabulary import DP, IPM, KL, Divergence, Renyi, parse_divergence
 
@@ -140,7 +138,7 @@ _SCALE_GRID = 40
 # Confidence of the projected lower bound that chooses the KL witness's scale.
 _SCALE_SELECTION_LEVEL = 0.95
 
-class Adversary(BaseEstimator):
+class Adversary(Estimator):
     """A capacity-bounded adversary: the witness of a restricted divergence.
 
     Parameters
@@ -190,8 +188,8 @@ class Adversary(BaseEstimator):
     divergence_ : Divergence
         The divergence parameters as a type (:func:`attacks.vocabulary.parse_divergence`).
     function_class_ : FunctionClass
-    feature_map_ : sklearn Pipeline
-        The fitted feature map phi.
+    feature_map_ : FeatureMap
+        The fitted feature map phi (:class:`attacks.feature_steps.FeatureMap`).
     coef_ : ndarray of shape (n_features_phi,)
     intercept_ : float
         With ``coef_``: the real-valued score g(x) = phi(x) . coef_ + intercept_
@@ -268,7 +266,9 @@ class Adversary(BaseEstimator):
         self
         """
         divergence = self.divergence_ = self._check_params()
-        X, y = validate_data(self, X, y, ensure_min_samples=2, y_numeric=True)
+        if y is None:
+            raise ValueError("y must label each row of X: 0 for a sample of P, 1 for a sample of Q. Found y=None.")
+        X, y = checked_input(self, X, y, ensure_min_samples=2, y_numeric=True)
         _check_labels(y)
         random_state = check_random_state(self.random_state)
         self.function_class_ = parse_function_class(self.function_class)
@@ -303,6 +303,8 @@ class Adversary(BaseEstimator):
         # y labels the law of each sample (0: P, 1: Q) like a binary class label, so declare a
         # classifier: cross_val_score, GridSearchCV and check_cv then stratify the folds, and every
         # fold holds samples of both laws (P-then-Q stacked data would otherwise give one-law folds).
+        from sklearn.utils import ClassifierTags
+
         tags = super().__sklearn_tags__()
         tags.estimator_type = "classifier"
         tags.classifier_tags = ClassifierTags(multi_class=False)
@@ -314,8 +316,8 @@ class Adversary(BaseEstimator):
         For ``kl``, ``ipm`` and ``dp`` it estimates log dP/dQ (large on P); it
         is the witness itself for ``kl`` and ``renyi``.
         """
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False)
+        check_fitted(self, "coef_")
+        X = checked_input(self, X, reset=False)
         return _linear(self.feature_map_.transform(X), self.coef_, self.intercept_)
 
     def witness(self, X) -> np.ndarray:
@@ -352,8 +354,8 @@ class Adversary(BaseEstimator):
             (:func:`attacks.event_divergence.smoothed_event_divergence`).
             Empirical means over X.
         """
-        check_is_fitted(self)
-        X, y = validate_data(self, X, y, reset=False, y_numeric=True)
+        check_fitted(self, "coef_")
+        X, y = checked_input(self, X, y, reset=False, y_numeric=True)
         _check_labels(y)
         w = self.witness(X)
         if self.divergence_.weighted and self.function_class_.events:

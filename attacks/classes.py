@@ -44,8 +44,9 @@ representation finding never hides what the values say.
 
 Code that needs a class's behaviour asks these types (their attributes,
 ``isinstance`` or one ``match``), never the name.  This module imports the
-standard library and :mod:`attacks.vocabulary` only; the feature maps load
-scikit-learn when first built.
+standard library and :mod:`attacks.vocabulary` only; the feature maps of
+``kernel``, ``mlp``, ``treeK`` and ``floatbits`` load scikit-learn's learners
+when first built, those of the other classes never do (:mod:`attacks.estimator`).
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ from attacks.vocabulary import DIVERGENCES, Renyi
 
 if TYPE_CHECKING:
     import numpy as np
-    from sklearn.pipeline import Pipeline
+
+    from attacks.feature_steps import FeatureMap
 
 VALUE, REPRESENTATION = "value", "representation"
 LAYERS = (VALUE, REPRESENTATION)
@@ -233,7 +235,7 @@ class FunctionClass:
         """Width of the feature map on d = ``dim`` coordinates with these ``class_params`` (the memory model)."""
         return dim
 
-    def feature_map(self, X: np.ndarray, adversary: Any, seed: int, random_state: np.random.RandomState) -> Pipeline:
+    def feature_map(self, X: np.ndarray, adversary: Any, seed: int, random_state: np.random.RandomState) -> FeatureMap:
         """The unfitted feature map phi of an attack of this class (:mod:`attacks.features`).
 
         Parameters

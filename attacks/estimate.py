@@ -112,7 +112,6 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
-from sklearn.utils import check_random_state
 
 from attacks import binomial_ratio, paired_ratio
 from attacks.adversary import Adversary, event_objective, witness_objective
@@ -120,6 +119,7 @@ from attacks.budget import train_size
 from attacks.ceilings import estimate_ceiling
 from attacks.classes import parse_function_class
 from attacks.divergences import variational_bound
+from attacks.estimator import check_random_state
 from attacks.gdp_route import threshold_tests
 from attacks.event_divergence import event_divergence_bound, event_divergence_p_value
 from attacks.vocabulary import DP, IPM, KL, Divergence, divergence_of, parse_divergence

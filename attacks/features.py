@@ -1,7 +1,7 @@
 """Feature maps phi of the function classes: every witness is g(x) = phi(x) . coef + intercept.
 
 :meth:`attacks.classes.FunctionClass.feature_map` builds one of these
-scikit-learn pipelines for its class (docs/theory.md sections 3 and 4); an
+chains of transformers (:class:`attacks.feature_steps.FeatureMap`) for its class (docs/theory.md sections 3 and 4); an
 :class:`attacks.Adversary` fits it and then the coefficients:
 
 * ``linear`` / ``polyK`` (:func:`polynomials`): standardised monomials of
@@ -50,13 +50,11 @@ from dataclasses import replace
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.pipeline import Pipeline, make_pipeline
-from sklearn.preprocessing import PolynomialFeatures, StandardScaler
-from sklearn.utils import check_random_state
 
 from attacks import mlp
 from attacks.attack_sets import best_ipm_set
+from attacks.estimator import Transformer, check_random_state
+from attacks.feature_steps import FeatureMap, Monomials, Standardize
 from attacks.representation import FLOATBITS_DEPTH, AtomTable, FloatFeatures
 from attacks.vocabulary import Divergence, Renyi, parse_divergence
 
@@ -70,14 +68,13 @@ _MLP_VALIDATION_FRACTION = 0.2
 _CLASSIFIER_MIN_ROWS = 20
 
 
-def polynomials(X: np.ndarray, degree: int) -> Pipeline:
-    """Standardised monomials of total degree <= ``degree`` of the standardised outputs."""
-    return make_pipeline(CommonScale().fit(X), StandardScaler(), PolynomialFeatures(degree, include_bias=False),
-                         StandardScaler())
+def polynomials(X: np.ndarray, degree: int) -> FeatureMap:
+    """Standardised monomials of total degree <= ``degree`` of the standardised outputs (no scikit-learn)."""
+    return FeatureMap(CommonScale().fit(X), Standardize(), Monomials(degree), Standardize())
 
 
 def random_fourier(X: np.ndarray, n_components: int, bandwidth: float | None, seed: int,
-                   random_state: np.random.RandomState) -> Pipeline:
+                   random_state: np.random.RandomState) -> FeatureMap:
     """``n_components`` random Fourier features of k(x, x') = exp(-|x - x'|^2 / (2 bandwidth^2)), whitened.
 
     ``bandwidth`` is in the units of X; None takes the median pairwise
@@ -92,46 +89,46 @@ def random_fourier(X: np.ndarray, n_components: int, bandwidth: float | None, se
     from sklearn.kernel_approximation import RBFSampler
 
     sampler = RBFSampler(gamma=0.5 / bandwidth**2, n_components=n_components, random_state=seed)
-    return make_pipeline(common, sampler, PCA(n_components=_KERNEL_VARIANCE, whiten=True, svd_solver="covariance_eigh"))
+    return FeatureMap(common, sampler, PCA(n_components=_KERNEL_VARIANCE, whiten=True, svd_solver="covariance_eigh"))
 
 
 def network(X: np.ndarray, width: int, divergence: Divergence, alpha: float | None, ridge: float,
-            seed: int) -> Pipeline:
+            seed: int) -> FeatureMap:
     """The standardised output of a one-hidden-layer ReLU network of ``width`` units (:class:`NetworkWitness`)."""
-    return make_pipeline(CommonScale().fit(X), StandardScaler(), NetworkWitness(width, divergence, alpha, ridge, seed),
-                         StandardScaler())
+    return FeatureMap(CommonScale().fit(X), Standardize(), NetworkWitness(width, divergence, alpha, ridge, seed),
+                      Standardize())
 
 
-def tree_cells(X: np.ndarray, depth: int, seed: int) -> Pipeline:
+def tree_cells(X: np.ndarray, depth: int, seed: int) -> FeatureMap:
     """The one-hot leaf of a depth-``depth`` decision tree on the outputs."""
-    return make_pipeline(CommonScale().fit(X), TreeCells(depth, seed))
+    return FeatureMap(CommonScale().fit(X), TreeCells(depth, seed))
 
 
-def best_coordinate(X: np.ndarray) -> Pipeline:
+def best_coordinate(X: np.ndarray) -> FeatureMap:
     """The output coordinate with the largest training IPM."""
-    return make_pipeline(CommonScale().fit(X), BestCoordinate())
+    return FeatureMap(CommonScale().fit(X), BestCoordinate())
 
 
-def declared_direction(direction) -> Pipeline:
+def declared_direction(direction) -> FeatureMap:
     """The projection x . v / |v| on a declared direction v (:class:`Projection`; an error naming the fix when
     none was declared)."""
     if direction is None:
         raise ValueError("class 'canary' needs a direction: give class_params = {canary = {direction = [...]}} "
                          "(one number per output coordinate), or audit a mechanism that declares its canary's.")
-    return make_pipeline(Projection(direction))
+    return FeatureMap(Projection(direction))
 
 
-def atoms() -> Pipeline:
+def atoms() -> FeatureMap:
     """The smoothed log ratio of the exact value's frequencies (no rescaling: exact values are the feature)."""
-    return make_pipeline(AtomTable())
+    return FeatureMap(AtomTable())
 
 
-def float_bits(seed: int) -> Pipeline:
+def float_bits(seed: int) -> FeatureMap:
     """The one-hot leaf of a depth-``FLOATBITS_DEPTH`` tree on the IEEE-754 features (no rescaling: bits are the feature)."""
-    return make_pipeline(FloatFeatures(), TreeCells(FLOATBITS_DEPTH, seed))
+    return FeatureMap(FloatFeatures(), TreeCells(FLOATBITS_DEPTH, seed))
 
 
-class CommonScale(TransformerMixin, BaseEstimator):
+class CommonScale(Transformer):
     """(X - center_) / scale_: every coordinate centred on its median and divided by one common scale.
 
     A positive scalar scale and a shift are an affine map of the outputs that
@@ -155,7 +152,7 @@ class CommonScale(TransformerMixin, BaseEstimator):
         return X / self.scale_ - self.center_ / self.scale_
 
 
-class NetworkWitness(TransformerMixin, BaseEstimator):
+class NetworkWitness(Transformer):
     """Feature map of the mlp class: the output of a one-hidden-layer ReLU network (:mod:`attacks.mlp`).
 
     The network starts as the logit log P(x)/Q(x) of a
@@ -231,7 +228,7 @@ def _by_law(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return X[y == 0], X[y == 1]
 
 
-class TreeCells(TransformerMixin, BaseEstimator):
+class TreeCells(Transformer):
     """Feature map of the treeK class: the one-hot leaf of a depth-K decision tree (sparse)."""
 
     def __init__(self, max_depth: int = 1, random_state: int | None = None):
@@ -253,7 +250,7 @@ class TreeCells(TransformerMixin, BaseEstimator):
         return sp.csr_matrix((np.ones(cells.size), (np.arange(cells.size), cells)), shape=(cells.size, n_cells))
 
 
-class BestCoordinate(TransformerMixin, BaseEstimator):
+class BestCoordinate(Transformer):
     """Feature map of the threshold class: the coordinate with the largest training IPM."""
 
     def fit(self, X, y):
@@ -268,7 +265,7 @@ class BestCoordinate(TransformerMixin, BaseEstimator):
         return X[:, [self.index_]]
 
 
-class Projection(TransformerMixin, BaseEstimator):
+class Projection(Transformer):
     """Feature map of the canary class: x . v / |v|, v fixed before the data (fitting reads nothing)."""
 
     def __init__(self, direction=(1.0,)):

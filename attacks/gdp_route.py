@@ -40,7 +40,6 @@ from typing import Any
 
 import numpy as np
 from scipy.special import ndtri
-from scipy.stats import beta
 
 GDP_FRACTIONS = (0.02, 0.05, 0.1, 0.16, 0.25, 0.35)
 """Type-II errors b targeted by the stored tests: rank j = round((1 - b) n_Q).  They span the symmetric point
@@ -54,6 +53,8 @@ def clopper_pearson_upper(count: int | np.ndarray, n: int, level: float) -> np.n
 
     The 1 - level quantile of Beta(count + 1, n - count); 1 at count = n (Clopper and Pearson, Biometrika 1934).
     """
+    from scipy.stats import beta  # when a bound is read: an audit's import never loads scipy.stats
+
     count = np.asarray(count)
     with np.errstate(invalid="ignore"):
         bound = beta.ppf(1.0 - level, count + 1, np.maximum(n - count, 1))

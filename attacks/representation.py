@@ -58,8 +58,8 @@ mechanism itself.
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+
+from attacks.estimator import Transformer, check_fitted, checked_input
 
 ATOM_MIN_COUNT = 10
 """Training occurrences (P and Q together) below which a value scores as unseen (the ``atoms`` class)."""
@@ -226,7 +226,7 @@ def _grid_distance(X: np.ndarray, k: int) -> np.ndarray:
     return np.abs(scaled - np.rint(scaled))
 
 
-class FloatFeatures(TransformerMixin, BaseEstimator):
+class FloatFeatures(Transformer):
     """The feature map of the ``floatbits`` class: :func:`float_features` as a scikit-learn transformer.
 
     Stateless: ``fit`` only records the number of input coordinates.
@@ -238,19 +238,19 @@ class FloatFeatures(TransformerMixin, BaseEstimator):
     """
 
     def fit(self, X, y=None) -> FloatFeatures:
-        validate_data(self, X, dtype=np.float64)
+        checked_input(self, X, dtype=np.float64)
         return self
 
     def transform(self, X) -> np.ndarray:
-        check_is_fitted(self)
-        return float_features(validate_data(self, X, dtype=np.float64, reset=False))
+        check_fitted(self, "n_features_in_")
+        return float_features(checked_input(self, X, dtype=np.float64, reset=False))
 
     def get_feature_names_out(self, input_features=None) -> np.ndarray:
-        check_is_fitted(self)
+        check_fitted(self, "n_features_in_")
         return np.array([f"x{j}_{name}" for j in range(self.n_features_in_) for name in FEATURE_NAMES], dtype=object)
 
 
-class AtomTable(TransformerMixin, BaseEstimator):
+class AtomTable(Transformer):
     """The feature map of the ``atoms`` class: the smoothed log ratio of exact-value frequencies.
 
     ``fit(X, y)`` (y = 0 for outputs of P, 1 for Q) counts how often each
@@ -304,8 +304,8 @@ class AtomTable(TransformerMixin, BaseEstimator):
         return self._log_ratio(counts)
 
     def transform(self, X) -> np.ndarray:
-        check_is_fitted(self)
-        keys = _row_keys(validate_data(self, X, dtype=np.float64, reset=False))
+        check_fitted(self, "values_")
+        keys = _row_keys(checked_input(self, X, dtype=np.float64, reset=False))
         index = np.minimum(np.searchsorted(self.values_, keys), self.values_.size - 1)
         counts = np.where((self.values_[index] == keys)[:, None], self.counts_[index], 0).astype(np.float64)
         return self._log_ratio(counts)
@@ -313,7 +313,7 @@ class AtomTable(TransformerMixin, BaseEstimator):
     def _count(self, X, y) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(self.min_count, bool) or not isinstance(self.min_count, (int, np.integer)) or self.min_count < 1:
             raise ValueError(f"min_count must be a positive integer. Found {self.min_count!r}.")
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
+        X, y = checked_input(self, X, y, dtype=np.float64, y_numeric=True)
         labels = np.asarray(y).astype(np.int64)
         if not np.all(np.isin(labels, (0, 1))):
             raise ValueError(

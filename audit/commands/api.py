@@ -219,7 +219,7 @@ def run_audit(
     finished: dict[str, dict] = {}
     stage = "the tasks"
     from audit.engine.checks import combine  # with the exact values (scipy.stats): not on `import audit.commands.api`
-    from audit.engine.run import run_engine  # with the attacks (scikit-learn): not on `import audit.commands.api`
+    from audit.engine.run import run_engine  # with the attacks (scipy.stats): not on `import audit.commands.api`
 
     try:
         rows = run_engine(audit_config, mechanism, pairs, out, resume=resume, progress=progress, finished=finished)

@@ -55,8 +55,9 @@ def safe_worker_path() -> Iterator[None]:
 
 
 AUDIT_MODULES = ("audit.commands.api", "audit.engine.run", "audit.report.audit_report")
-"""What an audit imports before its report is written (the attacks, scikit-learn; no plotting library: the report's
-figures are SVG written by :mod:`audit.report.svg`)."""
+"""What an audit imports before its report is written (the attacks, the engine, the report; scikit-learn is imported
+by the feature maps that fit one of its learners, :mod:`attacks.features`; no plotting library: the report's figures
+are SVG written by :mod:`audit.report.svg`)."""
 
 
 def import_frozen(modules: tuple[str, ...] = AUDIT_MODULES) -> None:

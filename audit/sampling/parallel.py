@@ -48,7 +48,7 @@ RUN = Section("run", (
     Field("backend", "string", "threading", choices=tuple(BACKENDS),
           meaning="joblib's backend, for the attacks and for sampling: with `threading` the fits run in threads of "
                   "the audit's process (each with one BLAS thread), with `loky` in fresh worker processes (each "
-                  "importing scikit-learn first, about 1 CPU s: worth it only where fits hold the GIL, e.g. `mlp` on "
+                  "importing numpy and SciPy first, about 1 CPU s: worth it only where fits hold the GIL, e.g. `mlp` on "
                   "many cores; [speed.md](speed.md)); with both, sampling runs in children forked from the audit's "
                   "process; with `dask` and `ray` every chunk of outputs is a job of the cluster (the caller's "
                   "client / ray instance, else a local one for the audit), drawn in a child its worker forks, so the "
@@ -138,7 +138,7 @@ def _exit_with_parent(parent: int) -> None:
 @contextmanager
 def _started(name: str, n_jobs: int) -> Iterator[None]:
     """loky: start the workers now, each importing the attacks, while this process goes on (structure pilot,
-    memory check, the first samples): a worker's start costs about a second of imports (scikit-learn), which
+    memory check, the first samples): a worker's start costs about a second of imports (numpy, SciPy), which
     the first attacks would otherwise wait for."""
     workers = joblib.effective_n_jobs(n_jobs)
     if name != "loky" or workers <= 1:
