@@ -12,7 +12,8 @@ from scipy.stats import binomtest, norm
 from attacks.gdp_route import (ASSUMPTION, QUADRATURE_NODES, clopper_pearson_upper, exact_mu_lower_bound,
                                exact_p_value, mu_lower_bound, threshold_tests)
 from audit import run_audit
-from audit.report.gdp_route import route_applies
+from audit.mechanisms import make_mechanism
+from audit.report.gdp_route import route_applies, targeted_test
 from audit.theory.tradeoff import gaussian_profile, gdp_epsilon, gdp_mu
 
 
@@ -126,6 +127,25 @@ def test_report_puts_the_route_beside_the_verdict(tmp_path):
     assert dp["verdict"] in {"violation", "pass", "inconclusive"}  # the nonparametric verdict, kept
     assert [c["verdict"] for c in result.claims if c["divergence"] == "dp"] == [dp["verdict"]]
     assert ASSUMPTION in (tmp_path / "report.md").read_text()
+
+
+def test_a_canary_rows_route_is_the_exact_test_at_the_whole_level(tmp_path):
+    # one task, a declared class: mu_low is the exact test's at level 0.05 on the test chosen from the claim
+    params = {"mu": 2.0, "steps": 1}
+    d, d_prime = make_mechanism("dp_gd_logistic", params).default_pairs()[0]
+    config = {"mechanism": {"name": "dp_gd_logistic", "params": params},
+              "pairs": [{"d": d.tolist(), "d_prime": d_prime.tolist()}],
+              "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 10.0, "delta": 1e-5}],
+              "attacks": {"classes": ["canary"], "n_samples": 200, "confidence": 0.95}, "run": {"seed": 0, "n_jobs": 1}}
+    run_audit(config, out_dir=tmp_path, progress=False)
+    results = json.loads((tmp_path / "results.json").read_text())
+    [entry], [row] = results["gdp_route"]["claims"], results["rows"]
+    test = targeted_test(row["held_out_scores"]["gdp_tests"], entry["claimed_mu"])
+    [j], [count] = test["ranks"], test["p_counts"]
+    assert entry["exact"] and entry["type_one_upper"] is None and entry["tests"] == 1
+    assert entry["gdp_mu_low"] == pytest.approx(exact_mu_lower_bound(200 - count, 200, 200 - j, 200, 0.05), abs=1e-12)
+    assert entry["gdp_mu_low"] > mu_lower_bound([test], 0.95).mu_low  # the Clopper-Pearson pair on the same counts
+    assert "exact test (200, 200; 1)" in (tmp_path / "report.md").read_text()
 
 
 @pytest.mark.slow
