@@ -195,8 +195,8 @@ def assign_verdicts(rows: Sequence[Row], confidence: float) -> list[Row]:
     Parameters
     ----------
     rows : sequence of Row
-        Results rows before verdicts (:func:`audit.engine.run.run_engine`'s and
-        :func:`audit.results.on_average.aggregate_rows`'), each with its ``evidence``
+        Results rows before verdicts (:func:`audit.engine.run.run_engine`'s, the aggregates of
+        :func:`audit.results.on_average.aggregate_rows` among them), each with its ``evidence``
         (:class:`attacks.evidence.Evidence`: p-values, intervals, ``caveat``),
         None for rows without one (errors).
     confidence : float
