@@ -30,6 +30,31 @@ With J tests, each error is bounded at level (1 - confidence) / (2 J)
 (Bonferroni over the 2 J bounds), so the largest mu_low over the tests holds
 with probability at least ``confidence``.  The samples of P and Q must be
 independent (not coupled).
+
+The exact test (:func:`exact_p_value`, :func:`exact_mu_lower_bound`), for a
+score fixed before the data (a declared class, :mod:`attacks.declared`):
+one test of H0(mu0): T(P, Q) >= G_mu0 at the whole level, no split between a
+and b.  With S = {score > t_j}, k_P = n_P - (P's count at or below t_j) and
+k_Q = n_Q - j, G_mu0 bounds P(S) = 1 - a by P(S) <= h(Q(S)),
+h(u) = Phi(Phi^-1(u) + mu0) (b >= Phi(Phi^-1(1 - a) - mu0) solved for
+1 - a), and the p-value is
+
+    p(mu0) = E[g(V)],  g(u) = P(Binomial(n_P, h(u)) >= k_P),  V ~ Beta(k_Q + 1, n_Q - k_Q).
+
+Validity: g is increasing (h is, and a binomial tail increases in its
+success probability).  Given t_j, P's count in S is Binomial(n_P, P(S)) with
+P(S) <= h(Q(S)) under H0, so P(K_P >= k | t_j) <= g_k(Q(S)); and Q(S) <= V
+in distribution (the probability integral transform, as above), so
+P(K_P >= k) <= E[g_k(V)] = P(K' >= k) for the count K' of the model where
+Q(S) = V and P(S) = h(V).  p(mu0) is K''s survival function at the observed
+count, and decreasing in it, so P(p(mu0) <= alpha) <= P(K' >= k*) <= alpha
+(k* the least count with p <= alpha): a valid p-value at every n.  The
+expectation is bounded above by the upper Riemann sum over the quantiles of V
+(g increasing: g at the quantile (i + 1) / m bounds g on the i-th slice), so
+the computed p-value is at least the exact one (conservative), by at most 1 / m.
+p(mu0) increases in mu0 (h does), so the set of mu0 not rejected at level
+alpha is an interval (mu_low, inf): bisection returns its lower end,
+from below.
 """
 
 from __future__ import annotations
@@ -39,13 +64,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.special import ndtri
+from scipy.special import ndtr, ndtri
 
 GDP_FRACTIONS = (0.02, 0.05, 0.1, 0.16, 0.25, 0.35)
 """Type-II errors b targeted by the stored tests: rank j = round((1 - b) n_Q).  They span the symmetric point
 Phi(-mu / 2) of G_mu for mu in about [0.8, 4] and the low-b tests that suit larger mu."""
 ASSUMPTION = "assumes a Gaussian trade-off curve"
 """The label every reading of this route carries."""
+QUADRATURE_NODES = 4096
+"""m, the quantiles of Q(S)'s law the exact p-value's upper Riemann sum reads (its excess is at most 1 / m)."""
+MU_TOLERANCE = 1e-4
+"""The width at which the bisection of :func:`exact_mu_lower_bound` stops (it returns the bracket's lower end)."""
 
 
 def clopper_pearson_upper(count: int | np.ndarray, n: int, level: float) -> np.ndarray:
@@ -104,6 +133,8 @@ class GdpBound:
         J, the tests the error was split over.
     confidence : float
         The joint confidence.
+    exact : bool
+        Whether that test is the exact one (:func:`exact_mu_lower_bound`); its a+ and b+ are then NaN.
     """
 
     mu_low: float
@@ -113,18 +144,62 @@ class GdpBound:
     n_q: int
     tests: int
     confidence: float
+    exact: bool = False
+
+
+def exact_p_value(mu0: float, k_p: int, n_p: int, k_q: int, n_q: int, nodes: int = QUADRATURE_NODES) -> float:
+    """p(mu0) of the exact test of H0: T(P, Q) >= G_mu0 from k_p of n_p scores of P and k_q of n_q of Q in
+    S = {score > t_j}, k_q = n_q - j fixed before the data (module docstring): E[P(Binomial(n_p,
+    Phi(Phi^-1(V) + mu0)) >= k_p)], V ~ Beta(k_q + 1, n_q - k_q), as an upper Riemann sum over ``nodes``
+    quantiles of V (at least the exact value, by at most 1 / nodes).
+
+    Examples
+    --------
+    >>> round(exact_p_value(0.0, 100, 200, 100, 200), 3)  # mu0 = 0: P = Q, both counts of the same law
+    0.54
+    """
+    if k_p <= 0:
+        return 1.0
+    from scipy.stats import beta, binom  # when a bound is read (see clopper_pearson_upper)
+
+    v = beta.ppf(np.arange(1, nodes + 1) / nodes, k_q + 1, max(n_q - k_q, 1)) if k_q < n_q else np.ones(nodes)
+    return float(np.mean(binom.sf(k_p - 1, n_p, ndtr(ndtri(v) + mu0))))
+
+
+def exact_mu_lower_bound(k_p: int, n_p: int, k_q: int, n_q: int, level: float, upper: float = 40.0) -> float:
+    """mu_low: the infimum of the mu0 >= 0 that :func:`exact_p_value` does not reject at ``level`` (0 when mu0 = 0
+    is not rejected), by bisection of the increasing p(mu0), from below (module docstring).
+
+    Examples
+    --------
+    >>> round(exact_mu_lower_bound(168, 200, 32, 200, 0.05), 3)  # 1.556 from the Bonferroni pair
+    1.721
+    """
+    if exact_p_value(0.0, k_p, n_p, k_q, n_q) > level:
+        return 0.0
+    low, high = 0.0, upper
+    if exact_p_value(high, k_p, n_p, k_q, n_q) <= level:
+        return high
+    while high - low > MU_TOLERANCE:
+        middle = (low + high) / 2.0
+        low, high = (middle, high) if exact_p_value(middle, k_p, n_p, k_q, n_q) <= level else (low, middle)
+    return low
 
 
 def mu_lower_bound(tests: Sequence[Mapping[str, Any]], confidence: float) -> GdpBound:
     """The largest mu_low over every test of ``tests`` (:func:`threshold_tests` dicts), error split over all.
 
-    Each a and b is bounded at level (1 - confidence) / (2 J), J the total number of tests.
+    With J tests in all, a test whose dict has ``exact`` true (a score fixed before the data) is the exact test
+    at level (1 - confidence) / J (:func:`exact_mu_lower_bound`); each a and b of another is bounded at level
+    (1 - confidence) / (2 J).
 
     Examples
     --------
     >>> tests = [{"n_p": 200, "n_q": 200, "ranks": [168], "p_counts": [32]}]
     >>> round(mu_lower_bound(tests, 0.95).mu_low, 3)
     1.556
+    >>> round(mu_lower_bound([{**tests[0], "exact": True}], 0.95).mu_low, 3)
+    1.721
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1). Found {confidence!r}.")
@@ -136,6 +211,12 @@ def mu_lower_bound(tests: Sequence[Mapping[str, Any]], confidence: float) -> Gdp
     for test in tests:
         n_p, n_q = int(test["n_p"]), int(test["n_q"])
         ranks, counts = np.asarray(test["ranks"]), np.asarray(test["p_counts"])
+        if test.get("exact", False):
+            for j, count in zip(ranks, counts):
+                mu = exact_mu_lower_bound(n_p - int(count), n_p, n_q - int(j), n_q, 2.0 * level)
+                if mu > best.mu_low:
+                    best = GdpBound(mu, np.nan, np.nan, n_p, n_q, total, confidence, True)
+            continue
         type_one = clopper_pearson_upper(counts, n_p, level)
         type_two = clopper_pearson_upper(n_q - ranks, n_q, level)
         with np.errstate(divide="ignore"):

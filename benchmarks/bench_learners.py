@@ -13,7 +13,9 @@ engine's own (``capaudit run`` through ``run_audit``, results.json):
   released parameter on the canary's feature, the direction the learner
   declares before the data) on the canary pair alone: no training split,
   every fit scored; results.json ``gdp_route`` (the threshold test nearest
-  the claim's symmetric point b = Phi(-mu / 2), mu = 2 from the claim) beside
+  the claim's symmetric point b = Phi(-mu / 2), mu = 2 from the claim; for a
+  declared class the exact test of mu, :func:`attacks.gdp_route.exact_mu_lower_bound`,
+  its error not split between the two error rates) beside
   the row's nonparametric count bound (the set's count chosen from the claim)
   and its ceiling at N fits per side;
 * **white-box canary, default pairs**: the same class on the learner's three
@@ -271,8 +273,8 @@ def main() -> None:
     write(args.out or RESULTS / "bench_learners.md", "\n".join([
         f"Built-in `dp_gd_logistic` ({', '.join(f'{k} = {v}' for k, v in PARAMS.items())}): truly {MU}-GDP, "
         f"({gdp_epsilon(MU, DELTA):.3f}, {DELTA:g})-DP; claim ({EPSILON:g}, {DELTA:g})-DP; confidence {CONFIDENCE}; "
-        f"seeds 0..{args.seeds - 1}. GDP route: epsilon at delta {DELTA:g} of mu_low (assumes a Gaussian trade-off "
-        f"curve; never a verdict); nonparametric: the count bound (median) and its ceiling at these sizes; target: "
+        f"seeds 0..{args.seeds - 1}. GDP route: epsilon at delta {DELTA:g} of mu_low (the exact test of mu for the "
+        f"canary class's rows, the Clopper-Pearson pair for linear; assumes a Gaussian trade-off curve; never a verdict); nonparametric: the count bound (median) and its ceiling at these sizes; target: "
         f"GDP route >= {TARGET}.", "",
         tabulate(rows, headers=["reading", "fits per dataset of a pair", "fits in all (median)", "GDP route (median)",
                                 "GDP route (min)",

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest, norm
 
-from attacks.gdp_route import ASSUMPTION, clopper_pearson_upper, mu_lower_bound, threshold_tests
+from attacks.gdp_route import (ASSUMPTION, QUADRATURE_NODES, clopper_pearson_upper, exact_mu_lower_bound,
+                               exact_p_value, mu_lower_bound, threshold_tests)
 from audit import run_audit
-from audit.report.gdp_route import route_applies
+from audit.mechanisms import make_mechanism
+from audit.report.gdp_route import route_applies, targeted_test
 from audit.theory.tradeoff import gaussian_profile, gdp_epsilon, gdp_mu
 
 
@@ -52,6 +54,37 @@ def test_mu_lower_bound_is_the_formula_at_bonferroni_levels():
     bound = mu_lower_bound(tests, 0.95)
     assert bound.mu_low == pytest.approx(expected, rel=1e-12) and bound.tests == 2
     assert mu_lower_bound([{"n_p": 10, "n_q": 10, "ranks": [5], "p_counts": [10]}], 0.95).mu_low == 0.0
+
+
+def test_exact_p_value_matches_a_monte_carlo_of_the_gaussian_shift_at_h0():
+    # the model at the boundary of H0(mu0 = 1): Q = N(0, 1), P = N(1, 1), S = {x > t_j}, t_j the j-th smallest of
+    # n_q = 20 draws of Q (j = 15: k_q = 5), so Q(S) ~ Beta(6, 15) and P(S) = Phi(Phi^-1(Q(S)) + 1) exactly; p(1) is
+    # P(at least k_p of n_p = 20 draws of P in S).  200 000 runs: se <= 0.0012, tolerance 5 se plus the sum's 1 / m
+    rng = np.random.default_rng(4)
+    runs, n_p, n_q, k_q, mu0 = 200_000, 20, 20, 5, 1.0
+    t = np.sort(rng.normal(0.0, 1.0, (runs, n_q)), axis=1)[:, n_q - k_q - 1]
+    counts = (rng.normal(mu0, 1.0, (runs, n_p)) > t[:, None]).sum(axis=1)
+    for k_p in (8, 12, 16):
+        simulated = float(np.mean(counts >= k_p))
+        tolerance = 5.0 * math.sqrt(simulated * (1.0 - simulated) / runs)
+        assert exact_p_value(mu0, k_p, n_p, k_q, n_q) == pytest.approx(simulated, abs=tolerance + 1.0 / QUADRATURE_NODES)
+
+
+def test_exact_p_value_increases_in_mu0_and_its_bound_inverts_it():
+    k_p, n_p, k_q, n_q, level = 150, 200, 30, 200, 0.05
+    p_values = [exact_p_value(mu0, k_p, n_p, k_q, n_q) for mu0 in np.linspace(0.0, 3.0, 13)]
+    # non-decreasing (equal only where the tail is below the sum's last node, 1 / m), across the level
+    assert all(a <= b and (a < b or b < 2.0 / QUADRATURE_NODES) for a, b in zip(p_values, p_values[1:]))
+    assert p_values[0] < level < p_values[-1]
+    mu_low = exact_mu_lower_bound(k_p, n_p, k_q, n_q, level)
+    assert exact_p_value(mu_low, k_p, n_p, k_q, n_q) <= level < exact_p_value(mu_low + 2e-4, k_p, n_p, k_q, n_q)
+    assert exact_mu_lower_bound(100, 200, 100, 200, level) == 0.0  # as many of P as of Q in S: mu0 = 0 stands
+    # one test at the whole level, no split: above the Clopper-Pearson pair at half of it each, below the oracle
+    test = {"n_p": n_p, "n_q": n_q, "ranks": [n_q - k_q], "p_counts": [n_p - k_p]}
+    assert mu_lower_bound([{**test, "exact": True}], 1 - level).mu_low == mu_low
+    assert mu_lower_bound([test], 1 - level).mu_low < mu_low < norm.ppf(k_p / n_p) - norm.ppf(k_q / n_q)
+    two = mu_lower_bound([{**test, "exact": True}, {**test, "exact": True}], 1 - level)  # two tasks: level / 2 each
+    assert two.mu_low == exact_mu_lower_bound(k_p, n_p, k_q, n_q, level / 2) and two.exact and two.tests == 2
 
 
 def _coverage_misses(mu: float, n: int, seeds: int, seed: int) -> int:
@@ -96,6 +129,25 @@ def test_report_puts_the_route_beside_the_verdict(tmp_path):
     assert ASSUMPTION in (tmp_path / "report.md").read_text()
 
 
+def test_a_canary_rows_route_is_the_exact_test_at_the_whole_level(tmp_path):
+    # one task, a declared class: mu_low is the exact test's at level 0.05 on the test chosen from the claim
+    params = {"mu": 2.0, "steps": 1}
+    d, d_prime = make_mechanism("dp_gd_logistic", params).default_pairs()[0]
+    config = {"mechanism": {"name": "dp_gd_logistic", "params": params},
+              "pairs": [{"d": d.tolist(), "d_prime": d_prime.tolist()}],
+              "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 10.0, "delta": 1e-5}],
+              "attacks": {"classes": ["canary"], "n_samples": 200, "confidence": 0.95}, "run": {"seed": 0, "n_jobs": 1}}
+    run_audit(config, out_dir=tmp_path, progress=False)
+    results = json.loads((tmp_path / "results.json").read_text())
+    [entry], [row] = results["gdp_route"]["claims"], results["rows"]
+    test = targeted_test(row["held_out_scores"]["gdp_tests"], entry["claimed_mu"])
+    [j], [count] = test["ranks"], test["p_counts"]
+    assert entry["exact"] and entry["type_one_upper"] is None and entry["tests"] == 1
+    assert entry["gdp_mu_low"] == pytest.approx(exact_mu_lower_bound(200 - count, 200, 200 - j, 200, 0.05), abs=1e-12)
+    assert entry["gdp_mu_low"] > mu_lower_bound([test], 0.95).mu_low  # the Clopper-Pearson pair on the same counts
+    assert "exact test (200, 200; 1)" in (tmp_path / "report.md").read_text()
+
+
 @pytest.mark.slow
 def test_true_gdp_claims_gdp_route_refutes_in_at_most_5_percent_of_seeds(tmp_path):
     # the built-in DP-GD at its claimed mu = 2, 200 fits per side, audited over 20 seeds: the route reads
@@ -110,6 +162,20 @@ def test_true_gdp_claims_gdp_route_refutes_in_at_most_5_percent_of_seeds(tmp_pat
         route = json.loads((tmp_path / str(seed) / "results.json").read_text())["gdp_route"]
         refuted += route["claims"][0]["gdp_exceeds_claim"]
     assert refuted <= 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mu", [1.0, 2.0])
+def test_exact_mu_low_covers_the_gaussian_shift_at_the_routes_confidence(mu):
+    # the exact test (a declared score) at confidence 0.95, 200 scores per side, the test nearest b = Phi(-mu / 2):
+    # misses ~ Binomial(300, <= 0.05), mean 15; more than 26 has probability < 0.3 %
+    rng = np.random.default_rng(int(mu))
+    fraction = float(norm.cdf(-mu / 2.0))
+    misses = 0
+    for _ in range(300):
+        tests = threshold_tests(rng.normal(mu, 1.0, 200), rng.normal(0.0, 1.0, 200), fractions=(fraction,))
+        misses += mu_lower_bound([{**tests, "exact": True}], 0.95).mu_low > mu
+    assert misses <= 26
 
 
 @pytest.mark.slow

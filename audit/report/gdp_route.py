@@ -8,7 +8,10 @@ independent samples only): per task, the one stored test nearest the
 symmetric point b = Phi(-mu_c / 2) of the claim's mu_c (a gdp claim's mu; for
 (epsilon, delta), :func:`audit.theory.tradeoff.gdp_mu`, the mu whose profile
 passes through it), chosen from the claim alone, the error split over the
-tasks (:func:`attacks.gdp_route.mu_lower_bound`); and for an (epsilon, delta)
+tasks (:func:`attacks.gdp_route.mu_lower_bound`): the exact test of mu at
+its task's share for a row of a declared class (a score fixed before the
+data, :mod:`attacks.declared`), Clopper-Pearson bounds on a and b at half
+of it each for another; and for an (epsilon, delta)
 claim, mu_low's epsilon at its delta (:func:`audit.theory.tradeoff.gdp_epsilon`:
 the smallest epsilon with delta_mu(epsilon) <= delta, Dong, Roth and Su 2022,
 Cor. 2.13).  Each claim's reading holds at the audit's confidence on its own.
@@ -29,6 +32,7 @@ from typing import Any
 from scipy.special import ndtr
 
 from attacks.binomial_ratio import clopper_pearson_log_ratio_bound
+from attacks.classes import parse_function_class
 from attacks.gdp_route import ASSUMPTION, mu_lower_bound
 from attacks.vocabulary import DP, GDP, divergence_kind
 from audit.results.schema import Row
@@ -60,7 +64,9 @@ def gdp_route(rows: Sequence[Row], config: Mapping[str, Any], claims: Sequence[M
     ``strongest``: each claim's strongest row (None when untested), in the order of ``claims``.  None when the
     route does not apply (:func:`route_applies`) or no row kept threshold tests.
     """
-    tests = list({row.task or str(i): row.held_out_scores["gdp_tests"] for i, row in enumerate(rows)
+    tests = list({row.task or str(i): {**row.held_out_scores["gdp_tests"],
+                                       "exact": parse_function_class(row.function_class).declared}
+                  for i, row in enumerate(rows)
                   if row.held_out_scores and "gdp_tests" in row.held_out_scores}.values())  # one per task
     if not tests or not route_applies(config, claims):
         return None
@@ -81,7 +87,8 @@ def gdp_route(rows: Sequence[Row], config: Mapping[str, Any], claims: Sequence[M
             "label": label, "claim": claim["claim"], "delta": delta, "verdict": claim["verdict"],
             "claimed_mu": mu, "gdp_mu_low": bound.mu_low, "gdp_epsilon_low": epsilon_low,
             "gdp_exceeds_claim": bound.mu_low > mu, "type_one_upper": bound.type_one_upper,
-            "type_two_upper": bound.type_two_upper, "n_p": bound.n_p, "n_q": bound.n_q, "tests": bound.tests,
+            "type_two_upper": bound.type_two_upper, "exact": bound.exact, "n_p": bound.n_p, "n_q": bound.n_q,
+            "tests": bound.tests,
             **_nonparametric(row, confidence),
         })
     return {"assumption": ASSUMPTION, "confidence": confidence, "claims": entries}
@@ -112,10 +119,12 @@ def gdp_route_lines(route: Mapping[str, Any] | None) -> list[str]:
     lines = [
         "## Gaussian-DP route (assumes a Gaussian trade-off curve)", "",
         "Per claim, one threshold test per task on its held-out scores, chosen from the claim (nearest the "
-        "symmetric point of the claim's mu), gives mu_low = Phi^-1(1 - a) - Phi^-1(b) from Clopper-Pearson bounds "
-        f"on its errors a and b, the error split over the tasks, at confidence {route['confidence']:g} "
-        "(docs/theory.md \"The Gaussian-DP route\"). It " + ASSUMPTION + " and never sets a verdict: each claim "
-        "keeps its nonparametric one, shown beside it with the count bound's ceiling at the strongest row's size.",
+        "symmetric point of the claim's mu), gives mu_low: for a declared class's row (a score fixed before the data) "
+        "the exact test of mu under G_mu from the law of Q's order statistic, else mu_low = Phi^-1(1 - a) - "
+        "Phi^-1(b) from Clopper-Pearson bounds on its errors a and b; the error split over the tasks, at confidence "
+        f"{route['confidence']:g} (docs/theory.md \"The Gaussian-DP route\"). It " + ASSUMPTION + " and never sets a "
+        "verdict: each claim keeps its nonparametric one, shown beside it with the count bound's ceiling at the "
+        "strongest row's size.",
         "",
         "| claim | verdict | nonparametric lower bound | ceiling | GDP route: mu_low (claimed mu) | "
         "GDP route: epsilon_low | best test: a <=, b <= (outputs, tests) |",
@@ -125,9 +134,13 @@ def gdp_route_lines(route: Mapping[str, Any] | None) -> list[str]:
         epsilon = "-" if entry["gdp_epsilon_low"] is None else f"{entry['gdp_epsilon_low']:.4g}"
         lines.append(f"| {entry['label']} | {entry['verdict']} | {_text(entry['nonparametric_low'])} | "
                      f"{_text(entry['ceiling'])} | {entry['gdp_mu_low']:.4g} ({entry['claimed_mu']:.4g}) | {epsilon} | "
-                     f"{entry['type_one_upper']:.3g}, {entry['type_two_upper']:.3g} ({entry['n_p']}, {entry['n_q']}; "
-                     f"{entry['tests']}) |")
+                     f"{_errors(entry)} ({entry['n_p']}, {entry['n_q']}; {entry['tests']}) |")
     return lines + [""]
+
+
+def _errors(entry: Mapping[str, Any]) -> str:
+    """The best test's a+, b+, or "exact test" for the exact one (it bounds no error on its own)."""
+    return "exact test" if entry.get("exact") else f"{entry['type_one_upper']:.3g}, {entry['type_two_upper']:.3g}"
 
 
 def _text(value: float) -> str:
