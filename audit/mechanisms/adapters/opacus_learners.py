@@ -149,10 +149,10 @@ class OpacusDPSGD(LibraryAdapter):
         if self.noise_multiplier == 0.0:
             raise ValueError("noise_multiplier = 0: Opacus's accountant states no finite epsilon; give divergence "
                              "and epsilon.")
-        accountant = create_accountant(self.params["accountant"])
-        accountant.history = [(self.noise_multiplier, self.sampling_rate, self.steps)]  # Opacus's own record of steps
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the GDP caveat goes into the claim's reason instead; PRV's log(0) at q = 1
+            accountant = create_accountant(self.params["accountant"])
+            accountant.history = [(self.noise_multiplier, self.sampling_rate, self.steps)]  # Opacus's record of steps
             epsilon = float(accountant.get_epsilon(float(delta)))
         caveat = CAVEATS[self.params["accountant"]]
         return LibraryClaim({"divergence": "dp", "epsilon": epsilon, "delta": float(delta)},
