@@ -3,10 +3,12 @@
 Each finalist's statistic (and, for ``dp``, the minimum-variance pools of its
 nested sets) is offered with its check estimate and standard error
 (:func:`check_options`); the one whose confirm bound is expected to be the
-largest wins (:func:`promise`, :func:`set_promise`: DP-Sniper's check stage,
-Bichsel et al. 2021, which chooses by the check estimate, with the confirm
-sample's spread).  The screen ranks candidates by a more cautious projection
-that keeps its own sample's spread (:func:`projected_bound`).
+largest wins (:func:`choose`): among one finalist's options by a lower bound
+simultaneous over them (the cautious :func:`promise` / :func:`set_promise`),
+among the finalists by the confirm bound at the check estimate (DP-Sniper's
+check stage, Bichsel et al. 2021, chooses by the check estimate).  The
+screen ranks candidates by the same cautious projection
+(:func:`projected_bound`).
 """
 
 from __future__ import annotations
@@ -43,50 +45,82 @@ class Option:
     counts: DivergenceEstimate | None = None
     event: tuple[float, int] | None = None
 
-    def promise(self, check: int, confirm: int) -> float:
+    def promise(self, check: int, confirm: int, family_size: int | None = None) -> float:
         """The confirm bound this statistic is expected to reach: a one-set statistic's projected count bound
-        (:func:`set_promise`), the others' :func:`promise`."""
+        (:func:`set_promise`), the others' :func:`promise`; ``family_size``: the cautious promise among that
+        many options of one finalist (None: the promise at the check estimate)."""
         if self.counts is not None:
-            return set_promise(self.counts, confirm)
-        return promise(self.estimate, self.error, check, confirm)
+            return set_promise(self.counts, confirm, family_size)
+        return promise(self.estimate, self.error, check, confirm, family_size)
 
 
-def promise(estimate: float, error: float, check: int, confirm: int) -> float:
+def promise(estimate: float, error: float, check: int, confirm: int, family_size: int | None = None) -> float:
     """The confirm bound a statistic is expected to reach from its check estimate and standard error.
 
     The estimate less z(SELECTION_LEVEL) standard errors of the confirm
     estimate, sqrt(check / confirm) times the check error: the median of the
     confirm bound's predictive law given the check sample under a flat prior
     on the statistic's value (docs/theory.md section 7, "The check stage's
-    choice").  The check's own spread is not subtracted: that maximised a
-    pessimistic quantile, which prefers a frequent weak statistic to a
-    rarer, stronger one the check shows ahead.
+    choice").  With ``family_size`` K, also less z(1 - 0.05 / K) check
+    errors: a lower bound simultaneous over K options (Bonferroni), the
+    cautious promise :func:`choose` ranks one finalist's options by.
     """
-    return estimate - ndtri(SELECTION_LEVEL) * np.sqrt(check / confirm) * error
+    selection = 0.0 if family_size is None else ndtri(1.0 - (1.0 - SELECTION_LEVEL) / family_size)
+    return estimate - (selection + ndtri(SELECTION_LEVEL) * np.sqrt(check / confirm)) * error
 
 
-def set_promise(evidence: DivergenceEstimate, confirm: int) -> float:
+def set_promise(evidence: DivergenceEstimate, confirm: int, family_size: int | None = None) -> float:
     """The confirm bound one ``dp`` set is expected to reach from its check counts.
 
     The count bound projected to ``confirm`` outputs
-    (:func:`attacks.binomial_ratio.projected_lower_bound` or its paired twin
-    with ``observed=False``: the delta-method spread at the confirm size
-    alone, as :func:`promise`; or the Clopper-Pearson split of the projected
-    counts where they are too few for the score bound, as the confirm bound
-    will be) at SELECTION_LEVEL.  Unlike :func:`promise` it does not
+    (:func:`attacks.binomial_ratio.projected_lower_bound` or its paired twin:
+    the delta-method spread at the confirm size, or the Clopper-Pearson
+    split of the projected counts where they are too few for the score
+    bound, as the confirm bound will be) at SELECTION_LEVEL; with
+    ``family_size`` K, the spread at the check size as well, at level
+    1 - 0.05 / K (:func:`promise`).  Unlike :func:`promise` it does not
     read the smoothed log-ratio's standard error, which a set with no
     output of Q inflates by its half count: a set holding 3 % of P's check
     outputs and none of Q's (a float's porous support, Mironov 2012) then
     promised less than a set with a ratio of 1.1, although its confirm count
     bound is the larger.
     """
+    cautious = family_size is not None
+    level = 1.0 - (1.0 - SELECTION_LEVEL) / family_size if cautious else SELECTION_LEVEL
     if evidence.event:
-        return float(projected_event_bound(*evidence._counts(), divergence_of(evidence), SELECTION_LEVEL, confirm))
+        return float(projected_event_bound(*evidence._counts(), divergence_of(evidence), level, confirm))
     if evidence.coupled:
         return float(paired_ratio.projected_lower_bound(np.asarray(evidence.details["cells"]), evidence.delta,
-                                                        SELECTION_LEVEL, confirm, observed=False))
-    return float(binomial_ratio.projected_lower_bound(*evidence._counts(), evidence.delta, SELECTION_LEVEL, confirm,
-                                                      observed=False))
+                                                        level, confirm, observed=cautious))
+    return float(binomial_ratio.projected_lower_bound(*evidence._counts(), evidence.delta, level, confirm,
+                                                      observed=cautious))
+
+
+def choose(options: list[Option], check: int, confirm: int) -> Option:
+    """The statistic the confirm stage computes: each finalist's best option by its cautious promise, then the
+    finalist whose best option promises most at its check estimate (docs/theory.md section 7).
+
+    A finalist's options (its fitted set or witness and, for ``dp``, the
+    pools of its nested sets, :func:`check_options`) are tail sets of one
+    fitted score: their values are nearly equal wherever the likelihood
+    ratio is flat (every tail set of a Laplace pair has log-ratio epsilon)
+    and their estimates are correlated, so the best of many reads high by
+    chance; among them the simultaneous lower bound (``family_size`` = their
+    number) chooses.  Finalists are different pairs, directions or classes,
+    at most :data:`attacks.staged.MAX_FINALISTS`, whose values differ (svt_4's pairs: 0.1725
+    and 0.1749); among them the confirm bound at the check estimate chooses,
+    not a quantile that prefers the smaller check spread whatever the value.
+    """
+    def best(group: list[Option], family_size: int | None) -> Option:
+        promises = [option.promise(check, confirm, family_size) for option in group]
+        return group[max(range(len(group)), key=promises.__getitem__)]
+
+    finalists = sorted({option.finalist for option in options})
+    leaders = []
+    for finalist in finalists:
+        group = [option for option in options if option.finalist == finalist]
+        leaders.append(best(group, len(group)))
+    return best(leaders, None)
 
 
 def projected_bound(evidence: DivergenceEstimate, n_eval: int) -> tuple[float, float]:

@@ -98,7 +98,21 @@ def test_the_check_chooses_a_rarer_set_it_shows_ahead_by_its_confirm_spread_alon
         assert promised == pytest.approx(option.estimate - norm.ppf(LEVEL) * option.error * np.sqrt(check / confirm),
                                          abs=1e-5)
     assert options[0].error == pytest.approx(0.0033, abs=2e-4) and options[1].error == pytest.approx(0.0047, abs=2e-4)
-    assert rare > frequent + 1e-3
+    assert rare > frequent + 1e-3 and selection.choose(options, check, confirm) is options[1]
+
+
+def test_the_check_chooses_among_one_finalists_options_by_their_simultaneous_lower_bound():
+    """Three options of one finalist and one value (a Laplace pair's tail pools: log-ratio epsilon each) read
+    0.100 +- 0.0005, 0.104 +- 0.004 and 0.108 +- 0.006 (1 000 check, 12 000 confirm outputs).  At the check estimate
+    the luckiest promises most (0.108 - 1.645 x 0.006 x 0.289 = 0.1051); less z(1 - 0.05 / 3) = 2.13 check errors
+    the precise one does (0.0987 against 0.0936 and 0.0924), and it represents the finalist.  A second finalist
+    reading 0.099 +- 0.0005 loses to it at the check estimate (0.0988 against 0.0998)."""
+    options = [Option(0, None, estimate, error) for estimate, error in ((0.100, 0.0005), (0.104, 0.004), (0.108, 0.006))]
+    assert max(options, key=lambda option: option.promise(1_000, 12_000)) is options[2]
+    cautious = [option.promise(1_000, 12_000, 3) for option in options]
+    z = norm.ppf(1 - 0.05 / 3) + norm.ppf(LEVEL) * np.sqrt(1 / 12)
+    assert cautious == pytest.approx([0.100 - z * 0.0005, 0.104 - z * 0.004, 0.108 - z * 0.006], abs=1e-12)
+    assert selection.choose(options + [Option(1, None, 0.099, 0.0005)], 1_000, 12_000) is options[0]
 
 
 def test_target_keeps_only_classes_contained_in_the_claim_that_estimate_the_divergence():
