@@ -15,7 +15,7 @@ g(x) = phi(x) . coef_ + intercept_ (docs/theory.md section 3 and 4): the
 class (:mod:`attacks.classes`) builds phi (:mod:`attacks.features`) and says
 how its coefficients are fitted (:class:`attacks.classes.FitRule`: the
 convex fits below, the closed-form optimum per cell for ``treeK`` and
-``floatbits``, or phi itself for ``threshold`` and ``atoms``).  ``mlp``'s
+``floatbits``, or phi itself for ``threshold``, ``canary`` and ``atoms``).  ``mlp``'s
 network output is its one feature; the fit takes an affine map a u + b of
 it, again a network of the class, with the same scale safeguards as every
 class.
@@ -168,6 +168,8 @@ class Adversary(BaseEstimator):
         features in the KL and Renyi fits (see the module docstring); for
         ``mlp`` also on the output weights of the network's training
         (:func:`attacks.mlp.train_network`).
+    direction : list of float, optional
+        The declared direction v of ``canary`` (its witness x . v / |v|).
     dp_eval_size : int, optional
         Held-out samples per law on which the witness will be scored: the
         ``dp`` attack set and the ``kl`` / ``renyi`` scale are chosen for the
@@ -233,6 +235,7 @@ class Adversary(BaseEstimator):
         bandwidth: float | None = None,
         width: int = 32,
         ridge: float = 1e-3,
+        direction: list[float] | None = None,
         dp_eval_size: int | None = None,
         coupled: bool = False,
         random_state=None,
@@ -245,6 +248,7 @@ class Adversary(BaseEstimator):
         self.bandwidth = bandwidth
         self.width = width
         self.ridge = ridge
+        self.direction = direction
         self.dp_eval_size = dp_eval_size
         self.coupled = coupled
         self.random_state = random_state

@@ -79,10 +79,3 @@ def estimate_ceiling(estimate: Any, level: float) -> float:
     if divergence.weighted and not estimate.event and "n_q" in details:
         return witness_ceiling(int(details["n_q"]), level)
     return math.nan
-
-
-def evidence_ceiling(evidence: Any, confidence: float) -> float:
-    """Any evidence's ceiling at ``confidence`` (its ``ceiling`` method: a sequential look's at its spent
-    confidence), NaN for evidence without one (a normal estimate's, e.g. an on-average aggregate's) or none."""
-    ceiling = getattr(evidence, "ceiling", None)
-    return float(ceiling(confidence)) if callable(ceiling) else math.nan

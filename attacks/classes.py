@@ -11,6 +11,9 @@ A class is written as text (``function_class = "poly2"`` in a config, the
   depth-K decision tree;
 * :class:`Thresholds` (``threshold``): 1-D thresholds of one output
   coordinate;
+* :class:`Canary` (``canary``): the inner product of the output with one
+  direction declared before the data (the white-box canary statistic), a
+  member of ``linear``: :mod:`attacks.declared`;
 * :class:`Atoms` and :class:`FloatBits` (``atoms``, ``floatbits``): sets of
   exact output values and of IEEE-754 representation features
   (:mod:`attacks.representation`);
@@ -24,7 +27,7 @@ estimate, how its witness is fitted (:class:`FitRule`), its feature map
 width of that map for the memory model, whether it reads the outputs' values
 or how they are stored (its ``layer``), and its closure properties.
 
-Containment (docs/theory.md section 3; CBDP section 3): lin in poly_k in
+Containment (docs/theory.md section 3; CBDP section 3): canary in lin in poly_k in
 poly_{k+1}; lin in mlp (one hidden ReLU layer of width >= 2d represents
 x = relu(x) - relu(-x)); tree_k in tree_{k+1}; every class in ``all``
 (``atoms`` and ``floatbits`` in ``all`` only). An attack of class A refutes a
@@ -80,7 +83,7 @@ infinity under Laplace or Gaussian tails (the heavy-tail trap, docs/theory.md
 section 4; :mod:`attacks.adversary`)."""
 ACCEPTED_NAMES = (
     f"'linear', 'polyK' (K = 1..{MAX_POLY_DEGREE}), 'kernel', 'mlp', 'treeK' (K = 1..{MAX_TREE_DEPTH}), "
-    "'threshold', 'atoms', 'floatbits', 'all'"
+    "'threshold', 'canary', 'atoms', 'floatbits', 'all'"
 )
 
 
@@ -90,6 +93,14 @@ def _units(value: Any) -> bool:
 
 def _real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _direction(value: Any) -> bool:
+    """A list of finite numbers, not all 0 (or None: the mechanism's own, :mod:`attacks.declared`)."""
+    if value is None:
+        return True
+    entries = list(value) if isinstance(value, (list, tuple)) else None
+    return bool(entries) and all(_real(v) for v in entries) and any(v != 0 for v in entries)
 
 
 @dataclass(frozen=True)
@@ -125,6 +136,8 @@ PARAMETERS = {parameter.name: parameter for parameter in (
               lambda value: value is None or _real(value) and value > 0),
     Parameter("width", 32, f"an integer from 1 to {MAX_UNITS}", _units),
     Parameter("ridge", 1e-3, "a finite number >= 0", lambda value: _real(value) and value >= 0),
+    Parameter("direction", None, "a list of finite numbers, not all 0, one per output coordinate (None: the "
+              "mechanism's canary direction)", _direction),
 )}
 """The rule of each class parameter, for :class:`attacks.Adversary` and ``attacks.class_params`` alike."""
 
@@ -154,6 +167,10 @@ class FunctionClass:
         and ``renyi`` by the binary divergence of those counts, a lower bound
         on the divergence of every class containing the set's indicator (the
         data processing inequality, :mod:`attacks.event_divergence`).
+    declared : bool
+        Its witness is fixed before the data (``canary``): no output trains
+        it, so an audit of a ``dp`` claim scores it on every output
+        (:mod:`attacks.declared`).
     layer : {"value", "representation"}
         Whether its witnesses are functions of the outputs' values
         (:data:`VALUE`; ``all`` too: a claim class holds both) or of how they
@@ -178,6 +195,7 @@ class FunctionClass:
     parameters: ClassVar[tuple[str, ...]] = ()
     fit_rule: ClassVar[FitRule] = FitRule.CONVEX
     events: ClassVar[bool] = False
+    declared: ClassVar[bool] = False
     layer: ClassVar[str] = VALUE
     closed_under_linear_maps: ClassVar[bool] = False
     convex_translation_invariant: ClassVar[bool] = False
@@ -370,6 +388,30 @@ class Thresholds(FunctionClass):
 
 
 @dataclass(frozen=True)
+class Canary(FunctionClass):
+    """``canary``: s(x) = x . v / |v| for one direction v declared before the data (``direction``, or the
+    mechanism's canary direction): the white-box canary statistic, one member of ``linear``."""
+
+    kind: ClassVar[str] = "canary"
+    parameters: ClassVar[tuple[str, ...]] = ("direction",)
+    fit_rule: ClassVar[FitRule] = FitRule.FIXED
+    declared: ClassVar[bool] = True
+    rank: ClassVar[int] = 0
+    words: ClassVar[str] = "the declared canary statistic"
+
+    def is_contained_in(self, other: FunctionClass) -> bool:
+        return self == other or LINEAR.is_contained_in(other)  # a member of linear
+
+    def feature_count(self, dim: int, params: Mapping[str, Any]) -> int:
+        return 1
+
+    def feature_map(self, X, adversary, seed, random_state):
+        from attacks import features
+
+        return features.declared_direction(adversary.direction)
+
+
+@dataclass(frozen=True)
 class Atoms(FunctionClass):
     """``atoms``: sets of exact output values, scored by how often each occurs (:class:`attacks.representation.AtomTable`)."""
 
@@ -421,9 +463,10 @@ ALL = All()
 """The unrestricted class."""
 
 # ASCII digits without a leading zero: "poly00", "poly02" and non-ASCII digits ("poly\u0968") are not names.
-_PATTERN = re.compile(r"(linear|poly([1-9][0-9]*)|kernel|mlp|tree([1-9][0-9]*)|threshold|atoms|floatbits|all)", re.ASCII)
-_PLAIN = {"linear": LINEAR, "kernel": Kernels(), "mlp": Networks(), "threshold": Thresholds(), "atoms": Atoms(),
-          "floatbits": FloatBits(), "all": ALL}
+_PATTERN = re.compile(r"(linear|poly([1-9][0-9]*)|kernel|mlp|tree([1-9][0-9]*)|threshold|canary|atoms|floatbits|all)",
+                      re.ASCII)
+_PLAIN = {"linear": LINEAR, "kernel": Kernels(), "mlp": Networks(), "threshold": Thresholds(), "canary": Canary(),
+          "atoms": Atoms(), "floatbits": FloatBits(), "all": ALL}
 
 
 def parse_function_class(name: str | FunctionClass) -> FunctionClass:
@@ -434,7 +477,7 @@ def parse_function_class(name: str | FunctionClass) -> FunctionClass:
     name : str or FunctionClass
         One of ``linear``, ``polyK`` (1 <= K <= ``MAX_POLY_DEGREE``),
         ``kernel``, ``mlp``, ``treeK`` (1 <= K <= ``MAX_TREE_DEPTH``),
-        ``threshold``, ``atoms``, ``floatbits``, ``all`` (case-insensitive; K in ASCII digits without a
+        ``threshold``, ``canary``, ``atoms``, ``floatbits``, ``all`` (case-insensitive; K in ASCII digits without a
         leading zero); a FunctionClass is returned unchanged.
 
     Raises

@@ -40,6 +40,8 @@ held-out outputs per law, 7.20 at 5 000.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy.special import rel_entr
 
@@ -148,3 +150,17 @@ def projected_event_bound(k_p, n_p, k_q, n_q, divergence: Divergence, level: flo
     mass_p, _ = clopper_pearson_bounds(k_p, n_p, level)
     mass_q = np.asarray(k_q, dtype=float) / np.asarray(n_q, dtype=float)
     return np.asarray(event_divergence_bound(mass_p * n_eval, n_eval, mass_q * n_eval, n_eval, divergence, level))
+
+
+EVENT_NOTE = "bound from the counts of one event"
+"""How the note of a ``kl`` or ``renyi`` row bounded by one event's counts begins (:func:`event_note`)."""
+
+
+def event_note(evidence: Any, confidence: float) -> list[str]:
+    """The note of a ``kl`` or ``renyi`` bound from one event's counts (:mod:`attacks.event_divergence`): the
+    counts, the interval, and the ceiling at the audit's confidence that these sample sizes allow ([] for others)."""
+    if not getattr(evidence, "event", False):
+        return []
+    k_p, n_p, k_q, n_q = (int(evidence.details[key]) for key in ("k_p", "n_p", "k_q", "n_q"))
+    return [f"{EVENT_NOTE}: {k_p} of {n_p} outputs of P, {k_q} of {n_q} of Q; binary divergence over their "
+            f"Clopper-Pearson intervals (data processing), ceiling {evidence.ceiling(confidence):.4g} at these sizes"]

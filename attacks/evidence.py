@@ -8,7 +8,8 @@ a mean over iid pairs (:class:`audit.results.on_average.OnAverageEstimate`), a t
 (:class:`audit.engine.checks.Measurement`) and a mean with normal bounds
 (:class:`NormalEstimate`).  Each implements :class:`Evidence`, as SciPy's
 result objects share ``statistic``, ``pvalue`` and ``confidence_interval``, so
-that a reader of one reads them all.  The three readings agree: for every
+that a reader of one reads them all (``ceiling`` included: the verdicts read it
+off the evidence).  The three readings agree: for every
 claim c and level l, ``p_value(c) <= 1 - l`` exactly when
 ``lower_bound(l) >= c`` (one statistic inverted two ways), and
 ``confidence_interval(k)`` is the two one-sided bounds at ``(1 + k) / 2``.
@@ -58,6 +59,10 @@ class Evidence(Protocol):
 
     def p_value(self, claim: float) -> float:
         """One-sided p-value of H0: the estimand <= ``claim``."""
+
+    def ceiling(self, level: float = 0.95) -> float:
+        """The largest lower bound at ``level`` that the sample sizes allow (:mod:`attacks.ceilings`), NaN when
+        none is known: no data of these sizes refute a claim at or above it."""
 
     def to_record(self) -> dict[str, Any]:
         """The evidence as plain JSON values (what tasks.jsonl and results.json hold)."""

@@ -28,6 +28,8 @@ scikit-learn pipelines for its class (docs/theory.md sections 3 and 4); an
   closed-form optimum per cell (histogram divergence, docs/theory.md section 4);
 * ``threshold`` (:func:`best_coordinate`): one output coordinate (the one with
   the largest training IPM);
+* ``canary`` (:func:`declared_direction`): x . v / |v| for a direction v
+  declared before the data (no fit);
 * ``atoms`` (:func:`atoms`): the smoothed log ratio of how often the exact
   value occurs among P's and Q's training outputs, leave-one-out on the
   training rows (:class:`attacks.representation.AtomTable`);
@@ -108,6 +110,15 @@ def tree_cells(X: np.ndarray, depth: int, seed: int) -> Pipeline:
 def best_coordinate(X: np.ndarray) -> Pipeline:
     """The output coordinate with the largest training IPM."""
     return make_pipeline(CommonScale().fit(X), BestCoordinate())
+
+
+def declared_direction(direction) -> Pipeline:
+    """The projection x . v / |v| on a declared direction v (:class:`Projection`; an error naming the fix when
+    none was declared)."""
+    if direction is None:
+        raise ValueError("class 'canary' needs a direction: give class_params = {canary = {direction = [...]}} "
+                         "(one number per output coordinate), or audit a mechanism that declares its canary's.")
+    return make_pipeline(Projection(direction))
 
 
 def atoms() -> Pipeline:
@@ -255,6 +266,25 @@ class BestCoordinate(TransformerMixin, BaseEstimator):
 
     def transform(self, X):
         return X[:, [self.index_]]
+
+
+class Projection(TransformerMixin, BaseEstimator):
+    """Feature map of the canary class: x . v / |v|, v fixed before the data (fitting reads nothing)."""
+
+    def __init__(self, direction=(1.0,)):
+        self.direction = direction
+
+    def fit(self, X=None, y=None):
+        v = np.asarray(self.direction, dtype=float)
+        self.unit_ = v / np.linalg.norm(v)
+        return self
+
+    def transform(self, X):
+        X = np.asarray(X, dtype=float)
+        if X.ndim != 2 or X.shape[1] != self.unit_.size:
+            raise ValueError(f"class 'canary': direction has {self.unit_.size} entries but the outputs have "
+                             f"{X.shape[1] if X.ndim == 2 else 1} coordinates; give one per coordinate.")
+        return (X @ self.unit_)[:, None]
 
 
 def _median_distance(X: np.ndarray, random_state: np.random.RandomState) -> float:

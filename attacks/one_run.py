@@ -25,24 +25,52 @@ P[Binomial(r, e^epsilon / (1 + e^epsilon)) >= v],
 
 a valid p-value that no longer depends on r alone (:func:`one_run_p_value`
 with ``delta`` and ``canaries``), inverted by bisection in epsilon.
+
+A ``gdp`` claim is read by the f-DP test of :mod:`attacks.one_run_fdp`;
+:func:`one_run_bound` gives either claim's bound with its ceiling.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import brentq
 from scipy.stats import beta, binom
 
-from attacks.binomial_ratio import clopper_pearson_bounds
+from attacks.one_run_fdp import one_run_gdp_lower_bound
+from attacks.vocabulary import GDP, divergence_kind
+
+
+@dataclass(frozen=True)
+class OneRunBound:
+    """A claim's reading of one run's guesses: ``bound``, the largest parameter (epsilon, or mu for ``gdp``) the
+    guesses reject at level 1 - confidence, and ``ceiling``, the bound with every held-out guess right (the most
+    the run could show: a claim at or above it cannot be refuted by it)."""
+
+    bound: float
+    ceiling: float
+
+
+def one_run_bound(divergence: str, correct: int, guesses: int, canaries: int, confidence: float,
+                  delta: float = 0.0) -> OneRunBound:
+    """The bound and ceiling of a ``dp`` claim at ``delta`` (:func:`one_run_lower_bound`, :func:`one_run_ceiling`,
+    SNJ Thm 3.1) or of a ``gdp`` claim (:func:`attacks.one_run_fdp.one_run_gdp_lower_bound`, MMC) from ``correct``
+    right guesses of ``guesses`` about ``canaries`` randomized canaries."""
+    if divergence_kind(divergence) is GDP:
+        return OneRunBound(one_run_gdp_lower_bound(correct, guesses, canaries, confidence),
+                           one_run_gdp_lower_bound(canaries, canaries, canaries, confidence))
+    return OneRunBound(one_run_lower_bound(correct, guesses, confidence, delta, canaries),
+                       one_run_ceiling(canaries, confidence, delta, canaries))
 
 
 def one_run_lower_bound(correct: int, guesses: int, confidence: float, delta: float = 0.0,
                         canaries: int | None = None) -> float:
     """The largest epsilon that the one-run p-value rejects at level 1 - ``confidence`` (0 when none).
 
-    At ``delta`` = 0: logit of W's exact (Clopper-Pearson) lower bound, 0 at or below 1/2.  At ``delta`` > 0:
+    At ``delta`` = 0: logit of W's exact (Clopper-Pearson) lower bound, the success rate at which the Beta tail of
+    :func:`one_run_p_value` is 1 - ``confidence``; 0 at or below 1/2.  At ``delta`` > 0:
     the root in epsilon of :func:`one_run_p_value` = 1 - ``confidence`` (SNJ Thm 3.1 with delta; ``canaries``,
     the number m of randomized canaries, is then required).
 
@@ -55,8 +83,7 @@ def one_run_lower_bound(correct: int, guesses: int, confidence: float, delta: fl
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1). Found {confidence!r}.")
     if delta == 0.0:
-        low, _ = clopper_pearson_bounds(correct, guesses, confidence)
-        low = float(low)
+        low = float(beta.ppf(1.0 - confidence, correct, guesses - correct + 1)) if correct > 0 else 0.0
         return 0.0 if low <= 0.5 else math.log(low / (1.0 - low))
     if canaries is None:
         raise ValueError("a bound at delta > 0 needs canaries, the number m of randomized canaries. Found None.")

@@ -66,7 +66,6 @@ from attacks.evidence import Evidence
 from attacks import paired_ratio
 from attacks.anytime_sets import AnytimeSetEstimate
 from attacks.betting import BernoulliBetting
-from attacks.ceilings import evidence_ceiling
 from attacks.estimate import DivergenceEstimate
 from attacks.budget import DEFAULT_SHARES, StageSizes
 from attacks.candidates import Candidate, Draw, Sampler, Target
@@ -304,7 +303,7 @@ def decide(evidence: SequentialEstimate, claim: float, level: float, tolerance: 
         return None
     if evidence.p_value(claim) <= level:
         return VIOLATION
-    below_ceiling = not claim >= evidence_ceiling(evidence, 1.0 - level)  # NaN: no ceiling known
+    below_ceiling = not claim >= evidence.ceiling(1.0 - level)  # NaN: no ceiling known
     if budget >= PASS_BUDGET and below_ceiling and detectable_excess(evidence, level) <= tolerance:
         return DECIDED
     return None

@@ -68,12 +68,15 @@ CASES = [
 
 
 def before(case: Case) -> list[int]:
-    """Outputs of the default audits of the case in its earlier records (sequential ones only)."""
+    """Outputs of the default audits of the case in its earlier records (sequential ones only; a seed audited more
+    than once counts once, at its latest record)."""
     name, key = case.before
     records = read_records(RESULTS / name)
     if name == "bench_defaults.jsonl":
-        return [r["outputs"] for r in records if r["case"] == key]
-    return [r["outputs"] for r in records if r["mechanism"] == key and r["n_samples"] is None]
+        latest = {r["seed"]: r["outputs"] for r in records if r["case"] == key}
+    else:
+        latest = {r["seed"]: r["outputs"] for r in records if r["mechanism"] == key and r["n_samples"] is None}
+    return list(latest.values())
 
 
 def audit(case: Case, seed: int) -> dict:

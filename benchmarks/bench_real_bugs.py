@@ -31,6 +31,7 @@ environment with the library versions named (docs/benchmarks.md).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import tempfile
@@ -357,15 +358,34 @@ def _claim_audit(config: dict) -> tuple[Any, int, float]:
     return result, drawn, sum(os.times()[:4]) - start
 
 
-def claims_edition(seed: int, seeds: int = 1, only: str | None = None) -> str:
+def included_rows(path: str | Path) -> tuple[list[dict[str, str]], str]:
+    """The rows of a claims-edition results file this benchmark wrote (its first table) and the command that wrote
+    it: cases that need another environment (another release, another extra) join the edition's table as run."""
+    lines = Path(path).read_text().splitlines()
+    command = next(line.split("`")[1] for line in lines if line.startswith("`PYTHONPATH"))
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    table = list(itertools.takewhile(lambda line: line.startswith("|"), lines[start:]))
+    header = [cell.strip() for cell in table[0].strip("|").split("|")]
+    return [dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")))) for line in table[2:]], command
+
+
+def claims_edition(seed: int, seeds: int = 1, only: str | None = None, include: tuple[str, ...] = ()) -> str:
     """The second edition: each case audited from the library's own claim at default settings (module docstring);
     ``seeds`` > 1 audits each case at seeds ``seed`` to ``seed + seeds - 1`` and counts the verdicts; ``only``
-    keeps the cases whose name contains it."""
+    keeps the cases whose name contains it; ``include``: results files of this edition (:func:`included_rows`)
+    whose cases are taken as they ran there, not run again."""
     import importlib.metadata
 
-    rows, skipped = [], []
+    rows, skipped, taken, sources = [], [], {}, []
+    for path in include:
+        found, command = included_rows(path)
+        taken.update(((row["case"], row["release"]), row) for row in found)
+        sources.append(f"{', '.join(sorted({row['case'] for row in found}))} from {path} (`{command}`)")
     for case, release, library, build, true in CLAIM_CASES:
         if only and only not in case:
+            continue
+        if (case, release) in taken:
+            rows.append(taken[(case, release)])
             continue
         try:
             version = importlib.metadata.version(library)
@@ -385,7 +405,9 @@ def claims_edition(seed: int, seeds: int = 1, only: str | None = None) -> str:
                      "outputs drawn": f"{round(np.mean([drawn for _, drawn, _ in audits])):,}".replace(",", " "),
                      "cpu s": f"{sum(seconds for _, _, seconds in audits):.0f}"})
         print(rows[-1], flush=True)
-    command = f"--claims --seed {seed}" + (f" --seeds {seeds}" if seeds > 1 else "") + (f' --only "{only}"' if only else "")
+    command = (f"--claims --seed {seed}" + (f" --seeds {seeds}" if seeds > 1 else "") + (f' --only "{only}"' if only else "")
+               + "".join(f" --include {path}" for path in include))
+    joined = f" Rows taken from another environment's run: {'; '.join(sources)}." if sources else ""
     return "\n".join([
         "# Claims from the library (benchmarks/bench_real_bugs.py --claims)", "",
         f"`PYTHONPATH=. python benchmarks/bench_real_bugs.py {command}`, in an environment with the "
@@ -396,7 +418,7 @@ def claims_edition(seed: int, seeds: int = 1, only: str | None = None) -> str:
         "1.5, 2, 4; OpenDP #2945: the grouped sum's map at the pair's symmetric distance, d_in = 6, epsilon over "
         "all); `lower bounds` per order; `outputs drawn` every output of the audit (both datasets, every "
         "stage and round; the mean over seeds); `cpu s` this process and its samplers (the total over seeds); "
-        "over several seeds, `verdict` counts them and `lower bounds` are the first seed's.", "",
+        f"over several seeds, `verdict` counts them and `lower bounds` are the first seed's.{joined}", "",
         tabulate(rows, headers="keys", tablefmt="github") if rows else "(no case ran)", "",
         "## Not reproduced here", "",
         tabulate([{"case": case, "why": why} for case, why in NOT_REPRODUCED_CLAIMS] + skipped, headers="keys",
@@ -411,9 +433,11 @@ def main() -> None:
     parser.add_argument("--claims", action="store_true", help="the second edition: claims from the library")
     parser.add_argument("--seeds", type=int, default=1, help="--claims: audit each case at this many seeds")
     parser.add_argument("--only", default=None, help="--claims: only the cases whose name contains this")
+    parser.add_argument("--include", action="append", default=[],
+                        help="--claims: a results file of this edition whose cases are taken as run there")
     args = parser.parse_args()
     if args.claims:
-        text = claims_edition(args.seed, args.seeds, args.only)
+        text = claims_edition(args.seed, args.seeds, args.only, tuple(args.include))
         Path(args.out or "benchmarks/results/bench_real_bugs_claims.md").write_text(text)
         print(text)
         return

@@ -159,7 +159,8 @@ def walk(name, tracked, path):
     for use in (n for n in ast.walk(node) if isinstance(n, ast.Attribute) and n.attr in MEMBERS):
         if root(use.value) in tracked and MEMBERS[use.attr] not in {f for _, f in path + [(module, name)]}:
             walk(MEMBERS[use.attr], {"self"}, path + [(module, name)])
-    for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+    calls = (n for n in ast.walk(node) if isinstance(n, ast.Call))  # ast.walk is breadth first: put them in source order
+    for call in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
         if not any(mentions(a, tracked) for a in call.args + [k.value for k in call.keywords]):
             continue
         target = resolve(module, call.func)

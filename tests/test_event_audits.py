@@ -10,7 +10,7 @@ import pytest
 from attacks.event_divergence import binary_divergence, event_divergence_ceiling
 from attacks.vocabulary import KL, Renyi, parse_divergence
 from audit import run_audit
-from audit.engine.run import EVENT_NOTE
+from attacks.event_divergence import EVENT_NOTE
 
 RAISING = {"mechanism": {"callable": "test_probes:raises_on_ones"}, "pairs": [{"d": [1.0], "d_prime": [0.0]}]}
 

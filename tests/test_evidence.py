@@ -119,3 +119,11 @@ def test_measurement_record_keeps_results_json_layout():
     assert record["low"] == pytest.approx(0.2 - 1.959964 * 0.05, rel=1e-6)
     assert record["high"] == pytest.approx(0.2 + 1.959964 * 0.05, rel=1e-6)
     assert measured.upper() == 0.25 and Measurement("M", NormalEstimate(0.2, 0.05), 0.975).upper() == record["high"]
+
+
+@pytest.mark.parametrize("level", [0.9, 0.99])
+def test_ceiling_is_above_the_lower_bound_or_unknown(evidence, level):
+    """The ceiling caps every lower bound the sample sizes allow, so it caps this one; NaN where none is known."""
+    ceiling = evidence.ceiling(level)
+    assert isinstance(ceiling, float)
+    assert math.isnan(ceiling) or ceiling >= evidence.lower_bound(level)

@@ -317,8 +317,9 @@ def test_oakl_command_writes_the_report(tmp_path, monkeypatch):
     html = (tmp_path / "oakl" / "report.html").read_text()  # like run's and theory's: one file, figures embedded
     assert html.count("data:image/svg+xml;base64,") == 2 and "<table>" in html
     for heading in ("OAKL Figure 2: on-average KL privacy and DP against gamma", "On-average vs worst case as n grows",
-                    "OAKL Thm 4", "OAKL Lemma 6", "OAKL Lemmas 5 and 7"):
+                    "OAKL Thm 4", "OAKL Lemma 6", "OAKL Lemmas 5 and 7", "OAKL Theorem 9", "OAKL Definitions 8 to"):
         assert heading in report
+    assert "| NO " not in report.split("OAKL Theorem 9")[1]  # the exact relations hold
     assert "capaudit oakl --out DIR --seed 0 --quick" in report
 
 

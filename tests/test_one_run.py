@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from scipy.stats import norm
 
-from attacks.one_run import guess_from_scores, one_run_ceiling, one_run_lower_bound, one_run_p_value
+from attacks.one_run import guess_from_scores, one_run_bound, one_run_ceiling, one_run_lower_bound, one_run_p_value
 from attacks.one_run_fdp import fdp_lower_bound, gdp_rejected, one_run_gdp_lower_bound, pure_dp_inverse_blow_up
 
 
@@ -109,6 +109,23 @@ def test_every_guess_right_gives_the_ceiling():
     success = 0.05 ** (1 / 1000)
     assert one_run_ceiling(1000, 0.95) == pytest.approx(math.log(success / (1 - success)), rel=1e-12)
     assert one_run_lower_bound(50, 100, 0.95) == 0.0  # a coin's rate shows nothing
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-5])
+def test_a_dp_claims_reading_is_its_bound_beside_the_ceiling_of_its_canaries(delta):
+    """At delta = 0 the ceiling is logit(0.05^(1/500)) = 5.11 (SNJ); the bound is the p-value's root, below it."""
+    found = one_run_bound("dp", 450, 480, 500, 0.95, delta)
+    assert found.ceiling == pytest.approx(one_run_ceiling(500, 0.95, delta, 500), rel=1e-12)
+    assert one_run_p_value(450, 480, found.bound, delta, 500) == pytest.approx(0.05, rel=1e-6)
+    assert 0.0 < found.bound < found.ceiling <= 5.1145
+
+
+def test_a_gdp_claims_reading_is_the_fdp_bound_and_its_all_right_ceiling():
+    found = one_run_bound("gdp", 1, 1, 1, 0.95)
+    assert (found.bound, found.ceiling) == (0.0, 0.0)  # one right guess rejects nothing, not even at best
+    found = one_run_bound("gdp", 180, 200, 400, 0.95)
+    assert found.ceiling == one_run_gdp_lower_bound(400, 400, 400, 0.95)
+    assert 0.0 < found.bound == one_run_gdp_lower_bound(180, 200, 400, 0.95) < found.ceiling
 
 
 def test_guesses_are_the_scores_beyond_the_cut_offs():

@@ -111,6 +111,9 @@ def test_a_claim_from_the_library_is_opacus_accountants_epsilon_at_the_claims_de
     prv = learner(noise_multiplier=2.0, steps=1)  # Opacus's default accountant
     assert prv.library_claim(1, None, 1e-5).table["epsilon"] == pytest.approx(
         accountant_epsilon("pld", 2.0, 1.0, 1, 1e-5), rel=1e-2)
+    assert "can underestimate" not in prv.library_claim(1, None, 1e-5).source
+    gdp = learner(noise_multiplier=2.0, steps=1, accountant="gdp")
+    assert "can underestimate epsilon" in gdp.library_claim(1, None, 1e-5).source  # Opacus's own caveat, kept
     with pytest.raises(ValueError, match="a claim from Opacus's accountant is epsilon at a delta"):
         prv.library_claim(1, None, None)
     with pytest.raises(ValueError, match="d_in = 2"):

@@ -20,7 +20,7 @@ import pytest
 
 from audit import run_audit
 from audit.config.load import load_config
-from audit.engine.run import EVENT_NOTE
+from attacks.event_divergence import EVENT_NOTE
 from attacks.estimate import estimate_divergence
 from attacks.estimate import DivergenceEstimate
 from audit.engine.memory import PROCESS_BASELINE, estimate_memory

@@ -52,7 +52,7 @@ def test_the_column_lists_are_the_fields_of_the_row_in_their_old_order():
     assert NUMERIC_COLUMNS == ("alpha", "estimate", "ci_low", "ci_high", "n_samples", "claim", "theory_bound", "exact")
     fields = [field.name for field in dataclasses.fields(Row)]
     checks = ["checked", "theorem", "mechanisms", "level", "measurements"]  # a [[checks]] row's own: not in the table
-    assert fields == [*WRITTEN, *STAGED, *checks, "evidence"]  # internal, never written
+    assert fields == [*WRITTEN, *STAGED, "d_in", *checks, "evidence"]  # internal, never written
     assert not set(checks) & set(Row(**_record()).to_record())
 
 

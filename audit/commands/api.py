@@ -12,7 +12,7 @@ import os
 import platform
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,8 @@ from audit.config.load import AuditConfig, ConfigError, load_config
 from audit.commands.import_path import user_import_path
 from audit.sampling.events import event_summary
 from audit.config.families import claim_summaries
-from audit.inputs.neighbours import NeighbourPair, make_pairs
+from audit.config.library_claims import pair_d_in
+from audit.inputs.neighbours import NeighbourPair, PairList, make_pairs
 from audit.results.on_average import aggregate_rows
 from audit.results.provenance import describe_audit, pair_records, screening_records
 from audit.results.files import results_table, write_results
@@ -481,11 +482,16 @@ def _pairs(config: AuditConfig, mechanism: Any,
             pairs = make_pairs(spec, mechanism, rng, timeout=config.run.sample_timeout, on_screened=on_screened)
     except ValueError as error:
         raise ConfigError(f"{'neighbours' if config.neighbours is not None else 'pairs'}: {error}") from None
-    for pair in pairs if config.claim_distance is not None else ():  # a claim from the library holds at one d_in
-        d_in = mechanism.input_distance(pair.d, pair.d_prime)
-        if d_in != config.claim_distance:
-            raise ConfigError(f"neighbours: pair {pair.name} is at d_in = {d_in} in the input metric, the claims from "
-                              f"the library at d_in = {config.claim_distance}; give pairs at one distance.")
+    if not config.claim_distances:
+        return pairs
+    placed = []
+    for pair in pairs:
+        d_in = pair_d_in(mechanism, pair.d, pair.d_prime, pair.distance)
+        if d_in not in config.claim_distances:
+            raise ConfigError(f"neighbours: pair {pair.name} is at d_in = {d_in} in the input metric, the claims at "
+                              f"d_in = {', '.join(map(str, config.claim_distances))}; give pairs at those distances.")
+        placed.append(replace(pair, d_in=d_in))
+    return PairList(placed, pairs.screening)
     return pairs
 
 

@@ -31,6 +31,7 @@ from audit.engine import generalization
 from audit.sampling.parallel import RunSpec
 from audit.mechanisms.gibbs import GaussianPosteriorMean, LaplaceTruncatedMean, LinearRegressionPosterior
 from audit.results.on_average import OnAverageEstimate, average_over_pairs
+from audit.theory import finite_gibbs, oakl_information
 from audit.theory import gibbs as gibbs_theory
 
 CONFIDENCE = 0.95
@@ -352,3 +353,98 @@ def _lemma_row(lemma: str, release: str, value: OnAverageEstimate, bound: float,
 def _interval_columns(name: str, estimate: OnAverageEstimate) -> dict:
     low, high = estimate.confidence_interval(CONFIDENCE)
     return {name: estimate.estimate, f"{name} low": low, f"{name} high": high}
+
+
+FINITE_LEARNERS = (
+    {"loss": ((0.0, 1.0), (1.0, 0.0)), "probabilities": (0.5, 0.5), "n": 1, "temperature": 2.0},
+    {"loss": ((0.0, 0.5, 1.0, 1.0), (1.0, 0.0, 0.5, 1.0), (1.0, 1.0, 0.5, 0.0)), "probabilities": (0.2, 0.3, 0.5),
+     "n": 10, "temperature": 1.0},
+    {"loss": ((0.0, 0.5, 1.0, 1.0), (1.0, 0.0, 0.5, 1.0), (1.0, 1.0, 0.5, 0.0)), "probabilities": (0.2, 0.3, 0.5),
+     "n": 10, "temperature": 4.0},
+)
+"""Finite Gibbs learners of the information table: OAKL's two-point example at n = 1, and three record values
+with four hypotheses (the third a compromise of loss 1/2) at n = 10."""
+INFORMATION_GAUSSIAN = GaussianPosteriorMean(temperature=1.0, records=10)
+"""The Gaussian posterior mean of the information table, on records from N(0, 1) (not truncated: the closed form
+of the mutual information is exact for normal records)."""
+
+
+def information_table() -> pd.DataFrame:
+    """OAKL Def. 8 and 10 to Cor. 15 with exact numbers (no sampling): one row per learner.
+
+    Finite Gibbs learners (:func:`audit.theory.finite_gibbs.finite_gibbs_values`, exact sums over count
+    vectors) and the Gaussian posterior mean (closed forms of :mod:`audit.theory.oakl_information`; its
+    max-information is infinite and its loss not subgaussian, so Lemma 11 and Cor. 15 do not apply; its
+    gap is measured in :func:`thm4_table`).
+    ``relations``: "yes" when Thm 4 (epsilon = gamma gap), Lemma 14 with 6 (I <= n epsilon), Lemma 11
+    (epsilon <= I_inf / n) and Cor. 15 (I / gamma <= n gap <= sigma sqrt(2 I)) all hold where they apply.
+    """
+    rows = []
+    for learner in FINITE_LEARNERS:
+        values = finite_gibbs.finite_gibbs_values(**learner)
+        n, gamma = learner["n"], learner["temperature"]
+        low, high = oakl_information.corollary15_bounds(values.mutual_information, gamma, values.subgaussian_scale)
+        rows.append(_information_row(
+            f"finite Gibbs, {len(learner['probabilities'])} record values, {len(learner['loss'][0])} hypotheses",
+            n, gamma, values.on_average_kl, gamma * values.generalization_gap, values.mutual_information,
+            values.max_information, values.conditional_entropy, (low, n * values.generalization_gap, high)))
+    mechanism = INFORMATION_GAUSSIAN
+    parameters = {"noise_scale": mechanism.noise_scale, "prior_scale": mechanism.prior_scale,
+                  "temperature": mechanism.temperature}
+    epsilon = gibbs_theory.gaussian_mean_on_average_kl(mechanism.records, 1.0, **parameters)
+    rows.append(_information_row(
+        "Gaussian posterior mean, records N(0, 1)", mechanism.records, mechanism.temperature, epsilon,
+        None, oakl_information.gaussian_mean_mutual_information(mechanism.records, 1.0, **parameters), np.inf,
+        oakl_information.gaussian_mean_conditional_entropy(mechanism.records, **parameters), None))
+    return pd.DataFrame(rows)
+
+
+def _information_row(learner: str, n: int, gamma: float, epsilon: float, gamma_gap: float | None,
+                     information: float, max_information: float, entropy: float,
+                     corollary15: tuple[float, float, float] | None) -> dict:
+    """One row of :func:`information_table`; ``gamma_gap`` and ``corollary15`` (I / gamma, n gap,
+    sigma sqrt(2 I)) None where not computed apart from epsilon."""
+    kl_bound, _ = oakl_information.max_information_bounds(max_information, n, gamma)
+    holds = [information <= oakl_information.mutual_information_bound(epsilon, n), epsilon <= kl_bound]
+    if gamma_gap is not None:
+        holds.append(np.isclose(epsilon, gamma_gap, rtol=1e-9))
+    if corollary15 is not None:
+        holds.append(corollary15[0] <= corollary15[1] <= corollary15[2])
+    low, gap, high = corollary15 if corollary15 is not None else (np.nan, np.nan, np.nan)
+    return {"learner": learner, "n": n, "gamma": gamma, "on-average KL": epsilon,
+            "gamma x gap (Thm 4)": np.nan if gamma_gap is None else gamma_gap,
+            "I(M(Z); Z)": information, "n x on-average KL (Lemma 14, 6)": n * epsilon,
+            "max-information": max_information, "max-information / n (Lemma 11)": kl_bound,
+            "I / gamma (Cor. 15)": low, "n x gap": gap, "sigma sqrt(2 I) (Cor. 15)": high,
+            "H(M(Z) | Z) (Def. 8)": entropy, "relations": "yes" if all(holds) else "NO"}
+
+
+MAXENT_DATA = (0.3, -1.2, 0.8, 2.0, -0.4)
+"""The dataset of the maximum-entropy table (five records; any would do: Thm 9 holds for every dataset)."""
+
+
+def maxent_table() -> pd.DataFrame:
+    """OAKL Thm 9 on the Gaussian posterior mean (n = 5, gamma = 1): its objective at candidate laws q = N(m, v).
+
+    The tempered posterior attains the free energy
+    (:func:`audit.theory.oakl_information.gaussian_mean_free_energy`); every other q exceeds it by
+    KL(q || posterior) / gamma (the Gibbs variational principle), shown beside the excess.
+    """
+    mechanism = GaussianPosteriorMean(temperature=1.0, records=len(MAXENT_DATA))
+    parameters = {"noise_scale": mechanism.noise_scale, "prior_mean": mechanism.prior_mean,
+                  "prior_scale": mechanism.prior_scale, "temperature": mechanism.temperature}
+    data = np.asarray(MAXENT_DATA)
+    mean, variance = gibbs_theory.gaussian_mean_posterior(data.sum(), data.size, **parameters)
+    free = oakl_information.gaussian_mean_free_energy(data, **parameters)
+    candidates = {"the tempered posterior (Thm 9's solution)": (float(mean), variance),
+                  "the posterior mean, twice the variance": (float(mean), 2 * variance),
+                  "the sample mean, the posterior variance": (float(data.mean()), variance),
+                  "the prior N(0, 1)": (mechanism.prior_mean, mechanism.prior_scale**2)}
+    rows = []
+    for name, (m, v) in candidates.items():
+        objective = float(oakl_information.gaussian_mean_gibbs_objective(m, v, data, **parameters))
+        rows.append({"q": name, "mean": m, "variance": v, "objective": objective, "free energy": free,
+                     "excess": objective - free,
+                     "KL(q || posterior) / gamma": float(gibbs_theory.normal_kl(m, v, mean, variance))
+                     / mechanism.temperature})
+    return pd.DataFrame(rows)

@@ -31,15 +31,21 @@ DEFAULT_CLASSES = ("linear", "poly2", "poly3", "tree3", "atoms", "floatbits")
 POLICIES = ("best", "every")
 MIN_STAGED_BUDGET = 200
 """The smallest ``n_samples`` the default stage shares split into stages of at least 20 outputs."""
-_CLASS_PATTERN = "^(linear|poly[1-9][0-9]*|kernel|mlp|tree[1-9][0-9]*|threshold|atoms|floatbits)$"
+_CLASS_PATTERN = "^(linear|poly[1-9][0-9]*|kernel|mlp|tree[1-9][0-9]*|threshold|canary|atoms|floatbits)$"
 _SHARE = {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}
 
 ATTACKS = Section("attacks", (
     Field("classes", "other", DEFAULT_CLASSES, type_doc="array of class names",
           schema_extra={"type": "array", "minItems": 1, "items": {"type": "string", "pattern": _CLASS_PATTERN}},
           meaning="non-empty; not `all`; names `linear`, `poly1`…`poly10`, `kernel`, `mlp`, `tree1`…`tree20`, "
-                  "`threshold`, `atoms`, `floatbits` (ASCII digits, no leading zero) (no attack fits every function). "
-                  "Each class is attacked on the divergences it can estimate."),
+                  "`threshold`, `canary`, `atoms`, `floatbits` (ASCII digits, no leading zero) (no attack fits every "
+                  "function). Each class is attacked on the divergences it can estimate. `canary` is the white-box "
+                  "canary statistic, the output's inner product with a direction declared before the data "
+                  "(`class_params.canary.direction`, else the mechanism's `canary_direction`: `dp_gd_logistic`'s is "
+                  "the released parameter on its canary's feature); one member of `linear`, so its bound holds for "
+                  "`linear` and every class containing it. With policy `best` a `dp` claim's `canary` rows need no "
+                  "training: every pair gets a row scored on all `n_samples` outputs per dataset, the set's count "
+                  "chosen from the claim (docs/theory.md section 7)."),
     Field("n_samples", "integer", None, low=MIN_SAMPLES, high=MAX_SAMPLES,
           limits=f"must be at least {MIN_SAMPLES} per dataset (the held-out split needs enough points for a confidence "
                  f"interval) and at most {MAX_SAMPLES:,} (outputs are held in memory)",
@@ -64,7 +70,9 @@ ATTACKS = Section("attacks", (
                   "default the median pairwise distance of up to 1000 training rows), `width` (mlp: hidden ReLU "
                   "units, default 32; the network is trained on the KL / Rényi objective itself, stopped early on 20% "
                   "of the training rows), `ridge` (KL and Rényi fits: ridge penalty, default 1e-3; mlp: also on the "
-                  "network's output weights), `dp_eval_size` (dp: held-out size the attack set is chosen for)"),
+                  "network's output weights), `dp_eval_size` (dp: held-out size the attack set is chosen for), "
+                  "`direction` (canary: one number per output coordinate, not all 0; large on M(d'), the pair's "
+                  "second dataset)"),
     Field("coupled", "boolean", False,
           meaning="draw each pair's outputs on d and d' from the same random numbers and use the paired intervals; a "
                   "mechanism that spends different randomness on the two datasets is sampled independently instead "

@@ -12,7 +12,7 @@ as names.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from attacks.vocabulary import (
@@ -29,6 +29,7 @@ from audit.results.on_average import DIVERGENCES as ON_AVERAGE_DIVERGENCES
 from audit.results.on_average import MIN_PAIRS
 
 if TYPE_CHECKING:
+    from attacks.classes import FunctionClass
     from audit.config.attacks import AttackSpec
 
 MIN_ALPHA = 1.1
@@ -97,9 +98,9 @@ CLAIMS = Section("claims", (
           schema_extra={"type": "object"},
           meaning="the training parameters an accountant claim used, written into results.json's `config`"),
     Field("from", "string", choices=SOURCES, default_doc="none",
-          meaning="the claim is the mechanism's own privacy map at the pairs' `d_in` (\"Claims from the library\" "
-                  "below): no `epsilon` or `delta` (capaudit writes the map's values into results.json's `config` "
-                  "and reads them back only when they agree); takes `function_class` (default `\"all\"`), `alpha` "
+          meaning="the claim is the mechanism's own privacy map at each pair's `d_in` (\"Claims from the library\" "
+                  "below): no `epsilon` or `delta` (capaudit writes the map's values into results.json's `config`, "
+                  "when the pairs are at one `d_in`, and reads them back only when they agree); takes `function_class` (default `\"all\"`), `alpha` "
                   "(zCDP maps), `epsilons` (smoothed maps and PLD profiles), `delta` (Opacus's accountant: ε at "
                   "that δ) and `reason`"),
 ), array=True, schema_extra={"required": [], "if": {"required": ["from"]}, "then": {"not": _has("on_average", "profile", "accountant")},
@@ -142,6 +143,8 @@ class Claim:
     pair (:mod:`audit.results.on_average`; kl and renyi only).  A curve claim (``gdp``,
     ``zcdp``, ``profile``) is never a ``Claim``: :func:`claims_of` expands
     it into its members, dp and renyi claims (:mod:`audit.config.families`).
+    ``class_type`` is H as its type (:class:`attacks.classes.FunctionClass`, parsed once when the claim is made):
+    what an attack's class must be contained in to refute the claim.
     """
 
     divergence: str
@@ -150,6 +153,20 @@ class Claim:
     alpha: tuple[float | None, ...] = (None,)
     delta: float = 0.0
     on_average: bool = False
+    d_in: float | int | None = None
+    """The input distance of the pairs the claim is judged on (a library's map at that ``d_in``, or a claim typed by
+    hand carried there by group privacy: :mod:`audit.config.group_privacy`); None: every pair."""
+    class_type: FunctionClass = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        from attacks.classes import parse_function_class
+
+        object.__setattr__(self, "class_type", parse_function_class(self.function_class))
+
+    def holds_at(self, d_in: float | int | None) -> bool:
+        """Whether the claim judges a pair at ``d_in``: a claim without one holds for every pair, a pair without one
+        (its distance never read) meets every claim."""
+        return self.d_in is None or d_in is None or self.d_in == d_in
 
 
 def claims_of(table: dict, path: str) -> list[Claim]:
@@ -310,7 +327,7 @@ def check_refutable(claim: Claim, attacks: AttackSpec, path: str) -> None:
     """
     from attacks.classes import All, parse_function_class
 
-    claimed = parse_function_class(claim.function_class)
+    claimed = claim.class_type
 
     def tests(name: str) -> bool:
         attack = parse_function_class(name)

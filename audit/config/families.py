@@ -184,7 +184,8 @@ def claim_summaries(rows: Sequence[Row], config: Mapping[str, Any]) -> list[dict
     by_key = {_key(summary): summary for summary in summaries}
     plain = {_rounded((e["divergence"], alpha, e["function_class"], float(e["epsilon"]), float(e.get("delta", 0.0)),
                        bool(e.get("on_average"))))
-             for e in _entries(config) if e.get("divergence") not in FAMILIES for alpha in _orders(e)}
+             for e in _entries(config) if e.get("divergence") not in (*FAMILIES, None)  # None: a map at several d_in
+             for alpha in _orders(e)}
     used, lines = set(), []
     for family in families(config):
         keys = [_rounded(key) for key in family.member_keys()]

@@ -2,13 +2,13 @@
 
 A library states its promise as a map from an input distance ``d_in`` to a
 privacy loss (OpenDP's ``measurement.map(d_in)``; a DP-SGD learner's
-accountant: dp_accounting's PLD profile, Opacus's epsilon at delta).  The audited pairs are
-all at one ``d_in`` in the mechanism's input metric, and the claim is the
-map at that ``d_in`` in the library's own measure (max-divergence: ``dp``;
+accountant: dp_accounting's PLD profile, Opacus's epsilon at delta).  The audited pairs may
+lie at several ``d_in`` in the mechanism's input metric; the claim is the
+map at each ``d_in``, in the library's own measure (max-divergence: ``dp``;
 zero-concentrated: ``zcdp``; approximate or smoothed max-divergence: ``dp``
 with its delta or a ``profile`` table), read here into an ordinary claim
 table, with its source in words for the report (docs/config.md, "Claims
-from the library").
+from the library"), and each pair is judged against the claim at its own ``d_in``.
 """
 
 from __future__ import annotations
@@ -29,31 +29,48 @@ RESOLVED = ("divergence", "epsilon", "delta", "deltas")
 """The fields the map gives: written into the config as run (results.json), accepted back when they agree."""
 
 
-def claim_distance(mechanism: Any, pairs: Sequence[tuple[np.ndarray, np.ndarray]],
-                   neighbours: Mapping[str, Any] | None) -> float | int:
-    """The one ``d_in`` of the audited pairs in the mechanism's input metric.
+def claim_distances(mechanism: Any, pairs: Sequence[tuple[np.ndarray, np.ndarray]],
+                    neighbours: Mapping[str, Any] | None) -> list[float | int]:
+    """The ``d_in`` of the audited pairs in the mechanism's input metric, in increasing order.
 
     Explicit pairs (else the mechanism's default pairs): each pair's distance
-    (``mechanism.input_distance``), which must agree; ``[neighbours]``: ``distance`` records (default 1) added or
-    removed, or replaced, by ``relation`` (``mechanism.relation_distance``).
-    Raises ``ValueError`` when the pairs are at several distances or none is given.
+    (``mechanism.input_distance``); ``[neighbours]``: ``distance`` records (default 1; a list: each of them)
+    added or removed, or replaced, by ``relation`` (:func:`relation_d_in`).  The claim is read at each, and each
+    pair judged against the claim at its own ``d_in``.  Raises ``ValueError`` when a pair has ``d_in = 0`` or none
+    is given.
     """
     if neighbours is None:
         pairs = pairs or mechanism.default_pairs()
     if pairs:
         distances = sorted({mechanism.input_distance(d, d_prime) for d, d_prime in pairs})
-        if len(distances) != 1:
-            raise ValueError(f"the pairs are at d_in = {', '.join(map(str, distances))} in the input metric; a claim "
-                             "from the library is read at one d_in: audit each distance in its own config.")
         if distances[0] == 0:
-            raise ValueError("the pairs have d_in = 0 (d = d'); give pairs that differ.")
-        return distances[0]
+            raise ValueError("a pair has d_in = 0 (d = d'); give pairs that differ.")
+        return distances
     if neighbours is None:
         raise ValueError(f"mechanism {mechanism.name!r} has no default pairs; give [[pairs]] or [neighbours] so that "
                          "the claim is read at their d_in.")
     if neighbours.get("strategy") == "on-average":
-        return mechanism.relation_distance("replace-one", 1)
-    return mechanism.relation_distance(neighbours.get("relation", "replace-one"), neighbours.get("distance", 1))
+        return [relation_d_in(mechanism, "replace-one", 1)]
+    relation = neighbours.get("relation", "replace-one")
+    return sorted({relation_d_in(mechanism, relation, k) for k in neighbour_distances(neighbours)})
+
+
+def neighbour_distances(neighbours: Mapping[str, Any] | None) -> list[int]:
+    """``[neighbours] distance`` as a list of records apart (an integer: itself; absent: 1)."""
+    found = (neighbours or {}).get("distance", 1)
+    return sorted(set(found)) if isinstance(found, list) else [found]
+
+
+def relation_d_in(mechanism: Any, relation: str, k: int) -> float | int:
+    """``d_in`` of pairs ``k`` records apart under ``relation``: in the mechanism's input metric
+    (``mechanism.relation_distance``) where it reads one, else ``k``."""
+    return mechanism.relation_distance(relation, k) if hasattr(mechanism, "relation_distance") else k
+
+
+def pair_d_in(mechanism: Any, d: np.ndarray, d_prime: np.ndarray, records: int) -> float | int:
+    """A pair's ``d_in``: in the mechanism's input metric (``mechanism.input_distance``) where it reads one, else
+    ``records`` (the records in which they differ), the units of :func:`relation_d_in`."""
+    return mechanism.input_distance(d, d_prime) if hasattr(mechanism, "input_distance") else records
 
 
 def library_claim_table(table: Mapping[str, Any], path: str, mechanism: Any, d_in: float | int) -> tuple[dict, str]:

@@ -33,7 +33,7 @@ import copy
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ from audit.config.fields import ConfigError, Section, array_of_tables, check_fie
 from audit.mechanisms.spec import MECHANISM, MechanismSpec, check_build, mechanism_spec
 from audit.config.one_run import ONE_RUN, OneRunSpec, one_run_spec
 from audit.config.pairs import NEIGHBOURS, PAIRS, import_distribution, neighbours_spec, pair
+from audit.inputs.neighbours import on_average_pair_names
 from audit.sampling.parallel import RUN, RunSpec, run_spec
 
 if sys.version_info >= (3, 11):
@@ -83,6 +84,9 @@ class AuditConfig:
         The config as given (after command-line overrides), for results.json.
     checks : tuple of CheckSpec
         ``[[checks]]`` entries: CBDP's theorems as audits (:mod:`audit.engine.checks`); empty by default.
+    averaged_pairs : frozenset of str or None
+        The pairs an on-average claim averages over, read once from ``neighbours``
+        (:func:`audit.inputs.neighbours.on_average_pair_names`); None when every pair is one.
     """
 
     mechanism: MechanismSpec
@@ -93,10 +97,15 @@ class AuditConfig:
     run: RunSpec
     raw: Mapping[str, Any]
     checks: tuple[CheckSpec, ...] = ()
-    claim_distance: float | int | None = None
-    """``d_in`` of the audited pairs when a claim is read from the library's privacy map, else None."""
+    claim_distances: tuple[float | int, ...] = ()
+    """The ``d_in`` at which claims are read (a library's map) or carried (group privacy), each pair judged against
+    the claims at its own ``d_in`` (:attr:`Claim.d_in`); empty when every claim holds for every pair."""
     one_run: OneRunSpec | None = None
     """``[one_run]``: audit the claims from one training run with canaries (:mod:`audit.engine.one_run`), else None."""
+    averaged_pairs: frozenset[str] | None = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "averaged_pairs", on_average_pair_names(self.neighbours))
 
 
 def load_config(
@@ -189,10 +198,11 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
     if "claims" in raw:  # an accountant claim's epsilon computed and written into its entry (audit.config.accounting)
         raw["claims"] = [accounted_entry(entry, f"claims[{i}]", mechanism)
                          for i, entry in enumerate(array_of_tables(raw, "claims"))]
-    entries, claim_distance = _library_claims(raw, mechanism, pairs, neighbours)
+    entries, tables, claim_distances = _claim_tables(raw, mechanism, pairs, neighbours)
     one_run = one_run_spec(table(raw, "one_run", "one_run"), raw, entries) if "one_run" in raw else None
     # a curve claim (gdp, zcdp, profile) is audited as its members, ordinary dp / renyi claims (audit.config.families)
-    members = [(f"claims[{i}]", claim) for i, entry in enumerate(entries) for claim in claims_of(entry, f"claims[{i}]")]
+    members = [(f"claims[{i}]", replace(claim, d_in=d_in))
+               for i, entry, d_in in tables for claim in claims_of(entry, f"claims[{i}]")]
     claims = tuple(claim for _, claim in members)
     check_on_average(claims, neighbours)
     attacks = attack_spec(table(raw, "attacks", "attacks"), on_average=any(claim.on_average for claim in claims))
@@ -213,7 +223,7 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
         run=run_spec(table(raw, "run", "run")),
         raw=raw,
         checks=checks,
-        claim_distance=claim_distance,
+        claim_distances=claim_distances,
         one_run=one_run,
     )
     if mechanism.callable is not None:  # user code runs last, once the rest of the config is valid
@@ -223,37 +233,65 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
     return config
 
 
-def _library_claims(raw: dict, mechanism: MechanismSpec, pairs: Sequence[tuple[np.ndarray, np.ndarray]],
-                    neighbours: Mapping[str, Any] | None) -> tuple[list[dict], float | int | None]:
-    """The ``[[claims]]`` tables, those with ``from = "library"`` read from the mechanism's privacy map
-    (:mod:`audit.config.library_claims`; written into ``raw`` with their source as the reason), and the pairs' ``d_in``
-    (None without such claims)."""
-    from audit.config.library_claims import claim_distance, library_claim_table, library_reason
+def _claim_tables(raw: dict, mechanism: MechanismSpec, pairs: Sequence[tuple[np.ndarray, np.ndarray]],
+                  neighbours: Mapping[str, Any] | None
+                  ) -> tuple[list[dict], list[tuple[int, dict, float | int | None]], tuple[float | int, ...]]:
+    """The ``[[claims]]`` tables as audited: one per entry (a claim from the library read from the mechanism's
+    privacy map, :mod:`audit.config.library_claims`, written into ``raw`` with its source as the reason); each
+    entry's tables with the ``d_in`` they hold at (None: every pair): a library's map at each ``d_in`` of the pairs,
+    a claim typed by hand at each of a ``[neighbours] distance`` list by group privacy
+    (:mod:`audit.config.group_privacy`); and those ``d_in``."""
+    from audit.config.group_privacy import group_claim
+    from audit.config.library_claims import (
+        claim_distances, library_claim_table, library_reason, neighbour_distances, relation_d_in)
 
     entries = array_of_tables(raw, "claims")
-    if not any("from" in entry for entry in entries):
-        return entries, None
-    if mechanism.callable is not None:
+    group = isinstance((neighbours or {}).get("distance"), list)  # claims typed by hand carried to each distance
+    library = any("from" in entry for entry in entries)
+    if not library and not group:
+        return entries, [(i, entry, None) for i, entry in enumerate(entries)], ()
+    if library and mechanism.callable is not None:
         raise ConfigError('claims: from = "library" reads a library\'s privacy map; a callable states none. Use '
                           'name = "opendp.measurement", or give divergence and epsilon.')
-    built = mechanism.build()
+    built = mechanism.build() if mechanism.callable is None else None
     try:
-        d_in = claim_distance(built, pairs, neighbours)
+        d_ins = claim_distances(built, pairs, neighbours) if library else []
     except ValueError as error:
         raise ConfigError(f"claims: {one_line(error)}") from None
-    resolved = []
+    if "one_run" in raw and (group or len(d_ins) > 1):
+        found = (neighbours or {}).get("distance") if group else d_ins
+        raise ConfigError(f"one_run: a one-run audit reads its claim at one distance; give neighbours.distance as one "
+                          f"integer, or pairs at one d_in. Found {found!r}.")
+    relation = (neighbours or {}).get("relation", "replace-one")
+    resolved, tables, held = [], [], set(d_ins)
     for i, entry in enumerate(entries):
-        if "from" not in entry:
+        path = f"claims[{i}]"
+        if "from" in entry:
+            check_fields(entry, CLAIMS.names, path)
+            try:
+                read = [library_claim_table(entry, path, built, d_in) for d_in in d_ins]
+            except ValueError as error:
+                raise ConfigError(one_line(error)) from None
+            written = read[0][0] if len(read) == 1 else {}  # several d_in: the rows carry each claim
+            raw["claims"][i] = {**entry, **written,
+                                "reason": library_reason(entry, "; ".join(source for _, source in read))}
+            resolved.append(read[0][0])
+            tables += [(i, found, d_in) for (found, _), d_in in zip(read, d_ins)]
+        elif group:
+            claims_of(entry, path)  # the claim as typed checked first: errors show the user's values
+            for k in neighbour_distances(neighbours):
+                try:
+                    found = group_claim(entry, k, path)
+                except ValueError as error:
+                    raise ConfigError(one_line(error)) from None
+                d_in = k if built is None else relation_d_in(built, relation, k)
+                tables.append((i, found, d_in))
+                held.add(d_in)
             resolved.append(entry)
-            continue
-        check_fields(entry, CLAIMS.names, f"claims[{i}]")
-        try:
-            table, source = library_claim_table(entry, f"claims[{i}]", built, d_in)
-        except ValueError as error:
-            raise ConfigError(one_line(error)) from None
-        raw["claims"][i] = {**entry, **table, "reason": library_reason(entry, source)}  # the claim as audited
-        resolved.append(table)
-    return resolved, d_in
+        else:
+            resolved.append(entry)
+            tables.append((i, entry, None))
+    return resolved, tables, tuple(sorted(held))
 
 
 def sections() -> tuple[Section, ...]:

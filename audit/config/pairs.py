@@ -89,13 +89,22 @@ NEIGHBOURS = Section("neighbours", (
           meaning="`search` only: the families of edge-case datasets screened besides the domain's corners and random "
                   "pairs ([probes.md](probes.md)); `[]` turns them off. A probe the mechanism refuses (raises on) is "
                   "dropped with a note in the report, never an error or a violation"),
-    Field("distance", "integer", 1, low=1, high=MAX_DISTANCE, limits=f"must be an integer from 1 to {MAX_DISTANCE}",
+    Field("distance", "other", 1, type_doc="integer or array of integers",
+          schema_extra={"oneOf": [{"type": "integer", "minimum": 1, "maximum": MAX_DISTANCE},
+                                  {"type": "array", "minItems": 1, "uniqueItems": True,
+                                   "items": {"type": "integer", "minimum": 1, "maximum": MAX_DISTANCE}}]},
           meaning=f"1 to {MAX_DISTANCE}: records added or removed (`add-remove`) or replaced (`replace-one`) per pair: "
                   "group neighbours, and user-level ones (one user owning `distance` records, added or removed "
                   "together). Each generated pair's one-record change is repeated (the new record added `distance` "
                   "times, or `distance` records replaced by it); a `replace-one` candidate with fewer records is "
                   "dropped, and `distance` above `domain.size` is refused. `on-average`: the first `distance` records "
-                  "are redrawn. A claim from the library is read at the pairs' `d_in` (\"Claims from the library\")"),
+                  "are redrawn. A claim from the library is read at the pairs' `d_in` (\"Claims from the library\"). A list "
+                  "(e.g. `[1, 2, 6]`, not for `on-average`): `count` pairs at each distance, each judged against the "
+                  "claims at its own (\"Pairs at several distances\")"),
+    Field("default_pairs", "boolean", False, limits="must be true or false",
+          meaning="`on-average` only: add the mechanism's own default pairs (its worst case, e.g. a learner's "
+                  "canaries) after the iid pairs: worst-case claims are judged on every pair, on-average claims "
+                  "average over the iid pairs only"),
 ), schema_extra={"required": ["strategy"]})
 """``[neighbours]``' fields (docs/config.md); their rules are :func:`audit.inputs.neighbours.check_spec`'s."""
 

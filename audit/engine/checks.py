@@ -139,6 +139,10 @@ class Measurement:
         """The part's eps: its exact value when known, else the upper confidence bound."""
         return self.bounds()[1] if self.exact is None else self.exact
 
+    def ceiling(self, level: float = 0.95) -> float:
+        """The measured evidence's ceiling (:meth:`attacks.evidence.Evidence.ceiling`)."""
+        return float(self.evidence.ceiling(level))
+
     def to_record(self) -> dict[str, Any]:
         """results.json's ``checks[].measurements`` entry: role, estimate, the :meth:`bounds` (``low``, ``high``),
         exact value and caveat."""

@@ -31,10 +31,10 @@ layer):
 4. **Bounds** from the held-out guesses, which may depend on the run and on
    the shown canaries' bits arbitrarily: given those bits, the run is a DP
    mechanism of the m' held-out bits, so SNJ
-   Thm 3.1 applies with m' canaries (:func:`attacks.one_run.one_run_lower_bound`:
-   epsilon for a ``dp`` claim, with delta when the claim has one) and the
+   Thm 3.1 applies with m' canaries (:func:`attacks.one_run.one_run_bound`:
+   epsilon for a ``dp`` claim, with delta when the claim has one, and the
    f-DP analysis of Mahloujifar, Melis and Chaudhuri (ICML 2025) with the
-   Gaussian curve for a ``gdp`` claim (:func:`attacks.one_run_fdp.one_run_gdp_lower_bound`).
+   Gaussian curve for a ``gdp`` claim).
    With several claims each bound is at level (1 - confidence) / (number of
    claims) (Bonferroni), so that no claim is refuted falsely with probability
    above 1 - confidence.
@@ -55,8 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from attacks.one_run import one_run_ceiling, one_run_lower_bound
-from attacks.one_run_fdp import one_run_gdp_lower_bound
+from attacks.one_run import one_run_bound, one_run_ceiling, one_run_lower_bound
 from attacks.vocabulary import GDP, divergence_kind
 from audit.config.fields import ConfigError
 from audit.config.one_run import OneRunSpec
@@ -164,20 +163,16 @@ def one_run_audit(mechanism: Any, spec: OneRunSpec, claims: Sequence[Mapping[str
 
 def _claim_reading(claim: Mapping[str, Any], correct: int, guesses: int, held: int,
                    confidence: float) -> dict[str, Any]:
-    """One claim's bound, ceiling and verdict (module docstring)."""
-    value = float(claim["epsilon"])
+    """One claim's bound, ceiling (:func:`attacks.one_run.one_run_bound`) and verdict (module docstring)."""
+    value, delta = float(claim["epsilon"]), float(claim.get("delta", 0.0))
+    found = one_run_bound(claim["divergence"], correct, guesses, held, confidence, delta)
     if divergence_kind(claim["divergence"]) is GDP:
-        bound = one_run_gdp_lower_bound(correct, guesses, held, confidence)
-        ceiling = one_run_gdp_lower_bound(held, held, held, confidence)
-        entry = {"label": f"mu={value:g} GDP (one run)", "divergence": "gdp", "mu": value, "mu_low": bound}
+        entry = {"label": f"mu={value:g} GDP (one run)", "divergence": "gdp", "mu": value, "mu_low": found.bound}
     else:
-        delta = float(claim.get("delta", 0.0))
-        bound = one_run_lower_bound(correct, guesses, confidence, delta, held)
-        ceiling = one_run_ceiling(held, confidence, delta, held)
         entry = {"label": f"({value:g}, {delta:g})-DP (one run)", "divergence": "dp", "epsilon": value,
-                 "delta": delta, "epsilon_low": bound}
-    verdict = "violation" if bound > value else "inconclusive" if value >= ceiling else "pass"
-    return {**entry, "ceiling": ceiling, "verdict": verdict}
+                 "delta": delta, "epsilon_low": found.bound}
+    verdict = "violation" if found.bound > value else "inconclusive" if value >= found.ceiling else "pass"
+    return {**entry, "ceiling": found.ceiling, "verdict": verdict}
 
 
 def overall(readings: Mapping[str, Any]) -> str:

@@ -9,7 +9,10 @@ x attack class) get a confirmed row:
   IEEE-754 representation) contained in the claim's class screened, the
   finalists trained and checked, ONE statistic confirmed on a fresh sample;
   one row per claim, order and layer, Holm over those (so the error is spent
-  across both layers and the audit-wide guarantee holds).
+  across both layers and the audit-wide guarantee holds).  A ``dp`` claim's
+  declared classes (``canary``: a witness fixed before the data) get a unit
+  of their own, a row per pair scored on every output, no training split
+  (:mod:`audit.engine.declared`).
 - ``"every"``: every candidate of every pair trained on the train share and
   its own set or witness confirmed on a fresh held-out share
   (:func:`attacks.staged.confirm_every`, ``train_fraction`` splitting
@@ -57,10 +60,12 @@ from attacks.classes import LAYERS, REPRESENTATION, VALUE, parse_function_class
 from attacks.sequential import FIXED, Limits, interval_of, schedule, sequential_search
 from attacks.budget import StageSizes
 from attacks.candidates import Target
+from attacks.event_divergence import event_note
 from attacks.staged import MAX_FINALISTS, StagedResult, confirm_every, later_outputs, staged_search
 from attacks.vocabulary import DP, divergence_of
 from audit.engine import store
 from audit.engine.checks import check_name, run_check
+from audit.engine.declared import run_declared, split_declared, with_directions
 from audit.config.attacks import AttackSpec
 from audit.config.load import AuditConfig
 from audit.sampling.errors import one_line
@@ -86,8 +91,6 @@ randomized response at epsilon = 8 repeats one output 1 000 times in a row about
 so such rows get the attacks' finite bounds like any other (CBDP Lemma 2's infinity is not claimed)."""
 
 
-EVENT_NOTE = "bound from the counts of one event"
-"""How the note of a ``kl`` or ``renyi`` row bounded by one event's counts begins (:func:`event_note`)."""
 
 
 NO_STATISTIC = "staged search found no statistic"
@@ -104,7 +107,8 @@ class Unit:
     order and delta of the claims, with every attack class that estimates
     it; none for a check); ``claim_index`` (best) is the claim its rows
     answer, ``pair`` (every) the index of its pair, ``check`` the index of
-    its check (:func:`audit.engine.checks.run_check`).
+    its check (:func:`audit.engine.checks.run_check`); ``declared``: a unit of declared statistics
+    (:mod:`audit.engine.declared`).
     """
 
     id: str
@@ -112,6 +116,7 @@ class Unit:
     claim_index: int | None = None
     pair: int | None = None
     check: int | None = None
+    declared: bool = False
 
 
 @dataclass(frozen=True)
@@ -162,6 +167,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
         the samples held at once would not fit in memory (:func:`audit.engine.memory.check_memory`).
     """
     policy = POLICIES[config.attacks.policy]
+    config = with_directions(config, mechanism)
     units = policy.units(config, pairs)
     checks = [Unit(check_name(index), (), check=index) for index in range(len(config.checks))]
     sizes = policy.largest_sizes(config.attacks, len(pairs), len(units))
@@ -194,16 +200,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
         outputs = OutputWatch(sample, events, [pair.name for pair in pairs])
         for unit in units:
             if unit.id not in done:
-                bar.start()
-                start, before = time.perf_counter(), events.snapshot()
-                outcomes = policy.run(unit, config, pairs, sizes, outputs, bar)
-                bar.finish()
-                drawn = 2 * bar.drawn  # both datasets, every pair, stage and round of the unit
-                outcomes = [dataclasses.replace(outcome, staged={**outcome.staged, "outputs_drawn": drawn})
-                            for outcome in outcomes]
-                seconds, drawn_events = time.perf_counter() - start, events.since(before)
-                done[unit.id] = [_record(unit, outcome, len(outcomes), mechanism, pairs, config, outputs,
-                                         seconds, drawn_events) for outcome in outcomes]
+                done[unit.id], outcomes = _run_unit(unit, policy, config, mechanism, pairs, sizes, outputs, events, bar)
                 for record, outcome in zip(done[unit.id], outcomes):
                     record.update(plan=plan, resumed=False)
                     evidence[record["task"]] = outcome.evidence if outcome.error is None else None
@@ -224,6 +221,22 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     return engine_rows(config, records.values(), evidence)
 
 
+def _run_unit(unit: Unit, policy: Any, config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPair],
+              sizes: StageSizes, outputs: OutputWatch, events: EventCounter,
+              bar: OutputsBar) -> tuple[list[dict], list[Outcome]]:
+    """Run one unit under ``policy`` (:data:`POLICIES`): its records (:func:`_record`, one per outcome, each with the
+    outputs the unit drew, its seconds and what the mechanism did meanwhile) and its outcomes."""
+    bar.start()
+    start, before = time.perf_counter(), events.snapshot()
+    outcomes = policy.run(unit, config, pairs, sizes, outputs, bar)
+    bar.finish()
+    drawn = 2 * bar.drawn  # both datasets, every pair, stage and round of the unit
+    outcomes = [dataclasses.replace(outcome, staged={**outcome.staged, "outputs_drawn": drawn}) for outcome in outcomes]
+    seconds, drawn_events = time.perf_counter() - start, events.since(before)
+    return [_record(unit, outcome, len(outcomes), mechanism, pairs, config, outputs, seconds, drawn_events)
+            for outcome in outcomes], outcomes
+
+
 class _Best:
     """Policy ``best``: one staged search per claim, Renyi order and layer (:func:`attacks.staged.staged_search`), or,
     without ``n_samples``, searches in rounds until decided (:func:`attacks.sequential.sequential_search`: each
@@ -234,16 +247,21 @@ class _Best:
     def units(config: AuditConfig, pairs: Sequence[NeighbourPair]) -> list[Unit]:
         """A unit per claim, Renyi order and layer (:data:`attacks.classes.LAYERS`) with a usable class: a
         representation finding (``floatbits``) never ends the value classes' search, which goes on to its own
-        verdict; a claim no class can test keeps one (empty) unit, its row an error."""
+        verdict; a claim no class can test keeps one (empty) unit, its row an error.  A ``dp`` claim's declared
+        classes form a unit of their own (:func:`audit.engine.declared.split_declared`)."""
         attacks, units = config.attacks, []
         for index, claim in enumerate(config.claims):
             for alpha in claim.alpha:
                 targets = {layer: Target.for_claim(claim.divergence, claim.function_class, attacks.classes, alpha,
                                                    claim.delta, attacks.class_params, layer=layer)
                            for layer in LAYERS}
-                tested = [layer for layer in LAYERS if targets[layer].classes] or [VALUE]
+                targets[VALUE], declared = split_declared(targets[VALUE])
+                tested = [layer for layer in LAYERS if targets[layer].classes] or [VALUE] * (not declared.classes)
                 units += [Unit(f"staged|claim{index}|{alpha}" + ("" if layer == VALUE else f"|{layer}"),
                                (targets[layer],), claim_index=index) for layer in tested]
+                if declared.classes:
+                    units.append(Unit(f"staged|claim{index}|{alpha}|declared", (declared,), claim_index=index,
+                                      declared=True))
         return units
 
     @staticmethod
@@ -272,39 +290,64 @@ class _Best:
     def run(unit: Unit, config: AuditConfig, pairs: Sequence[NeighbourPair], sizes: StageSizes,
             sample: Callable, bar: OutputsBar) -> list[Outcome]:
         [target] = unit.targets
+        # the search runs over the pairs at the claim's d_in: index i of the search is pair held[i]
+        held = [i for i, pair in enumerate(pairs) if config.claims[unit.claim_index].holds_at(pair.d_in)]
+        mine = functools.partial(_held_sample, sample, held)
+        if unit.declared:
+            return _declared_outcomes(unit, target, config, [pairs[i] for i in held], mine)
         seed = int(task_seed(config.run.seed, unit.id).generate_state(1)[0])
         try:
             if config.attacks.sequential:
-                result = _sequential(unit, target, config, pairs, sample, bar, seed)
+                result = _sequential(unit, target, config, len(held), mine, bar, seed)
             else:
-                result = staged_search(sample, len(pairs), target, sizes, seed=seed, n_jobs=config.run.n_jobs,
-                                       on_screened=lambda later: bar.replan(len(pairs) * sizes.screen + later))
+                result = staged_search(mine, len(held), target, sizes, seed=seed, n_jobs=config.run.n_jobs,
+                                       on_screened=lambda later: bar.replan(len(held) * sizes.screen + later))
         except Exception as error:  # e.g. a worker killed (TerminatedWorkerError): the claim's row, not the audit
             return [Outcome(_task("-", "-", target), error=f"the attack workers failed: {one_line(error)}")]
         staged = _staged_fields("best", result.sizes, result.screened, len(result.finalists), result.sets_pooled,
                                 result.rounds, result.stop or (FIXED if result.evidence is not None else None))
-        outcomes = [Outcome(_task(pairs[pair].name, "P|Q", target), error=_pair_error(pairs[pair], message),
-                            staged=staged)
+        outcomes = [Outcome(_task(pairs[held[pair]].name, "P|Q", target),
+                            error=_pair_error(pairs[held[pair]], message), staged=staged)
                     for pair, message in result.failures.items()]
         if result.evidence is None:  # no candidate, or the winner's pair failed in a later stage (confirm included)
             return [*outcomes, Outcome(_task("-", "-", target), error=f"{NO_STATISTIC}: {result.error}",
                                        staged=staged)]
         winner = result.winner
-        task = _task(pairs[winner.pair].name, winner.direction, target, winner.function_class)
+        task = _task(pairs[held[winner.pair]].name, winner.direction, target, winner.function_class)
         return [*outcomes, Outcome(task, result.evidence, staged=staged)]
 
 
-def _sequential(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence[NeighbourPair], sample: Callable,
+def _declared_outcomes(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence[NeighbourPair],
+                       sample: Callable) -> list[Outcome]:
+    """A declared unit's rows (:func:`audit.engine.declared.run_declared`): every pair scored on ``n_samples``
+    outputs per dataset (without ``n_samples``: its share of ``max_outputs``, split over the pairs and the two
+    datasets), all of them in the confirm stage."""
+    attacks = config.attacks
+    n = attacks.max_outputs // len(_Best.units(config, pairs)) // 2 // len(pairs) if attacks.sequential \
+        else attacks.n_samples
+    staged = _staged_fields("best", StageSizes(0, 0, 0, n), len(pairs) * len(target.classes), 0, 0)
+    return [Outcome(_task(pairs[candidate.pair].name, candidate.direction, target, candidate.function_class),
+                    evidence, error, staged)
+            for candidate, evidence, error in run_declared(target, config.claims[unit.claim_index].epsilon, config,
+                                                           pairs, sample, n)]
+
+
+def _held_sample(sample: Callable, held: Sequence[int], pair: int, *args: Any, **kwargs: Any) -> Any:
+    """``sample`` of the search's pair index ``pair``: the audit's pair ``held[pair]`` (its seeds are that pair's)."""
+    return sample(held[pair], *args, **kwargs)
+
+
+def _sequential(unit: Unit, target: Target, config: AuditConfig, n_pairs: int, sample: Callable,
                 bar: OutputsBar, seed: int) -> StagedResult:
     """A ``best`` unit's search in rounds (:func:`attacks.sequential.sequential_search`); the progress bar counts
     against the most the unit may draw (a total that stays put) and shows the round and the lower bound beside
     the claim."""
-    attacks, units = config.attacks, len(_Best.units(config, pairs))
+    attacks, units = config.attacks, len(_Best.units(config, ()))
     seconds = None if config.run.max_seconds is None else config.run.max_seconds / units
     limits = Limits(attacks.max_outputs // units, seconds, attacks.tolerance,
                     (1.0 - attacks.confidence) / units)
     claim = config.claims[unit.claim_index]
-    rounds = len(schedule(limits.max_outputs, len(pairs), attacks.stages))
+    rounds = len(schedule(limits.max_outputs, n_pairs, attacks.stages))
     looks = {"round": 0, "bound": ""}
 
     def on_round(sizes: StageSizes) -> None:
@@ -316,7 +359,7 @@ def _sequential(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence
                           f"vs claim {claim.epsilon:.4g}")
         bar.status = f"claim {unit.claim_index}: round {looks['round']} of at most {rounds}{looks['bound']}"
 
-    return sequential_search(sample, len(pairs), target, claim.epsilon, limits, shares=attacks.stages, seed=seed,
+    return sequential_search(sample, n_pairs, target, claim.epsilon, limits, shares=attacks.stages, seed=seed,
                              n_jobs=config.run.n_jobs, on_round=on_round, on_look=on_look)
 
 
@@ -325,11 +368,14 @@ class _Every:
 
     @staticmethod
     def units(config: AuditConfig, pairs: Sequence[NeighbourPair]) -> list[Unit]:
-        attacks = config.attacks
-        keys = dict.fromkeys((claim.divergence, alpha, claim.delta) for claim in config.claims for alpha in claim.alpha)
-        targets = tuple(Target.for_claim(divergence, "all", attacks.classes, alpha, delta, attacks.class_params)
-                        for divergence, alpha, delta in keys)
-        return [Unit(f"every|{pair.name}", targets, pair=index) for index, pair in enumerate(pairs)]
+        attacks, units = config.attacks, []
+        for index, pair in enumerate(pairs):  # the targets of the claims that hold at the pair's d_in
+            keys = dict.fromkeys((claim.divergence, alpha, claim.delta) for claim in config.claims
+                                 if claim.holds_at(pair.d_in) for alpha in claim.alpha)
+            targets = tuple(Target.for_claim(divergence, "all", attacks.classes, alpha, delta, attacks.class_params)
+                            for divergence, alpha, delta in keys)
+            units.append(Unit(f"every|{pair.name}", targets, pair=index))
+        return units
 
     @staticmethod
     def held(sizes: StageSizes, n_samples: int, n_pairs: int) -> tuple[int, int]:
@@ -412,11 +458,12 @@ def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pai
     task = outcome.task
     task_id = task.id if unit.claim_index is None else f"staged|claim{unit.claim_index}|{task.id}"
     record = task_record(task, task_id=task_id, error=outcome.error)
+    index = next((i for i, pair in enumerate(pairs) if pair.name == task.pair), None)
     record.update(search=unit.id, claim_index=unit.claim_index, search_records=unit_records,
-                  staged=dict(outcome.staged), seconds=seconds, events=dict(events))
+                  staged=dict(outcome.staged), seconds=seconds, events=dict(events),
+                  d_in=None if index is None else pairs[index].d_in)
     if outcome.error is not None:
         return record
-    index = next(i for i, pair in enumerate(pairs) if pair.name == task.pair)
     notes = event_note(outcome.evidence, config.attacks.confidence)  # first: report.md cuts long notes
     notes += [COUPLING_REFUSED] if config.attacks.coupled and not outcome.evidence.coupled else []
     if outputs.deterministic(index):
@@ -435,14 +482,16 @@ def _theory(mechanism: Any, pair: NeighbourPair, task: Task) -> tuple[float | No
     unknown.  The one place the audit reads theory (:mod:`audit.theory.exact`, :mod:`audit.theory.table`).
     Closed forms hold in exact arithmetic, of the values: a representation-layer task (``floatbits``, how the
     outputs are stored) has no published bound to exceed, nor has a pair with a NaN or infinite record (the
-    probes': outside every domain a closed form is stated on, e.g. a Gaussian sum shifted by inf)."""
+    probes': outside every domain a closed form is stated on, e.g. a Gaussian sum shifted by inf), nor a pair more
+    than one record apart among pairs at several distances (the bounds hold for neighbours)."""
     laws = known_laws(mechanism, pair.d, pair.d_prime)
     exact = None
     if laws is not None:
         exact = exact_value(laws if task.direction == "P|Q" else laws[::-1], task.function_class, task.divergence,
                             task.alpha)
     finite = all(np.isfinite(np.asarray(data, dtype=float)).all() for data in (pair.d, pair.d_prime))
-    if parse_function_class(task.function_class).layer == REPRESENTATION or not finite:
+    farther = pair.d_in is not None and pair.distance != 1  # a pair at one of several distances: bounds are for 1
+    if parse_function_class(task.function_class).layer == REPRESENTATION or not finite or farther:
         return exact, None
     try:
         theory_bound = law_bound(getattr(mechanism, "theory_law", None), task.function_class, task.divergence,
@@ -450,16 +499,6 @@ def _theory(mechanism: Any, pair: NeighbourPair, task: Task) -> tuple[float | No
     except (ArithmeticError, ValueError, IndexError):  # e.g. an overflow at epsilon = 1e308: unknown, not fatal
         theory_bound = None
     return exact, theory_bound
-
-
-def event_note(evidence: Any, confidence: float) -> list[str]:
-    """The note of a ``kl`` or ``renyi`` bound from one event's counts (:mod:`attacks.event_divergence`): the
-    counts, the interval, and the ceiling at the audit's confidence that these sample sizes allow ([] for others)."""
-    if not getattr(evidence, "event", False):
-        return []
-    k_p, n_p, k_q, n_q = (int(evidence.details[key]) for key in ("k_p", "n_p", "k_q", "n_q"))
-    return [f"{EVENT_NOTE}: {k_p} of {n_p} outputs of P, {k_q} of {n_q} of Q; binary divergence over their "
-            f"Clopper-Pearson intervals (data processing), ceiling {evidence.ceiling(confidence):.4g} at these sizes"]
 
 
 def task_record(task: Task, *, task_id: str | None = None, error: str | None = None) -> dict:
@@ -498,6 +537,7 @@ def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = N
     ``n_samples``) are the rows'.
     """
     attack_class = parse_function_class(record["function_class"])
+    averaged = config.averaged_pairs  # None: every pair is an on-average claim's
     task = {
         "pair": record["pair"],
         "direction": record["direction"],
@@ -519,11 +559,14 @@ def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = N
     }
     return [
         Row(**task, claim=claim.epsilon, claim_class=claim.function_class, on_average=claim.on_average,
+            d_in=claim.d_in if claim.d_in is not None else record.get("d_in"),
             # a pair of an on-average claim is judged by the mean over pairs (audit.results.on_average), not alone
             refutes_claim=not claim.on_average
-            and attack_class.is_contained_in(parse_function_class(claim.function_class)))
+            and attack_class.is_contained_in(claim.class_type))
         for claim in config.claims
         if (claim.divergence, claim.delta) == (record["divergence"], record["delta"]) and record["alpha"] in claim.alpha
+        and claim.holds_at(record.get("d_in"))
+        and not (claim.on_average and averaged is not None and record["pair"] not in averaged)
     ]
 
 

@@ -86,7 +86,7 @@ def check_neighbours(d: Any, d_prime: Any, relation: str) -> int:
 class RecordNeighbours:
     """Mixin of a mechanism whose library states its claim for neighbours one record apart (``from = "library"``).
 
-    :func:`audit.config.library_claims.claim_distance` reads the pairs' distance in
+    :func:`audit.config.library_claims.claim_distances` reads the pairs' distance in
     records with :meth:`input_distance`, and a ``[neighbours]`` table's with
     :meth:`relation_distance`.
     """

@@ -33,16 +33,16 @@ from audit.inputs.dataset_distance import RELATIONS, check_neighbours, record_di
 from audit.inputs.group_pairs import MAX_DISTANCE, widen_all
 from audit.mechanisms import Mechanism
 from audit.inputs.pair_generators import (
-    MAX_DOMAIN_SIZE, corner_move, extreme_pairs, on_average_pairs, random_pairs, record_domain,
+    MAX_DOMAIN_SIZE, Domain, corner_move, extreme_pairs, on_average_pairs, random_pairs, record_domain,
 )
 from audit.inputs.pair_search import PROBES, SCREENING_DIVERGENCES, Screened, best_screened, probe_pairs, screen_candidates
 
 STRATEGIES = ("random", "extremes", "search", "on-average")
 SPEC_FIELDS = (
     "strategy", "count", "relation", "domain", "candidates", "screen_samples", "function_class", "divergence",
-    "distribution", "size", "probes", "distance",
+    "distribution", "size", "probes", "distance", "default_pairs",
 )
-ON_AVERAGE_FIELDS = ("strategy", "count", "relation", "distribution", "size", "distance")
+ON_AVERAGE_FIELDS = ("strategy", "count", "relation", "distribution", "size", "distance", "default_pairs")
 """The fields ``strategy = "on-average"`` takes (no domain: the records come from the distribution)."""
 DEFAULT_COUNT = 5
 MAX_COUNT = 1000
@@ -78,6 +78,9 @@ class NeighbourPair:
     distance: int = 1
     origin: str = ""
     """How the pair was made (``search``: ``"extreme: ..."``, ``"random"``, ``"probe <family>: ..."``); "" otherwise."""
+    d_in: float | int | None = None
+    """The pair's input distance, in the units of the claims read or carried to several distances
+    (:attr:`audit.config.claims.Claim.d_in`; :func:`audit.config.library_claims.pair_d_in`); None otherwise."""
 
 
 class PairList(list):
@@ -110,10 +113,13 @@ def check_spec(spec: Mapping[str, Any]) -> None:
     if relation not in RELATIONS:
         raise ValueError(f"neighbours.relation must be one of {', '.join(RELATIONS)}. Found {relation!r}.")
     count = _count(spec, "count", DEFAULT_COUNT, 1, MAX_COUNT, "pairs to generate")
-    _count(spec, "distance", 1, 1, MAX_DISTANCE, "records added, removed or replaced per pair")
+    _distances(spec, count)
     if spec["strategy"] == "on-average":
         _check_on_average(spec, relation)
         return
+    if "default_pairs" in spec:
+        raise ValueError(f"neighbours.default_pairs is for strategy = \"on-average\" only (the other strategies' "
+                         f"pairs replace the defaults); remove it. Found strategy {spec['strategy']!r}.")
     if "distribution" in spec or "size" in spec:
         raise ValueError(
             f"neighbours: distribution and size are for strategy = \"on-average\" only; remove them or use "
@@ -153,6 +159,15 @@ def _probes(spec: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(value)
 
 
+def on_average_pair_names(spec: Mapping[str, Any] | None) -> frozenset[str] | None:
+    """The names of the iid pairs of an on-average table with ``default_pairs = true`` (the first ``count`` of
+    :func:`make_pairs`: p0, p1, ...; the mechanism's default pairs follow them), or None when every pair is one
+    (no ``default_pairs``).  An on-average claim averages over these only; worst-case claims are judged on all."""
+    if not isinstance(spec, Mapping) or spec.get("strategy") != "on-average" or not spec.get("default_pairs", False):
+        return None
+    return frozenset(f"p{i}" for i in range(_option(spec, "count", DEFAULT_COUNT)))
+
+
 def _check_on_average(spec: Mapping[str, Any], relation: str) -> None:
     """Raise ValueError, naming the field, unless ``spec`` is a valid on-average table."""
     extra = sorted(map(str, set(spec) - set(ON_AVERAGE_FIELDS)))
@@ -166,6 +181,8 @@ def _check_on_average(spec: Mapping[str, Any], relation: str) -> None:
             f"neighbours.relation must be \"replace-one\" for strategy = \"on-average\" (on-average privacy "
             f"replaces one record of Z by a fresh z ~ D). Found {relation!r}."
         )
+    if not isinstance(spec.get("default_pairs", False), bool):
+        raise ValueError(f"neighbours.default_pairs must be true or false. Found {spec['default_pairs']!r}.")
     if "distribution" not in spec:
         raise ValueError(
             'neighbours.distribution is required for strategy = "on-average": a table such as '
@@ -189,6 +206,26 @@ def _count(spec: Mapping[str, Any], key: str, default: int, low: int, high: int,
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not low <= value <= high:
         raise ValueError(f"neighbours.{key} ({what}) must be an integer from {low} to {high}. Found {value!r}.")
     return int(value)
+
+
+def _distances(spec: Mapping[str, Any], count: int) -> list[int]:
+    """``distance``: an integer from 1 to ``MAX_DISTANCE``, or a list of distinct ones (``count`` pairs at each, each
+    pair judged against the claims at its own distance; not for ``on-average``, whose claim is an average over
+    pairs of one law), in increasing order; a ValueError names the field."""
+    found = _option(spec, "distance", 1)
+    if not isinstance(found, list):
+        return [_count(spec, "distance", 1, 1, MAX_DISTANCE, "records added, removed or replaced per pair")]
+    whole = all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) and 1 <= k <= MAX_DISTANCE for k in found)
+    if not found or not whole or len(set(found)) != len(found):
+        raise ValueError(f"neighbours.distance must be an integer or a list of distinct integers from 1 to "
+                         f"{MAX_DISTANCE}, e.g. [1, 2, 6]. Found {found!r}.")
+    if spec["strategy"] == "on-average":
+        raise ValueError(f"neighbours.distance: an on-average claim averages over pairs of one law; give one integer. "
+                         f"Found {found!r}.")
+    if count * len(found) > MAX_COUNT:
+        raise ValueError(f"neighbours.count: {count} pairs at each of {len(found)} distances exceed {MAX_COUNT} pairs; "
+                         f"lower count to at most {MAX_COUNT // len(found)}. Found {count!r}.")
+    return sorted(int(k) for k in found)
 
 
 def make_pairs(
@@ -296,13 +333,36 @@ def _generate(
     check_spec(spec)
     relation = _option(spec, "relation", "replace-one")
     count = _option(spec, "count", DEFAULT_COUNT)
-    distance = _option(spec, "distance", 1)
+    distances = _distances(spec, count)
     if spec["strategy"] == "on-average":
-        return on_average_pairs(make_sampler(spec["distribution"]), spec["size"], count, rng, distance), [], []
+        drawn = on_average_pairs(make_sampler(spec["distribution"]), spec["size"], count, rng, distances[0])
+        if not spec.get("default_pairs", False):
+            return drawn, [], []
+        defaults = list(getattr(mechanism, "default_pairs", lambda: [])())
+        if not defaults:
+            raise ValueError(f"neighbours.default_pairs: mechanism {mechanism.name!r} has no default pairs; "
+                             "remove default_pairs.")
+        return drawn + defaults, ["on-average"] * len(drawn) + ["the mechanism's default pair"] * len(defaults), []
     domain = record_domain(spec.get("domain"), mechanism)
-    if distance > domain.size and relation == "replace-one":
-        raise ValueError(f"neighbours.distance: {distance} records cannot be replaced in datasets of "
+    if distances[-1] > domain.size and relation == "replace-one":
+        raise ValueError(f"neighbours.distance: {distances[-1]} records cannot be replaced in datasets of "
                          f"domain.size = {domain.size} records; raise domain.size or lower distance.")
+    pairs, origins, screening = [], [], []
+    for distance in distances:  # count pairs at each distance, named on from the pairs before them
+        found = _generate_at(spec, mechanism, rng, domain, relation, distance, len(pairs), timeout, on_screened)
+        pairs += found[0]
+        origins += found[1] or [""] * len(found[0])
+        screening += found[2]
+    return pairs, origins if any(origins) else [], screening
+
+
+def _generate_at(
+    spec: Mapping[str, Any], mechanism: Mechanism, rng: np.random.Generator, domain: Domain, relation: str,
+    distance: int, first: int, timeout: float | None, on_screened: Callable[[int, int], None] | None,
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[str], list[Screened]]:
+    """The pairs of a [neighbours] table at one distance, their origins and screening log (search: the kept
+    pairs named from ``p<first>`` on)."""
+    count = _option(spec, "count", DEFAULT_COUNT)
     if spec["strategy"] == "random":
         return widen_all(random_pairs(domain, relation, count, rng), relation, distance)[0], [], []
     if spec["strategy"] == "extremes":
@@ -327,6 +387,6 @@ def _generate(
         on_screened=on_screened,
     )
     order = best_screened(screening, count)
-    names = {index: f"p{rank}" for rank, index in enumerate(order)}
+    names = {index: f"p{first + rank}" for rank, index in enumerate(order)}
     screening = [replace(entry, pair=names.get(i, "")) for i, entry in enumerate(screening)]
     return [pool[i] for i in order], [labels[i] for i in order], screening

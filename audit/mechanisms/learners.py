@@ -258,6 +258,14 @@ class DPGradientDescent(RecordNeighbours, BaseMechanism):
             raise ValueError(f"dp_gd_logistic labels (the last column) must be 0 or 1. Found {labels[bad][0]!r}.")
         return records[:, :-1], labels
 
+    @property
+    def canary_direction(self) -> list[float]:
+        """The direction of the ``canary`` class (:mod:`attacks.declared`), declared before any run: the canary
+        of the first default pair lies on the third feature, unused by the data, with label 1, so its clipped
+        gradient step raises theta_3 (the released parameter on that feature): large on M(d'), the dataset
+        with the canary.  A released dataset size (``release_dataset_size``) is a last coordinate, weighted 0."""
+        return [0.0, 0.0, 1.0] + [0.0] * self.release_dataset_size
+
     def default_pairs(self) -> list[Pair]:
         """A fixed dataset of 20 records (two informative features, a third always 0, labels 0/1), and:
 

@@ -246,7 +246,7 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
         lines += representation_section(meta["claims"], rows)
     lines += list(tradeoff)
     lines += gdp_route_lines(meta.get("gdp_route"))
-    lines += on_average_section(rows, confidence)
+    lines += on_average_section(rows, confidence, (meta["config"].get("neighbours") or {}).get("size"))
     lines += checks_block(meta.get("checks", []))
     lines += staged_section(rows) + stop_lines(rows, attacks.get("tolerance", AttackSpec.tolerance))
     for row_verdict, title in (
@@ -263,9 +263,10 @@ def _markdown(rows: Sequence[Row], meta: dict[str, Any], figures: list[pathlib.P
     lines += ["## Results per claim", ""] if rows else []
     claims: dict[tuple, list[Row]] = {}
     for row in rows:
-        claims.setdefault((row.divergence, row.claim_class, row.claim, row.delta, row.on_average), []).append(row)
-    for (divergence, claim_class, claim, delta, on_average), claim_rows in claims.items():
-        lines += [f"### {claim_title(divergence, claim_class, claim, on_average, delta)}", "",
+        claims.setdefault((row.divergence, row.claim_class, row.claim, row.delta, row.on_average, row.d_in),
+                          []).append(row)
+    for (divergence, claim_class, claim, delta, on_average, d_in), claim_rows in claims.items():
+        lines += [f"### {claim_title(divergence, claim_class, claim, on_average, delta, d_in)}", "",
                   claim_table(claim_rows), ""]
     if figures:
         lines += ["## Figures", ""]

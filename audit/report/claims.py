@@ -13,6 +13,7 @@ import pandas as pd
 
 from attacks.classes import LAYERS, LINEAR, REPRESENTATION, All, Thresholds, parse_function_class
 from attacks.sequential import POWER
+from attacks.vocabulary import KL, divergence_of
 from audit.sampling.events import BIT_EVENT
 from audit.report.figures import row_label
 from audit.report.words import bold_unless_pass, claim_label, summary_label, with_interval
@@ -20,6 +21,7 @@ from audit.results.schema import Row
 from audit.report.tables import bounded, format_number, markdown_table, plain_text
 from audit.report.tradeoff import LEVELS as TRADEOFF_LEVELS, Panel
 from audit.results.verdicts import NOT_AUDITED, combined_verdict
+from audit.theory.oakl_information import mutual_information_bound
 
 
 def strongest_row(rows: Sequence[Row], claim: Mapping[str, Any]) -> Row | None:
@@ -63,9 +65,18 @@ def claim_reasons(config: Mapping[str, Any]) -> list[str]:
     """Why each claimed value (``[[claims]] reason``), one line per claim that gives one."""
     claims = config.get("claims") or []
     claims = [claims] if isinstance(claims, Mapping) else claims
-    lines = [f"- {claim_label(c.get('divergence'), c.get('function_class'), c.get('epsilon'), _orders(c), c.get('delta'))}"
-             f": {plain_text(bounded(c['reason']))}" for c in claims if isinstance(c, Mapping) and c.get("reason")]
+    lines = [f"- {_reason_label(c)}: {plain_text(bounded(c['reason']))}"
+             for c in claims if isinstance(c, Mapping) and c.get("reason")]
     return ["Why these values:", "", *lines, ""] if lines else []
+
+
+def _reason_label(claim: Mapping[str, Any]) -> str:
+    """The claim a reason explains: :func:`claim_label` of the entry, or, for a library's map read at several
+    ``d_in`` (no one value in the config), where it comes from."""
+    if claim.get("divergence") is None:
+        return "the library's privacy map at each pair's d_in"
+    return claim_label(claim["divergence"], claim.get("function_class"), claim.get("epsilon"), _orders(claim),
+                       claim.get("delta"))
 
 
 def _orders(claim: Mapping[str, Any]) -> Any:
@@ -154,12 +165,22 @@ def claims_table(claims: list[dict[str, Any]]) -> str:
     return markdown_table(shown)
 
 
-def on_average_section(rows: Sequence[Row], confidence: float | None) -> list[str]:
-    """"On-average privacy": one line per aggregate row (audit.results.on_average) and what the claim promises."""
+def on_average_section(rows: Sequence[Row], confidence: float | None, records: int | None = None) -> list[str]:
+    """"On-average privacy": one line per aggregate row (audit.results.on_average) and what the claim promises.
+
+    ``records``: n, the size of the pairs' datasets (``[neighbours] size``); with it, KL claims get the
+    mutual information n epsilon that the claim implies (OAKL Lemma 14 with Lemma 6,
+    :func:`audit.theory.oakl_information.mutual_information_bound`).
+    """
     averaged = [row for row in rows if row.pairs_averaged is not None]
     if not averaged:
         return []
     level = f"{confidence:g}" if confidence is not None else "the audit's confidence"
+    information = {}
+    if records:
+        information["I(M(Z); Z) if the claim holds"] = [
+            format_number(mutual_information_bound(float(r.claim), records)) if divergence_of(r) == KL() else "-"
+            for r in averaged]
     shown = pd.DataFrame(
         {
             "claim": [f"on average: {claim_label(r.divergence, r.claim_class, r.claim, r.alpha)}" for r in averaged],
@@ -169,9 +190,18 @@ def on_average_section(rows: Sequence[Row], confidence: float | None) -> list[st
             "pairs": [f"{r.pairs_averaged}" for r in averaged],
             "worst case: max estimate": [format_number(r.worst_case) for r in averaged],
             "worst case: lower bound": [format_number(r.worst_case_low) for r in averaged],
+            **information,
             "verdict": [f"**{r.verdict}**" if r.verdict == "violation" else r.verdict for r in averaged],
         }
     )
+    information_note = [
+        f"`I(M(Z); Z) if the claim holds`: n epsilon with n = {records} records, a bound in nats on the mutual "
+        "information between the dataset and the output (OAKL Lemma 14 with Lemma 6, or the chain rule for a "
+        "mechanism that ignores the order of its records) that holds when epsilon bounds the unrestricted "
+        "on-average KL: a restricted claim implies it only where its class attains the KL (linear for a Gaussian "
+        "shift). The measured mean is a lower bound on the on-average KL, so it bounds no information from above.",
+        "",
+    ] if information else []
     return [
         "## On-average privacy",
         "",
@@ -190,6 +220,7 @@ def on_average_section(rows: Sequence[Row], confidence: float | None) -> list[st
         f"1 - (1 - {level}) / pairs (Bonferroni), a lower bound on the largest divergence among these pairs: "
         "a worst-case claim below it does not hold.",
         "",
+        *information_note,
     ]
 
 

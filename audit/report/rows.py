@@ -41,7 +41,8 @@ def summary_table(rows: Sequence[Row]) -> str:
     return _row_table(rows, {
         "divergence": [divergence_label(r.divergence, r.alpha) for r in rows],
         "estimate [CI]": [with_interval(r) for r in rows],
-        "claim": [f"{format_number(r.claim)} ({r.claim_class})" for r in rows],
+        "claim": [f"{format_number(r.claim)} ({r.claim_class}{'' if r.d_in is None else f', d_in = {r.d_in:g}'})"
+                  for r in rows],
         "note": [r.note for r in rows],
     })
 

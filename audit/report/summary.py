@@ -74,7 +74,8 @@ def evidence_text(row: Row) -> str:
     divergence = row.divergence + order
     return (
         f"{'on average ' if row.on_average else ''}"
-        f"{divergence} ({row.claim_class}) <= {format_number(row.claim)}: "
+        f"{divergence} ({row.claim_class}) <= {format_number(row.claim)}"
+        f"{'' if row.d_in is None else f' at d_in = {format_number(row.d_in)}'}: "
         f"estimate {format_number(row.estimate)}, lower bound {format_number(row.ci_low)}, "
         f"{row_label(row.pair, row.direction, row.function_class)}, {row_verdict(row.verdict, row.error)}"
     )
@@ -114,8 +115,9 @@ def _claim_words(claim: Mapping) -> str:
              and alpha is not None else "")
     delta = claim.get("delta")
     slack = f" delta={format_number(delta)}" if isinstance(delta, float) and delta and not math.isnan(delta) else ""
+    distance = f" at d_in = {format_number(claim['d_in'])}" if claim.get("d_in") is not None else ""
     return f"{'on average ' if claim.get('on_average') else ''}{claim['divergence']}{order}{slack} " \
-           f"({claim['claim_class']}) <= {format_number(claim['claim'])}"
+           f"({claim['claim_class']}) <= {format_number(claim['claim'])}{distance}"
 
 
 def json_summary(table: pd.DataFrame, verdict: str, exit_code: int, report: str | pathlib.Path | None,

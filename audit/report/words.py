@@ -16,17 +16,22 @@ from audit.report.tables import format_number
 from audit.results.verdicts import NOT_AUDITED
 
 
-def claim_label(divergence: str, claim_class: Any, claim: Any, alpha: Any = None, delta: Any = None) -> str:
-    """A claim in words, e.g. ``(all, DP epsilon) <= 1 at delta=1e-06`` (delta shown when a dp claim has one)."""
+def claim_label(divergence: str, claim_class: Any, claim: Any, alpha: Any = None, delta: Any = None,
+                d_in: Any = None) -> str:
+    """A claim in words, e.g. ``(all, DP epsilon) <= 1 at delta=1e-06`` (delta shown when a dp claim has one), and
+    ``for pairs at d_in = 2`` for a claim held at one of several distances."""
     kind = divergence_kind(divergence)
     order = f" alpha={format_number(alpha)}" if kind.has_order and alpha is not None and not pd.isna(alpha) else ""
     shown = kind is DP and isinstance(delta, (int, float)) and delta and not math.isnan(delta)
     slack = f" at delta={format_number(delta)}" if shown else ""
-    return f"({claim_class}, {kind.label}{order}) <= {format_number(claim)}{slack}"
+    distance = "" if d_in is None or pd.isna(d_in) else f" for pairs at d_in = {format_number(d_in)}"
+    return f"({claim_class}, {kind.label}{order}) <= {format_number(claim)}{slack}{distance}"
 
 
-def claim_title(divergence: str, claim_class: Any, claim: Any, on_average: bool = False, delta: Any = None) -> str:
-    return f"Claim{' (on average)' if on_average else ''}: {claim_label(divergence, claim_class, claim, delta=delta)}"
+def claim_title(divergence: str, claim_class: Any, claim: Any, on_average: bool = False, delta: Any = None,
+                d_in: Any = None) -> str:
+    label = claim_label(divergence, claim_class, claim, delta=delta, d_in=d_in)
+    return f"Claim{' (on average)' if on_average else ''}: {label}"
 
 
 def divergence_label(divergence: str, alpha: Any) -> str:
@@ -35,13 +40,14 @@ def divergence_label(divergence: str, alpha: Any) -> str:
 
 def row_claim(row: Row) -> str:
     """The claim a row answers, in words (:func:`claim_label`, a dp claim's delta included)."""
-    return claim_label(row.divergence, row.claim_class, row.claim, row.alpha, row.delta)
+    return claim_label(row.divergence, row.claim_class, row.claim, row.alpha, row.delta, row.d_in)
 
 
 def summary_label(claim: Mapping[str, Any]) -> str:
     """A claim summary in words: a curve claim's label, else :func:`claim_label` (on average: said first)."""
     return claim.get("label") or ("on average: " if claim.get("on_average") else "") + claim_label(
-        claim["divergence"], claim["claim_class"], claim["claim"], claim["alpha"], claim.get("delta", 0.0))
+        claim["divergence"], claim["claim_class"], claim["claim"], claim["alpha"], claim.get("delta", 0.0),
+        claim.get("d_in"))
 
 
 def bold_unless_pass(verdict: str) -> str:

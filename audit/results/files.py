@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from audit.results.schema import (NUMERIC_COLUMNS, ROW_COLUMNS, STAGED_COLUMNS, TABLE_COLUMNS, VERDICT_COLUMNS, Row,
-                          column_order)
+from audit.results.schema import (DISTANCE_COLUMNS, NUMERIC_COLUMNS, ROW_COLUMNS, STAGED_COLUMNS, TABLE_COLUMNS,
+                                  VERDICT_COLUMNS, Row, column_order)
 
 SCHEMA_VERSION = "1.0"
 """Version of results.json's layout: the minor part grows with added fields, the major with changed ones."""
@@ -68,10 +68,10 @@ def json_text(document: Mapping[str, Any], indent: int | None = 2) -> str:
 
 def results_table(rows: Sequence[Row]) -> pd.DataFrame:
     """The rows as ``AuditResult.table`` and the results files hold them: :data:`audit.results.schema.TABLE_COLUMNS`,
-    :data:`audit.results.schema.STAGED_COLUMNS` when a row carries them (NaN in the rows that do not), then
+    :data:`audit.results.schema.STAGED_COLUMNS` and ``d_in`` when a row carries them (NaN in the rows that do not), then
     ``held_out_scores`` (:attr:`audit.results.schema.Row.held_out_scores`, results.json only)."""
     records = [row.to_record() for row in rows]
-    staged = [column for column in STAGED_COLUMNS if any(column in record for record in records)]
+    staged = [column for column in STAGED_COLUMNS + DISTANCE_COLUMNS if any(column in record for record in records)]
     table = pd.DataFrame(records, columns=[*TABLE_COLUMNS, *staged])
     table["held_out_scores"] = [row.held_out_scores for row in rows]
     return table

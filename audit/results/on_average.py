@@ -97,6 +97,10 @@ class OnAverageEstimate:
             return 0.0 if excess > 0 else 1.0
         return float(stdtr(self.n_pairs - 1, -excess / self.standard_error))  # Student's t survival function
 
+    def ceiling(self, level: float = 0.95) -> float:
+        """NaN: the sample sizes cap no t interval over pairs."""
+        return math.nan
+
     def to_record(self) -> dict[str, Any]:
         """Plain JSON values: every field (``kind = "on_average"``)."""
         return dict(kind="on_average", **asdict(self))

@@ -155,13 +155,14 @@ def pair_records(pairs: Sequence[NeighbourPair], declared: str | None = None) ->
     :data:`INPUT_RELATIONS`), the pair is checked against it instead:
     ``relation`` is ``declared`` or None, and the record says so
     (``"neighbours": declared``).  A pair the dataset search made also has
-    its ``origin`` (e.g. a probe's label).
+    its ``origin`` (e.g. a probe's label); a pair judged against claims at its own distance its ``d_in``.
     """
     return [
         {"name": pair.name, "d": pair.d.tolist(), "d_prime": pair.d_prime.tolist(),
          "relation": _relation(pair) if declared is None else _declared_relation(pair, declared),
          **({"neighbours": declared} if declared is not None else {}),
-         **({"origin": pair.origin} if getattr(pair, "origin", "") else {})}
+         **({"origin": pair.origin} if getattr(pair, "origin", "") else {}),
+         **({"d_in": pair.d_in} if getattr(pair, "d_in", None) is not None else {})}
         for pair in pairs
     ]
 
@@ -188,7 +189,8 @@ def not_neighbours(pairs: Sequence[Mapping[str, Any]], config: Mapping[str, Any]
     allows; [] when all are neighbours.
 
     With claims read from the library (``config``'s claims with ``from``), every pair was checked to be at the
-    ``d_in`` the claims were read at (:mod:`audit.config.library_claims`): pairs farther apart are meant, not warned of.
+    ``d_in`` the claims were read at (:mod:`audit.config.library_claims`): pairs farther apart are meant, not warned of;
+    so is a pair with its ``d_in``, judged against the claims at that distance (group privacy included).
     """
     library = any(isinstance(c, Mapping) and "from" in c for c in (config or {}).get("claims", ()) or ())
     found = []
@@ -206,7 +208,7 @@ def not_neighbours(pairs: Sequence[Mapping[str, Any]], config: Mapping[str, Any]
         if distance == 0:
             found.append(f"pair {pair['name']} has d' = d: M(d) and M(d') are one law, every divergence between "
                          "them is 0, so its rows can only pass; they test nothing")
-        elif library:
+        elif library or pair.get("d_in") is not None:
             continue
         elif declared is None:
             found.append(f"pair {pair['name']}'s datasets differ in {distance} records: not neighbours (one record "

@@ -25,9 +25,9 @@ from attacks.classes import parse_function_class
 if TYPE_CHECKING:  # a leaf module at run time: no SciPy for readers of tables
     from attacks.evidence import Evidence
 
-GROUPS = ("row", "verdict", "task", "on_average", "claim", "staged", "check", "internal")
+GROUPS = ("row", "verdict", "task", "on_average", "claim", "staged", "distance", "check", "internal")
 """The column lists a field can belong to; ``internal`` fields are never written."""
-OPTIONAL_GROUPS = ("on_average", "staged", "check")
+OPTIONAL_GROUPS = ("on_average", "staged", "distance", "check")
 """Groups whose fields only some rows carry: None means absent (left out of :meth:`Row.to_record`)."""
 
 
@@ -84,6 +84,10 @@ class Row:
     layer : str
         ``"value"`` or ``"representation"``: what the attack class reads, the released values or how they are
         stored (:attr:`attacks.classes.FunctionClass.layer`); set from ``function_class`` when not given.
+    d_in : float or None
+        The pair's input distance when the claims are read or carried to several distances (a library's map at
+        ``d_in``, a claim typed by hand by group privacy; :attr:`audit.config.claims.Claim.d_in`): the row's
+        ``claim`` is the claim at that distance, and ``d_in`` is part of the claim's key; None otherwise.
     policy, n_screen, n_train, n_check, n_confirm, candidates, finalists, sets_pooled : str, int or None
         The policy that confirmed the row (``"best"`` or ``"every"``, :mod:`audit.engine.run`), its stage sizes
         and counts; None on other rows (on-average aggregates).
@@ -147,6 +151,7 @@ class Row:
     rounds: int | None = _column("staged", None)
     stop: str | None = _column("staged", None)
     interval: str | None = _column("staged", None)
+    d_in: float | None = _column("distance", None)
     checked: str | None = _column("check", None)
     theorem: str | None = _column("check", None)
     mechanisms: tuple[str, ...] | None = _column("check", None)
@@ -259,7 +264,9 @@ STAGED_COLUMNS = _columns("staged")
 """Result fields of an engine row (:mod:`audit.engine.run`, either policy), after :data:`TABLE_COLUMNS`."""
 STAGE_SIZE_COLUMNS = STAGED_COLUMNS[1:]
 """A row's stage sizes and counts (report.md's "Staged search" for policy ``best``)."""
-WRITTEN_COLUMNS = TABLE_COLUMNS + STAGED_COLUMNS
+DISTANCE_COLUMNS = _columns("distance")
+"""The pair's ``d_in`` of a row judged against a claim at one of several distances (absent otherwise)."""
+WRITTEN_COLUMNS = TABLE_COLUMNS + STAGED_COLUMNS + DISTANCE_COLUMNS
 """Every column :meth:`Row.to_record` can write (all fields but the internal ones)."""
 NUMERIC_COLUMNS = tuple(name for name in ROW_COLUMNS if FIELD_TYPES[name] in ("float", "int | float"))
 """Columns read back as floats (None and null become NaN)."""

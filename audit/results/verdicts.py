@@ -344,9 +344,7 @@ def row_ceiling(row: Row, confidence: float) -> float:
     sequential look's at its spent confidence.  NaN for evidence without one
     (an on-average aggregate's t interval) and for rows without evidence.
     """
-    from attacks.ceilings import evidence_ceiling  # attacks load scikit-learn
-
-    return evidence_ceiling(row.evidence, confidence)
+    return math.nan if row.evidence is None else float(row.evidence.ceiling(confidence))
 
 
 def separated(row: Row) -> bool:
@@ -394,10 +392,10 @@ def _interval(row: Row, confidence: float) -> dict[str, float]:
 
 def claim_key(row: Row) -> tuple:
     """What identifies the claim a row answers: (divergence, alpha or None, claim class, claimed value, delta,
-    on_average); two claims that differ in any of these (e.g. only in delta, as the members of two gdp curves
-    over one class at epsilon 0) never share rows."""
+    on_average, d_in); two claims that differ in any of these (e.g. only in delta, as the members of two gdp curves
+    over one class at epsilon 0, or only in the distance they hold at) never share rows."""
     alpha = None if math.isnan(row.alpha) else row.alpha
-    return row.divergence, alpha, row.claim_class, row.claim, row.delta, row.on_average
+    return row.divergence, alpha, row.claim_class, row.claim, row.delta, row.on_average, row.d_in
 
 
 def _verdict_of(refuting: Sequence[Row]) -> str:
@@ -433,7 +431,7 @@ def layer_verdict(refuting: Sequence[Row], layer: str) -> str:
 
 
 def _summarize_claim(key: tuple, rows: Sequence[Row]) -> dict[str, Any]:
-    divergence, alpha, claim_class, claim, delta, on_average = key
+    divergence, alpha, claim_class, claim, delta, on_average, d_in = key
     refuting = [row for row in rows if row.refutes_claim]
     ran = [row for row in refuting if not _failed(row)]
     verdict = _verdict_of(refuting)
@@ -444,6 +442,7 @@ def _summarize_claim(key: tuple, rows: Sequence[Row]) -> dict[str, Any]:
         "claim": claim,
         "delta": delta,
         "on_average": on_average,
+        **({} if d_in is None else {"d_in": d_in}),
         "verdict": verdict,
         **{f"{layer}_verdict": layer_verdict(refuting, layer) for layer in LAYERS},
         "strongest_task": None,

@@ -295,6 +295,9 @@ def published(law, function_class: str | FunctionClass, divergence: str) -> Entr
 def lookup(law, function_class: str, divergence: str, alpha: float | None = None) -> Entry | None:
     """The most specific entry stated for (law, class, divergence) at ``alpha``, or None.
 
+    A declared class (``canary``, one member of ``linear``) reads the linear class's entries, upper bounds of
+    it by containment, before the unrestricted class's.
+
     Raises
     ------
     ValueError
@@ -302,7 +305,7 @@ def lookup(law, function_class: str, divergence: str, alpha: float | None = None
     """
     hclass, kind = parse_function_class(function_class), divergence_kind(divergence)
     for law_type in type(law).__mro__:
-        for class_key in (hclass, type(hclass), ANY):
+        for class_key in (hclass, type(hclass), *(LINEAR,) * hclass.declared, ANY):
             entry = TABLE.get((law_type, class_key, kind))
             if entry is not None and entry.stated(law, alpha):
                 return entry

@@ -47,6 +47,9 @@ RELEASES = ("parameters", "canary_loss")
 """What a run releases."""
 ACCOUNTANTS = ("prv", "rdp", "gdp")
 """Opacus's accountants (``PrivacyEngine(accountant=...)``; "prv", its default, the privacy random variable one)."""
+CAVEATS = dict(zip(ACCOUNTANTS, ("", "", "; Opacus warns that this accountant (a central-limit approximation) can "
+                                         "underestimate epsilon")))
+"""What a claim read from each accountant adds to its reason: Opacus's own warning, which the call silences."""
 QUIET = ("Secure RNG turned off", "Full backward hook is firing")
 """Opacus's and torch's warnings on every run: secure_mode off (on purpose: seeded runs), inputs without grad."""
 
@@ -149,12 +152,13 @@ class OpacusDPSGD(LibraryAdapter):
         accountant = create_accountant(self.params["accountant"])
         accountant.history = [(self.noise_multiplier, self.sampling_rate, self.steps)]  # Opacus's own record of steps
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the GDP accountant's "experimental" warning; PRV's log(0) at q = 1
+            warnings.simplefilter("ignore")  # the GDP caveat goes into the claim's reason instead; PRV's log(0) at q = 1
             epsilon = float(accountant.get_epsilon(float(delta)))
+        caveat = CAVEATS[self.params["accountant"]]
         return LibraryClaim({"divergence": "dp", "epsilon": epsilon, "delta": float(delta)},
                             f"opacus {self.library_version}'s {self.params['accountant'].upper()} accountant (noise "
                             f"multiplier {self.noise_multiplier:g}, sampling rate {self.sampling_rate:g}, {self.steps} "
-                            f"steps) at delta {float(delta):g}: epsilon = {epsilon:.6g}")
+                            f"steps) at delta {float(delta):g}: epsilon = {epsilon:.6g}{caveat}")
 
     @property
     def true_privacy(self) -> str:
