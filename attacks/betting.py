@@ -63,11 +63,14 @@ the Kelly fraction (p - m) / (1 - m) of a set whose probability p exceeds m by 0
 
 @dataclass(frozen=True)
 class BettingSequence:
-    """The lower-bound capital of a stream of values in [0, 1] on :data:`GRID`, after ``n`` values.
+    """The lower-bound capital of a stream of values in [0, 1] on candidate means, after ``n`` values.
 
     Build with :meth:`start`, feed with :meth:`update` (a new object; the
     values in drawing order); read with :meth:`lower_bound` and
-    :meth:`upper_bound` at any error rate.  ``design_level``: a_0 of the bets.
+    :meth:`upper_bound` at any error rate.  ``design_level``: a_0 of the bets;
+    ``means``: the candidate means, increasing in (0, 1) (:data:`GRID` unless
+    :meth:`start` was given more, fixed before the data) of x (``log_capital``,
+    ``log_peak``) and of 1 - x (``mirror_capital``, ``mirror_peak``).
     """
 
     design_level: float
@@ -79,13 +82,25 @@ class BettingSequence:
     mirror_capital: np.ndarray = field(default_factory=lambda: np.zeros(GRID.size))
     mirror_peak: np.ndarray = field(default_factory=lambda: np.zeros(GRID.size))
     mirror_squares: float = 0.0
+    means: np.ndarray = field(default_factory=lambda: GRID)
 
     @classmethod
-    def start(cls, design_level: float) -> BettingSequence:
-        """No value yet; bets tuned for one-sided bounds at error ``design_level`` (fixed before the data)."""
+    def start(cls, design_level: float, extra_means=()) -> BettingSequence:
+        """No value yet; bets tuned for one-sided bounds at error ``design_level``, candidate means :data:`GRID`,
+        ``extra_means`` in (0, 1) and their reflections 1 - m (a finer grid where the lower and upper bounds are
+        expected; all fixed before the data).
+
+        Every candidate mean is tested by the same capital, so the bound read
+        off more means is as valid and at least as high (module docstring)."""
         if not 0.0 < design_level < 1.0:
             raise ValueError(f"design_level must be in (0, 1). Found {design_level!r}.")
-        return cls(float(design_level))
+        extra = np.asarray(extra_means, dtype=float).ravel()
+        if not np.all((extra > 0.0) & (extra < 1.0)):
+            raise ValueError("extra_means must lie in (0, 1).")
+        means = np.unique(np.r_[GRID, extra, 1.0 - extra])
+        zeros = np.zeros(means.size)
+        return cls(float(design_level), log_capital=zeros, log_peak=zeros, mirror_capital=zeros, mirror_peak=zeros,
+                   means=means)
 
     def update(self, values) -> BettingSequence:
         """The sequence after ``values`` (1-d, in [0, 1], in drawing order) more."""
@@ -99,34 +114,37 @@ class BettingSequence:
 
     def _update_block(self, x: np.ndarray) -> BettingSequence:
         capital, peak, squares = _capital(x, self.n, self.total, self.squares, self.log_capital, self.log_peak,
-                                          self.design_level)
+                                          self.design_level, self.means)
         mirror, mirror_peak, mirror_squares = _capital(1.0 - x, self.n, self.n - self.total, self.mirror_squares,
-                                                       self.mirror_capital, self.mirror_peak, self.design_level)
+                                                       self.mirror_capital, self.mirror_peak, self.design_level,
+                                                       self.means)
         return BettingSequence(self.design_level, self.n + x.size, self.total + float(x.sum()), squares, capital,
-                               peak, mirror, mirror_peak, mirror_squares)
+                               peak, mirror, mirror_peak, mirror_squares, self.means)
 
     def lower_bound(self, error: float) -> float:
         """A lower bound on the mean, valid with probability ``1 - error`` at every n at once."""
-        return _excluded_below(self.log_peak, error)
+        return _excluded_below(self.log_peak, error, self.means)
 
     def upper_bound(self, error: float) -> float:
         """An upper bound on the mean (one minus the lower bound of 1 - x), valid as :meth:`lower_bound`."""
-        return 1.0 - _excluded_below(self.mirror_peak, error)
+        return 1.0 - _excluded_below(self.mirror_peak, error, self.means)
 
     def to_record(self) -> dict:
-        """Plain JSON: the counts and running sums, and the four capital arrays as lists."""
+        """Plain JSON: the counts and running sums, and the candidate means and four capital arrays as lists."""
         return dict(design_level=self.design_level, n=self.n, total=self.total, squares=self.squares,
                     mirror_squares=self.mirror_squares,
                     **{name: getattr(self, name).tolist()
-                       for name in ("log_capital", "log_peak", "mirror_capital", "mirror_peak")})
+                       for name in ("log_capital", "log_peak", "mirror_capital", "mirror_peak", "means")})
 
     @classmethod
     def from_record(cls, record: Mapping) -> BettingSequence:
-        """The sequence of :meth:`to_record`'s record (bounds equal the original's)."""
+        """The sequence of :meth:`to_record`'s record (bounds equal the original's; a record without ``means``
+        is on :data:`GRID`)."""
         arrays = {name: np.asarray(record[name], dtype=float)
                   for name in ("log_capital", "log_peak", "mirror_capital", "mirror_peak")}
         return cls(float(record["design_level"]), int(record["n"]), float(record["total"]), float(record["squares"]),
-                   mirror_squares=float(record["mirror_squares"]), **arrays)
+                   mirror_squares=float(record["mirror_squares"]),
+                   means=np.asarray(record.get("means", GRID), dtype=float), **arrays)
 
 
 @dataclass(frozen=True)
@@ -253,10 +271,10 @@ def _capital(x: np.ndarray, n: int, total: float, squares: float, log_capital: n
     return path[-1], np.maximum(log_peak, path.max(axis=0)), float(deviations[-1]) if x.size else squares
 
 
-def _excluded_below(log_peak: np.ndarray, error: float) -> float:
-    """The largest grid mean whose capital has reached 1 / error (0 when none has): the means up to it are
-    excluded, the capital's maximum decreasing in the mean (module docstring)."""
+def _excluded_below(log_peak: np.ndarray, error: float, means: np.ndarray = GRID) -> float:
+    """The largest candidate mean (of the increasing ``means``) whose capital has reached 1 / error (0 when none
+    has): the means up to it are excluded, the capital's maximum decreasing in the mean (module docstring)."""
     if not 0.0 < error < 1.0:
         raise ValueError(f"error must be in (0, 1). Found {error!r}.")
     excluded = np.flatnonzero(log_peak >= np.log(1.0 / error))
-    return float(GRID[excluded[-1]]) if excluded.size else 0.0
+    return float(means[excluded[-1]]) if excluded.size else 0.0

@@ -40,13 +40,16 @@ class Sampler(Protocol):
 
 @dataclass(frozen=True)
 class Target:
-    """What a claim asks the search for: a divergence (alpha, delta) and the attack classes that may refute it."""
+    """What a claim asks the search for: a divergence (alpha, delta) and the attack classes that may refute it;
+    ``claim_class``: the class of the one claim its rows answer, None when they answer every claim that holds
+    their attack class (policy ``every``)."""
 
     divergence: str
     classes: tuple[str, ...]
     alpha: float | None = None
     delta: float = 0.0
     class_params: Mapping[str, Mapping] = field(default_factory=dict)
+    claim_class: str | None = None
 
     @classmethod
     def for_claim(cls, divergence: str, claim_class: str, attack_classes: Sequence[str], alpha: float | None = None,
@@ -59,7 +62,7 @@ class Target:
                        if divergence in parse_function_class(name).divergences
                        and parse_function_class(name).is_contained_in(claimed)
                        and layer in (None, parse_function_class(name).layer))
-        return cls(divergence, usable, alpha, delta, dict(class_params or {}))
+        return cls(divergence, usable, alpha, delta, dict(class_params or {}), claim_class)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from attacks.adversary import Adversary
 from attacks.budget import STAGES, StageSizes
 from attacks.candidates import Candidate, Draw, Target
 from attacks.ceilings import pooled_ceiling
+from attacks.clipped_witness import ClippedBetting, ClippedWitnessEstimate, StreamedWitness
 from attacks.divergences import tail_count
 from attacks.estimate import DivergenceEstimate, held_out_scores, moments_evidence, score_histogram
 from attacks.event_divergence import smoothed_event_divergence
@@ -54,12 +55,15 @@ class Attack:
     """A fitted adversary; for ``dp`` its nested sets {s g > c_0} ⊇ {s g > c_1} ⊇ ... (s its side, g its score,
     cuts c_k ascending, ``fitted`` the index of its own set {s (g - t) > 0}); ``event``: (t, s) of the set
     {s (w - t) > 0} of a ``kl`` or ``renyi`` witness w counted instead of the witness's moments (a witness
-    whose values show no spread: :meth:`attacks.witness_moments.WitnessMoments.separating_event`)."""
+    whose values show no spread: :meth:`attacks.witness_moments.WitnessMoments.separating_event`); ``betting``:
+    the empty betting sequences of the clipped witness (:func:`attacks.clipped_witness.start_betting`, from the
+    training split) where a clipped bound may serve its rows, fed by the confirm stage."""
 
     adversary: Adversary
     cuts: np.ndarray | None = None
     fitted: int = 0
     event: tuple[float, int] | None = None
+    betting: ClippedBetting | None = None
 
     @property
     def counted(self) -> bool:
@@ -245,7 +249,7 @@ def accumulate(draw, candidates: list[Candidate], attacks: list[Attack], n: int,
         parts = joblib.Parallel(n_jobs=n_jobs)(
             joblib.delayed(_summary)(attacks[i], *(x[begin:begin + SUMMARY_BLOCK]
                                                    for x in candidates[i].laws(draws[candidates[i].pair])),
-                                     target, tail)
+                                     target, tail, stage)
             for i, begin in blocks)
         for (i, _), part in zip(blocks, parts):
             coupled = draws[candidates[i].pair].coupled
@@ -253,21 +257,29 @@ def accumulate(draw, candidates: list[Candidate], attacks: list[Attack], n: int,
     return {i: value for i, value in totals.items() if i not in failed}
 
 
-def _summary(attack: Attack, p: np.ndarray, q: np.ndarray, target: Target, tail: int):
+def _summary(attack: Attack, p: np.ndarray, q: np.ndarray, target: Target, tail: int, stage: str):
     """What the statistic keeps of one block, summed with ``+``: nested-set moments (``dp``), one set's cells
     (``ipm``, and ``kl`` or ``renyi`` counted on an event), or the witness moments with the ``tail`` largest log
-    weights of Q (``kl``, ``renyi``)."""
+    weights of Q (``kl``, ``renyi``), in the confirm stage with the clipped witness's rescaled values for its
+    betting sequences where the attack has them (:class:`attacks.clipped_witness.StreamedWitness`)."""
     if isinstance(divergence_of(target), DP):
         return attack.moments(p, q)
     if attack.counted:
         return paired_ratio.paired_counts(attack.in_set(p), attack.in_set(q))
-    return WitnessMoments.from_values(attack.adversary.witness(p), attack.adversary.witness(q), target.divergence,
-                                      target.alpha, tail, attack.adversary.supremum_)
+    w_p, w_q = attack.adversary.witness(p), attack.adversary.witness(q)
+    moments = WitnessMoments.from_values(w_p, w_q, target.divergence, target.alpha, tail, attack.adversary.supremum_)
+    if attack.betting is None or stage != "confirm":
+        return moments
+    return StreamedWitness.block(moments, attack.betting, w_p, w_q)
 
 
 def summed_estimate(total, candidate: Candidate, target: Target, coupled: bool,
                weights: np.ndarray | None = None) -> DivergenceEstimate | PooledEstimate:
-    """The evidence of a summed statistic (:func:`accumulate`): a set's, a witness's, or a pool's."""
+    """The evidence of a summed statistic (:func:`accumulate`): a set's, a witness's (with its clipped betting
+    bound, :class:`attacks.clipped_witness.ClippedWitnessEstimate`, where it was streamed), or a pool's."""
+    if isinstance(total, StreamedWitness):
+        return ClippedWitnessEstimate(witness_estimate(total.moments, target, candidate.function_class, coupled),
+                                      total.fed())
     if isinstance(total, WitnessMoments):
         return witness_estimate(total, target, candidate.function_class, coupled)
     if not isinstance(divergence_of(target), DP):
@@ -300,8 +312,14 @@ def confirm_statistic(draw, winner: Candidate, attack: Attack, weights: np.ndarr
         return None
     total, coupled = totals[0]
     evidence = summed_estimate(total, winner, target, coupled, weights)
-    return replace(evidence, details={**evidence.details, "scores": score_summary(attack, *first, weights,
-                                                                                        coupled_first[0])})
+    return with_scores(evidence, score_summary(attack, *first, weights, coupled_first[0]))
+
+
+def with_scores(evidence, scores: dict):
+    """The evidence with ``details["scores"]`` (:func:`score_summary`)."""
+    if isinstance(evidence, ClippedWitnessEstimate):
+        return evidence.with_details(scores=scores)
+    return replace(evidence, details={**evidence.details, "scores": scores})
 
 
 def score_summary(attack: Attack, p: np.ndarray, q: np.ndarray, weights: np.ndarray | None, coupled: bool) -> dict:

@@ -65,6 +65,7 @@ from scipy.special import ndtri
 from attacks.evidence import Evidence
 from attacks import paired_ratio
 from attacks.anytime_sets import AnytimeSetEstimate
+from attacks.clipped_witness import ClippedWitnessEstimate
 from attacks.betting import BernoulliBetting
 from attacks.estimate import DivergenceEstimate
 from attacks.budget import DEFAULT_SHARES, StageSizes
@@ -542,13 +543,16 @@ def anytime_confirm(weight: float, decides: Callable[[Evidence, float], bool], l
     return confirm
 
 
-def interval_of(evidence: Evidence) -> str:
-    """Which interval an estimate's bounds are (report.md and results.json ``interval``): ``"betting CS"`` (a
-    set's confidence sequences), ``"binomial counts"`` (a set's score or Clopper-Pearson bounds, exact where the
-    counts are small), ``"event counts"`` (``kl`` / ``renyi`` from an event's count bounds), ``"delta method"``
-    (a witness's moments, a pool of nested sets), or ``"normal"``."""
+def interval_of(evidence: Evidence, level: float = 0.95) -> str:
+    """Which interval an estimate's lower bound at ``level`` is (report.md and results.json ``interval``):
+    ``"betting CS"`` (a set's confidence sequences, or the clipped witness's betting bound where it is the larger
+    half of :class:`attacks.clipped_witness.ClippedWitnessEstimate`), ``"binomial counts"`` (a set's score or
+    Clopper-Pearson bounds, exact where the counts are small), ``"event counts"`` (``kl`` / ``renyi`` from an
+    event's count bounds), ``"delta method"`` (a witness's moments, a pool of nested sets), or ``"normal"``."""
     if isinstance(evidence, SequentialEstimate):
-        return interval_of(evidence.evidence)
+        return interval_of(evidence.evidence, 1.0 - (1.0 - level) * evidence.weight)
+    if isinstance(evidence, ClippedWitnessEstimate):
+        return evidence.interval(level)
     if isinstance(evidence, AnytimeSetEstimate):
         return "betting CS"
     if isinstance(evidence, DivergenceEstimate):

@@ -60,9 +60,10 @@ import numpy as np
 from attacks.budget import StageSizes
 from attacks.candidates import Candidate, Draw, Sampler, Target
 from attacks.estimate import DivergenceEstimate
+from attacks.clipped_witness import clipped_serves, start_betting
 from attacks.held_out import (CHUNK, FIGURE_OUTPUTS, Attack, PooledEstimate, accumulate, confirm_statistic,
                               draw_together, event_attack, fit_attack, fit_seed, graded_attack, held_out_estimate,
-                              score_summary, summed_estimate)
+                              score_summary, summed_estimate, with_scores)
 from attacks.selection import check_options, choose, projected_bound
 from attacks.vocabulary import DP, divergence_of
 from attacks.witness_moments import WitnessMoments
@@ -212,7 +213,7 @@ def confirm_every(sample: Sampler, pair: int, target: Target, sizes: StageSizes,
         total, coupled = totals[position]
         evidence = summed_estimate(total, candidate, target, coupled, weights)
         scores = score_summary(attack, *candidate.laws(first[0]), weights, first[0].coupled)
-        results.append((candidate, replace(evidence, details={**evidence.details, "scores": scores})))
+        results.append((candidate, with_scores(evidence, scores)))
     return sorted(results, key=lambda item: candidates.index(item[0]))
 
 
@@ -226,8 +227,9 @@ def _train_or_error(candidate: Candidate, train: Draw, target: Target, sizes: St
         return f"attack {candidate.function_class}/{target.divergence} failed: " + " ".join(
             f"{type(error).__name__}: {error}".split())
     if divergence_of(target).weighted and not attack.counted:  # chosen on the training sample
-        return event_attack(attack, WitnessMoments.from_values(attack.adversary.witness(p), attack.adversary.witness(q),
-                                                               target.divergence, target.alpha))
+        return with_betting(event_attack(attack, WitnessMoments.from_values(
+            attack.adversary.witness(p), attack.adversary.witness(q), target.divergence, target.alpha)),
+            candidate, p, q, target, sizes)
     if not isinstance(divergence_of(target), DP):
         return attack
     adversary = attack.adversary
@@ -290,7 +292,23 @@ def _train_one(candidate: Candidate, train: Draw, target: Target, sizes: StageSi
     """A finalist fitted on its pair's train sample; a ``dp`` attack graded into nested sets."""
     p, q = candidate.laws(train)
     attack = fit_attack(candidate, p, q, target, sizes.confirm, train.coupled, fit_seed(seed, "train", candidate))
-    return graded_attack(attack.adversary, p) if isinstance(divergence_of(target), DP) else attack
+    if isinstance(divergence_of(target), DP):
+        return graded_attack(attack.adversary, p)
+    return with_betting(attack, candidate, p, q, target, sizes)
+
+
+def with_betting(attack: Attack, candidate: Candidate, p: np.ndarray, q: np.ndarray, target: Target,
+                 sizes: StageSizes) -> Attack:
+    """The attack with its clipped witness's empty betting sequences (:func:`attacks.clipped_witness.start_betting`,
+    clip range and candidate means from its training outputs ``p``, ``q``) where a clipped bound may serve its
+    rows (:func:`attacks.clipped_witness.clipped_serves`), else as it is: decided before the confirm sample."""
+    if attack.counted or not clipped_serves(target, candidate):
+        return attack
+    try:
+        betting = start_betting(target, attack.adversary.witness(p), attack.adversary.witness(q), sizes.confirm)
+    except ValueError:  # no finite clipped objective on the training split (chosen_rescaling): the delta method alone
+        return attack
+    return replace(attack, betting=betting)
 
 
 def _train(draw, finalists: list[Candidate], target: Target, sizes: StageSizes, seed: int,

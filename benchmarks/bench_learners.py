@@ -1,6 +1,6 @@
 """Issue 35's first target: DP-GD calibrated to (10, 1e-5) audited from at most 200 fits per side.
 
-    PYTHONPATH=. python benchmarks/bench_learners.py [--seeds N] [--fits N] [--out F]
+    PYTHONPATH=. python benchmarks/bench_learners.py [--seeds N] [--fits N] [--last-iterate | --diffprivlib] [--out F]
 
 The built-in ``dp_gd_logistic`` (full batch, one step, clip C = 1, noise
 calibrated to mu = 2 Gaussian DP under add/remove neighbours: (9.997,
@@ -46,6 +46,20 @@ nearest the claim's symmetric point; :mod:`attacks.gdp_route`).  The count bound
 reading cannot reach 0.8 x 1.955: the privacy loss exceeds 1.6 only where P has mass below 1e-3, so
 even the best threshold of the true laws gives 1.53 from 10^6 fits per side (the canary class's
 far-tail set, its count chosen from the claim, reads above it in a few seeds).
+
+``--diffprivlib``: issue 35's third target for diffprivlib's correct
+LinearRegression call (adapter ``diffprivlib.linear_regression`` at its
+defaults: epsilon 1, features and target clipped to [0, 1], its default
+pairs: the canary on an unused feature and the mislabelled far corner, each
+replacing a record).  Per seed, ``capaudit run`` of its own claim, (1,
+0)-DP over ``all``, at the audit's default classes, stages and confidence,
+with ``n_samples = --fits-diffprivlib`` per dataset of a pair: the verdict
+and the largest lower bound of its rows.  The budget is the one setting
+changed: left out, a pass is decided no sooner than a round of 256 000 fits
+per dataset of a pair (:data:`attacks.sequential.PASS_BUDGET`), hours of
+CPU per seed at ~9 ms a fit.  A violation at any budget is a false
+one (the call is epsilon-DP): the target is at most 1 of 20 (5 %).  Needs
+the ``diffprivlib`` extra (diffprivlib 0.6.6, scikit-learn < 1.9).
 
 CPU seconds: the process's and its children's (``resource.getrusage``), all seeds together.
 """
@@ -138,6 +152,47 @@ def last_iterate_table(readings: list[dict], fits: int, function_class: str) -> 
     ])
 
 
+DIFFPRIVLIB = {"name": "diffprivlib.linear_regression", "params": {"epsilon": 1.0}}
+"""The correct call audited by ``--diffprivlib``: the adapter at its defaults."""
+
+
+def diffprivlib_reading(seed: int, fits: int) -> dict[str, object]:
+    """``capaudit run`` of the adapter's (1, 0)-DP claim with ``n_samples = fits``: verdict and largest lower bound."""
+    config = {"mechanism": DIFFPRIVLIB,
+              "claims": [{"divergence": "dp", "function_class": "all", "epsilon": DIFFPRIVLIB["params"]["epsilon"]}],
+              "attacks": {"n_samples": fits}, "run": {"seed": seed, "n_jobs": 1}}
+    with tempfile.TemporaryDirectory() as out:
+        result = run_audit(config, out_dir=out, progress=False)
+        results = json.loads((Path(out) / "results.json").read_text())
+    bounds = [row["ci_low"] for row in results["rows"] if row.get("ci_low") is not None]
+    return {"verdict": result.verdict, "lower_bound": max(bounds, default=float("nan")),
+            "outputs_drawn": results["outputs_drawn"], "classes": sorted({row["function_class"] for row in results["rows"]})}
+
+
+def diffprivlib_table(readings: list[dict], fits: int, seconds: float) -> str:
+    """The correct LinearRegression call over seeds: violations against the 5 % target, lower bounds, CPU time."""
+    import diffprivlib
+    import sklearn
+
+    seeds, claim = len(readings), DIFFPRIVLIB["params"]["epsilon"]
+    bounds = [r["lower_bound"] for r in readings]
+    violations = sum(r["verdict"] == "violation" for r in readings)
+    verdicts = ", ".join(f"{v} {sum(r['verdict'] == v for r in readings)}" for v in sorted({r["verdict"] for r in readings}))
+    row = [f"`{DIFFPRIVLIB['name']}` {DIFFPRIVLIB['params']}", f"({claim:g}, 0)-DP, all", fits,
+           f"{statistics.median(r['outputs_drawn'] for r in readings):.0f}", f"{violations}/{seeds}",
+           f"{statistics.median(bounds):.3f}", f"{max(bounds):.3f}", verdicts, f"{seconds:.0f}"]
+    return "\n".join([
+        f"diffprivlib {diffprivlib.__version__} (scikit-learn {sklearn.__version__}), its correct LinearRegression "
+        f"call at the adapter's defaults and default pairs; each seed one `capaudit run` at the default classes, "
+        f"stages and confidence with `n_samples = {fits}`; seeds 0..{seeds - 1}. Target: a violation (false: the "
+        f"call is epsilon-DP) in at most 5 % of the seeds.", "",
+        tabulate([row], headers=["release", "claim", "n_samples", "fits in all (median)", "violations",
+                                 "lower bound (median)", "lower bound (max)", "verdicts", "cpu s, all seeds"],
+                 tablefmt="github", disable_numparse=True), "",
+        f"Classes audited: {', '.join(readings[0]['classes'])}.",
+    ])
+
+
 def audit_reading(seed: int, fits: int, function_class: str, canary_pair: bool) -> dict[str, object]:
     """``capaudit run`` of the claim with n_samples = ``fits`` and one class, on the canary pair alone or on the
     learner's default pairs: verdict, bounds and the Gaussian-DP route."""
@@ -181,9 +236,20 @@ def main() -> None:
                         help="n_samples of each --last-iterate audit (default 60000)")
     parser.add_argument("--last-iterate-class", default="linear", choices=("linear", "canary"),
                         help="the class of each --last-iterate audit (default linear)")
-    parser.add_argument("--out", type=Path, help="default: benchmarks/results/bench_learners[_last_iterate].md")
+    parser.add_argument("--diffprivlib", action="store_true",
+                        help="only diffprivlib's correct LinearRegression call (needs the diffprivlib extra)")
+    parser.add_argument("--fits-diffprivlib", type=int, default=500,
+                        help="n_samples of each --diffprivlib audit (default 500)")
+    parser.add_argument("--out", type=Path,
+                        help="default: benchmarks/results/bench_learners[_last_iterate | _diffprivlib].md")
     args = parser.parse_args()
     start = cpu_seconds()
+    if args.diffprivlib:
+        readings = [diffprivlib_reading(seed, args.fits_diffprivlib) for seed in range(args.seeds)]
+        write(args.out or RESULTS / "bench_learners_diffprivlib.md", "\n".join([
+            diffprivlib_table(readings, args.fits_diffprivlib, cpu_seconds() - start), "",
+            f"CPU time, all seeds: {cpu_seconds() - start:.1f} s. Code: {commit()}. Machine: {machine()}."]))
+        return
     if args.last_iterate:
         name = args.last_iterate_class
         readings = [last_iterate_reading(seed, args.fits_last_iterate, name) for seed in range(args.seeds)]

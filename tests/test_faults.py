@@ -729,7 +729,7 @@ def inject(monkeypatch):
 
     monkeypatch.setattr(audit.engine.run, "pair_sampler", staged)
     monkeypatch.setattr(audit.engine.run, "check_memory", during("probe", audit.engine.run.check_memory))
-    monkeypatch.setattr(audit.commands.api, "fix_layout", during("pilot", audit.commands.api.fix_layout))
+    monkeypatch.setattr(audit.engine.run, "fix_layout", during("pilot", audit.engine.run.fix_layout))
     monkeypatch.setattr(audit.inputs.neighbours, "screen_candidates", during("search", audit.inputs.neighbours.screen_candidates))
     monkeypatch.setattr(audit.engine.run, "run_check", during("checks", audit.engine.run.run_check))  # each check a unit
 

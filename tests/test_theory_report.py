@@ -135,6 +135,14 @@ def test_command_prints_the_table_without_out(capsys):
         (["--mechanism", "laplace", "--epsilon", "1", "--classes", "poly2", "quadratic"], "quadratic"),
         (["--mechanism", "laplace", "--epsilon", "1", "--classes", "mlp"], "mlp"),
         (["--mechanism", "laplace", "--sigma", "1"], "epsilon"),
+        (["--mechanism", "laplace", "--epsilon", "1", "--steps", "10"], "dp_sgd"),
+        (["--mechanism", "dp_sgd", "--epsilon", "1", "--steps", "10", "--sampling-rate", "0.1"], "--sigma"),
+        (["--mechanism", "dp_sgd", "--sigma", "1", "--steps", "10"], "--sampling-rate"),
+        (["--mechanism", "dp_sgd", "--sigma", "1", "--steps", "0", "--sampling-rate", "0.1"], "steps"),
+        (["--mechanism", "dp_sgd", "--sigma", "1", "--steps", "10", "--sampling-rate", "1.5"], "sampling_rate"),
+        (["--mechanism", "dp_sgd", "--sigma", "0", "--steps", "10", "--sampling-rate", "0.1"], "noise_multiplier"),
+        (["--mechanism", "dp_sgd", "--sigma", "1", "--steps", "10", "--sampling-rate", "0.1", "--delta", "1"],
+         "delta"),
     ],
 )
 def test_bad_input_exits_2_with_a_message_and_no_traceback(capsys, argv, named):

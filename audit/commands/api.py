@@ -25,13 +25,11 @@ from audit.sampling.events import event_summary
 from audit.config.families import claim_summaries
 from audit.config.library_claims import pair_d_in
 from audit.inputs.neighbours import NeighbourPair, PairList, make_pairs
-from audit.results.on_average import aggregate_rows
 from audit.results.provenance import describe_audit, pair_records, screening_records
 from audit.results.files import results_table, write_results
-from audit.sampling.structure import fix_layout
 from audit.engine.plan import task_seed
 from audit.engine.progress import ProgressBar
-from audit.sampling.errors import one_line
+from audit.sampling.errors import MechanismError, one_line
 from audit.results.schema import STAGED_COLUMNS, TABLE_COLUMNS, Row
 from audit.theory.check import check_bounds
 from audit.results.verdicts import assign_verdicts, exit_code, overall_verdict
@@ -224,16 +222,11 @@ def run_audit(
     from audit.engine.run import run_engine  # with the attacks (scikit-learn): not on `import audit.commands.api`
 
     try:
-        # NaN, inf and changing widths are evidence: fix the outputs' layout before any chunk is drawn (audit.sampling.structure)
-        with ProgressBar("structure pilot", " datasets", progress) as bar:  # drawn only when the pilot runs
-            fix_layout(mechanism, [data for pair in pairs for data in (pair.d, pair.d_prime)],
-                       task_seed(audit_config.run.seed, "structure"), audit_config.run.sample_timeout, bar.show)
         rows = run_engine(audit_config, mechanism, pairs, out, resume=resume, progress=progress, finished=finished)
         checks = tuple(row for row in rows if row.checked is not None)
         rows = [row for row in rows if row.checked is None]
         stage = "the verdicts"
-        rows = assign_verdicts(rows + aggregate_rows(rows, audit_config.attacks.confidence),
-                               audit_config.attacks.confidence)
+        rows = assign_verdicts(rows, audit_config.attacks.confidence)  # the on-average aggregates among them
         verdict = overall_verdict(rows)
         claims = (verdict, exit_code(rows, verdict)) if audit_config.claims else (None, None)
         verdict, code = combine(*claims, checks)
@@ -448,7 +441,7 @@ def _one_run(config: AuditConfig, mechanism: Any, source: Any, out: Path | None,
 
     try:
         readings = one_run_audit(mechanism, config.one_run, config.raw.get("claims", []),
-                                 config.attacks.confidence, config.run.seed)
+                                 config.attacks.confidence, config.run.seed, config.run.sample_timeout)
         verdict = overall(readings)
         result = AuditResult(
             verdict=verdict, rows=(), exit_code=1 if verdict == "violation" else 0, seed=config.run.seed,
@@ -461,7 +454,8 @@ def _one_run(config: AuditConfig, mechanism: Any, source: Any, out: Path | None,
     except (ConfigError, KeyboardInterrupt):
         raise
     except Exception as error:  # a failing run or report is never a verdict
-        message = f"the one-run audit failed: {one_line(error)}"
+        cause = " ".join(str(error).split()) if isinstance(error, MechanismError) else one_line(error)  # names itself
+        message = f"the one-run audit failed: {cause}"
         saved = None if out is None else write_failure(out, message, config=config.raw, seed=config.run.seed,
                                                        seconds=time.perf_counter() - start)
         raise AuditError(message + (f"; see {saved}" if saved else "")) from error

@@ -56,12 +56,13 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser = functools.partial(sub.add_parser, parents=[common])  # type: ignore[method-assign]
 
     theory = sub.add_parser(
-        "theory", help="exact restricted divergences and the paper's bounds for Laplace or Gaussian"
+        "theory", help="exact restricted divergences and the paper's bounds for Laplace or Gaussian; DP-SGD's per class"
     )
-    theory.add_argument("--mechanism", required=True, choices=["laplace", "gaussian", "matrix"])
+    theory.add_argument("--mechanism", required=True, choices=["laplace", "gaussian", "matrix", "dp_sgd"])
     scale = theory.add_mutually_exclusive_group(required=True)
     scale.add_argument("--epsilon", type=float, help="Laplace: epsilon = sensitivity / scale")
-    scale.add_argument("--sigma", type=float, help="Gaussian: noise standard deviation (sensitivity 1)")
+    scale.add_argument("--sigma", type=float,
+                       help="Gaussian: noise standard deviation (sensitivity 1); dp_sgd: the noise multiplier")
     theory.add_argument("--alpha", type=float, nargs="+", help="Renyi orders (default: a grid on (1, 10])")
     theory.add_argument(
         "--classes", nargs="+", default=["linear", "poly2", "poly3"], help="function classes (linear, polyK)"
@@ -72,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     theory.add_argument("--A", help="matrix mechanism's strategy matrix, rows separated by ';' (e.g. '1 0; 0 1')")
     theory.add_argument("--n", type=int, default=200_000, help="outputs per dataset of the d-dim attacks")
     theory.add_argument("--seed", type=int, default=0, help="seed of the d-dim attacks")
+    theory.add_argument("--steps", type=int, help="dp_sgd: the number of steps T")
+    theory.add_argument("--sampling-rate", type=float, help="dp_sgd: the Poisson sampling rate q")
+    theory.add_argument("--delta", type=float, default=1e-5, help="dp_sgd: the delta of epsilon (default 1e-5)")
 
     oakl = sub.add_parser("oakl", help="on-average KL privacy of posterior sampling: OAKL Figure 2, Thm 4, Lemma 6")
     oakl.add_argument("--out", default=f"{DEFAULT_OUT}/oakl", help=f"output directory (default: {DEFAULT_OUT}/oakl)")

@@ -72,9 +72,18 @@ def theory_command(args: argparse.Namespace) -> int:
     """Run ``capaudit theory``: print the table; with ``--out``, write the report.
 
     ``--sensitivity`` (a vector v) or ``--mechanism matrix`` selects the d-dim
-    table (:func:`dimensional_command`). Returns the exit code 0; bad arguments
+    table (:func:`dimensional_command`), ``--mechanism dp_sgd`` the DP-SGD law's rows
+    (:func:`audit.commands.theory_dp_sgd.dp_sgd_command`). Returns the exit code 0; bad arguments
     raise ``ValueError``, which the CLI turns into exit code 2.
     """
+    if args.mechanism == "dp_sgd":
+        from audit.commands.theory_dp_sgd import dp_sgd_command
+
+        return dp_sgd_command(args)
+    given = [flag for flag, name in (("--steps", "steps"), ("--sampling-rate", "sampling_rate"))
+             if getattr(args, name, None) is not None]
+    if given:
+        raise ValueError(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} read by --mechanism dp_sgd only. Found --mechanism {args.mechanism}.")
     if args.mechanism == "matrix" or getattr(args, "sensitivity", None) is not None:
         return dimensional_command(args)
     name, other = ("epsilon", "sigma") if args.mechanism == "laplace" else ("sigma", "epsilon")

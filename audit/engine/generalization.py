@@ -116,14 +116,11 @@ def on_average_divergence(
         killed, or ``run.sample_timeout`` passed): the pair's message.
     """
     from audit.engine.run import run_engine  # with the attacks (scikit-learn)
-    from audit.sampling.structure import fix_layout
 
     config = measurement_config(mechanism, function_class, samples, dataclasses.replace(run, seed=seed))
     rng = np.random.default_rng(task_seed(seed, "oakl|pairs"))
     pairs = [NeighbourPair(f"p{index}", d, d_prime, distance=replaced) for index, (d, d_prime) in
              enumerate(on_average_pairs(mechanism.sample_data, mechanism.records, n_pairs, rng, replaced))]
-    fix_layout(mechanism, [data for pair in pairs for data in (pair.d, pair.d_prime)],
-               task_seed(seed, "structure"), config.run.sample_timeout)
     rows = run_engine(config, mechanism, pairs, progress=progress)
     measured = [row for row in rows if row.direction == MEASURED_DIRECTION]
     failed = [row.error for row in measured if row.error is not None]

@@ -14,7 +14,12 @@ layer):
    is absent; where the default pairs replace a record (equal sizes), it is
    replaced by a blank record (features 0, label 1), so that each inclusion
    bit is one neighbour step of the relation the claim is stated for.
-2. **One run** of the learner on D and the canaries.
+2. **One run** of the learner on D and the canaries, in a child forked from
+   the audit's process within ``[run] sample_timeout`` seconds, as the
+   many-run sampler draws its chunks (:func:`audit.sampling.isolation.call`):
+   a learner that raises, exits, dies or hangs ends the audit with an error
+   naming the cause (:class:`audit.sampling.errors.MechanismError`; exit 2,
+   the error report written), never the audit's process.
 3. **Adversary.**  Each canary's score from the released parameters
    theta: ``linear``, the canary statistic <theta, x_i> (a member of the
    linear class on the parameters); ``loss``, minus its logistic loss at the
@@ -60,6 +65,8 @@ from attacks.vocabulary import GDP, divergence_kind
 from audit.config.fields import ConfigError
 from audit.config.one_run import OneRunSpec
 from audit.engine.plan import task_seed
+from audit.sampling import isolation
+from audit.sampling.errors import MechanismError, one_line
 
 GUESS_SHARES = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 """The guessed shares tried on the training canaries when ``guess_fraction`` is left out."""
@@ -121,14 +128,50 @@ def _chosen_share(scores: np.ndarray, included: np.ndarray, centre: float, confi
     return GUESS_SHARES[int(np.argmax(bounds))]
 
 
+def train_isolated(mechanism: Any, dataset: np.ndarray, rng: np.random.Generator, timeout: float | None) -> np.ndarray:
+    """The released parameters of one training run on ``dataset`` (step 2), drawn in a forked child that is killed
+    after ``timeout`` seconds (None: no limit); the same numbers as a run in this process (the child draws from a
+    copy of ``rng``).
+
+    Raises
+    ------
+    MechanismError
+        Naming the cause in one line: the learner raised or called ``sys.exit``, its process ended without a
+        result (``os._exit``, a signal, the out-of-memory killer), or it ran past ``timeout``.
+    """
+    name = getattr(mechanism, "name", "a callable")
+
+    def run() -> np.ndarray | str:
+        try:
+            return np.asarray(mechanism.sample(dataset, 1, rng), dtype=float)[0]
+        except (Exception, SystemExit) as error:  # what the audited code does is its own error, sent back as text
+            return one_line(error)
+
+    try:
+        theta = isolation.call(run, timeout)
+    except TimeoutError:
+        raise MechanismError(f"the training run of {name!r} took longer than run.sample_timeout = {timeout:g} s and "
+                             "was stopped; raise run.sample_timeout if the learner is merely slow") from None
+    except ChildProcessError as error:
+        raise MechanismError(f"the training run of {name!r} ended its process without a result (exit code "
+                             f"{error.args[0]}: os._exit, a signal, a crash or the out-of-memory killer)") from None
+    if isinstance(theta, str):
+        raise MechanismError(f"the training run of {name!r} failed: {theta}")
+    return theta
+
+
 def one_run_audit(mechanism: Any, spec: OneRunSpec, claims: Sequence[Mapping[str, Any]], confidence: float,
-                  seed: int) -> dict[str, Any]:
+                  seed: int, timeout: float | None = None) -> dict[str, Any]:
     """The one-run audit of ``claims`` (``[[claims]]`` tables) on ``mechanism``: results.json's ``one_run``.
+
+    ``timeout``: seconds the training run may take (``[run] sample_timeout``; None: no limit).
 
     Raises
     ------
     ConfigError
         When the mechanism releases no linear model's coefficients.
+    MechanismError
+        When the training run fails (:func:`train_isolated`).
     """
     release = getattr(mechanism, "one_run_release", None)
     if release not in RELEASES:
@@ -141,7 +184,7 @@ def one_run_audit(mechanism: Any, spec: OneRunSpec, claims: Sequence[Mapping[str
     order = rng.permutation(m)
     shown, held = order[:round(spec.train_fraction * m)], order[round(spec.train_fraction * m):]
     dataset, records, k = plant_canaries(mechanism, m, included)
-    theta = np.asarray(mechanism.sample(dataset, 1, rng), dtype=float)[0]
+    theta = train_isolated(mechanism, dataset, rng, timeout)
     scores = canary_scores(theta, records, k, spec.score, release == "coefficients_intercept")
     if not np.all(np.isfinite(scores)):
         scores = np.nan_to_num(scores, nan=0.0)  # a NaN release shows nothing: ties, guessed in index order

@@ -1,41 +1,30 @@
 """The audit's one orchestrator: the staged search of :mod:`attacks.staged` under a selection policy.
 
-``[attacks] policy`` (docs/config.md) says which candidates (pair x direction
-x attack class) get a confirmed row:
+``[attacks] policy`` (docs/config.md) says which candidates (pair x direction x attack class) get a confirmed row:
 
-- ``"best"``: one search per claim, Renyi order and layer
-  (:func:`attacks.staged.staged_search`): every candidate of the layer
-  (:attr:`attacks.classes.FunctionClass.layer`: the values, or their
-  IEEE-754 representation) contained in the claim's class screened, the
-  finalists trained and checked, ONE statistic confirmed on a fresh sample;
-  one row per claim, order and layer, Holm over those (so the error is spent
-  across both layers and the audit-wide guarantee holds).  A ``dp`` claim's
-  declared classes (``canary``: a witness fixed before the data) get a unit
-  of their own, a row per pair scored on every output, no training split
-  (:mod:`audit.engine.declared`).
-- ``"every"``: every candidate of every pair trained on the train share and
-  its own set or witness confirmed on a fresh held-out share
-  (:func:`attacks.staged.confirm_every`, ``train_fraction`` splitting
-  ``n_samples``): a row per pair, direction, class and claim (the per-class
-  tables, the per-pair estimates on-average claims average), Holm over every
-  refuting row.
+- ``"best"``: one search per claim, Renyi order and layer (:func:`attacks.staged.staged_search`): every candidate of
+  the layer (:attr:`attacks.classes.FunctionClass.layer`: the values, or their IEEE-754 representation) contained in
+  the claim's class screened, the finalists trained and checked, ONE statistic confirmed on a fresh sample; one row
+  per claim, order and layer, Holm over those (so the error is spent across both layers and the audit-wide
+  guarantee holds).  A ``dp`` claim's declared classes (``canary``: a witness fixed before the data) get a unit of
+  their own, a row per pair scored on every output, no training split (:mod:`audit.engine.declared`).
+- ``"every"``: every candidate of every pair trained on the train share and its own set or witness confirmed on a
+  fresh held-out share (:func:`attacks.staged.confirm_every`, ``train_fraction`` splitting ``n_samples``): a row per
+  pair, direction, class and claim (the per-class tables, the per-pair estimates on-average claims average), Holm
+  over every refuting row.
 
-Both run as *units* (best: a claim at one order; every: a pair), then each
-``[[checks]]`` entry as one unit (:func:`audit.engine.checks.run_check`), the one
-unit of work, of ``tasks.jsonl`` and of resume: a finished unit appends all
-its records (:mod:`audit.engine.store`), a resume keeps the units whose records were
-all written and runs the others, with the numbers an uninterrupted run gives
-(every seed names its unit, never its turn).  One memory check before any
-unit, one progress bar in outputs per dataset drawn, one record builder
-(:func:`_record`: exact value, closed-form bound, the coupling and
-deterministic-release notes).
+Both run as *units* (best: a claim at one order; every: a pair), then each ``[[checks]]`` entry as one unit
+(:func:`audit.engine.checks.run_check`), the one unit of work, of ``tasks.jsonl`` and of resume: a finished unit
+appends all its records (:mod:`audit.engine.store`), a resume keeps the units whose records were all written and
+runs the others, with the numbers an uninterrupted run gives (every seed names its unit, never its turn). One
+structure pilot (:func:`audit.sampling.structure.fix_layout`) and one memory check before any unit, one progress bar
+in outputs per dataset drawn, one record builder (:func:`_record`: exact value, closed-form bound, the coupling and
+deterministic-release notes); a unit's rows (:func:`engine_rows`) are made as it finishes.
 
-Samples come from :func:`pair_sampler`: each (pair, stage, chunk) drawn in
-forked children within ``[run] sample_timeout`` seconds a chunk
-(:func:`audit.sampling.sampler.draw_pair_isolated`) from the seed of
-``"staged|<stage>|<chunk>"``, so numbers depend on the config and seed only,
-never on ``n_jobs`` or the backend.  A mechanism that fails on a pair costs
-that pair's rows (error rows, exit code 2), a search that fails costs its
+Samples come from :func:`pair_sampler`: each (pair, stage, chunk) drawn in forked children within
+``[run] sample_timeout`` seconds a chunk (:func:`audit.sampling.sampler.draw_pair_isolated`) from the seed of
+``"staged|<stage>|<chunk>"``, so numbers depend on the config and seed only, never on ``n_jobs`` or the backend. A
+mechanism that fails on a pair costs that pair's rows (error rows, exit code 2), a search that fails costs its
 claim's row (the confirm stage's failure included), never the audit.
 """
 
@@ -57,6 +46,7 @@ import joblib
 import numpy as np
 
 from attacks.classes import LAYERS, REPRESENTATION, VALUE, parse_function_class
+from attacks.clipped_witness import ClippedWitnessEstimate, bounded_class
 from attacks.sequential import FIXED, Limits, interval_of, schedule, sequential_search
 from attacks.budget import StageSizes
 from attacks.candidates import Target
@@ -74,8 +64,10 @@ from audit.engine.memory import check_memory
 from audit.inputs.neighbours import NeighbourPair
 from audit.sampling.parallel import backend
 from audit.engine.plan import DIRECTIONS, Task, task_seed
-from audit.engine.progress import OutputsBar
+from audit.engine.progress import OutputsBar, ProgressBar
 from audit.sampling.sampler import COUPLING_REFUSED, SamplingError, draw_chunk, pair_sampler
+from audit.sampling.structure import fix_layout
+from audit.results.on_average import aggregate_rows
 from audit.results.schema import Row
 from audit.theory.exact import exact_value, known_laws
 from audit.theory.table import theory_bound as law_bound
@@ -154,10 +146,11 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     Returns
     -------
     list of Row
-        :func:`engine_rows` of every record: the stage columns
-        (:data:`audit.results.schema.STAGED_COLUMNS`) and the confirm statistic (``evidence``) filled;
+        :func:`engine_rows` of each unit's records, made as the unit finishes (or is read back): the stage
+        columns (:data:`audit.results.schema.STAGED_COLUMNS`) and the confirm statistic (``evidence``) filled;
         error rows (``evidence`` None) for failed pairs and searches; then one row per
-        ``[[checks]]`` entry (``checked`` set, :func:`audit.engine.checks.run_check`).
+        ``[[checks]]`` entry (``checked`` set, :func:`audit.engine.checks.run_check`); then the on-average claims'
+        aggregate rows (:func:`audit.results.on_average.aggregate_rows`).  No verdicts yet.
 
     Raises
     ------
@@ -178,11 +171,16 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     if path is not None and not resume:
         path.write_text("")
     pending = [unit for unit in units if unit.id not in done]
+    # NaN, inf and changing widths are evidence: the layout fixed before any chunk or cluster (audit.sampling.structure)
+    with ProgressBar("structure pilot", " datasets", progress) as pilot:  # drawn only when the pilot runs
+        fix_layout(mechanism, [data for pair in pairs for data in (pair.d, pair.d_prime)],
+                   task_seed(config.run.seed, "structure"), config.run.sample_timeout, pilot.show)
     # one backend (and, for dask and ray, one cluster) for the memory check's probe and every unit: the
     # sampler runs the mechanism on the cluster's workers
     planned = policy.planned(config.attacks, sizes, len(pairs), len(units))
     # the bar shows from the first mechanism call on (the memory check's), its heartbeat while a chunk runs
     checks_pending = sum(unit.id not in done for unit in checks)
+    rows: list[Row] = []
     with backend(config.run.backend, config.run.n_jobs), \
             OutputsBar(planned, len(pending) + checks_pending, progress) as bar:
         probed = {}
@@ -207,6 +205,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
                     if path is not None:
                         store.append(path, record, evidence[record["task"]])
             records.update((record["task"], record) for record in done[unit.id])
+            rows += engine_rows(config, done[unit.id], evidence)  # the unit's rows, as it finishes or is read back
         for unit in checks:  # each check one unit: its row is its record (audit.results.schema.Row.to_check_record)
             if unit.id not in done:
                 bar.start()
@@ -218,7 +217,8 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
                 if path is not None:
                     store.append(path, done[unit.id][0], None)
             records[unit.id] = done[unit.id][0]
-    return engine_rows(config, records.values(), evidence)
+            rows += engine_rows(config, done[unit.id], evidence)
+    return rows + aggregate_rows(rows, config.attacks.confidence)
 
 
 def _run_unit(unit: Unit, policy: Any, config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPair],
@@ -313,7 +313,8 @@ class _Best:
             return [*outcomes, Outcome(_task("-", "-", target), error=f"{NO_STATISTIC}: {result.error}",
                                        staged=staged)]
         winner = result.winner
-        task = _task(pairs[held[winner.pair]].name, winner.direction, target, winner.function_class)
+        task = _task(pairs[held[winner.pair]].name, winner.direction, target,
+                     bounded_class(result.evidence, winner, target))
         return [*outcomes, Outcome(task, result.evidence, staged=staged)]
 
 
@@ -372,7 +373,9 @@ class _Every:
         for index, pair in enumerate(pairs):  # the targets of the claims that hold at the pair's d_in
             keys = dict.fromkeys((claim.divergence, alpha, claim.delta) for claim in config.claims
                                  if claim.holds_at(pair.d_in) for alpha in claim.alpha)
-            targets = tuple(Target.for_claim(divergence, "all", attacks.classes, alpha, delta, attacks.class_params)
+            # each row answers every claim that holds its attack class: no one claim's class
+            targets = tuple(dataclasses.replace(Target.for_claim(divergence, "all", attacks.classes, alpha, delta,
+                                                                 attacks.class_params), claim_class=None)
                             for divergence, alpha, delta in keys)
             units.append(Unit(f"every|{pair.name}", targets, pair=index))
         return units
@@ -465,6 +468,8 @@ def _record(unit: Unit, outcome: Outcome, unit_records: int, mechanism: Any, pai
     if outcome.error is not None:
         return record
     notes = event_note(outcome.evidence, config.attacks.confidence)  # first: report.md cuts long notes
+    clipped = getattr(outcome.evidence, "evidence", outcome.evidence)  # a sequential search's look holds its own
+    notes += [clipped.note()] if isinstance(clipped, ClippedWitnessEstimate) else []
     notes += [COUPLING_REFUSED] if config.attacks.coupled and not outcome.evidence.coupled else []
     if outputs.deterministic(index):
         notes.append(DETERMINISTIC_NOTE)

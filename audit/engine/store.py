@@ -89,9 +89,11 @@ def read_finished(path: Path, plan: str) -> tuple[dict[str, dict], dict[str, Evi
 
 def evidence_from_record(stored: dict) -> Evidence:
     """The evidence of a plain record: a pooled confirm statistic (``kind = "pooled"``), a set's confidence
-    sequences (``kind = "anytime sets"``), a sequential search's (``kind = "sequential"``, holding one of the
+    sequences (``kind = "anytime sets"``), a witness with its clipped betting bound (``kind = "clipped witness"``),
+    a sequential search's (``kind = "sequential"``, holding one of the
     others) or a ``DivergenceEstimate``."""
     from attacks.anytime_sets import ANYTIME, AnytimeSetEstimate
+    from attacks.clipped_witness import CLIPPED, ClippedWitnessEstimate
     from attacks.estimate import DivergenceEstimate
     from attacks.sequential import SEQUENTIAL, SequentialEstimate
     from attacks.held_out import POOLED, PooledEstimate
@@ -100,6 +102,8 @@ def evidence_from_record(stored: dict) -> Evidence:
         return SequentialEstimate.from_record(stored, evidence_from_record)
     if stored.get("kind") == ANYTIME:
         return AnytimeSetEstimate.from_record(stored)
+    if stored.get("kind") == CLIPPED:
+        return ClippedWitnessEstimate.from_record(stored)
     return PooledEstimate.from_record(stored) if stored.get("kind") == POOLED else DivergenceEstimate.from_record(stored)
 
 

@@ -61,8 +61,10 @@ def stop_lines(rows: Sequence[Row], tolerance: float) -> list[str]:
              f"{_thousands(r.outputs_drawn)} outputs ({r.rounds} round{'s' if r.rounds != 1 else ''}): "
              + _stop_words(r, tolerance) + (f"; bounds: {r.interval}" if r.interval else "") for r in stopped]
     return ["Outputs drawn (both datasets, every pair, stage and round), why each search stopped "
-            f"(tolerance {tolerance}) and which interval its bounds are (results.json `interval`: `betting CS`, "
-            "confidence sequences read at a look of the confirm sample, valid at every look):", "", *lines, ""]
+            f"(tolerance {tolerance}) and which interval its lower bound is (results.json `interval`: `betting CS`, "
+            "confidence sequences valid at every look, of a set or of a kl / renyi witness clipped before the "
+            "confirm sample; a clipped witness's row takes the larger of that bound and the delta method's, each "
+            "at half the error):", "", *lines, ""]
 
 
 def time_limited_searches(rows: Sequence[Row]) -> int:

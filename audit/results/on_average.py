@@ -194,7 +194,12 @@ def aggregate_rows(rows: Sequence[Row], confidence: float) -> list[Row]:
 
 
 def _aggregate(pair_evidence: Sequence[Any], confidence: float) -> OnAverageEstimate:
-    """:func:`average_over_pairs` of the pairs that ran; a caveat naming what was left out."""
+    """:func:`average_over_pairs` of the pairs that ran; a caveat naming what was left out.  A pair confirmed with
+    a clipped betting bound beside its delta method enters with its delta method alone: the larger of two
+    plug-ins is biased upwards, which a mean over pairs would not forgive."""
+    from attacks.clipped_witness import ClippedWitnessEstimate  # attacks load scikit-learn
+
+    pair_evidence = [e.moments if isinstance(e, ClippedWitnessEstimate) else e for e in pair_evidence]
     ran = [e for e in pair_evidence if e is not None and math.isfinite(float(e.estimate))]
     trusted = [e for e in ran if not e.caveat]
     reasons = []

@@ -96,7 +96,7 @@ class Row:
         every pair, stage and round), its rounds, and why it stopped (:data:`attacks.sequential.STOPS`);
         None on other rows.
     interval : str or None
-        Which interval the row's bounds are (:func:`attacks.sequential.interval_of`: ``"betting CS"``,
+        Which interval the row's lower bound is at its level (:func:`attacks.sequential.interval_of`: ``"betting CS"``,
         ``"binomial counts"``, ``"event counts"``, ``"delta method"``); None on rows without a staged statistic.
     checked, theorem, mechanisms, level, measurements : str, str, tuple, float, tuple or None
         A ``[[checks]]`` row's fields (:mod:`audit.engine.checks`): the property checked (results.json's

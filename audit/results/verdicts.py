@@ -195,8 +195,8 @@ def assign_verdicts(rows: Sequence[Row], confidence: float) -> list[Row]:
     Parameters
     ----------
     rows : sequence of Row
-        Results rows before verdicts (:func:`audit.engine.run.run_engine`'s and
-        :func:`audit.results.on_average.aggregate_rows`'), each with its ``evidence``
+        Results rows before verdicts (:func:`audit.engine.run.run_engine`'s, the aggregates of
+        :func:`audit.results.on_average.aggregate_rows` among them), each with its ``evidence``
         (:class:`attacks.evidence.Evidence`: p-values, intervals, ``caveat``),
         None for rows without one (errors).
     confidence : float
@@ -381,13 +381,17 @@ def _ceiling_words(ceiling: float) -> str:
             "supported: more outputs raise it only like ln n")
 
 
-def _interval(row: Row, confidence: float) -> dict[str, float]:
-    """``ci_low`` and ``ci_high``: the evidence's two-sided interval at ``confidence``, NaN without one."""
+def _interval(row: Row, confidence: float) -> dict[str, Any]:
+    """``ci_low`` and ``ci_high``: the evidence's two-sided interval at ``confidence``, NaN without one; a staged
+    row's ``interval`` (which interval ``ci_low`` is, :func:`attacks.sequential.interval_of`) at that level."""
+    from attacks.sequential import interval_of  # attacks load scikit-learn
+
     evidence = row.evidence
     if evidence is None or math.isnan(row.estimate):
         return dict(ci_low=math.nan, ci_high=math.nan)
     low, high = evidence.confidence_interval(confidence)
-    return dict(ci_low=float(low), ci_high=float(high))
+    named = {} if row.interval is None else dict(interval=interval_of(evidence, (1.0 + confidence) / 2.0))
+    return dict(ci_low=float(low), ci_high=float(high), **named)
 
 
 def claim_key(row: Row) -> tuple:

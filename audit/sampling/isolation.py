@@ -6,9 +6,11 @@ parent decides (its pair's rows, a pilot's layout), and a child whose parent
 is killed is killed with it.  ``os.fork`` rather than a
 ``multiprocessing.Process``: a dask worker is a daemonic process, which
 ``multiprocessing`` forbids children; and the child shares the parent's
-imported modules, so it starts in milliseconds.  Two callers:
-:mod:`audit.sampling.sampler` (each batch of chunks) and
-:func:`audit.sampling.structure.fix_layout` (the structure pilot).  This module imports
+imported modules, so it starts in milliseconds.  Its callers:
+:mod:`audit.sampling.sampler` (each batch of chunks),
+:func:`audit.sampling.structure.fix_layout` (the structure pilot) and, through
+:func:`call`, the dataset search's screening and a one-run audit's training run
+(:func:`audit.engine.one_run.train_isolated`).  This module imports
 only the standard library, so that any module may use it without an import cycle.
 """
 

@@ -59,7 +59,8 @@ RUN = Section("run", (
           limits="must be a positive number of seconds, e.g. 600",
           meaning="> 0: seconds to sample one chunk of a pair (10 000 outputs per dataset, fewer when `n_samples` is "
                   "smaller; in a forked child on Linux, forked by a cluster worker with `dask` and `ray`); a pair "
-                  "whose chunk takes longer, exits or dies becomes error rows naming the cause"),
+                  "whose chunk takes longer, exits or dies becomes error rows naming the cause; a `[one_run]` audit's one training "
+                  "run has the same limit, in a forked child too (a learner that fails, exits, dies or hangs: exit 2)"),
     Field("max_seconds", "number", None, low=0.0, open_low=True,
           limits="must be a positive number of seconds, e.g. 600, or left out (no wall-clock limit)",
           default_doc="unset: no wall-clock limit",

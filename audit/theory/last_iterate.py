@@ -44,11 +44,21 @@ WEIGHT_FLOOR = 1e-300
 """Binomial weights below this are dropped (their Gaussians add nothing at any delta a float can hold)."""
 
 
-def _check(steps: int, sampling_rate: float, noise_multiplier: float) -> tuple[int, float, float]:
+def check_parameters(steps: int, sampling_rate: float, noise_multiplier: float,
+                     delta: float | None = None) -> tuple[int, float, float]:
+    """(T, q, sigma) checked: T a whole number >= 1, q in (0, 1], sigma > 0, and ``delta`` (when given) in (0, 1).
+
+    Raises
+    ------
+    ValueError
+        Naming the parameter and the value found.
+    """
     if int(steps) != steps or steps < 1:
         raise ValueError(f"steps must be a whole number >= 1. Found {steps!r}.")
     if not 0.0 < sampling_rate <= 1.0:
         raise ValueError(f"sampling_rate must be in (0, 1]. Found {sampling_rate!r}.")
+    if delta is not None and not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must be in (0, 1). Found {delta!r}.")
     return int(steps), float(sampling_rate), check_positive(noise_multiplier, "noise_multiplier")
 
 
@@ -76,7 +86,7 @@ def last_iterate_delta(epsilon: float, steps: int, sampling_rate: float, noise_m
     >>> round(last_iterate_delta(0.0, 1, 1.0, 1.0), 4)  # TV of N(1, 1) and N(0, 1)
     0.3829
     """
-    steps, rate, sigma = _check(steps, sampling_rate, noise_multiplier)
+    steps, rate, sigma = check_parameters(steps, sampling_rate, noise_multiplier)
     epsilon = float(epsilon)
     scale = math.sqrt(steps) * sigma
     k, log_w = _mixture(steps, rate)
@@ -114,9 +124,7 @@ def last_iterate_epsilon(steps: int, sampling_rate: float, noise_multiplier: flo
     >>> round(last_iterate_epsilon(1000, 0.01, 0.7, 1e-5), 3)
     1.955
     """
-    steps, rate, sigma = _check(steps, sampling_rate, noise_multiplier)
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must be in (0, 1). Found {delta!r}.")
+    steps, rate, sigma = check_parameters(steps, sampling_rate, noise_multiplier, delta)
     if last_iterate_delta(0.0, steps, rate, sigma) <= delta:
         return 0.0
     high = 1.0
