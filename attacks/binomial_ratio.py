@@ -302,7 +302,8 @@ def smoothed_log_ratio(k_p, n_p, k_q, n_q, delta: float) -> tuple[np.ndarray, np
         return psi, p * (1.0 - p) / excess**2, (1.0 - q) / q
 
 
-def projected_lower_bound(k_p, n_p, k_q, n_q, delta: float, level: float, n_eval: int) -> np.ndarray:
+def projected_lower_bound(k_p, n_p, k_q, n_q, delta: float, level: float, n_eval: int,
+                          observed: bool = True) -> np.ndarray:
     """A lower bound to choose an attack set by, before it is scored on ``n_eval`` fresh samples per law.
 
     Vectorised over arrays of counts (the candidate attack sets of one
@@ -312,7 +313,9 @@ def projected_lower_bound(k_p, n_p, k_q, n_q, delta: float, level: float, n_eval
     seen on these counts is itself uncertain, and without that term the
     choice chases tails whose few counts inflate the ratio (a winner's
     curse); with it, a rare event with a large ratio wins only when both the
-    observed and the evaluation counts pin its ratio down.  Where the counts
+    observed and the evaluation counts pin its ratio down.  ``observed=False``
+    leaves that term out (the check stage's choice among a few fitted
+    statistics, :func:`attacks.selection.set_promise`).  Where the counts
     expected on the evaluation samples are too few for the score bound
     (:func:`score_applies`), the final bound will be the Clopper-Pearson
     split, and so is the projection (:func:`projected_split_bound`): else
@@ -321,7 +324,7 @@ def projected_lower_bound(k_p, n_p, k_q, n_q, delta: float, level: float, n_eval
     """
     psi, variance_p, variance_q = smoothed_log_ratio(k_p, n_p, k_q, n_q, delta)
     with np.errstate(invalid="ignore"):
-        spread = np.sqrt(variance_p * (1.0 / n_p + 1.0 / n_eval) + variance_q * (1.0 / n_q + 1.0 / n_eval))
+        spread = np.sqrt(variance_p * (observed / n_p + 1.0 / n_eval) + variance_q * (observed / n_q + 1.0 / n_eval))
         bound = np.where(np.isfinite(psi), psi - ndtri(level) * spread, -np.inf)
     mass_p, mass_q = smoothed_proportion(k_p, n_p), smoothed_proportion(k_q, n_q)
     score = score_applies(mass_p * n_eval, n_eval, mass_q * n_eval, n_eval, delta)

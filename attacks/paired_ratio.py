@@ -222,14 +222,16 @@ def smoothed_log_ratio(counts, delta: float) -> tuple[np.ndarray, np.ndarray]:
     return psi, np.clip(variance, 0.0, None)
 
 
-def projected_lower_bound(counts, delta: float, level: float, n_eval: int) -> np.ndarray:
+def projected_lower_bound(counts, delta: float, level: float, n_eval: int, observed: bool = True) -> np.ndarray:
     """A lower bound to choose an attack set by, before it is scored on ``n_eval`` fresh pairs.
 
     The paired twin of :func:`attacks.binomial_ratio.projected_lower_bound`:
     psi - z_level sd on the smoothed cells (:func:`smoothed_log_ratio`), the
     variance taken at the observed number of pairs *plus* at ``n_eval`` (the
     ratio seen on these counts is itself uncertain: without that term the
-    choice chases tails whose few counts inflate it).  Where the counts
+    choice chases tails whose few counts inflate it; ``observed=False``
+    leaves that term out, for the check stage's choice among a few fitted
+    statistics, :func:`attacks.selection.set_promise`).  Where the counts
     projected to ``n_eval`` pairs are too few for the score bound
     (:func:`score_applies`), the Clopper-Pearson split of the projected
     marginals instead (:func:`attacks.binomial_ratio.projected_split_bound`),
@@ -239,7 +241,7 @@ def projected_lower_bound(counts, delta: float, level: float, n_eval: int) -> np
     counts = np.asarray(counts, dtype=float)
     n = counts.sum(axis=-1)
     psi, variance = smoothed_log_ratio(counts, delta)
-    spread = np.sqrt(variance * (1.0 / n + 1.0 / n_eval))
+    spread = np.sqrt(variance * (observed / n + 1.0 / n_eval))
     with np.errstate(invalid="ignore"):
         bound = np.where(np.isfinite(psi), psi - ndtri(level) * spread, -np.inf)
     k_p, _, k_q, _ = _marginal_counts(counts)

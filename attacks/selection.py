@@ -3,14 +3,17 @@
 Each finalist's statistic (and, for ``dp``, the minimum-variance pools of its
 nested sets) is offered with its check estimate and standard error
 (:func:`check_options`); the one whose confirm bound is expected to be the
-largest wins (:func:`promise`, :func:`set_promise`: DP-Sniper's check stage,
-Bichsel et al. 2021, with a Bonferroni allowance for the choice).  The screen
-ranks candidates by the same projection (:func:`projected_bound`).
+largest wins (:func:`choose`): among one finalist's options by a lower bound
+simultaneous over them (the cautious :func:`promise` / :func:`set_promise`),
+among the finalists by the confirm bound at the check estimate (DP-Sniper's
+check stage, Bichsel et al. 2021, chooses by the check estimate).  The
+screen ranks candidates by the same cautious projection
+(:func:`projected_bound`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import ndtri
@@ -39,52 +42,85 @@ class Option:
     weights: np.ndarray | None
     estimate: float
     error: float
-    family_size: int = 1
     counts: DivergenceEstimate | None = None
     event: tuple[float, int] | None = None
 
-    def promise(self, check: int, confirm: int) -> float:
+    def promise(self, check: int, confirm: int, family_size: int | None = None) -> float:
         """The confirm bound this statistic is expected to reach: a one-set statistic's projected count bound
-        (:func:`set_promise`), the others' :func:`promise`."""
+        (:func:`set_promise`), the others' :func:`promise`; ``family_size``: the cautious promise among that
+        many options of one finalist (None: the promise at the check estimate)."""
         if self.counts is not None:
-            return set_promise(self.counts, confirm, self.family_size)
-        return promise(self.estimate, self.error, check, confirm, self.family_size)
+            return set_promise(self.counts, confirm, family_size)
+        return promise(self.estimate, self.error, check, confirm, family_size)
 
 
-def promise(estimate: float, error: float, check: int, confirm: int, family_size: int) -> float:
+def promise(estimate: float, error: float, check: int, confirm: int, family_size: int | None = None) -> float:
     """The confirm bound a statistic is expected to reach from its check estimate and standard error.
 
-    The estimate less z(1 - 0.05 / family_size) check errors (the best of a
-    family was likely lucky) and z(SELECTION_LEVEL) errors of the confirm
-    estimate, sqrt(check / confirm) times the check error (DP-Sniper's check
-    stage, Bichsel et al. 2021, with a Bonferroni allowance for the choice).
+    The estimate less z(SELECTION_LEVEL) standard errors of the confirm
+    estimate, sqrt(check / confirm) times the check error: the median of the
+    confirm bound's predictive law given the check sample under a flat prior
+    on the statistic's value (docs/theory.md section 7, "The check stage's
+    choice").  With ``family_size`` K, also less z(1 - 0.05 / K) check
+    errors: a lower bound simultaneous over K options (Bonferroni), the
+    cautious promise :func:`choose` ranks one finalist's options by.
     """
-    selection = ndtri(1.0 - (1.0 - SELECTION_LEVEL) / family_size)
+    selection = 0.0 if family_size is None else ndtri(1.0 - (1.0 - SELECTION_LEVEL) / family_size)
     return estimate - (selection + ndtri(SELECTION_LEVEL) * np.sqrt(check / confirm)) * error
 
 
-def set_promise(evidence: DivergenceEstimate, confirm: int, family_size: int) -> float:
+def set_promise(evidence: DivergenceEstimate, confirm: int, family_size: int | None = None) -> float:
     """The confirm bound one ``dp`` set is expected to reach from its check counts.
 
     The count bound projected to ``confirm`` outputs
     (:func:`attacks.binomial_ratio.projected_lower_bound` or its paired twin:
-    the delta-method spread at the check *and* the confirm size, or the
-    Clopper-Pearson split of the projected counts where they are too few
-    for the score bound, as the confirm bound will be) at the selection
-    level z(1 - 0.05 / family_size).  Unlike :func:`promise` it does not
+    the delta-method spread at the confirm size, or the Clopper-Pearson
+    split of the projected counts where they are too few for the score
+    bound, as the confirm bound will be) at SELECTION_LEVEL; with
+    ``family_size`` K, the spread at the check size as well, at level
+    1 - 0.05 / K (:func:`promise`).  Unlike :func:`promise` it does not
     read the smoothed log-ratio's standard error, which a set with no
     output of Q inflates by its half count: a set holding 3 % of P's check
     outputs and none of Q's (a float's porous support, Mironov 2012) then
     promised less than a set with a ratio of 1.1, although its confirm count
     bound is the larger.
     """
-    level = 1.0 - (1.0 - SELECTION_LEVEL) / family_size
+    cautious = family_size is not None
+    level = 1.0 - (1.0 - SELECTION_LEVEL) / family_size if cautious else SELECTION_LEVEL
     if evidence.event:
         return float(projected_event_bound(*evidence._counts(), divergence_of(evidence), level, confirm))
     if evidence.coupled:
         return float(paired_ratio.projected_lower_bound(np.asarray(evidence.details["cells"]), evidence.delta,
-                                                        level, confirm))
-    return float(binomial_ratio.projected_lower_bound(*evidence._counts(), evidence.delta, level, confirm))
+                                                        level, confirm, observed=cautious))
+    return float(binomial_ratio.projected_lower_bound(*evidence._counts(), evidence.delta, level, confirm,
+                                                      observed=cautious))
+
+
+def choose(options: list[Option], check: int, confirm: int) -> Option:
+    """The statistic the confirm stage computes: each finalist's best option by its cautious promise, then the
+    finalist whose best option promises most at its check estimate (docs/theory.md section 7).
+
+    A finalist's options (its fitted set or witness and, for ``dp``, the
+    pools of its nested sets, :func:`check_options`) are tail sets of one
+    fitted score: their values are nearly equal wherever the likelihood
+    ratio is flat (every tail set of a Laplace pair has log-ratio epsilon)
+    and their estimates are correlated, so the best of many reads high by
+    chance; among them the simultaneous lower bound (``family_size`` = their
+    number) chooses.  Finalists are different pairs, directions or classes,
+    at most :data:`attacks.staged.MAX_FINALISTS`, whose values differ (svt_4's pairs: 0.1725
+    and 0.1749); among them the confirm bound at the check estimate chooses,
+    not a quantile that prefers the smaller check spread whatever the value.
+    """
+    def best(group: list[Option], family_size: int | None) -> Option:
+        promises = [option.promise(check, confirm, family_size) for option in group]
+        return group[max(range(len(group)), key=promises.__getitem__)]
+
+    finalists = sorted({option.finalist for option in options})
+    leaders = []
+    for finalist in finalists:
+        group = [option for option in options if option.finalist == finalist]
+        leaders.append(best(group, len(group)))
+    return best(leaders, None)
 
 
 def projected_bound(evidence: DivergenceEstimate, n_eval: int) -> tuple[float, float]:
@@ -142,11 +178,10 @@ def check_options(draw, finalists: list[Candidate], attacks: list[Attack], targe
            chunk: int, n_jobs: int) -> list[Option]:
     """The statistics the check stage offers, with their check estimates and standard errors.
 
-    ``kl``, ``renyi``, ``ipm``: each finalist's witness (one family).  ``dp``:
-    two families, the minimum-variance pools of every usable set S_j with its
-    subsets S_{j+1}, ... (a score that orders the likelihood ratio gives them
-    at least S_j's log-ratio), and the fitted set of every attack that no pool
-    starts from; each is corrected for its own family's size (:func:`promise`).
+    ``kl``, ``renyi``, ``ipm``: each finalist's witness.  ``dp``: the
+    minimum-variance pools of every usable set S_j with its subsets S_{j+1},
+    ... (a score that orders the likelihood ratio gives them at least S_j's
+    log-ratio), and the fitted set of every attack that no pool starts from.
     """
     totals = accumulate(draw, finalists, attacks, sizes.check, "check", target, chunk, n_jobs)
     if not isinstance(divergence_of(target), DP):
@@ -158,12 +193,11 @@ def check_options(draw, finalists: list[Candidate], attacks: list[Attack], targe
             if event is not None:  # no spread: its separating event's counts (event_attack)
                 evidence = count_estimate(np.array([0, total.n_p, 0, 0]), target, finalists[i].function_class, coupled)
             if evidence.event:
-                options.append(Option(i, None, evidence.estimate, np.nan, len(totals), evidence, event))
+                options.append(Option(i, None, evidence.estimate, np.nan, evidence, event))
                 continue
             width = evidence.estimate - evidence.lower_bound(SELECTION_LEVEL)
             usable = not evidence.caveat and np.isfinite(width)
-            options.append(Option(i, None, evidence.estimate if usable else -np.inf,
-                                  width / z if usable else np.inf, len(totals)))
+            options.append(Option(i, None, evidence.estimate if usable else -np.inf, width / z if usable else np.inf))
         return options
     fitted, pools = [], []
     for i, (moments, coupled) in totals.items():
@@ -173,7 +207,7 @@ def check_options(draw, finalists: list[Candidate], attacks: list[Attack], targe
         if attacks[i].fitted not in starts:
             weights = np.eye(attacks[i].cuts.size)[attacks[i].fitted]
             fitted.append(_dp_option(i, weights, summed_estimate(moments, finalists[i], target, coupled, weights)))
-    return [replace(option, family_size=len(family)) for family in (fitted, pools) for option in family]
+    return fitted + pools
 
 
 def _dp_option(finalist: int, weights: np.ndarray, evidence: DivergenceEstimate | PooledEstimate) -> Option:

@@ -19,7 +19,7 @@ divergence.  Four stages, each on samples no earlier stage saw:
    nested sets {s g > c_0} ⊇ {s g > c_1} ⊇ ... of its oriented score
    (:func:`attacks.held_out.graded_attack`);
 3. **check**: the finalists are scored on fresh samples and ONE statistic is
-   chosen by its *promise* (:func:`attacks.selection.promise`): for ``kl``, ``renyi`` and
+   chosen by its *promise* (:func:`attacks.selection.choose`): for ``kl``, ``renyi`` and
    ``ipm`` the fitted witness of a finalist (for ``kl`` and ``renyi`` the set
    of a set class, or the separating event of a witness whose check values
    show no spread, :func:`attacks.held_out.event_attack`: counted, not summarised by moments);
@@ -64,7 +64,7 @@ from attacks.clipped_witness import clipped_serves, start_betting
 from attacks.held_out import (CHUNK, FIGURE_OUTPUTS, Attack, PooledEstimate, accumulate, confirm_statistic,
                               draw_together, event_attack, fit_attack, fit_seed, graded_attack, held_out_estimate,
                               score_summary, summed_estimate, with_scores)
-from attacks.selection import check_options, projected_bound
+from attacks.selection import check_options, choose, projected_bound
 from attacks.vocabulary import DP, divergence_of
 from attacks.witness_moments import WitnessMoments
 
@@ -156,7 +156,7 @@ def staged_search(sample: Sampler, n_pairs: int, target: Target, sizes: StageSiz
     if not options:
         return StagedResult(target, sizes, None, None, len(scored), tuple(finalists), failures=failures,
                             error="sampling failed for every finalist in the check stage")
-    best = max(options, key=lambda option: option.promise(sizes.check, sizes.confirm))
+    best = choose(options, sizes.check, sizes.confirm)
     winner, attack = finalists[kept[best.finalist]], attacks[kept[best.finalist]]
     if best.event is not None:
         attack = replace(attack, event=best.event)

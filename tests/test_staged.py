@@ -75,12 +75,44 @@ def test_a_set_with_3_percent_of_p_and_no_q_outpromises_a_weak_frequent_set(coup
     target = Target.for_claim("dp", "all", ["floatbits"])
     porous = count_estimate(np.array([0, 30, 0, 970]), target, "floatbits", coupled)
     weak = count_estimate(np.array([452, 48, 0, 500]), target, "linear", coupled)
-    options = [Option(i, np.ones(1), *selection._dp_error(evidence), family_size=4, counts=evidence)
+    options = [Option(i, np.ones(1), *selection._dp_error(evidence), counts=evidence)
                for i, evidence in enumerate((porous, weak))]
     porous_promise, weak_promise = (option.promise(1_000, 5_000) for option in options)
     assert porous_promise > 1.5 > 0.1 > weak_promise
-    old = [selection.promise(option.estimate, option.error, 1_000, 5_000, 4) for option in options]
-    assert old[0] < old[1]  # the statistic choice this replaces
+
+
+def test_the_check_chooses_a_rarer_set_it_shows_ahead_by_its_confirm_spread_alone():
+    """SVT4's check stage (docs/benchmarks.md): a frequent set reading 0.178 +- 0.0033 and a rarer one reading
+    0.180 +- 0.0047 on 10^6 check outputs, 1.27 x 10^7 to confirm.  The promise is the estimate less z(0.95)
+    confirm errors, sqrt(check / confirm) = 0.28 check errors (0.1765 and 0.1778): the rarer set wins.  Less
+    2.33 check errors as well (the former rule, a Bonferroni quantile over 4 finalists) the frequent one won,
+    0.1703 against 0.1690."""
+    target, n, check, confirm = Target.for_claim("dp", "all", ["linear"]), 1_000_000, 1_000_000, 12_700_000
+    sets = []
+    for k_q, ratio in ((143_000, 0.178), (77_000, 0.180)):
+        k_p = round(k_q * np.exp(ratio))
+        sets.append(count_estimate(np.array([k_q, k_p - k_q, 0, n - k_p]), target, "linear", False))
+    options = [Option(i, np.ones(1), *selection._dp_error(evidence), counts=evidence) for i, evidence in enumerate(sets)]
+    frequent, rare = (option.promise(check, confirm) for option in options)
+    for option, promised in zip(options, (frequent, rare)):
+        assert promised == pytest.approx(option.estimate - norm.ppf(LEVEL) * option.error * np.sqrt(check / confirm),
+                                         abs=1e-5)
+    assert options[0].error == pytest.approx(0.0033, abs=2e-4) and options[1].error == pytest.approx(0.0047, abs=2e-4)
+    assert rare > frequent + 1e-3 and selection.choose(options, check, confirm) is options[1]
+
+
+def test_the_check_chooses_among_one_finalists_options_by_their_simultaneous_lower_bound():
+    """Three options of one finalist and one value (a Laplace pair's tail pools: log-ratio epsilon each) read
+    0.100 +- 0.0005, 0.104 +- 0.004 and 0.108 +- 0.006 (1 000 check, 12 000 confirm outputs).  At the check estimate
+    the luckiest promises most (0.108 - 1.645 x 0.006 x 0.289 = 0.1051); less z(1 - 0.05 / 3) = 2.13 check errors
+    the precise one does (0.0987 against 0.0936 and 0.0924), and it represents the finalist.  A second finalist
+    reading 0.099 +- 0.0005 loses to it at the check estimate (0.0988 against 0.0998)."""
+    options = [Option(0, None, estimate, error) for estimate, error in ((0.100, 0.0005), (0.104, 0.004), (0.108, 0.006))]
+    assert max(options, key=lambda option: option.promise(1_000, 12_000)) is options[2]
+    cautious = [option.promise(1_000, 12_000, 3) for option in options]
+    z = norm.ppf(1 - 0.05 / 3) + norm.ppf(LEVEL) * np.sqrt(1 / 12)
+    assert cautious == pytest.approx([0.100 - z * 0.0005, 0.104 - z * 0.004, 0.108 - z * 0.006], abs=1e-12)
+    assert selection.choose(options + [Option(1, None, 0.099, 0.0005)], 1_000, 12_000) is options[0]
 
 
 def test_target_keeps_only_classes_contained_in_the_claim_that_estimate_the_divergence():
