@@ -50,8 +50,9 @@ ACCOUNTANTS = ("prv", "rdp", "gdp")
 CAVEATS = dict(zip(ACCOUNTANTS, ("", "", "; Opacus warns that this accountant (a central-limit approximation) can "
                                          "underestimate epsilon")))
 """What a claim read from each accountant adds to its reason: Opacus's own warning, which the call silences."""
-QUIET = ("Secure RNG turned off", "Full backward hook is firing")
-"""Opacus's and torch's warnings on every run: secure_mode off (on purpose: seeded runs), inputs without grad."""
+QUIET = ("Secure RNG turned off", "Full backward hook is firing", "GDP accounting is experimental")
+"""Opacus's and torch's warnings on every run: secure_mode off (on purpose: seeded runs), inputs without grad, the
+GDP accountant's caveat (carried in a claim read from it, :data:`CAVEATS`)."""
 
 
 class OpacusDPSGD(LibraryAdapter):
