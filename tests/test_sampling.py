@@ -24,7 +24,7 @@ import audit.sampling.chunks
 import audit.sampling.sampler
 from audit import run_audit
 from audit.sampling.chunks import chunk_seed, plan_chunks
-from audit.commands.import_path import user_import_path
+from audit.config.import_path import user_import_path
 from audit.mechanisms import make_mechanism
 from audit.inputs.neighbours import NeighbourPair
 from audit.engine.plan import task_seed

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from audit.config.load import AuditConfig, ConfigError, load_config
-from audit.commands.import_path import user_import_path
+from audit.config.import_path import user_import_path
 from audit.sampling.events import event_summary
 from audit.config.families import claim_summaries
 from audit.config.library_claims import pair_d_in

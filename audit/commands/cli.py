@@ -134,9 +134,9 @@ def _command(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
         if args.command == "run" and not (args.out and Path(args.out).is_dir()):  # else _run: a failure report
             _check_config_path(Path(args.config))  # a typo costs no import of the audit's libraries
         if argv is None and args.command in ("run", "demo"):  # a process of its own (the console script)
-            from audit.commands.import_path import import_frozen
+            from audit.config.import_path import import_frozen
 
-            import_frozen()  # the whole audit's modules at once, then frozen: quicker (audit.commands.import_path)
+            import_frozen()  # the whole audit's modules at once, then frozen: quicker (audit.config.import_path)
         if args.command == "theory":
             from audit.commands.theory_report import theory_command
 
@@ -405,7 +405,7 @@ def _mechanisms(long: bool) -> int:
 
 
 if __name__ == "__main__":
-    from audit.commands.import_path import drop_current_directory
+    from audit.config.import_path import drop_current_directory
 
-    drop_current_directory()  # python -m put it first: built-ins never import local files (audit.commands.import_path)
+    drop_current_directory()  # python -m put it first: built-ins never import local files (audit.config.import_path)
     sys.exit(main())

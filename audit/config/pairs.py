@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from audit.config.fields import REQUIRED, ConfigError, Field, Section, check_fields, choice, one_line, required
-from audit.commands.import_path import user_import_path
+from audit.config.import_path import user_import_path
 from audit.inputs.dataset_distance import RELATIONS, check_neighbours
 from audit.inputs.group_pairs import MAX_DISTANCE
 from audit.inputs.neighbours import DEFAULT_COUNT, MAX_CANDIDATES, MAX_COUNT, MAX_SCREEN_SAMPLES, STRATEGIES, check_spec

@@ -268,7 +268,7 @@ def library_import_path() -> Iterator[None]:
     first on ``sys.path``; an ``opendp.py`` there would otherwise be
     imported in place of the OpenDP library when an adapter is built.  Only
     a config's ``callable`` imports from the config's folder
-    (:func:`audit.commands.import_path.user_import_path`).
+    (:func:`audit.config.import_path.user_import_path`).
     """
     saved, here = sys.path[:], os.getcwd()
     sys.path[:] = [entry for entry in saved if os.path.abspath(entry or os.curdir) != here]

@@ -3,7 +3,7 @@
 The fields are declared once (:data:`MECHANISM`); :func:`mechanism_spec`
 reads a table into a :class:`MechanismSpec` and builds a built-in once to
 check it.  A user ``callable`` is imported from the config's folder
-(:func:`audit.commands.import_path.user_import_path`) only when :func:`check_build` is
+(:func:`audit.config.import_path.user_import_path`) only when :func:`check_build` is
 called, after the rest of the config is valid: a config runs the code it
 names (a trust boundary).
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.config.fields import ConfigError, Field, Section, check_fields, one_line, string
-from audit.commands.import_path import user_import_path
+from audit.config.import_path import user_import_path
 
 _TARGET = "^[^:]+:[^:]+$"
 MECHANISM = Section("mechanism", (

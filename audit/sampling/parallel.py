@@ -36,7 +36,7 @@ import joblib
 from threadpoolctl import threadpool_limits
 
 from audit.config.fields import ConfigError, Field, Section, check_fields, value
-from audit.commands.import_path import import_frozen, safe_worker_path
+from audit.config.import_path import import_frozen, safe_worker_path
 
 BACKENDS = {"threading": None, "loky": None, "dask": ("distributed", "dask"), "ray": ("ray", "ray")}
 """Backend name -> (module it needs, capaudit extra that installs it), None for joblib's own."""
@@ -108,7 +108,7 @@ def backend(name: str, n_jobs: int) -> Iterator[None]:
     packages (checked by the config).
 
     Workers started meanwhile do not put their current directory on
-    ``sys.path`` (:func:`audit.commands.import_path.safe_worker_path`).  The thread
+    ``sys.path`` (:func:`audit.config.import_path.safe_worker_path`).  The thread
     limit is restored on exit (``threadpoolctl``); children forked for
     sampling inherit it.
     """
