@@ -59,7 +59,7 @@ from below.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,12 +158,19 @@ def exact_p_value(mu0: float, k_p: int, n_p: int, k_q: int, n_q: int, nodes: int
     >>> round(exact_p_value(0.0, 100, 200, 100, 200), 3)  # mu0 = 0: P = Q, both counts of the same law
     0.54
     """
+    return _p_value_curve(k_p, n_p, k_q, n_q, nodes)(mu0)
+
+
+def _p_value_curve(k_p: int, n_p: int, k_q: int, n_q: int, nodes: int) -> Callable[[float], float]:
+    """mu0 -> :func:`exact_p_value` for these counts: V's ``nodes`` quantiles, which do not depend on mu0, drawn
+    once (a bisection reads the curve some twenty times)."""
     if k_p <= 0:
-        return 1.0
+        return lambda mu0: 1.0
     from scipy.stats import beta, binom  # when a bound is read (see clopper_pearson_upper)
 
     v = beta.ppf(np.arange(1, nodes + 1) / nodes, k_q + 1, max(n_q - k_q, 1)) if k_q < n_q else np.ones(nodes)
-    return float(np.mean(binom.sf(k_p - 1, n_p, ndtr(ndtri(v) + mu0))))
+    normal_v = ndtri(v)
+    return lambda mu0: float(np.mean(binom.sf(k_p - 1, n_p, ndtr(normal_v + mu0))))
 
 
 def exact_mu_lower_bound(k_p: int, n_p: int, k_q: int, n_q: int, level: float, upper: float = 40.0) -> float:
@@ -175,14 +182,15 @@ def exact_mu_lower_bound(k_p: int, n_p: int, k_q: int, n_q: int, level: float, u
     >>> round(exact_mu_lower_bound(168, 200, 32, 200, 0.05), 3)  # 1.556 from the Bonferroni pair
     1.721
     """
-    if exact_p_value(0.0, k_p, n_p, k_q, n_q) > level:
+    p_value = _p_value_curve(k_p, n_p, k_q, n_q, QUADRATURE_NODES)
+    if p_value(0.0) > level:
         return 0.0
     low, high = 0.0, upper
-    if exact_p_value(high, k_p, n_p, k_q, n_q) <= level:
+    if p_value(high) <= level:
         return high
     while high - low > MU_TOLERANCE:
         middle = (low + high) / 2.0
-        low, high = (middle, high) if exact_p_value(middle, k_p, n_p, k_q, n_q) <= level else (low, middle)
+        low, high = (middle, high) if p_value(middle) <= level else (low, middle)
     return low
 
 
