@@ -207,3 +207,21 @@ def test_the_group_by_map_of_opendp_2945_states_half_the_true_epsilon_at_d_in_6(
     assert [buggy["claims"][0]["epsilon"], fixed["claims"][0]["epsilon"]] == pytest.approx([1.0, 2.0])
     released = grouped_sum(np.array(GROUP_PAIR["d"]), 400, np.random.default_rng(0))
     assert abs(released.mean() - 30.0) < 5 * 30.0 * math.sqrt(2) / math.sqrt(400)  # discrete Laplace sd ~ 30 sqrt 2
+
+
+def test_the_grouped_sum_drawn_in_batches_is_the_one_sum_release_drawn_independently():
+    """grouped_sum draws GROUP_BATCH outputs a library call, each a column of copies of the one noisy sum: over
+    2 500 outputs (3 calls, the last a partial batch) their mean is the sum 30, their variance the discrete Laplace's
+    2 e^(-1/s) / (1 - e^(-1/s))^2 at s = 30 (1 799.7), and consecutive outputs are uncorrelated (z-score bounds of 5
+    at this sample size: the excess kurtosis 3 of the Laplace widens the variance's)."""
+    pytest.importorskip("polars")
+    from benchmarks.bench_real_bugs import GROUP_BATCH, GROUP_PAIR, GROUP_SCALE, grouped_sum
+
+    n = 2 * GROUP_BATCH + 500
+    released = grouped_sum(np.array(GROUP_PAIR["d"]), n, np.random.default_rng(0)).ravel()
+    decay = math.exp(-1 / GROUP_SCALE)
+    variance = 2 * decay / (1 - decay) ** 2
+    assert released.shape == (n,)
+    assert abs(released.mean() - 30.0) < 5 * math.sqrt(variance / n)
+    assert abs(released.var() / variance - 1) < 5 * math.sqrt((2 + 3) / n)  # var of s^2 / sigma^2: (2 + kurtosis) / n
+    assert abs(np.corrcoef(released[:-1], released[1:])[0, 1]) < 5 / math.sqrt(n)
