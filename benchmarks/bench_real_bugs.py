@@ -419,14 +419,14 @@ def claims_table(records: list[dict]) -> list[dict]:
 def claims_edition(seeds: range, only: str | None = None, path: Path = CLAIMS_RECORDS, run: bool = True) -> str:
     """The second edition: each case audited from the library's own claim at default settings (module docstring)
     at each of ``seeds`` not yet in ``path`` (one JSON line per case, release, library version and seed, appended
-    as each audit ends), for the cases whose library imports here and whose name contains ``only``; the table is
+    as each audit ends), for the cases whose library imports here and whose "case, release" contains ``only``; the table is
     rebuilt from every record of ``path``, so that runs in several environments and sessions add to one table."""
     import importlib.metadata
 
     skipped = []
     done = {(r["case"], r["release"], r["library"], r["seed"]) for r in read_records(path)}
     for case, release, library, build, true in CLAIM_CASES if run else ():
-        if only and only not in case:
+        if only and only not in f"{case}, {release}":
             continue
         try:
             version = f"{library} {importlib.metadata.version(library)}"
@@ -474,7 +474,7 @@ def main() -> None:
     parser.add_argument("--claims", action="store_true", help="the second edition: claims from the library")
     parser.add_argument("--seeds", type=int, default=1, help="--claims: audit each case at seeds --seed to "
                         "--seed + N - 1 (those not yet in --records)")
-    parser.add_argument("--only", default=None, help="--claims: only the cases whose name contains this")
+    parser.add_argument("--only", default=None, help="--claims: only the cases whose \"case, release\" contains this")
     parser.add_argument("--records", type=Path, default=CLAIMS_RECORDS, help="--claims: the JSON-lines records "
                         "(default benchmarks/results/bench_real_bugs_claims.jsonl); the table counts all of them")
     parser.add_argument("--table", action="store_true", help="--claims: only rebuild the table from --records")
