@@ -376,9 +376,11 @@ CLAIMS_RECORDS = RESULTS / "bench_real_bugs_claims.jsonl"
 """The claims edition's records, one JSON line per case, release, library version and seed (:func:`claims_edition`)."""
 
 
-def claim_record(case: str, release: str, library: str, true: list[float], config: dict, seed: int) -> dict:
+def claim_record(case: str, release: str, library: str, true: list[float], config: dict, seed: int,
+                 code: str) -> dict:
     """One audit of a claims case at ``seed``: verdict, claims, lower bounds per order, the outputs drawn
-    (results.json), the CPU seconds of this process and its samplers, and the code and library it ran."""
+    (results.json), the CPU seconds of this process and its samplers, and the library and ``code`` (the commit
+    this process started at) it ran."""
     import importlib.metadata
 
     start = sum(os.times()[:4])
@@ -390,7 +392,7 @@ def claim_record(case: str, release: str, library: str, true: list[float], confi
             "claims": ", ".join(str(c.get("label", c.get("claim"))) for c in result.claims),
             "true": [round(t, 4) for t in true],
             "lower bounds": [round(float(low), 4) for low in result.table.groupby("alpha", dropna=False)["ci_low"].max()],
-            "outputs": int(drawn), "cpu s": round(sum(os.times()[:4]) - start, 1), "commit": commit(),
+            "outputs": int(drawn), "cpu s": round(sum(os.times()[:4]) - start, 1), "commit": code,
             "machine": machine()}
 
 
@@ -423,7 +425,7 @@ def claims_edition(seeds: range, only: str | None = None, path: Path = CLAIMS_RE
     rebuilt from every record of ``path``, so that runs in several environments and sessions add to one table."""
     import importlib.metadata
 
-    skipped = []
+    skipped, code = [], commit()
     done = {(r["case"], r["release"], r["library"], r["seed"]) for r in read_records(path)}
     for case, release, library, build, true in CLAIM_CASES if run else ():
         if only and only not in f"{case}, {release}":
@@ -436,7 +438,7 @@ def claims_edition(seeds: range, only: str | None = None, path: Path = CLAIMS_RE
             continue
         for seed in seeds:
             if (case, release, version, seed) not in done:
-                record = claim_record(case, release, library, true, config, seed)
+                record = claim_record(case, release, library, true, config, seed, code)
                 append_record(path, record)
                 print(record, flush=True)
     records = read_records(path)
@@ -458,7 +460,7 @@ def claims_edition(seeds: range, only: str | None = None, path: Path = CLAIMS_RE
         "noise.", "",
         tabulate(claims_table(records), headers="keys", tablefmt="github", disable_numparse=True)
         if records else "(no case ran)", "",
-        "Code each record ran (`commit`, + when it differed from it): "
+        "Code each record ran (`commit`: the commit its run started at, + when the code differed from it): "
         + "; ".join(f"{c}: {', '.join(sorted(cases))}" for c, cases in sorted(commits.items())) + ".", "",
         f"Machine: {'; '.join(sorted({r['machine'] for r in records}))} (shared; `nice -n 10`).", "",
         "## Not reproduced here", "",
