@@ -110,7 +110,8 @@ CHECKS = Section("checks", (
           meaning="g: a matrix A (rows of numbers, one column per output coordinate) gives y ↦ A y; `\"square\"` (y ↦ "
                   "y², elementwise) and `\"append-square\"` (y ↦ (y, y²)) are nonlinear and flagged (i ∘ g leaves the "
                   "class: the CBDP blog's caveat that post-processing widens the adversary; with `\"append-square\"` "
-                  "a linear adversary on g(y) is a poly2 adversary on y)"),
+                  "a linear adversary on g(y) is a poly2 adversary on y); `on-average-post-processing` flags them only when M's "
+                  "eps is measured (OAKL Lemma 5 covers any measurable g)"),
     Field("weight", "number", 0.5, low=0.0, high=1.0, open_low=True, open_high=True,
           limits="the mixing weight must be in (0, 1), e.g. 0.5",
           meaning="`convexity` only: λ in (0, 1), the probability of M1 in the mixture"),
