@@ -48,6 +48,7 @@ def test_composition_meets_lemma_7_with_equality_and_post_processing_keeps_lemma
                                           {"property": "on-average-post-processing", "map": "square", "n_pairs": 2,
                                            "n_samples": 200})
     assert composition["bound"] == pytest.approx(2 * EPSILON) and linear["bound"] == square["bound"] == EPSILON
+    assert composition["note"] == "eps: M1 closed form, M2 closed form"
     assert [m["exact"] for m in composition["measurements"]] == [EPSILON, EPSILON, None]
     assert [c["verdict"] for c in (composition, linear, square)] == ["holds"] * 3
     composed = composition["measurements"][-1]
@@ -56,11 +57,11 @@ def test_composition_meets_lemma_7_with_equality_and_post_processing_keeps_lemma
     assert mapped["low"] <= EPSILON and linear["measured_low"] == mapped["low"]
 
 
-def test_an_understated_part_is_contradicted(monkeypatch):
-    """A closed form below the truth makes the lemma's bound false: the composed mean's lower bound exceeds it."""
-    monkeypatch.setattr(GaussianPosteriorMean, "on_average_kl", lambda self, replaced=1: 0.01)
-    (check,) = _checks({"property": "on-average-composition"})
-    assert check["bound"] == pytest.approx(0.02)
+def test_a_false_claim_of_the_parts_is_contradicted():
+    """Claimed on-average KLs far below the truth (``epsilons``) make the lemma's bound false: the composed mean's
+    lower bound exceeds it, refuting a claim (the lemma is a theorem)."""
+    (check,) = _checks({"property": "on-average-composition", "epsilons": [0.01, 0.01]})
+    assert check["bound"] == pytest.approx(0.02) and "claimed" in check["note"]
     assert check["verdict"] == "contradicted" and check["measured_low"] > check["bound"]
 
 
@@ -95,6 +96,8 @@ def test_a_mechanism_without_a_data_distribution_is_an_error_naming_the_fix():
     ({"property": "on-average-composition", "d": [[0.0]], "d_prime": [[1.0]]}, "takes no field 'd'"),
     ({"property": "on-average-composition", "divergence": "renyi", "alpha": 2}, "takes no field 'divergence'"),
     ({"property": "sequential", "n_pairs": 5}, "on-average-"),
+    ({"property": "on-average-composition", "epsilons": [0.1]}, "checks[0].epsilons"),
+    ({"property": "on-average-post-processing", "map": [[1.0]], "epsilons": [-0.1]}, r"checks[0].epsilons[0]"),
 ])
 def test_invalid_on_average_checks_name_the_field(check, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):

@@ -36,8 +36,8 @@ CHECK_FIELDS = {
     "convexity": ("divergence", "weight", "d", "d_prime"),
     "pinsker": ("d", "d_prime"),
     "generalization": ("n_records",),
-    "on-average-post-processing": ("map", "n_pairs"),
-    "on-average-composition": ("adaptive", "n_pairs"),
+    "on-average-post-processing": ("map", "n_pairs", "epsilons"),
+    "on-average-composition": ("adaptive", "n_pairs", "epsilons"),
 }
 """Fields each property takes besides :data:`CHECK_COMMON`."""
 CHECK_DIVERGENCES = {
@@ -121,6 +121,11 @@ CHECKS = Section("checks", (
     Field("n_pairs", "integer", 20, low=2, high=1000,
           limits="the number of pairs must be from 2 to 1000, e.g. 20",
           meaning="`on-average-` properties only: iid pairs (Z, Z') the means are taken over, 2 to 1000"),
+    Field("epsilons", "numbers", low=0.0, limits="must be numbers >= 0, one per mechanism, e.g. [0.15]",
+          type_doc="array of numbers ≥ 0", default_doc="closed form, else measured",
+          meaning="`on-average-` properties only: the parts' on-average KL as claimed (one per mechanism, e.g. the "
+                  "config's on-average claims' ε): the lemma's bound is computed from them, so a contradiction "
+                  "refutes a part's claim"),
 ), array=True, schema_extra={"allOf": _per_property()})
 """``[[checks]]``' fields (docs/config.md)."""
 
@@ -147,6 +152,7 @@ class CheckSpec:
     weight: float = CHECKS["weight"].default
     n_records: int = CHECKS["n_records"].default
     n_pairs: int = CHECKS["n_pairs"].default
+    epsilons: tuple[float, ...] | None = None
 
 
 def check_specs(raw: Mapping, mechanism: MechanismSpec, attacks: AttackSpec) -> tuple[CheckSpec, ...]:
@@ -202,7 +208,19 @@ def _check(table: dict, path: str, default: MechanismSpec, attacks: AttackSpec) 
         weight=value(table, CHECKS["weight"], f"{path}.weight"),
         n_records=value(table, CHECKS["n_records"], f"{path}.n_records"),
         n_pairs=value(table, CHECKS["n_pairs"], f"{path}.n_pairs"),
+        epsilons=_epsilons(table, path, CHECK_MECHANISMS.get(prop, 1)),
     )
+
+
+def _epsilons(table: dict, path: str, count: int) -> tuple[float, ...] | None:
+    """``epsilons``: the parts' claimed on-average KL, one number >= 0 per mechanism; None when not given."""
+    if "epsilons" not in table:
+        return None
+    found = value(table, CHECKS["epsilons"], f"{path}.epsilons")
+    if len(found) != count:
+        raise ConfigError(f"{path}.epsilons: give one number per mechanism ({count}), e.g. "
+                          f"[{', '.join(['0.15'] * count)}]. Found {table['epsilons']!r}.")
+    return tuple(float(x) for x in found)
 
 
 def _kind(name: Any) -> type | None:

@@ -492,6 +492,13 @@ def _finish(ctx: _Context, level: float, parts: list[Measurement], composed: lis
                 measured_low=measured_low, level=level, measurements=[*parts, *composed], note="; ".join(notes))
 
 
+def _finish_on_average(ctx: _Context, level: float, parts: list[Measurement], composed: list[Measurement],
+                       bound: float, broken: str | None, source: str) -> Row:
+    """:func:`_finish` for OAKL's lemmas (:mod:`audit.engine.on_average_checks`), the note led by where eps comes from."""
+    row = _finish(ctx, level, parts, composed, bound, broken)
+    return dataclasses.replace(row, note="; ".join(part for part in (source, row.note) if part))
+
+
 def _row(spec: CheckSpec, index: int, *, verdict: str, bound: float = math.nan, measured: float = math.nan,
          measured_low: float = math.nan, level: float = math.nan, measurements: Sequence[Measurement] = (),
          note: str = "", error: str | None = None) -> Row:
@@ -522,6 +529,6 @@ _RUNNERS: dict[str, Callable[[_Context], Row]] = {
     "convexity": _convexity,
     "pinsker": _pinsker,
     "generalization": _generalization,
-    "on-average-post-processing": lambda ctx: _finish(ctx, *on_average_post_processing(ctx)),
-    "on-average-composition": lambda ctx: _finish(ctx, *on_average_composition(ctx)),
+    "on-average-post-processing": lambda ctx: _finish_on_average(ctx, *on_average_post_processing(ctx)),
+    "on-average-composition": lambda ctx: _finish_on_average(ctx, *on_average_composition(ctx)),
 }

@@ -24,20 +24,23 @@ the config's ``[neighbours] strategy = "on-average"`` table (its
 mechanism's own data distribution (``sample_data`` and ``records``, the
 built-in Gibbs mechanisms of :mod:`audit.mechanisms.gibbs`).
 
-A part's eps is its closed-form on-average KL (``mechanism.on_average_kl()``,
+A part's eps is the check's ``epsilons`` when given (the parts' claimed
+on-average KL: a contradiction then refutes a claim, the lemma being a
+theorem), else its closed-form on-average KL (``mechanism.on_average_kl()``,
 unrestricted) when the pairs are drawn from that mechanism's own D, else its
 measured mean's upper confidence bound.  The lemmas bound the unrestricted
 KL, which bounds KL^H for every class: with closed-form parts no hypothesis
 on the class is needed (a nonlinear g, an adaptive M2 and any class are
-within the lemmas).  With measured parts the bound is itself restricted, and
-the restricted statements are CBDP's (Thm 1: i o g in H; Thm 4: the sum
-class, non-adaptive) averaged over pairs: outside them the check is flagged
+within the lemmas).  With measured or claimed parts (a claim is about the
+check's class) the bound is itself restricted, and the restricted
+statements are CBDP's (Thm 1: i o g in H; Thm 4: the sum class,
+non-adaptive) averaged over pairs: outside them the check is flagged
 "hypothesis broken" (:mod:`audit.theory.composition`).
 
 The runners return the pieces of the check's row
 (:func:`audit.engine.checks._finish`): the level, the parts, the composed
 measurements, the lemma's bound (:func:`audit.theory.composition.theorem_bound`)
-and the broken hypothesis, if any.
+the broken hypothesis, if any, and where the parts' eps come from.
 """
 
 from __future__ import annotations
@@ -52,8 +55,9 @@ from audit.inputs.pair_generators import on_average_pairs
 from audit.mechanisms.compose import PostProcessed, Sequential
 from audit.theory.composition import post_processing_hypothesis, sum_class_hypothesis, theorem_bound
 
-Sides = tuple[float, list, list, float, "str | None"]
-"""What a runner returns: level, parts, composed measurements, the lemma's bound, the broken hypothesis (or None)."""
+Sides = tuple[float, list, list, float, "str | None", str]
+"""What a runner returns: level, parts, composed measurements, the lemma's bound, the broken hypothesis (or None) and
+where the parts' eps come from (:func:`eps_source`)."""
 
 
 def check_pairs(ctx: Any, mechanism: Any) -> tuple[list[tuple[np.ndarray, np.ndarray]], bool]:
@@ -94,6 +98,24 @@ def same_data(first: Any, second: Any) -> bool:
     return draws[0].shape == draws[1].shape and bool(np.array_equal(*draws))
 
 
+def parts_epsilon(ctx: Any, parts: list) -> list[float]:
+    """The parts' eps: the check's ``epsilons`` (claimed) when given, else each part's closed form or upper bound."""
+    return list(ctx.spec.epsilons) if ctx.spec.epsilons is not None else [part.upper() for part in parts]
+
+
+def eps_source(ctx: Any, parts: list) -> str:
+    """Where the lemma's bound comes from, for the row's note: claimed, closed form or measured, per part."""
+    if ctx.spec.epsilons is not None:
+        return "eps: the parts' claimed on-average KL (epsilons)"
+    return "eps: " + ", ".join(f"{part.role} {'closed form' if part.exact is not None else 'measured upper bound'}"
+                               for part in parts)
+
+
+def restricted(ctx: Any, parts: list) -> bool:
+    """Whether the bound is restricted to the class (claimed or measured parts), so CBDP's hypotheses apply."""
+    return ctx.spec.epsilons is not None or any(part.exact is None for part in parts)
+
+
 def on_average_post_processing(ctx: Any) -> Sides:
     """OAKL Lemma 5: M and g(M) on the same pairs; the bound is M's on-average KL (module docstring)."""
     spec = ctx.spec
@@ -102,8 +124,9 @@ def on_average_post_processing(ctx: Any) -> Sides:
     level = ctx.level(2)
     part = ctx.averaged(mechanism, pairs, "M", level, exact=closed_form(mechanism, own))
     composed = ctx.averaged(PostProcessed(mechanism, spec.map), pairs, "g(M)", level)
-    broken = None if part.exact is not None else post_processing_hypothesis(spec.map, spec.function_class)
-    return level, [part], [composed], theorem_bound(spec.property, [part.upper()]), broken
+    broken = post_processing_hypothesis(spec.map, spec.function_class) if restricted(ctx, [part]) else None
+    return (level, [part], [composed], theorem_bound(spec.property, parts_epsilon(ctx, [part])), broken,
+            eps_source(ctx, [part]))
 
 
 def on_average_composition(ctx: Any) -> Sides:
@@ -116,9 +139,10 @@ def on_average_composition(ctx: Any) -> Sides:
              ctx.averaged(second, pairs, "M2", level, exact=closed_form(second, own and same_data(first, second)))]
     composed = ctx.averaged(Sequential(first, second, adaptive=spec.adaptive), pairs, "(M1, M2)", level)
     broken = None
-    if any(part.exact is None for part in parts):
+    if restricted(ctx, parts):
         broken = sum_class_hypothesis(spec.function_class)
         if spec.adaptive:
             broken = ("adaptive, with a part's eps measured on the class: OAKL Lemma 7 bounds the unrestricted KL, "
                       "and the restricted composition (CBDP Thm 4) is non-adaptive") + (f"; {broken}" if broken else "")
-    return level, parts, [composed], theorem_bound(spec.property, [part.upper() for part in parts]), broken
+    return (level, parts, [composed], theorem_bound(spec.property, parts_epsilon(ctx, parts)), broken,
+            eps_source(ctx, parts))
