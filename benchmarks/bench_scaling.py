@@ -25,7 +25,7 @@ Every audit of a table must give the same rows on every worker count and
 backend (a digest of ``run_audit``'s table, asserted): the numbers do not
 depend on ``n_jobs``.
 
-Run by hand (about 8 minutes on a quiet 2-core machine; ``--learners`` about 2)::
+Run by hand (about 8 minutes on a quiet 2-core machine; ``--learners`` about 12 at a load of 10)::
 
     python benchmarks/bench_scaling.py      # writes benchmarks/results/bench_scaling.md
     python benchmarks/bench_scaling.py --learners   # writes benchmarks/results/bench_scaling_learners.md
