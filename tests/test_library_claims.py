@@ -106,7 +106,7 @@ def test_neighbours_at_distance_k_give_the_map_at_k_and_the_config_as_run_reads_
     ({"from": "library", "epsilon": 0.1}, {}, r"claims\[0\].epsilon: .* the privacy map, which gives epsilon = 2.0"),
     ({"from": "library", "alpha": [2]}, {}, r"claims\[0\].alpha: this measurement's map gives a dp claim"),
     ({"from": "library"}, {"pairs": [{"d": [0.0], "d_prime": [1.0]}, {"d": [0.0], "d_prime": [0.0]}]},
-     r"a pair has d_in = 0"),
+     r"pairs\[1\]: d and d_prime are one dataset \(0 apart\)"),
     ({"from": "library"}, {}, r"has no default pairs; give \[\[pairs\]\] or \[neighbours\]"),
 ])
 def test_claims_from_the_library_refuse_what_they_cannot_read(claim, tables, message):
