@@ -83,6 +83,8 @@ def group_delta(epsilon: float, delta: float, m: int) -> float:
     """
     if delta == 0.0:
         return 0.0
+    if math.log(m) + (m - 1) * epsilon + math.log(delta) >= 0.0:  # at least 1 (and e^{(m-1)ε} may overflow)
+        return 1.0
     return min(rounded_up(Fraction(m) * Fraction(math.exp((m - 1) * epsilon)) * Fraction(delta)), 1.0)
 
 
