@@ -45,8 +45,9 @@ PAIRS = Section("pairs", (
           meaning="optional: the relation the pair's distance is counted under (`replace-one`: positions whose "
                   "records differ, datasets of one size; `add-remove`: the size of the multiset symmetric difference), "
                   "and the pair is refused unless it is `distance` apart under it (default 1: neighbours; the error "
-                  "names the distance found). Without it the distance counts records added, removed or replaced "
-                  "(or, for a mechanism whose inputs are query answers or counts, its own notion). A pair more than "
+                  "names the distance found). Without it the distance is the mechanism's own, rounded up (a library's "
+                  "input metric; the norm of q - q' for query answers or counts), else the records added, removed or "
+                  "replaced. A pair more than "
                   "1 apart is judged against each claim carried to its distance (\"Pairs at several distances\"); "
                   "d' = d, which can only pass, is refused"),
     Field("distance", "integer", low=1, high=MAX_DISTANCE, default_doc="the pair's own",
@@ -109,7 +110,8 @@ NEIGHBOURS = Section("neighbours", (
                   "together). Each generated pair's one-record change is repeated (the new record added `distance` "
                   "times, or `distance` records replaced by it); a `replace-one` candidate with fewer records is "
                   "dropped, and `distance` above `domain.size` is refused. `on-average`: the first `distance` records "
-                  "are redrawn. A claim from the library is read at the pairs' `d_in` (\"Claims from the library\"). A list "
+                  "are redrawn. A claim from the library is read at the pairs' `d_in` (\"Claims from the library\"); an "
+                  "integer is the default `distance` of the claims typed by hand (they hold as typed). A list "
                   "(e.g. `[1, 2, 6]`, not for `on-average`): `count` pairs at each distance, each judged against the "
                   "claims at its own (\"Pairs at several distances\")"),
     Field("default_pairs", "boolean", False, limits="must be true or false",
