@@ -53,7 +53,8 @@ PAIRS = Section("pairs", (
     Field("distance", "integer", low=1, high=MAX_DISTANCE, default_doc="the pair's own",
           limits=f"must be a whole number from 1 to {MAX_DISTANCE}",
           meaning=f"optional, 1 to {MAX_DISTANCE}: the distance the pair is declared to lie at, checked against the "
-                  "one counted (under `relation` where given); a pair at another distance is refused"),
+                  "one counted (under `relation` where given); a pair at another distance is refused. For a `callable` "
+                  "without `relation`, whose inputs may be scores or answers rather than records, taken as stated"),
 ), array=True, schema_extra={"required": ["d", "d_prime"]})
 """``[[pairs]]``' fields (docs/config.md)."""
 
@@ -169,9 +170,12 @@ def pair_distances(entries: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[n
     apart in both; else the records added, removed or replaced
     (:func:`audit.inputs.dataset_distance.record_distance`).  ``mechanism`` is
     None for a user callable (not built before the rest of the config is
-    checked): records.  A ConfigError names the pair when it is at distance
-    0 (d' = d), when no chain joins it, or when its declared ``distance``
-    (default 1 with a ``relation``) is not the one counted.
+    checked), whose inputs capaudit cannot read (records, or a vector of
+    scores or answers): its pair's declared ``distance`` is taken as stated
+    where it gives no ``relation``, else records are counted.  A ConfigError
+    names the pair when it is at distance 0 (d' = d), when no chain joins it,
+    or when its declared ``distance`` (default 1 with a ``relation``) is not
+    the one counted.
     """
     from audit.results.provenance import answer_distance
 
@@ -180,6 +184,9 @@ def pair_distances(entries: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[n
     found = []
     for i, (entry, (d, d_prime)) in enumerate(zip(entries, pairs)):
         path, relation = f"pairs[{i}]", entry.get("relation")
+        if mechanism is None and relation is None and "distance" in entry:  # the callable's own notion, as stated
+            found.append(int(entry["distance"]))
+            continue
         try:
             if relation is not None:
                 k = distance_under(d, d_prime, relation)
