@@ -258,7 +258,10 @@ def _claim_tables(raw: dict, mechanism: MechanismSpec, pairs: Sequence[tuple[np.
     if library and mechanism.callable is not None:
         raise ConfigError('claims: from = "library" reads a library\'s privacy map; a callable states none. Use '
                           'name = "opendp.measurement", or give divergence and epsilon.')
-    built = mechanism.build() if mechanism.callable is None and (library or pairs or neighbours) else None
+    for i, entry in enumerate(entries):
+        if "from" not in entry:
+            claims_of(entry, f"claims[{i}]")  # the claim as typed checked first: errors show the user's values
+    built = mechanism.build() if mechanism.callable is None and (library or pairs) else None
     spec_distance = (neighbours or {}).get("distance", 1)
     stated = {i: int(entry.get("distance", spec_distance if isinstance(spec_distance, int) else 1))
               for i, entry in enumerate(entries) if "from" not in entry}  # an integer distance: the claims' own
@@ -267,12 +270,11 @@ def _claim_tables(raw: dict, mechanism: MechanismSpec, pairs: Sequence[tuple[np.
     else:
         ks = neighbour_distances(neighbours) if neighbours is not None else [1]
     group = isinstance(spec_distance, list) or len(set(ks)) > 1  # pairs at several distances
-    for i, entry in enumerate(entries):
-        if "from" not in entry:
-            claims_of(entry, f"claims[{i}]")  # the claim as typed checked first: errors show the user's values
+    carry = group or any(steps(k, s) > 1 for k in ks for s in stated.values())  # some claim carried
+    if carry and built is None and mechanism.callable is None:
+        built = mechanism.build()
     try:
         d_ins = claim_distances(built, pairs, neighbours) if library else []
-        carry = group or any(steps(k, s) > 1 for k in ks for s in stated.values())
         placed = _placed(built, pairs, ks, neighbours) if carry or (library and pairs) else []
     except ValueError as error:
         raise ConfigError(f"claims: {one_line(error)}") from None
