@@ -107,14 +107,15 @@ def audit(case: Case, seed: int) -> dict:
     claim = {"divergence": case.divergence, "function_class": "all", "epsilon": case.claim}
     config = {"mechanism": {"name": case.mechanism, "params": case.params}, "run": {"seed": seed},
               "claims": [claim if case.alpha is None else {**claim, "alpha": case.alpha}]}
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     result = run_audit(config, progress=False)
     rows = result.table.dropna(subset=["outputs_drawn"])
     last = (rows if case.layer is None else rows[rows["layer"] == case.layer]).iloc[-1]
     return {"case": case.label, "seed": seed, "verdict": result.verdict, "stop": last["stop"],
             "outputs": int(last["outputs_drawn"]), "interval": last["interval"], "rounds": int(last["rounds"]),
             "at_look": "read at a look" in str(last["note"]),
-            "seconds": round(time.perf_counter() - start, 1), "machine": machine(),
+            "seconds": round(time.perf_counter() - start, 1), "cpu_seconds": round(time.process_time() - cpu, 1),
+            "machine": machine(),
             "commit": commit(Path(engine.__file__).resolve().parent.parent)}
 
 
