@@ -106,7 +106,7 @@ def test_neighbours_at_distance_k_give_the_map_at_k_and_the_config_as_run_reads_
     ({"from": "library", "epsilon": 0.1}, {}, r"claims\[0\].epsilon: .* the privacy map, which gives epsilon = 2.0"),
     ({"from": "library", "alpha": [2]}, {}, r"claims\[0\].alpha: this measurement's map gives a dp claim"),
     ({"from": "library"}, {"pairs": [{"d": [0.0], "d_prime": [1.0]}, {"d": [0.0], "d_prime": [0.0]}]},
-     r"a pair has d_in = 0"),
+     r"pairs\[1\]: d and d_prime are one dataset \(0 apart\)"),
     ({"from": "library"}, {}, r"has no default pairs; give \[\[pairs\]\] or \[neighbours\]"),
 ])
 def test_claims_from_the_library_refuse_what_they_cannot_read(claim, tables, message):
@@ -194,6 +194,36 @@ def test_permute_and_flip_under_the_zcdp_map_is_refuted_on_the_index():
 
     result = run_audit(_noisy_max_case(described=True), progress=False)
     assert result.verdict == "violation"
+
+
+def _real_bugs():
+    """benchmarks/bench_real_bugs.py read from its file (a ``benchmarks`` package installed elsewhere may shadow it)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_real_bugs", Path(__file__).parents[1] / "benchmarks" / "bench_real_bugs.py")
+    bench = sys.modules["bench_real_bugs"] = importlib.util.module_from_spec(spec)  # dataclasses look it up
+    spec.loader.exec_module(bench)
+    return bench
+
+
+STAND_IN = {"callable": "numpy:zeros"}
+"""A callable in place of the benchmark's own (the claims and pairs are what these tests read)."""
+
+
+def test_the_score_vectors_of_opendp_2911_are_declared_neighbours_so_the_zcdp_claim_is_not_carried():
+    """A callable's inputs are no records: [0, 0] against [1, -1] counts 2 records, but the pair declares its
+    distance 1 (L-infinity), so the claim is rho alpha as typed; carried it would be 4 rho alpha and hide the bug."""
+    noisy_max = load_config({**_real_bugs()._noisy_max_case(described=True), "mechanism": STAND_IN})
+    assert noisy_max.claim_distances == () and [c.epsilon for c in noisy_max.claims] == pytest.approx([0.75, 1.0, 2.0])
+
+
+def test_the_group_by_claim_of_opendp_2945_is_stated_for_its_pairs_3_records():
+    pytest.importorskip("polars")
+    group_by = load_config({**_real_bugs()._group_by_case(3), "mechanism": STAND_IN})
+    assert group_by.claim_distances == () and [c.epsilon for c in group_by.claims] == pytest.approx([1.0])
 
 
 def test_the_group_by_map_of_opendp_2945_states_half_the_true_epsilon_at_d_in_6():
