@@ -190,9 +190,7 @@ def test_the_sum_adapters_claim_is_their_map_at_one_record(name, params, expecte
 @pytest.mark.slow
 def test_permute_and_flip_under_the_zcdp_map_is_refuted_on_the_index():
     """OpenDP #2911's scenario (benchmarks/bench_real_bugs.py --claims): Renyi 1.091, 1.377 against 0.75, 1.0."""
-    from benchmarks.bench_real_bugs import _noisy_max_case
-
-    result = run_audit(_noisy_max_case(described=True), progress=False)
+    result = run_audit(_real_bugs()._noisy_max_case(described=True), progress=False)
     assert result.verdict == "violation"
 
 
@@ -231,9 +229,8 @@ def test_the_group_by_map_of_opendp_2945_states_half_the_true_epsilon_at_d_in_6(
     is 3 rows x 10 / scale 30 = 1, though the issue's pair (sums 30 and -30, every row replaced) is at epsilon 2;
     max_length = 6 gives the fix's 2.  Needs polars (OpenDP's extra)."""
     pytest.importorskip("polars")
-    from benchmarks.bench_real_bugs import GROUP_PAIR, _group_by_case, grouped_sum
-
-    buggy, fixed = _group_by_case(3), _group_by_case(6)
+    bench = _real_bugs()
+    buggy, fixed = bench._group_by_case(3), bench._group_by_case(6)
     assert [buggy["claims"][0]["epsilon"], fixed["claims"][0]["epsilon"]] == pytest.approx([1.0, 2.0])
-    released = grouped_sum(np.array(GROUP_PAIR["d"]), 400, np.random.default_rng(0))
+    released = bench.grouped_sum(np.array(bench.GROUP_PAIR["d"]), 400, np.random.default_rng(0))
     assert abs(released.mean() - 30.0) < 5 * 30.0 * math.sqrt(2) / math.sqrt(400)  # discrete Laplace sd ~ 30 sqrt 2
