@@ -2,8 +2,8 @@
 
 The mechanisms below follow the user-mechanism protocol ``f(dataset, n, rng)``
 and misbehave only on datasets that sum to more than 0, so that in the
-two-pair config pair ``p0`` (d' = [[1]]) fails and pair ``p1`` (d' = [[0]])
-finishes; configs name them ``test_faults:<function>`` (pytest puts this
+two-pair config pair ``p0`` (d' = [[1]]) fails and pair ``p1`` (d' = [[0], [0]],
+a record 0 added) finishes; configs name them ``test_faults:<function>`` (pytest puts this
 directory on sys.path).
 """
 
@@ -113,7 +113,7 @@ def dies_in_a_worker(*args):
     os._exit(7)
 
 
-PAIRS = [{"d": [[0.0]], "d_prime": [[1.0]]}, {"d": [[0.0]], "d_prime": [[0.0]]}]
+PAIRS = [{"d": [[0.0]], "d_prime": [[1.0]]}, {"d": [[0.0]], "d_prime": [[0.0], [0.0]]}]
 
 
 POLICIES = ("best", "every")

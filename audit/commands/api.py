@@ -485,14 +485,14 @@ def _pairs(config: AuditConfig, mechanism: Any,
     if not config.claim_distances:
         return pairs
     placed = []
-    for pair in pairs:
-        d_in = pair_d_in(mechanism, pair.d, pair.d_prime, pair.distance)
+    for index, pair in enumerate(pairs):  # explicit pairs: at their distance under their relation (config)
+        d_in = (config.pair_d_in[index] if config.pair_d_in
+                else pair_d_in(mechanism, pair.d, pair.d_prime, pair.distance))
         if d_in not in config.claim_distances:
             raise ConfigError(f"neighbours: pair {pair.name} is at d_in = {d_in} in the input metric, the claims at "
                               f"d_in = {', '.join(map(str, config.claim_distances))}; give pairs at those distances.")
         placed.append(replace(pair, d_in=d_in))
     return PairList(placed, pairs.screening)
-    return pairs
 
 
 def _versions(mechanism: Any) -> dict[str, str | None]:
