@@ -447,7 +447,8 @@ def _one_run(config: AuditConfig, mechanism: Any, source: Any, out: Path | None,
 
     try:
         readings = one_run_audit(mechanism, config.one_run, config.raw.get("claims", []),
-                                 config.attacks.confidence, config.run.seed, config.run.sample_timeout)
+                                 config.attacks.confidence, config.run.seed, config.run.sample_timeout,
+                                 config.run.backend)
         verdict = overall(readings)
         result = AuditResult(
             verdict=verdict, rows=(), exit_code=1 if verdict == "violation" else 0, seed=config.run.seed,
