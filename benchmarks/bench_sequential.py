@@ -157,7 +157,9 @@ def mechanism_row(records: Records, name: str, seeds: list[int]) -> list[str]:
     former = [records.caught(name, seed, FORMER_DEFAULT) for seed in seeds]
     missed = [record["stop"] for record in sequential if record["verdict"] != "violation"]
     cells = [name, median([r["outputs"] for r in sequential if r["verdict"] == "violation"]),
-             f"{len(seeds) - len(missed)}/{len(seeds)}", median([r["seconds"] for r in sequential], ".0f"),
+             f"{len(seeds) - len(missed)}/{len(seeds)}",
+             median([r["audit_outputs"] for r in sequential if r["verdict"] == "violation" and "audit_outputs" in r]),
+             median([r["seconds"] for r in sequential], ".0f"),
              ", ".join(f"{missed.count(stop)} {stop}" for stop in sorted(set(missed))) or "-",
              median([r["outputs"] for r in earlier if r["verdict"] == "violation"]),
              f"{sum(r['verdict'] == 'violation' for r in earlier)}/{len(earlier)}"]
@@ -190,13 +192,16 @@ def write_tables(records: Records, out: Path, command: str) -> str:
         "confidence and limits (`max_outputs`, `max_seconds`: a sequential audit's time limit depends on the "
         "machine" + (f"; the buggy mechanisms' sequential audits ran with `[run] max_seconds` = "
                      f"{' / '.join(f'{limit:g}' for limit in limits)}, so that the load of the shared machine did not "
-                     "stop them" if limits else "") + "). Outputs drawn: results.json `outputs_drawn` (every pair, dataset, stage and round), median over "
-        "the seeds caught; seconds: median wall time of the sequential audits. Before the pilot rounds: the same "
+                     "stop them" if limits else "") + "). Outputs drawn: results.json `outputs_drawn` of the row that gives the verdict (its search's: every "
+        "pair, dataset, stage and round; records before the weighted shares of `max_outputs` took the last row's, "
+        "the representation search's since findings by layer), median over the seeds caught; all searches: the "
+        "sum over the rows, the value and the representation search (recorded since the weighted shares); seconds: median wall time of the sequential audits. Before the pilot rounds: the same "
         f"sequential audits before the pilot rounds (`{ROUNDS}`: rounds of 4,000 x 4^k outputs per dataset, each "
         "confirmed at its end; a seed recorded twice counts its last record). Fixed: the smallest `n_samples` of "
         f"{', '.join(f'{b:,}' for b in FIXED_BUDGETS)} whose audit reads violation, per seed (an oracle; tried "
         f"smallest first); and the fixed design at the former default n_samples = {FORMER_DEFAULT:,}.", "",
-        tabulate(rows, headers=["mechanism", "sequential: outputs to violation", "caught", "sequential: seconds",
+        tabulate(rows, headers=["mechanism", "sequential: outputs to violation", "caught",
+                                "sequential, all searches: outputs", "sequential: seconds",
                                 "sequential missed: stop", "before the pilot rounds: outputs", "caught",
                                 "fixed (oracle budget): outputs", "caught",
                                 f"fixed n_samples {FORMER_DEFAULT:,}: outputs", "caught"],
