@@ -42,6 +42,13 @@ def test_units_that_keep_to_their_shares_stay_within_max_outputs_and_each_gets_i
         assert drawn <= total
 
 
+def test_a_fixed_design_takes_its_share_of_the_whole_and_leaves_the_rest_to_flow_on():
+    shares = Shares(6_500, None, [VALUE_WEIGHT, REPRESENTATION_WEIGHT, VALUE_WEIGHT], [False, False, True])
+    shares.spend({"staged": {"outputs_drawn": 100}})
+    shares.spend({"staged": {"outputs_drawn": 50}})
+    assert shares.of(2)["max_outputs"] == 6_500 * 32 // 65 == 3_200
+
+
 def test_seconds_flow_on_as_outputs_do():
     shares = Shares(1000, 66.0, [VALUE_WEIGHT, REPRESENTATION_WEIGHT])
     assert shares.of(0) == {"max_outputs": 969, "max_seconds": 64.0}

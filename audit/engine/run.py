@@ -61,7 +61,7 @@ from audit.config.load import AuditConfig
 from audit.sampling.errors import one_line
 from audit.sampling.events import EventCounter
 from audit.engine.memory import check_memory
-from audit.engine.shares import Shares, unit_weight
+from audit.engine.shares import Shares
 from audit.inputs.neighbours import NeighbourPair
 from audit.sampling.parallel import backend
 from audit.engine.plan import DIRECTIONS, Task, task_seed
@@ -197,8 +197,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
                               backend=config.run.backend,
                               on_redrawn=lambda pair, error: events.redrawn(pairs[pair].name, error))
         outputs = OutputWatch(sample, events, [pair.name for pair in pairs])
-        shares = Shares(config.attacks.max_outputs, config.run.max_seconds,
-                        [unit_weight(unit.targets[0].classes if unit.targets else ()) for unit in units])
+        shares = Shares.for_units(config.attacks.max_outputs, config.run.max_seconds, units)
         for index, unit in enumerate(units):
             if unit.id not in done:
                 share = dataclasses.replace(unit, **shares.of(index))  # the unit with its share of the limits

@@ -15,11 +15,14 @@ where M is ``max_outputs`` and D_i the outputs the units before it drew.  So
 * the shares depend on the config and seed only: D_i counts the outputs the searches asked for (the same for any
   ``n_jobs`` or backend, and read back from tasks.jsonl on resume).
 
+A fixed design (a ``dp`` claim's declared statistics, :mod:`audit.engine.declared`, scored on every output of its
+share) draws all it is given, so it takes its weighted share of the whole, floor(M w_i / (w_1 + ... + w_k)), never
+what the searches before it left (by the second point, that share fits in what they left).
+
 The representation search (``floatbits``) weighs :data:`REPRESENTATION_WEIGHT` against a value search's
 :data:`VALUE_WEIGHT`: a float leak is gross where it exists (an output off the grid of one dataset only), found in
 the first rounds, so it takes a small share and does not halve the value search's, which decides a subtle bug only
-in its largest rounds (report_noisy_max_4, svt_4, svt_6: rounds of 1 024 000 outputs per dataset,
-benchmarks/results/bench_sequential.md).  The error is split apart from the outputs: every unit stops at Holm's
+in its largest rounds (svt_6 at 2.2 to 2.3 M outputs, benchmarks/results/bench_sequential.md).  The error is split apart from the outputs: every unit stops at Holm's
 first level over all of them, whatever its share (:mod:`audit.results.verdicts`).
 """
 
@@ -58,20 +61,33 @@ def output_share(max_outputs: int, weights: Sequence[int], index: int, drawn: in
 class Shares:
     """The running split of one audit's limits over its units, in their order: :meth:`of` the next unit,
     :meth:`spend` each unit's record as it ends (or is read back on resume).  ``[run] max_seconds`` (None: no
-    limit) is split as the outputs are, by the seconds the units before took."""
+    limit) is split as the outputs are, by the seconds the units before took.  ``fixed``: the units of a fixed
+    design, on their weighted share of the whole (module docstring)."""
 
     max_outputs: int
     max_seconds: float | None
     weights: Sequence[int]
+    fixed: Sequence[bool] = ()
     drawn: int = 0
     seconds: float = 0.0
 
+    @classmethod
+    def for_units(cls, max_outputs: int, max_seconds: float | None, units: Sequence[Any]) -> Shares:
+        """The split over ``units`` (:class:`audit.engine.run.Unit`: weighed by their first target's classes,
+        :func:`unit_weight`; a declared unit a fixed design)."""
+        return cls(max_outputs, max_seconds, [unit_weight(unit.targets[0].classes if unit.targets else ())
+                                              for unit in units], [unit.declared for unit in units])
+
     def of(self, index: int) -> dict:
         """Unit ``index``'s ``max_outputs`` (:func:`output_share`) and ``max_seconds``."""
+        fixed = index < len(self.fixed) and self.fixed[index]
+        # a fixed design: its share of the whole, the share it would get if it ran first (module docstring)
+        weights = [self.weights[index], *self.weights[:index], *self.weights[index + 1:]] if fixed else self.weights
+        at, drawn, spent = (0, 0, 0.0) if fixed else (index, self.drawn, self.seconds)
         seconds = self.max_seconds
         if seconds is not None:
-            seconds = max(seconds - self.seconds, 0.0) * self.weights[index] / sum(self.weights[index:])
-        return dict(max_outputs=output_share(self.max_outputs, self.weights, index, self.drawn), max_seconds=seconds)
+            seconds = max(seconds - spent, 0.0) * weights[at] / sum(weights[at:])
+        return dict(max_outputs=output_share(self.max_outputs, weights, at, drawn), max_seconds=seconds)
 
     def spend(self, record: Mapping[str, Any]) -> None:
         """Count a unit's record (:func:`audit.engine.run._record`: its ``staged`` outputs drawn, its seconds)."""
