@@ -73,9 +73,12 @@ def config(name: str, params: dict, claim: float, seed: int, n_samples: int | No
 
 
 def verdict_row(table, verdict: str):
-    """The row that gives the audit its verdict: the first whose verdict is the audit's (a violation: the search that
-    found it, with its stop and outputs), else the last (every layer's search is a row of the one claim)."""
+    """The row that gives the audit its verdict (every layer's search is a row of the one claim), with its stop and
+    outputs: a violation's, the violating search that drew the fewest outputs (the value search runs first, so a
+    representation finding may come from fewer outputs); else the first row with the audit's verdict, else the last."""
     rows = table[table["verdict"] == verdict]
+    if verdict == "violation" and len(rows):
+        return rows.loc[rows["outputs_drawn"].idxmin()]
     return (rows if len(rows) else table).iloc[0 if len(rows) else -1]
 
 
