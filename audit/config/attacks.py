@@ -122,7 +122,8 @@ ATTACKS = Section("attacks", (
                   "200 (400 outputs for one pair, the least a search draws). In the rounds of 250, 1 000 and 4 000 a `dp` or "
                   "`ipm` set is confirmed by betting confidence sequences read after every batch of its confirm sample "
                   "(50 outputs per dataset, then half as many more as drawn so far), so a gross violation stops within "
-                  "a few hundred outputs; the larger rounds confirm at their end. The pilot rounds spend 5 % of the error "
+                  "a few hundred outputs, and so is a `kl` or `renyi` witness with a clipped bound (its betting half, "
+                  "valid at every look); the larger rounds confirm at their end. The pilot rounds spend 5 % of the error "
                   "each, the others "
                   "share the rest, so the verdict holds at the audit's confidence whatever round and look it stopped "
                   "at (docs/theory.md section 7, \"Sequential audits\")"),

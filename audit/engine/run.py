@@ -21,7 +21,8 @@ structure pilot (:func:`audit.sampling.structure.fix_layout`) and one memory che
 in outputs per dataset drawn, one record builder (:func:`_record`: exact value, closed-form bound, the coupling and
 deterministic-release notes); a unit's rows (:func:`engine_rows`) are made as it finishes.
 
-Samples come from :func:`pair_sampler`: each (pair, stage, chunk) drawn in forked children within
+Samples come from :func:`audit.sampling.sampler.pair_sampler` (opened after the memory check,
+:func:`audit.engine.memory.checked_sampler`): each (pair, stage, chunk) drawn in forked children within
 ``[run] sample_timeout`` seconds a chunk (:func:`audit.sampling.sampler.draw_pair_isolated`) from the seed of
 ``"staged|<stage>|<chunk>"``, so numbers depend on the config and seed only, never on ``n_jobs`` or the backend. A
 mechanism that fails on a pair costs that pair's rows (error rows, exit code 2), a search that fails costs its
@@ -42,7 +43,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import joblib
 import numpy as np
 
 from attacks.classes import LAYERS, REPRESENTATION, VALUE, parse_function_class
@@ -60,13 +60,13 @@ from audit.config.attacks import AttackSpec
 from audit.config.load import AuditConfig
 from audit.sampling.errors import one_line
 from audit.sampling.events import EventCounter
-from audit.engine.memory import check_memory
+from audit.engine.memory import checked_sampler
 from audit.engine.shares import Shares
 from audit.inputs.neighbours import NeighbourPair
 from audit.sampling.parallel import backend
 from audit.engine.plan import DIRECTIONS, Task, task_seed
 from audit.engine.progress import OutputsBar, ProgressBar
-from audit.sampling.sampler import COUPLING_REFUSED, SamplingError, draw_chunk, pair_sampler
+from audit.sampling.sampler import COUPLING_REFUSED, SamplingError
 from audit.sampling.structure import fix_layout
 from audit.results.on_average import aggregate_rows
 from audit.results.schema import Row
@@ -184,18 +184,13 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     rows: list[Row] = []
     with backend(config.run.backend, config.run.n_jobs), \
             OutputsBar(planned, len(pending) + checks_pending, progress) as bar:
-        probed = {}
+        held = None  # resumed, every unit finished: no memory check
         if pending:
-            n_held, pairs_held = policy.held(sizes, config.attacks.n_samples, len(pairs))
+            held = policy.held(sizes, config.attacks.n_samples, len(pairs))
             bar.status = "first outputs (memory check)"
-            probed = check_memory(config, pairs, functools.partial(draw_chunk, mechanism, seed=config.run.seed),
-                                  n_samples=n_held, held_pairs=pairs_held)
         events = EventCounter(getattr(mechanism, "structure", None))
-        sample = pair_sampler(mechanism, pairs, config.run.seed, config.attacks.coupled,
-                              workers=max(joblib.effective_n_jobs(config.run.n_jobs), 1),
-                              timeout=config.run.sample_timeout, on_outputs=bar.update, failed=probed,
-                              backend=config.run.backend,
-                              on_redrawn=lambda pair, error: events.redrawn(pairs[pair].name, error))
+        sample = checked_sampler(config, mechanism, pairs, held, on_outputs=bar.update,
+                                 on_redrawn=lambda pair, error: events.redrawn(pairs[pair].name, error))
         outputs = OutputWatch(sample, events, [pair.name for pair in pairs])
         shares = Shares.for_units(config.attacks.max_outputs, config.run.max_seconds, units)
         for index, unit in enumerate(units):

@@ -53,14 +53,16 @@ RUN = Section("run", (
                   "process; with `dask` and `ray` every chunk of outputs is a job of the cluster (the caller's "
                   "client / ray instance, else a local one for the audit), drawn in a child its worker forks, so the "
                   "mechanism runs on the cluster's machines; it is pickled there, a config's `callable` module by "
-                  "value. `dask` and `ray` need their extras (`pip install \".[dask]\"` in a capaudit checkout); "
+                  "value; a `[one_run]` audit's training run is one job of the cluster (a local one of one worker "
+                  "when the caller has none), in a child its worker forks. `dask` and `ray` need their extras (`pip install \".[dask]\"` in a capaudit checkout); "
                   "`--backend` overrides"),
     Field("sample_timeout", "number", 600.0, low=0.0, open_low=True,
           limits="must be a positive number of seconds, e.g. 600",
           meaning="> 0: seconds to sample one chunk of a pair (10 000 outputs per dataset, fewer when `n_samples` is "
                   "smaller; in a forked child on Linux, forked by a cluster worker with `dask` and `ray`); a pair "
                   "whose chunk takes longer, exits or dies becomes error rows naming the cause; a `[one_run]` audit's one training "
-                  "run has the same limit, in a forked child too (a learner that fails, exits, dies or hangs: exit 2)"),
+                  "run has the same limit, in a forked child too (forked by a cluster worker with `dask` and `ray`; a "
+                  "learner that fails, exits, dies or hangs: exit 2)"),
     Field("max_seconds", "number", None, low=0.0, open_low=True,
           limits="must be a positive number of seconds, e.g. 600, or left out (no wall-clock limit)",
           default_doc="unset: no wall-clock limit",
