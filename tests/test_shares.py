@@ -49,6 +49,18 @@ def test_a_fixed_design_takes_its_share_of_the_whole_and_leaves_the_rest_to_flow
     assert shares.of(2)["max_outputs"] == 6_500 * 32 // 65 == 3_200
 
 
+def test_a_claim_refuted_by_its_value_search_gives_its_representation_search_only_its_share_of_the_whole():
+    # claims 0 and 1, each a value then a representation search; claim 0's value search stops at a violation
+    shares = Shares(4_000_000, None, [VALUE_WEIGHT, REPRESENTATION_WEIGHT] * 2, claims=[0, 0, 1, 1])
+    shares.spend({"staged": {"outputs_drawn": 500_000, "stop": "violation"}, "claim_index": 0})
+    assert shares.of(1)["max_outputs"] == 4_000_000 * 1 // 66 == 60_606  # not what the value search left
+    shares.spend({"staged": {"outputs_drawn": 60_606, "stop": "output limit"}, "claim_index": 0})
+    # claim 1 is not refuted: its searches share what claim 0 left, by weight
+    assert shares.of(2)["max_outputs"] == (4_000_000 - 560_606) * 32 // 33
+    shares.spend({"staged": {"outputs_drawn": 1_000, "stop": "decided"}, "claim_index": 1})
+    assert shares.of(3)["max_outputs"] == 4_000_000 - 561_606
+
+
 def test_seconds_flow_on_as_outputs_do():
     shares = Shares(1000, 66.0, [VALUE_WEIGHT, REPRESENTATION_WEIGHT])
     assert shares.of(0) == {"max_outputs": 969, "max_seconds": 64.0}

@@ -17,7 +17,12 @@ where M is ``max_outputs`` and D_i the outputs the units before it drew.  So
 
 A fixed design (a ``dp`` claim's declared statistics, :mod:`audit.engine.declared`, scored on every output of its
 share) draws all it is given, so it takes its weighted share of the whole, floor(M w_i / (w_1 + ... + w_k)), never
-what the searches before it left (by the second point, that share fits in what they left).
+what the searches before it left (by the second point, that share fits in what they left).  So does a search of a
+claim that an earlier unit of the same claim already refuted (its record's ``stop`` is ``"violation"``, a lower
+bound above the claim at Holm's first level, so the claim's verdict is a violation whatever the later units find):
+it can only add a second finding, which its weighted share of the whole still finds where it is gross, and what
+the refuting search left is not spent on it (on report_noisy_max_4 the representation search took 2.0 to 2.3 M
+outputs after a value search that refuted the claim at about 0.5 M).
 
 The representation search (``floatbits``) weighs :data:`REPRESENTATION_WEIGHT` against a value search's
 :data:`VALUE_WEIGHT`: a float leak is gross where it exists (an output off the grid of one dataset only), found in
@@ -29,10 +34,11 @@ first level over all of them, whatever its share (:mod:`audit.results.verdicts`)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from attacks.classes import REPRESENTATION, parse_function_class
+from attacks.sequential import VIOLATION
 
 VALUE_WEIGHT = 32
 """The weight of a value search (and of a claim's declared statistics)."""
@@ -68,20 +74,25 @@ class Shares:
     max_seconds: float | None
     weights: Sequence[int]
     fixed: Sequence[bool] = ()
+    claims: Sequence[int | None] = ()
     drawn: int = 0
     seconds: float = 0.0
+    refuted: set[int] = field(default_factory=set)
 
     @classmethod
     def for_units(cls, max_outputs: int, max_seconds: float | None, units: Sequence[Any]) -> Shares:
         """The split over ``units`` (:class:`audit.engine.run.Unit`: weighed by their first target's classes,
         :func:`unit_weight`; a declared unit a fixed design)."""
         return cls(max_outputs, max_seconds, [unit_weight(unit.targets[0].classes if unit.targets else ())
-                                              for unit in units], [unit.declared for unit in units])
+                                              for unit in units], [unit.declared for unit in units],
+                   [unit.claim_index for unit in units])
 
     def of(self, index: int) -> dict:
         """Unit ``index``'s ``max_outputs`` (:func:`output_share`) and ``max_seconds``."""
-        fixed = index < len(self.fixed) and self.fixed[index]
-        # a fixed design: its share of the whole, the share it would get if it ran first (module docstring)
+        claim = self.claims[index] if index < len(self.claims) else None
+        fixed = (index < len(self.fixed) and self.fixed[index]) or (claim is not None and claim in self.refuted)
+        # a fixed design or a refuted claim's search: its share of the whole, the share it would get if it ran first
+        # (module docstring)
         weights = [self.weights[index], *self.weights[:index], *self.weights[index + 1:]] if fixed else self.weights
         at, drawn, spent = (0, 0, 0.0) if fixed else (index, self.drawn, self.seconds)
         seconds = self.max_seconds
@@ -90,6 +101,10 @@ class Shares:
         return dict(max_outputs=output_share(self.max_outputs, weights, at, drawn), max_seconds=seconds)
 
     def spend(self, record: Mapping[str, Any]) -> None:
-        """Count a unit's record (:func:`audit.engine.run._record`: its ``staged`` outputs drawn, its seconds)."""
-        self.drawn += record.get("staged", {}).get("outputs_drawn", 0)
+        """Count a unit's record (:func:`audit.engine.run._record`: its ``staged`` outputs drawn, its seconds; a
+        ``stop`` of ``"violation"`` marks its ``claim_index`` refuted)."""
+        staged = record.get("staged", {})
+        self.drawn += staged.get("outputs_drawn", 0)
         self.seconds += record.get("seconds", 0.0)
+        if staged.get("stop") == VIOLATION and record.get("claim_index") is not None:
+            self.refuted.add(record["claim_index"])
