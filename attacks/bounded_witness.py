@@ -68,6 +68,12 @@ fitted to a Laplace pair) clipped after steepening is nearer the clipped log-lik
 RANGE_PENALTY = 3.0
 """Standard errors charged to a candidate clip range: about the betting bound's width at 1e3 to 1e6 values
 (two one-sided sequences at a / 4 each, with their log factor), wider than a normal interval's z = 1.96."""
+RANGE_SLACK = float(np.log(80.0))
+"""The betting bound's cost, in units of 1 / n, on a rescaled mean near the end of its range: about log(1 / a) / n
+at the bets' design error a = 0.0125 (a / 4 at 95 %, :data:`attacks.clipped_witness.DESIGN_LEVEL`), a term the
+standard errors miss.  It is what a wide range pays at the pilot rounds' sizes, where Q's rescaled exponential
+moment e^(f - hi) is near 0: at 500 confirm outputs it moves that mean by 0.009, more than the whole mean of a range
+13 nats wide, and nothing at 1e5."""
 BETTING = "betting CS"
 """The ``interval`` label of a bound of this module."""
 
@@ -85,8 +91,9 @@ def chosen_rescaling(train_p, train_q, divergence: str | Divergence, n: int, alp
     """The slope and clip range, chosen on the training split: among the slopes :data:`SLOPES` (``kl``; 1 for
     ``renyi``, whose objective does not change with the witness's scale) and the ranges [quantile a, quantile
     1 - b] of the slope times the training witness values of both laws (a, b in :data:`RANGE_QUANTILES`; a = b = 0
-    at slope 1 is :func:`training_range`), the one whose clipped objective on the training split, less
-    :data:`RANGE_PENALTY` delta-method standard errors at n confirm values, is largest.
+    at slope 1 is :func:`training_range`), the one whose clipped objective on the training split, its means moved
+    by :data:`RANGE_SLACK` / n and less :data:`RANGE_PENALTY` delta-method standard errors at n confirm values, is
+    largest (:meth:`Rescaling.penalised_objective`).
 
     A narrower range removes the witness's tails (which cost the Q mean's upper bound most: e^f spans e^(hi - lo))
     and, for a ``kl`` witness flatter than the log-likelihood ratio, can raise the objective itself (the clip of
@@ -193,10 +200,12 @@ class Rescaling:
         return (f_p - self.lo) / (self.hi - self.lo), np.clip((weight - bottom) / (top - bottom), 0.0, 1.0)
 
     def penalised_objective(self, x_p: np.ndarray, x_q: np.ndarray, n: int) -> float:
-        """The objective at the means of rescaled values less :data:`RANGE_PENALTY` delta-method standard errors
-        of means of n values (the gradient by central differences)."""
+        """The objective at the means of rescaled values, each moved by :data:`RANGE_SLACK` / n to its unfavourable
+        side (P's down, Q's up), less :data:`RANGE_PENALTY` delta-method standard errors of means of n values (the
+        gradient by central differences, at the means themselves)."""
         mean_p, mean_q = float(np.mean(x_p)), float(np.mean(x_q))
-        value = self.objective(mean_p, mean_q)
+        slack = RANGE_SLACK / n
+        value = self.objective(max(mean_p - slack, 0.0), min(mean_q + slack, 1.0))
         if not np.isfinite(value):
             return -np.inf
         step = 1e-6

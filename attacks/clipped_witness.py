@@ -164,11 +164,16 @@ class ClippedWitnessEstimate:
 
     ``moments``: the delta-method estimate (:func:`attacks.held_out.witness_estimate`: the counts and every
     descriptive attribute, read through this object); ``betting``: the clipped witness's sequences.
-    Evidence (:class:`attacks.evidence.Evidence`) of max(theta_delta, theta_clipped).
+    Evidence (:class:`attacks.evidence.Evidence`) of max(theta_delta, theta_clipped).  ``at_look``: read at a
+    look inside the confirm sample (:mod:`attacks.confirm_looks`), where only the betting half is valid (its
+    sequences are time-uniform, the delta method holds at the sample's fixed end only): the delta half is not
+    read and its share of the error is left to the end of the sample; bounds and p-value are the betting half's,
+    still at half the error.
     """
 
     moments: DivergenceEstimate
     betting: ClippedBetting
+    at_look: bool = False
 
     def __getattr__(self, name: str):
         if name == "moments":  # not set yet (copy, unpickling): no recursion
@@ -187,7 +192,7 @@ class ClippedWitnessEstimate:
 
     def _delta_trusted(self) -> bool:
         error = self.moments.standard_error
-        return not self.moments.caveat and math.isfinite(self.moments.estimate) and math.isfinite(error) and error > 0
+        return not self.at_look and not self.moments.caveat and math.isfinite(self.moments.estimate) and math.isfinite(error) and error > 0
 
     @property
     def estimate(self) -> float:
@@ -214,9 +219,12 @@ class ClippedWitnessEstimate:
         """The clipped witness in words, for the row's note."""
         scale = self.betting.rescaling
         steep = "" if scale.slope == 1.0 else f" times {scale.slope:g}"
+        bound = (f"the clipped witness's betting bound at half the error, read at a look after {self.betting.n} "
+                 "confirm outputs per dataset (the delta method's half is left to the confirm sample's end)"
+                 if self.at_look else
+                 "the larger of its delta method and the clipped witness's betting bound, each at half the error")
         return (f"{CLIPPED}: the {self.moments.function_class} witness{steep} clipped to [{scale.lo:.4g}, "
-                f"{scale.hi:.4g}] (chosen on the training split); the row's bound is the larger of its delta method "
-                "and the clipped witness's betting bound, each at half the error")
+                f"{scale.hi:.4g}] (chosen on the training split); the row's bound is {bound}")
 
     def interval(self, level: float = 0.95) -> str:
         """Which half gives :meth:`lower_bound` at ``level``: ``"betting CS"`` or ``"delta method"``."""
@@ -240,19 +248,22 @@ class ClippedWitnessEstimate:
         return float(min(1.0, delta, betting))
 
     def ceiling(self, level: float = 0.95) -> float:
-        """The larger of the delta method's ceiling and the clipped objective's largest value (P's mean at the
-        top of the range, Q's at the bottom)."""
-        return max(self.moments.ceiling(level), self.betting.rescaling.objective(1.0, 0.0))
+        """The larger of the delta method's ceiling (not at a look) and the clipped objective's largest value
+        (P's mean at the top of the range, Q's at the bottom)."""
+        clipped = self.betting.rescaling.objective(1.0, 0.0)
+        return clipped if self.at_look else max(self.moments.ceiling(level), clipped)
 
     def with_details(self, **details: Any) -> ClippedWitnessEstimate:
         """The estimate with ``details`` added to its moments' (read as ``details``)."""
         return replace(self, moments=replace(self.moments, details={**self.moments.details, **details}))
 
     def to_record(self) -> dict:
-        """Plain JSON: ``kind``, the delta-method estimate's record and the sequences'."""
-        return dict(kind=CLIPPED, moments=self.moments.to_record(), betting=self.betting.to_record())
+        """Plain JSON: ``kind``, the delta-method estimate's record, the sequences' and ``at_look``."""
+        return dict(kind=CLIPPED, moments=self.moments.to_record(), betting=self.betting.to_record(),
+                    at_look=self.at_look)
 
     @classmethod
     def from_record(cls, record: Mapping) -> ClippedWitnessEstimate:
         """The estimate of :meth:`to_record`'s record: bounds and p-values equal the original's."""
-        return cls(DivergenceEstimate.from_record(dict(record["moments"])), ClippedBetting.from_record(record["betting"]))
+        return cls(DivergenceEstimate.from_record(dict(record["moments"])), ClippedBetting.from_record(record["betting"]),
+                   bool(record.get("at_look", False)))

@@ -70,15 +70,8 @@ from attacks.betting import BernoulliBetting
 from attacks.estimate import DivergenceEstimate
 from attacks.budget import DEFAULT_SHARES, StageSizes
 from attacks.candidates import Candidate, Draw, Sampler, Target
-from attacks.held_out import (
-    Attack,
-    CHUNK,
-    FIGURE_OUTPUTS,
-    PooledEstimate,
-    confirm_statistic,
-    count_estimate,
-    score_summary,
-)
+from attacks.confirm_looks import FirstOutputs, confirm_batches, witness_looks
+from attacks.held_out import Attack, CHUNK, PooledEstimate, confirm_statistic, count_estimate
 from attacks.staged import StagedResult, later_outputs, staged_search
 from attacks.vocabulary import DP, IPM, divergence_of
 
@@ -93,8 +86,8 @@ PILOT_BELOW = 4_000
 (their confirm a confidence sequence read after every batch, :func:`anytime_confirm`), each spending
 :data:`PILOT_WEIGHT` of the error."""
 ANYTIME_BELOW = 16_000
-"""Rounds of a smaller budget (250, 1 000, 4 000) confirm a ``dp`` / ``ipm`` set by confidence sequences read after
-every batch (:func:`anytime_confirm`); the larger ones at their end, at their whole weight.  With looks in every
+"""Rounds of a smaller budget (250, 1 000, 4 000) confirm a ``dp`` / ``ipm`` set, or a ``kl`` / ``renyi`` witness with
+a clipped bound, by confidence sequences read after every batch (:func:`anytime_confirm`); the larger ones at their end, at their whole weight.  With looks in every
 round below :data:`PASS_BUDGET`, a correct Laplace's pass took 17 s in place of 6 on the shared machine (the
 capital on the grid, a sampler call per look); with looks in the pilots only, svt_5 and numpy's textbook Laplace,
 caught in the 4 000 round, drew 38 250 and 10 500 outputs in place of 35 764 and 8 770
@@ -104,10 +97,6 @@ PILOT_WEIGHT = 0.05
 ANYTIME_SHARE = 0.5
 """The share of a round's error spent by the looks of its confirm confidence sequence; the rest is spent by the
 exact count bound of its whole confirm sample (:func:`anytime_confirm`)."""
-LOOK = 50
-"""Outputs per dataset between the first looks of a confirm confidence sequence; later looks come after half as
-many more as drawn so far (a geometric grid: 3 looks in 125 outputs, 16 in 32 000), so that a search stops at most
-half again past the look that could decide, in few draws (each a call of the sampler, e.g. a process started)."""
 ROUND_STRIDE = 1_000_000
 """Round r's chunk k of a stage is drawn as chunk ``r * ROUND_STRIDE + k`` (fresh outputs every round)."""
 REUSED_STAGES = ("screen", "train")
@@ -342,9 +331,9 @@ def sequential_search(sample: Sampler, n_pairs: int, target: Target, claim: floa
     """Staged searches in rounds of growing budgets until the claim is decided or a limit is reached.
 
     A round of a budget below :data:`ANYTIME_BELOW` whose chosen statistic
-    is one ``dp`` or ``ipm`` set confirms it by :func:`anytime_confirm`: looks
-    after every batch of its confirm sample, stopping at the first that
-    decides.  The larger rounds confirm at their end, at their whole weight.
+    is one ``dp`` or ``ipm`` set, or a ``kl`` or ``renyi`` witness with a
+    clipped bound, confirms it by :func:`anytime_confirm`: looks after every
+    batch of its confirm sample, stopping at the first that decides.  The larger rounds confirm at their end, at their whole weight.
 
     Parameters
     ----------
@@ -484,28 +473,34 @@ def joined(*draws: Draw) -> Draw:
 def anytime_confirm(weight: float, decides: Callable[[Evidence, float], bool], level: float) -> Callable:
     """A confirm stage (:func:`attacks.staged.staged_search`'s ``confirm``) that looks after every batch.
 
-    Where the chosen statistic is one ``dp`` or ``ipm`` set (a ``dp`` pool, a
-    ``kl`` or ``renyi`` witness or event: the fixed confirm,
-    :func:`attacks.held_out.confirm_statistic`, at the round's whole weight),
-    the confirm sample is drawn in batches of :data:`LOOK` outputs per
-    dataset, then of half of those drawn so far; after each, the set's
-    betting confidence sequences (:class:`attacks.anytime_sets.AnytimeSetEstimate`)
-    are read at ``ANYTIME_SHARE * weight`` of the error, and the stage stops
-    at the first look where ``decides(evidence, that weight)``.  Valid at any
-    look, the sequences being time-uniform: the looks need no spending of their
-    own.  If none decides, the whole confirm sample's exact count bound
-    (:func:`attacks.held_out.count_estimate`) is the round's statistic at the rest
-    of its weight, ``(1 - ANYTIME_SHARE) * weight``, a union bound over the
-    two.  The rule is fixed before the confirm sample (by the statistic the
-    check stage chose), never by which bound came out tighter.  The statistic's
-    ``details``: ``weight`` (the share of the round's error it spends) and
-    ``looks`` (the looks read).
+    The confirm sample is drawn in batches (:func:`attacks.confirm_looks.confirm_batches`: ``LOOK`` outputs
+    per dataset, then half of those drawn so far) and read after each, stopping at the first look where
+    ``decides(evidence, its weight)``, where the chosen statistic is
+
+    * one ``dp`` or ``ipm`` set: its betting confidence sequences
+      (:class:`attacks.anytime_sets.AnytimeSetEstimate`) are read at ``ANYTIME_SHARE * weight`` of the error.
+      If none decides, the whole confirm sample's exact count bound (:func:`attacks.held_out.count_estimate`)
+      is the round's statistic at the rest of its weight, ``(1 - ANYTIME_SHARE) * weight``, a union bound
+      over the two;
+    * a ``kl`` or ``renyi`` witness with a clipped bound (``attack.betting``,
+      :func:`attacks.clipped_witness.clipped_serves`): its betting half, at half the round's weight, is read at
+      every look; if none decides, the whole sample's delta method and betting bound, each at half the
+      weight, are the round's statistic at its whole weight (:func:`attacks.confirm_looks.witness_looks`: the
+      looks and the end share the betting half's error, time-uniform, so the round spends ``weight`` in all).
+
+    Valid at any look, the sequences being time-uniform: the looks need no spending of their own.  Other
+    statistics (a ``dp`` pool, a ``kl`` or ``renyi`` witness without a clipped bound or an event) take the fixed
+    confirm (:func:`attacks.held_out.confirm_statistic`) at the round's whole weight.  The rule is fixed before
+    the confirm sample (by the statistic the check stage chose), never by which bound came out tighter.  The
+    statistic's ``details``: ``weight`` (the share of the round's error it spends) and ``looks`` (the looks read).
     """
     anytime, exact = ANYTIME_SHARE * weight, (1.0 - ANYTIME_SHARE) * weight
 
     def confirm(draw, winner: Candidate, attack: Attack, weights: np.ndarray | None, target: Target,
                 sizes: StageSizes, chunk: int, n_jobs: int):
         divergence = divergence_of(target)
+        if divergence.weighted and attack.betting is not None and not attack.counted:
+            return witness_looks(draw, winner, attack, target, sizes.confirm, weight, decides)
         one_set = isinstance(divergence, IPM) or (isinstance(divergence, DP) and weights is not None
                                                   and np.count_nonzero(weights) == 1)
         if not one_set:
@@ -519,26 +514,22 @@ def anytime_confirm(weight: float, decides: Callable[[Evidence, float], bool], l
             in_set = attack.in_set
         # the bets are tuned for the one-sided level each probability gets at this round (fixed before the data)
         in_p = in_q = BernoulliBetting.start(min(level * anytime / 2.0, 0.5))
-        cells, coupled, n, batch, first = np.zeros(4, dtype=np.int64), True, 0, 0, ([], [])
-        while n < sizes.confirm:
-            size = min(max(LOOK, n // 2), sizes.confirm - n)
-            samples = draw(winner.pair, size, "confirm", batch)
-            if samples is None:
+        cells, coupled, looks, first = np.zeros(4, dtype=np.int64), True, 0, FirstOutputs()
+        for batch in confirm_batches(draw, winner, sizes.confirm):
+            if batch is None:
                 return None
-            p, q = winner.laws(samples)
-            for kept, x in zip(first, (p, q)):
-                kept.append(x[:max(FIGURE_OUTPUTS - n, 0)].copy())
+            p, q, batch_coupled = batch
+            first.keep(p, q)
             p_in, q_in = in_set(p), in_set(q)
             cells += paired_ratio.paired_counts(p_in, q_in)
-            coupled, n, batch = coupled and samples.coupled, n + size, batch + 1
+            coupled, looks = coupled and batch_coupled, looks + 1
             in_p, in_q = in_p.update(p_in), in_q.update(q_in)
             evidence = AnytimeSetEstimate(count_estimate(cells, target, winner.function_class, coupled), in_p, in_q)
             if decides(evidence, anytime):
-                return evidence.with_details(weight=anytime, looks=batch,
-                                             scores=score_summary(attack, *map(np.concatenate, first), weights, coupled))
+                return evidence.with_details(weight=anytime, looks=looks, scores=first.scores(attack, weights, coupled))
         counts = count_estimate(cells, target, winner.function_class, coupled)
-        return replace(counts, details={**counts.details, "weight": exact, "looks": batch,
-                                        "scores": score_summary(attack, *map(np.concatenate, first), weights, coupled)})
+        return replace(counts, details={**counts.details, "weight": exact, "looks": looks,
+                                        "scores": first.scores(attack, weights, coupled)})
 
     return confirm
 

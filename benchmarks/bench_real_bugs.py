@@ -220,8 +220,8 @@ MULTIPLIER = 2.0
 """dp_accounting #378: the Gaussian noise multiplier z (sigma = z C, C = 1); the true Renyi DP of order alpha of
 a sum of records in [-C, C] is 2 alpha / z^2 between replace-one neighbours, alpha / (2 z^2) between add-remove ones."""
 ORDERS = (2.0, 4.0)
-SCORES = {"d": [0, 0], "d_prime": [1, -1]}
-"""OpenDP #2911's pair: score vectors at L-infinity distance 1."""
+SCORES = {"d": [0, 0], "d_prime": [1, -1], "distance": 1}
+"""OpenDP #2911's pair: score vectors at L-infinity distance 1 (declared: a callable's scores are not records)."""
 NOISY_MAX = {"input_domain": "vector_domain(atom_domain(T=i64))", "input_metric": "linf_distance(T=i64)",
              "chain": [{"constructor": "make_noisy_max", "output_measure": "zero_concentrated_divergence()",
                         "scale": 1.0}]}
@@ -309,14 +309,15 @@ def grouped_sum_fixed_map(dataset, n, rng):
 
 
 def _group_by_case(max_length: int) -> dict:
-    """#2945's pair audited against the grouped sum's own map at the pair's symmetric distance (d_in = 6)."""
+    """#2945's pair audited against the grouped sum's own map at the pair's symmetric distance (d_in = 6): a claim
+    stated for pairs GROUP_ROWS records apart (its ``distance``), which the pair is."""
     import importlib.metadata
 
     d_in = 2 * GROUP_ROWS  # every record of d replaced: GROUP_ROWS out, GROUP_ROWS in
     epsilon = float(_grouped_sum(max_length)[0].map(d_in))
     function = "grouped_sum" if max_length == GROUP_ROWS else "grouped_sum_fixed_map"
     return {"mechanism": {"callable": f"benchmarks.bench_real_bugs:{function}"}, "pairs": [GROUP_PAIR],
-            "claims": [{"divergence": "dp", "function_class": "all", "epsilon": epsilon,
+            "claims": [{"divergence": "dp", "function_class": "all", "epsilon": epsilon, "distance": GROUP_ROWS,
                         "reason": f"opendp {importlib.metadata.version('opendp')}'s privacy map of "
                                   f"make_private_lazyframe (max_length = {max_length}) at d_in = {d_in}: "
                                   f"epsilon = {epsilon:.6g}"}]}

@@ -14,11 +14,21 @@ or ``python -m audit.commands.cli run``) and reads its wall time and its CPU tim
 - the fixed cost: ``import audit.commands.api``, ``capaudit --version`` and
   ``--help``, and a whole 10 000-sample audit of the built-in Laplace
   mechanism (``capaudit run``, default policy and classes), each the median of
-  :data:`FIXED_REPEATS` processes.
+  :data:`FIXED_REPEATS` processes;
+- ``--learners`` (only this, into ``bench_scaling_learners.md``): a learner
+  audit whose work is its training runs (:func:`learner_config`: the built-in
+  ``dp_gd_logistic``, 100 steps, its three default pairs, many runs, fixed
+  ``n_samples``) on 1 and 2 threads and 2 dask workers, each row with the
+  median 1-minute load average at its runs' starts.
 
-Run by hand (about 8 minutes on a quiet 2-core machine)::
+Every audit of a table must give the same rows on every worker count and
+backend (a digest of ``run_audit``'s table, asserted): the numbers do not
+depend on ``n_jobs``.
+
+Run by hand (about 8 minutes on a quiet 2-core machine; ``--learners`` about 12 at a load of 10)::
 
     python benchmarks/bench_scaling.py      # writes benchmarks/results/bench_scaling.md
+    python benchmarks/bench_scaling.py --learners   # writes benchmarks/results/bench_scaling_learners.md
 
 The machine line gives the load at the start and at the end: on a shared
 machine (the recorded runs were made on a 2-core development machine other
@@ -28,6 +38,7 @@ rows, which start worker processes, suffer most.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
@@ -42,6 +53,7 @@ from results_file import commit, machine
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "bench_scaling.md"
+LEARNER_RESULTS = RESULTS.with_name("bench_scaling_learners.md")
 SLEEP_PER_OUTPUT = 50e-6
 """Seconds the sleep-bound mechanism sleeps per output."""
 
@@ -53,13 +65,13 @@ def sleep_bound(dataset, n, rng):
 
 
 CHILD = """
-import json, sys, time
+import hashlib, json, sys, time
 sys.path.insert(0, sys.argv[2])
 from audit.commands.api import run_audit
 import audit.engine.run  # what run_audit imports when it starts (scipy.stats): the fixed cost, outside the timing
 start = time.perf_counter()
 result = run_audit(json.loads(sys.argv[1]), progress=False)
-print(time.perf_counter() - start)
+print(time.perf_counter() - start, hashlib.sha256(result.table.to_json().encode()).hexdigest())
 assert result.exit_code in (0, 1), result.table["error"].dropna().tolist()
 """
 REPEATS = 3
@@ -79,23 +91,30 @@ def measure(command: list[str], **options) -> tuple[float, float, str]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.stdout
 
 
-def audit(config: dict) -> tuple[float, float, float]:
-    """Medians over :data:`REPEATS` fresh processes: (process wall, its CPU, ``run_audit``'s own wall time)."""
-    runs = []
+def audit(config: dict) -> tuple[tuple[float, float, float, float], set[str]]:
+    """Medians over :data:`REPEATS` fresh processes of (process wall, its CPU, ``run_audit``'s own wall time, the
+    1-minute load average at the start), and the digests of the tables they gave."""
+    runs, digests = [], set()
     for _ in range(REPEATS):
+        loaded = os.getloadavg()[0]
         wall, cpu, out = measure([sys.executable, "-c", CHILD, json.dumps(config), str(Path(__file__).parent)])
-        runs.append((wall, cpu, float(out.split()[-1])))
-    return tuple(float(np.median(column)) for column in zip(*runs))
+        inside, digest = out.split()[-2:]
+        runs.append((wall, cpu, float(inside), loaded))
+        digests.add(digest)
+    return tuple(float(np.median(column)) for column in zip(*runs)), digests
 
 
-def scaling_rows(label: str, configs: list[tuple[int, str, dict]]) -> list[str]:
-    """Table rows of one audit on several worker counts; speed-ups against the first."""
-    rows, first = [], None
+def scaling_rows(label: str, configs: list[tuple[int, str, dict]], with_load: bool = False) -> list[str]:
+    """Table rows of one audit on several worker counts; speed-ups against the first (``with_load``: and the
+    median load average).  Raises AssertionError unless every run gave the same table."""
+    rows, first, digests = [], None, set()
     for n_jobs, backend, config in configs:
-        wall, cpu, inside = audit(config)
+        (wall, cpu, inside, loaded), found = audit(config)
+        digests |= found
         first = first or (wall, inside)
         rows.append(f"| {label} | {n_jobs} {backend} | {wall:.1f} | {cpu:.1f} | {first[0] / wall:.2f}x "
-                    f"| {inside:.1f} | {first[1] / inside:.2f}x |")
+                    f"| {inside:.1f} | {first[1] / inside:.2f}x |" + (f" {loaded:.1f} |" if with_load else ""))
+    assert len(digests) == 1, f"{label}: the rows differ between worker counts or runs"
     return rows
 
 
@@ -125,6 +144,22 @@ def cpu_config(classes: list[str], n_samples: int, n_jobs: int, backend: str) ->
     }
 
 
+LEARNER_AUDIT = "dp_gd_logistic (mu = 1, 100 steps), 3 default pairs, gdp claim, linear; n_samples = 20 000"
+LEARNER_WORKERS = ((1, "threading"), (2, "threading"), (2, "dask"))
+
+
+def learner_config(n_jobs: int, backend: str) -> dict:
+    """The built-in DP-GD learner (mu = 1, 100 full-batch steps), its three default pairs (canary, NaN record,
+    mislabelled point), its gdp claim mu = 1 by the linear class, 20 000 training runs per dataset (fixed: the
+    same work on any worker count); training is most of the audit's CPU."""
+    return {
+        "mechanism": {"name": "dp_gd_logistic", "params": {"mu": 1.0, "steps": 100}},
+        "claims": [{"divergence": "gdp", "function_class": "all", "epsilon": 1.0}],
+        "attacks": {"classes": ["linear"], "n_samples": 20_000},
+        "run": {"seed": 0, "n_jobs": n_jobs, "backend": backend},
+    }
+
+
 FIXED_CONFIG = """[mechanism]
 name = "laplace"
 params = { epsilon = 1.0 }
@@ -144,7 +179,30 @@ def load() -> str:
     return ", ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
+def learners() -> None:
+    """``--learners``: the learner audit on 1 and 2 workers (module docstring), into :data:`LEARNER_RESULTS`."""
+    lines = ["# Scaling of a learner audit", "",
+             f"Machine: {machine()}, load average (1, 5, 15 min) {load()} at the start.", "", f"Code: {commit()}.", "",
+             "Produced by `nice -n 10 python benchmarks/bench_scaling.py --learners`. Each audit ran in "
+             f"{REPEATS} fresh processes; a row gives the medians of the process's wall time, its CPU time (user + "
+             "sys of the process and the processes it reaped: forked samplers, dask workers), the wall time of "
+             "`run_audit` itself and the 1-minute load average when a run started. Every run gave the same rows "
+             "(asserted).", "",
+             "| audit | workers | process wall (s) | CPU (s) | speed-up | run_audit wall (s) | speed-up | load (1 min) |",
+             "|---|---|---|---|---|---|---|---|",
+             *scaling_rows(LEARNER_AUDIT, [(n_jobs, backend, learner_config(n_jobs, backend))
+                                           for n_jobs, backend in LEARNER_WORKERS], with_load=True)]
+    lines[2] = lines[2].rstrip(".") + f", {load()} at the end."
+    LEARNER_RESULTS.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--learners", action="store_true", help="only the learner audit (bench_scaling_learners.md)")
+    if parser.parse_args().learners:
+        learners()
+        return
     lines = ["# Scaling and fixed cost", "",
              f"Machine: {machine()}, load average (1, 5, 15 min) {load()} at the start.", "", f"Code: {commit()}.", "",
              "Produced by `python benchmarks/bench_scaling.py`. Each audit ran in "

@@ -44,11 +44,13 @@ def machine() -> str:
             f"{platform.system()}, Python {platform.python_version()}")
 
 
-def commit() -> str:
-    """The short hash of the checkout's HEAD, with "+" when tracked files outside ``benchmarks/results`` differ
-    from it: the code an audit ran (a record's ``commit``; the results files themselves change as a run goes)."""
+def commit(checkout: Path | None = None) -> str:
+    """The short hash of the checkout's HEAD (``checkout``, default this one), with "+" when tracked files
+    outside ``benchmarks/results`` differ from it: the code an audit ran (a record's ``commit``; the results files
+    themselves change as a run goes)."""
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=RESULTS.parent.parent).stdout.strip()
+        return subprocess.run(["git", *args], capture_output=True, text=True,
+                              cwd=checkout or RESULTS.parent.parent).stdout.strip()
     dirty = git("status", "--porcelain", "-uno", "--", ".", ":(exclude)benchmarks/results")
     return (git("rev-parse", "--short", "HEAD") or "?") + ("+" if dirty else "")
 

@@ -9,14 +9,19 @@ The mechanism records where it ran in the file named by ``$CAPAUDIT_TEST_PIDS``
 """
 
 import os
+import re
 import sys
 import time
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from audit import run_audit
 from audit.config.load import ConfigError, load_config
+from audit.config.one_run import OneRunSpec
+from audit.engine.one_run import one_run_audit, train_isolated
+from audit.mechanisms.learners import DPGradientDescent
 from audit.results.provenance import PROBE_OUTPUTS
 from audit.sampling.structure import PILOT_OUTPUTS
 from test_faults import hangs, kills_its_process  # noqa: F401 - the configs below name them as test_backends:<name>
@@ -121,6 +126,81 @@ def test_ray_uses_the_callers_instance_and_leaves_it_running(loky_table):
         assert ray.is_initialized()
     finally:
         ray.shutdown()
+
+
+class NotingLearner(DPGradientDescent):
+    """The built-in DP-GD learner noting where it trains (as :func:`laplace_noting_pid`); pickled by value with this
+    module, so that a cluster's workers run this class."""
+
+    def _sample(self, dataset, n, rng):
+        laplace_noting_pid(dataset, n, rng)
+        return super()._sample(dataset, n, rng)
+
+
+class DyingLearner(DPGradientDescent):
+    def _sample(self, dataset, n, rng):
+        os._exit(3)
+
+
+class HangingLearner(DPGradientDescent):
+    def _sample(self, dataset, n, rng):
+        time.sleep(600)
+
+
+ONE_RUN_CLAIMS = [{"divergence": "gdp", "function_class": "all", "epsilon": 1.0}]
+
+
+def _one_run(backend):
+    """A one-run audit of 50 canaries on the noting learner (mu = 1, one step), trained on ``backend``."""
+    return one_run_audit(NotingLearner(mu=1.0, steps=1), OneRunSpec(canaries=50), ONE_RUN_CLAIMS, 0.95, 0, 60.0,
+                         backend)
+
+
+def _drawn_by(pid_file):
+    return [tuple(map(int, line.split()[:2])) for line in pid_file.read_text().splitlines()]
+
+
+def test_a_one_run_audit_trains_on_a_dask_worker_with_the_numbers_of_threading(dask_client, pid_file):
+    """The one training run is one job of the caller's cluster, in a child its worker forks (not in the audit's
+    process, not in the worker), and reads as the run forked from the audit's process does; so does run_audit's."""
+    pid_file.write_text("")
+    threading = _one_run("threading")
+    [(child, parent)] = _drawn_by(pid_file)
+    assert parent == os.getpid() and child != os.getpid()
+    pid_file.write_text("")
+    assert _one_run("dask") == threading
+    workers = set(dask_client.run(os.getpid).values())
+    [(child, parent)] = _drawn_by(pid_file)
+    assert parent in workers and child not in workers | {os.getpid()}
+    config = {"mechanism": {"name": "dp_gd_logistic", "params": {"mu": 1.0, "steps": 1}}, "claims": ONE_RUN_CLAIMS,
+              "one_run": {"canaries": 50}, "run": {"seed": 0}}
+    assert run_audit(config, backend="dask", progress=False).one_run == run_audit(config, progress=False).one_run
+    assert dask_client.status == "running"
+
+
+@pytest.mark.parametrize(("learner", "expected"), [(DyingLearner, "without a result (exit code 3"),
+                                                   (HangingLearner, "run.sample_timeout = 1 s")])
+def test_a_one_run_learner_that_dies_or_hangs_on_a_dask_worker_raises_naming_it(dask_client, learner, expected):
+    """As in the audit's process (tests/test_one_run_audit.py): a MechanismError (exit 2) naming the cause; the
+    worker lives on."""
+    from audit.sampling.errors import MechanismError
+
+    start = time.perf_counter()
+    data = NotingLearner(mu=1.0, steps=1).default_pairs()[0][0]
+    with pytest.raises(MechanismError, match=re.escape(expected)):
+        train_isolated(learner(mu=1.0, steps=1), data, np.random.default_rng(0), 1.0, "dask")
+    assert time.perf_counter() - start < 30
+    assert set(dask_client.run(os.getpid)) == set(dask_client.scheduler_info()["workers"])
+
+
+@pytest.mark.slow  # a ray start: ~8 s
+def test_a_one_run_audit_trains_on_ray_with_the_numbers_of_threading(pid_file):
+    ray = pytest.importorskip("ray", reason="the ray backend needs capaudit[ray]")
+    threading = _one_run("threading")
+    pid_file.write_text("")
+    assert _one_run("ray") == threading
+    [(child, parent)] = _drawn_by(pid_file)
+    assert os.getpid() not in (child, parent) and not ray.is_initialized()  # a local instance, shut down after
 
 
 @pytest.mark.parametrize(("backend", "module"), [("dask", "distributed"), ("ray", "ray")])

@@ -12,7 +12,8 @@ import pytest
 from scipy import stats
 
 from attacks.betting import BettingSequence, mean_lower_bound
-from attacks.bounded_witness import betting_bound, clipped_bound_applies, quadratic_supremum, training_range
+from attacks.bounded_witness import (RANGE_SLACK, Rescaling, betting_bound, chosen_rescaling, clipped_bound_applies,
+                                     quadratic_supremum, training_range)
 from attacks.witness_moments import WitnessMoments
 
 GRID = np.linspace(-30.0, 31.0, 200_001)
@@ -105,3 +106,18 @@ def test_unseen_weight_from_a_supremum_only_near_the_data():
     far = WitnessMoments.from_values(h_p, h_q, "kl", log_weight_bound=40.0)
     assert near.weights_bounded() and not far.weights_bounded()
     assert near.log_unseen_ratio() == pytest.approx(seen + 0.5) and far.log_unseen_ratio() == seen
+
+
+def test_the_clip_range_pays_the_betting_slack_near_the_ends_of_its_range():
+    """Values with no spread: no standard error, so the penalised objective is the objective at the means moved by
+    log(80) / n to their unfavourable sides.  A training split of the log-likelihood ratio of Laplace at epsilon
+    5 on which Q's rare top values (+5, probability 0.0034) are missing (one value of 3): at 500 confirm outputs
+    the range of the ratio itself, [-5, 5], is chosen, not a range steepened 4 times ([-20, 20], chosen without
+    the slack: its training objective is larger only because Q's top values were not seen)."""
+    scale = Rescaling.of("kl", (-5.0, 5.0))
+    x_p, x_q = scale.rescaled(np.full(100, 5.0), np.full(100, -5.0))
+    slack = RANGE_SLACK / 500
+    assert scale.penalised_objective(x_p, x_q, 500) == pytest.approx(scale.objective(1.0 - slack, slack))
+    train_p, train_q = np.full(200, 5.0), np.r_[np.full(199, -5.0), 3.0]
+    chosen = chosen_rescaling(train_p, train_q, "kl", 500)
+    assert (chosen.slope, chosen.lo, chosen.hi) == (1.0, -5.0, 5.0)

@@ -300,9 +300,14 @@ def test_valid_class_params_are_kept_and_the_message_example_is_valid():
     ("pair", "expected"),
     [
         ({"d": [[0.0], [0.0]], "d_prime": [[1.0], [1.0]], "relation": "replace-one"},
-         ["pairs[0]", "not replace-one neighbours", "differing in 2"]),
+         ["pairs[0].distance", "2 apart under relation = 'replace-one', not 1", "give distance = 2"]),
         ({"d": [[0.0], [0.0]], "d_prime": [[1.0], [1.0]], "relation": "add-remove"},
-         ["pairs[0]", "not add-remove neighbours", "Found 2 and 2 records"]),
+         ["pairs[0].distance", "4 apart under relation = 'add-remove'", "give distance = 4"]),
+        ({"d": [[0.0]], "d_prime": [[1.0], [2.0]], "relation": "replace-one"},
+         ["pairs[0]", "have 1 and 2 records", 'relation = "add-remove"']),
+        ({"d": [[0.0]], "d_prime": [[0.0]]}, ["pairs[0]", "one dataset", "remove the pair"]),
+        ({"d": [[0.0]], "d_prime": [[1.0]], "distance": 2}, ["pairs[0].distance", "1 records apart", "Found 2"]),
+        ({"d": [[0.0]], "d_prime": [[1.0]], "distance": 0}, ["pairs[0].distance", "from 1 to 1000", "Found 0"]),
         ({"d": [[0.0]], "d_prime": [[1.0]], "relation": "swap"}, ["pairs[0].relation", "'swap'"]),
         ({"d": [[1e308]], "d_prime": [[-1e308]]}, ["pairs[0].d", "+-1e+100"]),
         ({"d": [[True]], "d_prime": [[0.0]]}, ["pairs[0].d", "array of numbers"]),
@@ -317,14 +322,20 @@ def test_explicit_pairs_are_checked(pair, expected):
         assert text in str(error.value), (text, str(error.value))
 
 
-def test_pairs_without_relation_are_kept_with_their_distance():
+def test_pairs_without_relation_are_judged_at_their_distance():
+    """The dp claim of 1 is carried to 2 on the pair two records apart (group privacy, k epsilon); the Renyi claim
+    has no rule that carries it, and the config is refused naming the pair."""
     from audit.commands.api import _pairs
 
-    config = load_config(_with("pairs", [{"d": [[0.0], [0.0]], "d_prime": [[1.0], [1.0]]},
-                                         {"d": [[0.0]], "d_prime": [[1.0]], "relation": "replace-one"}]))
+    pairs = [{"d": [[0.0], [0.0]], "d_prime": [[1.0], [1.0]]}, {"d": [[0.0]], "d_prime": [[1.0]], "relation": "replace-one"}]
+    config = load_config({**_with("pairs", pairs), "claims": BASE["claims"][1:]})
     assert config.raw["pairs"][1]["relation"] == "replace-one"
-    pairs = _pairs(config, config.mechanism.build())
-    assert [pair.distance for pair in pairs] == [2, 1]
+    assert [(claim.epsilon, claim.d_in) for claim in config.claims] == [(1.0, 1), (2.0, 2)]
+    audited = _pairs(config, config.mechanism.build())
+    assert [(pair.distance, pair.d_in) for pair in audited] == [(2, 2), (1, 1)]
+    with pytest.raises(ConfigError, match=r"^pairs\[0\]: claims\[0\]\.divergence: a renyi claim typed by hand cannot "
+                                          r"be carried to pairs 2 records apart .* give claims\[0\]\.distance = 2"):
+        load_config(_with("pairs", pairs))
 
 
 @pytest.mark.parametrize(

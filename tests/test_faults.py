@@ -2,8 +2,8 @@
 
 The mechanisms below follow the user-mechanism protocol ``f(dataset, n, rng)``
 and misbehave only on datasets that sum to more than 0, so that in the
-two-pair config pair ``p0`` (d' = [[1]]) fails and pair ``p1`` (d' = [[0]])
-finishes; configs name them ``test_faults:<function>`` (pytest puts this
+two-pair config pair ``p0`` (d' = [[1]]) fails and pair ``p1`` (d' = [[0], [0]],
+a record 0 added) finishes; configs name them ``test_faults:<function>`` (pytest puts this
 directory on sys.path).
 """
 
@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import audit.commands.api
+import audit.engine.memory
 import audit.engine.run
 import audit.inputs.neighbours
 import audit.engine.progress
@@ -112,7 +113,7 @@ def dies_in_a_worker(*args):
     os._exit(7)
 
 
-PAIRS = [{"d": [[0.0]], "d_prime": [[1.0]]}, {"d": [[0.0]], "d_prime": [[0.0]]}]
+PAIRS = [{"d": [[0.0]], "d_prime": [[1.0]]}, {"d": [[0.0]], "d_prime": [[0.0], [0.0]]}]
 
 
 POLICIES = ("best", "every")
@@ -705,7 +706,7 @@ def staged_fault(dataset, n, rng):
 def inject(monkeypatch):
     """Sets the stage around each draw: the engine's (screen, train, check, confirm), the memory check's probe and
     the structure pilot; a forked child sees the stage its parent set."""
-    pair_sampler = audit.engine.run.pair_sampler
+    pair_sampler = audit.engine.memory.pair_sampler  # opened after the memory check (audit.engine.memory.checked_sampler)
 
     def staged(*args, **kwargs):
         sample = pair_sampler(*args, **kwargs)
@@ -727,8 +728,8 @@ def inject(monkeypatch):
                 CURRENT["stage"] = None
         return wrapped
 
-    monkeypatch.setattr(audit.engine.run, "pair_sampler", staged)
-    monkeypatch.setattr(audit.engine.run, "check_memory", during("probe", audit.engine.run.check_memory))
+    monkeypatch.setattr(audit.engine.memory, "pair_sampler", staged)
+    monkeypatch.setattr(audit.engine.memory, "check_memory", during("probe", audit.engine.memory.check_memory))
     monkeypatch.setattr(audit.engine.run, "fix_layout", during("pilot", audit.engine.run.fix_layout))
     monkeypatch.setattr(audit.inputs.neighbours, "screen_candidates", during("search", audit.inputs.neighbours.screen_candidates))
     monkeypatch.setattr(audit.engine.run, "run_check", during("checks", audit.engine.run.run_check))  # each check a unit

@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 from scipy import stats
@@ -103,6 +104,16 @@ def test_labels_other_than_zero_or_one_are_refused():
 def test_correct_learner_passes_its_calibrated_gdp_claim():
     """T = 1 is the tight case: the canary's release is exactly the mu-Gaussian shift of the claim."""
     assert run_audit(audit_config({"mu": 1.0, "steps": 1}), n_jobs=1, progress=False).verdict != "violation"
+
+
+def test_a_learner_audit_gives_the_same_rows_on_one_and_two_workers():
+    """The training runs are drawn in seeded chunks: two workers (forked samplers, threads for the fits) change
+    where they run, not the numbers (benchmarks/bench_scaling.py --learners measures the time)."""
+    config = {**audit_config({"mu": 1.0, "steps": 3}, DP_MEMBER), "attacks": {"classes": ["linear"], "n_samples": 300}}
+    one = run_audit({**config, "run": {"seed": 0, "n_jobs": 1}}, progress=False).table
+    two = run_audit({**config, "run": {"seed": 0, "n_jobs": 2}}, progress=False).table
+    assert len(one) > 0 and one["error"].isna().all()
+    pd.testing.assert_frame_equal(one, two)
 
 
 @pytest.mark.slow

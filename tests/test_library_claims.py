@@ -106,7 +106,7 @@ def test_neighbours_at_distance_k_give_the_map_at_k_and_the_config_as_run_reads_
     ({"from": "library", "epsilon": 0.1}, {}, r"claims\[0\].epsilon: .* the privacy map, which gives epsilon = 2.0"),
     ({"from": "library", "alpha": [2]}, {}, r"claims\[0\].alpha: this measurement's map gives a dp claim"),
     ({"from": "library"}, {"pairs": [{"d": [0.0], "d_prime": [1.0]}, {"d": [0.0], "d_prime": [0.0]}]},
-     r"a pair has d_in = 0"),
+     r"pairs\[1\]: d and d_prime are one dataset \(0 apart\)"),
     ({"from": "library"}, {}, r"has no default pairs; give \[\[pairs\]\] or \[neighbours\]"),
 ])
 def test_claims_from_the_library_refuse_what_they_cannot_read(claim, tables, message):
@@ -210,10 +210,38 @@ def test_the_measurement_is_drawn_in_batches_of_independent_releases():
 @pytest.mark.slow
 def test_permute_and_flip_under_the_zcdp_map_is_refuted_on_the_index():
     """OpenDP #2911's scenario (benchmarks/bench_real_bugs.py --claims): Renyi 1.091, 1.377 against 0.75, 1.0."""
-    from benchmarks.bench_real_bugs import _noisy_max_case
-
-    result = run_audit(_noisy_max_case(described=True), progress=False)
+    result = run_audit(_real_bugs()._noisy_max_case(described=True), progress=False)
     assert result.verdict == "violation"
+
+
+def _real_bugs():
+    """benchmarks/bench_real_bugs.py read from its file (a ``benchmarks`` package installed elsewhere may shadow it)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_real_bugs", Path(__file__).parents[1] / "benchmarks" / "bench_real_bugs.py")
+    bench = sys.modules["bench_real_bugs"] = importlib.util.module_from_spec(spec)  # dataclasses look it up
+    spec.loader.exec_module(bench)
+    return bench
+
+
+STAND_IN = {"callable": "numpy:zeros"}
+"""A callable in place of the benchmark's own (the claims and pairs are what these tests read)."""
+
+
+def test_the_score_vectors_of_opendp_2911_are_declared_neighbours_so_the_zcdp_claim_is_not_carried():
+    """A callable's inputs are no records: [0, 0] against [1, -1] counts 2 records, but the pair declares its
+    distance 1 (L-infinity), so the claim is rho alpha as typed; carried it would be 4 rho alpha and hide the bug."""
+    noisy_max = load_config({**_real_bugs()._noisy_max_case(described=True), "mechanism": STAND_IN})
+    assert noisy_max.claim_distances == () and [c.epsilon for c in noisy_max.claims] == pytest.approx([0.75, 1.0, 2.0])
+
+
+def test_the_group_by_claim_of_opendp_2945_is_stated_for_its_pairs_3_records():
+    pytest.importorskip("polars")
+    group_by = load_config({**_real_bugs()._group_by_case(3), "mechanism": STAND_IN})
+    assert group_by.claim_distances == () and [c.epsilon for c in group_by.claims] == pytest.approx([1.0])
 
 
 def test_the_group_by_map_of_opendp_2945_states_half_the_true_epsilon_at_d_in_6():
@@ -221,11 +249,10 @@ def test_the_group_by_map_of_opendp_2945_states_half_the_true_epsilon_at_d_in_6(
     is 3 rows x 10 / scale 30 = 1, though the issue's pair (sums 30 and -30, every row replaced) is at epsilon 2;
     max_length = 6 gives the fix's 2.  Needs polars (OpenDP's extra)."""
     pytest.importorskip("polars")
-    from benchmarks.bench_real_bugs import GROUP_PAIR, _group_by_case, grouped_sum
-
-    buggy, fixed = _group_by_case(3), _group_by_case(6)
+    bench = _real_bugs()
+    buggy, fixed = bench._group_by_case(3), bench._group_by_case(6)
     assert [buggy["claims"][0]["epsilon"], fixed["claims"][0]["epsilon"]] == pytest.approx([1.0, 2.0])
-    released = grouped_sum(np.array(GROUP_PAIR["d"]), 400, np.random.default_rng(0))
+    released = bench.grouped_sum(np.array(bench.GROUP_PAIR["d"]), 400, np.random.default_rng(0))
     assert abs(released.mean() - 30.0) < 5 * 30.0 * math.sqrt(2) / math.sqrt(400)  # discrete Laplace sd ~ 30 sqrt 2
 
 

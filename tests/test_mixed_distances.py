@@ -147,3 +147,128 @@ def test_an_opendp_laplace_from_its_map_at_mixed_distances_is_refuted_in_at_most
              "claims": [{"from": "library"}], "attacks": {"classes": ["linear", "atoms"], "n_samples": 4000}}
     verdicts = [run_audit({**audit, "run": {"seed": seed}}, progress=False).verdict for seed in range(20)]
     assert verdicts.count("violation") <= 3, verdicts
+
+
+# ---------------------------------------------------------------- explicit [[pairs]] at their own distance
+
+DP_CLAIM = {"divergence": "dp", "function_class": "all", "epsilon": 0.6}
+
+
+def explicit_audit(pairs: list[dict], claims: list[dict], mechanism: str = "laplace", params: dict | None = None) -> dict:
+    return {"mechanism": {"name": mechanism, "params": params or {"epsilon": 1.0, "sensitivity": 1.0}},
+            "pairs": pairs, "claims": claims, "attacks": {"classes": ["threshold"], "n_samples": 1000}}
+
+
+FAR = [{"d": [[0.0]], "d_prime": [[1.0]]},  # one record replaced: 1
+       {"d": [[0.0]], "d_prime": [[0.0], [1.0], [1.0]]},  # two added: 2
+       {"d": [[0.0], [0.0]], "d_prime": [[1.0], [1.0]], "relation": "add-remove", "distance": 4}]  # 2 replaced: 4
+
+
+def test_explicit_pairs_carry_a_hand_typed_claim_to_each_pairs_distance_and_rows_name_it():
+    config = load_config(explicit_audit(FAR, [DP_CLAIM]))
+    assert [(claim.epsilon, claim.d_in) for claim in config.claims] == [(0.6, 1), (1.2, 2), (2.4, 4)]
+    assert config.pair_d_in == (1, 2, 4) and config.claim_distances == (1, 2, 4)
+    result = run_audit({**explicit_audit(FAR, [DP_CLAIM]), "attacks": {"classes": ["threshold"], "n_samples": 200},
+                        "run": {"n_jobs": 1}}, progress=False)
+    assert [pair["d_in"] for pair in result.pairs] == [1, 2, 4]
+    assert {(row.pair, row.d_in, row.claim) for row in result.rows} == {("p0", 1, 0.6), ("p1", 2, 1.2), ("p2", 4, 2.4)}
+    assert [(claim["claim"], claim["d_in"]) for claim in result.claims] == [(0.6, 1), (1.2, 2), (2.4, 4)]
+
+
+def test_explicit_pairs_at_one_distance_leave_the_claims_as_typed():
+    config = load_config(explicit_audit(FAR[:1] * 2, [DP_CLAIM]))
+    assert [(claim.epsilon, claim.d_in) for claim in config.claims] == [(0.6, None)]
+    assert config.pair_d_in == () and config.claim_distances == ()
+
+
+def test_a_claim_stated_at_distance_s_holds_as_typed_up_to_s_and_is_carried_ceil_k_over_s_steps():
+    pairs = [{"d": [[0.0]], "d_prime": [[0.0]] + [[1.0]] * k} for k in (1, 2, 3, 5)]
+    kl = {"divergence": "kl", "function_class": "threshold", "epsilon": 0.3, "distance": 5}
+    config = load_config(explicit_audit(pairs, [{**DP_CLAIM, "epsilon": 0.5, "distance": 2}, kl]))
+    # m = ceil(k / 2) = 1, 1, 2, 3; the kl claim, stated for pairs at most 5 apart, is one claim for every pair
+    assert [(claim.divergence, claim.epsilon, claim.d_in) for claim in config.claims] == [
+        ("dp", 0.5, 1), ("dp", 0.5, 2), ("dp", 1.0, 3), ("dp", 1.5, 5), ("kl", 0.3, None)]
+
+
+def test_an_integer_neighbours_distance_is_the_claims_default_and_a_stated_distance_carries_them():
+    audit = laplace_audit([DP_CLAIM], distance=3)
+    audit["neighbours"]["domain"]["size"] = 3
+    assert [(claim.epsilon, claim.d_in) for claim in load_config(audit).claims] == [(0.6, None)]
+    audit["claims"] = [{**DP_CLAIM, "distance": 1}]
+    assert [(claim.epsilon, claim.d_in) for claim in load_config(audit).claims] == [(1.8, 3)]
+
+
+def test_query_answers_are_apart_by_their_norm_rounded_up():
+    """report_noisy_max reads answers of sensitivity 1 each: [0, 0] against [2.5, 0] is ceil(2.5) = 3 apart."""
+    pairs = [{"d": [0.0, 0.0], "d_prime": [1.0, -1.0]}, {"d": [0.0, 0.0], "d_prime": [2.5, 0.0]}]
+    config = load_config(explicit_audit(pairs, [{**DP_CLAIM, "function_class": "atoms"}], "report_noisy_max",
+                                        {"epsilon": 0.6}) | {"attacks": {"classes": ["atoms"], "n_samples": 1000}})
+    assert [(claim.epsilon, claim.d_in) for claim in config.claims] == [(0.6, 1), (1.8, 3)]
+
+
+def test_an_opendp_measurement_counts_distance_in_its_input_metric():
+    """Symmetric distance: one record replaced is 2 apart, so the claim typed for add-remove neighbours is 2 epsilon."""
+    pytest.importorskip("opendp", reason="needs the extra capaudit[opendp]: pip install \".[opendp]\"")
+    params = {"input_domain": "vector_domain(atom_domain(T=i64))", "input_metric": "symmetric_distance()",
+              "chain": [{"constructor": "make_clamp", "bounds": [0, 1]}, {"constructor": "then_sum"},
+                        {"constructor": "then_laplace", "scale": 2.0}]}
+    pairs = [{"d": [0], "d_prime": [0, 1]}, {"d": [0], "d_prime": [1]}]
+    config = load_config(explicit_audit(pairs, [{**DP_CLAIM, "epsilon": 0.5}], "opendp.measurement", params)
+                         | {"attacks": {"classes": ["atoms"], "n_samples": 1000}})
+    assert [(claim.epsilon, claim.d_in) for claim in config.claims] == [(0.5, 1), (1.0, 2)]
+    replaced = load_config(explicit_audit([{**pairs[1], "relation": "replace-one"}, pairs[0]],
+                                          [{**DP_CLAIM, "epsilon": 0.5}], "opendp.measurement", params)
+                           | {"attacks": {"classes": ["atoms"], "n_samples": 1000}})
+    # with relation = "replace-one" the pair is 1 apart (one record replaced): both are neighbours, the claim as typed
+    assert [(claim.epsilon, claim.d_in) for claim in replaced.claims] == [(0.5, None)] and replaced.pair_d_in == ()
+
+
+@pytest.mark.parametrize("pairs, claim, message", [
+    (FAR, {"divergence": "kl", "function_class": "linear", "epsilon": 0.3},
+     r"^pairs\[1\]: claims\[0\]\.divergence: a kl claim typed by hand cannot be carried to pairs 2 records apart "
+     r"\(it is stated for pairs at most 1 apart.*give claims\[0\]\.distance = 2 .* Found 'kl'\.$"),
+    (FAR, {"divergence": "zcdp", "function_class": "linear", "epsilon": 0.3},
+     r"^pairs\[1\]: claims\[0\]\.function_class: .* use function_class = \"all\", or give claims\[0\]\.distance = 2"),
+    (FAR[:1] + [{"d": [[0.0]], "d_prime": [[0.0]]}], DP_CLAIM,
+     r"^pairs\[1\]: d and d_prime are one dataset \(0 apart\): .* remove the pair or give a d_prime that differs\.$"),
+    ([{"d": [[0.0]], "d_prime": [[1.0]], "distance": 2}], DP_CLAIM,
+     r"^pairs\[0\]\.distance: d and d_prime are 1 records apart \(added, removed or replaced\), not 2; give "
+     r"distance = 1 .* Found 2\.$"),
+    (FAR, {**DP_CLAIM, "distance": 0}, r"^claims\[0\]\.distance: must be a whole number from 1 to 1000\. Found 0\.$"),
+    (FAR, {"from": "library", "distance": 2}, r"^claims\[0\]\.distance: a claim from the library takes .* from the privacy map; remove distance"),
+])
+def test_explicit_pairs_refuse_what_cannot_be_carried_naming_the_pair(pairs, claim, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(explicit_audit(pairs, [claim]))
+
+
+@pytest.mark.parametrize("epsilon, m, expected", [
+    (0.6, 6, 3.6), (0.6, 2, 1.2), (0.1, 3, 0.30000000000000004), (0.7, 3, 2.1), (1 / 3, 3, 1.0),
+])
+def test_a_carried_value_is_rounded_to_15_digits_only_where_that_is_not_below_the_rule(epsilon, m, expected):
+    """6 x 0.6 is 3.5999999999999996 in floating point, below 6 x float(0.6) is float 3.6: written 3.6.  3 x 0.1
+    rounds to 0.3, whose float is below 3 x float(0.1): the next float up, 0.30000000000000004, is written."""
+    from fractions import Fraction
+
+    from attacks.vocabulary import DP
+    from audit.config.group_privacy import group_epsilon
+
+    carried = group_epsilon(DP, epsilon, m)
+    assert carried == expected and Fraction(carried) >= m * Fraction(epsilon)
+
+
+def test_carried_values_are_never_below_the_rule_and_at_most_5e_15_above():
+    from fractions import Fraction
+
+    from attacks.vocabulary import DP, ZCDP
+    from audit.config.group_privacy import group_delta, group_epsilon
+
+    for epsilon in [i / 10 for i in range(1, 60)] + [1e-9 * i for i in range(1, 30)] + [math.pi, 1 / 7, 123.456]:
+        for m in range(2, 13):
+            for kind, factor in ((DP, m), (ZCDP, m * m)):
+                exact = factor * Fraction(epsilon)
+                carried = Fraction(group_epsilon(kind, epsilon, m))
+                assert exact <= carried <= exact * (1 + Fraction(5, 10**15)), (epsilon, m, kind)
+            delta = group_delta(epsilon, 1e-7, m)
+            assert delta == 1.0 or Fraction(delta) >= m * Fraction(math.exp((m - 1) * epsilon)) * Fraction(1e-7)
+            assert (delta == 1.0) == (m * math.exp(min((m - 1) * epsilon, 700.0)) * 1e-7 >= 1.0)

@@ -118,27 +118,28 @@ def test_the_tradeoff_figure_zooms_on_the_deciding_region(tradeoff_report):
     assert widths and min(widths) >= 1.5  # the empirical curves: dashed, in their class's colour, not hairlines
 
 
-def test_pairs_that_are_not_neighbours_are_warned_of_on_the_first_screen(tmp_path, capsys):
-    """Explicit pairs without a relation are audited (the docs' choice), but one two records apart and one with
-    d' = d get a warning before anything else, and the terminal says so."""
+def test_explicit_pairs_farther_apart_are_judged_at_their_distance_and_d_equal_to_d_prime_is_refused(tmp_path, capsys):
+    """Explicit pairs without a relation are audited at their own distance: a dp claim of 1 is carried to 2 on the
+    pair two records apart (group privacy), which the report names and no warning flags; a pair with d' = d, whose
+    rows could only pass, is refused (exit 2) naming it."""
     from audit.commands.cli import main
 
+    head = '[mechanism]\nname = "laplace"\nparams = { epsilon = 1.0 }\n\n'
+    tail = ('[[claims]]\ndivergence = "dp"\nfunction_class = "all"\nepsilon = 1.0\n\n'
+            '[attacks]\nclasses = ["threshold"]\nn_samples = 400\npolicy = "every"\n\n[run]\nseed = 0\nn_jobs = 1\n')
     config = tmp_path / "far.toml"
-    config.write_text('[mechanism]\nname = "laplace"\nparams = { epsilon = 1.0 }\n\n'
-                      '[[pairs]]\nd = [[0.0], [0.0]]\nd_prime = [[1.0], [1.0]]\n\n'
-                      '[[pairs]]\nd = [[0.0]]\nd_prime = [[0.0]]\n\n'
-                      '[[pairs]]\nd = [[0.0]]\nd_prime = [[1.0]]\n\n'
-                      '[[claims]]\ndivergence = "kl"\nfunction_class = "linear"\nepsilon = 5.0\n\n'
-                      '[attacks]\nclasses = ["linear"]\nn_samples = 400\npolicy = "every"\n\n'
-                      '[run]\nseed = 0\nn_jobs = 1\n')
+    config.write_text(head + '[[pairs]]\nd = [[0.0], [0.0]]\nd_prime = [[1.0], [1.0]]\n\n'
+                      '[[pairs]]\nd = [[0.0]]\nd_prime = [[1.0]]\n\n' + tail)
     out = tmp_path / "out"
     assert main(["run", str(config), "--out", str(out), "--quiet"]) == 0
-    assert "WARNING: 2 audited pair(s) are not neighbours (report.md, first screen)" in capsys.readouterr().out
-    for name in ("report.md", "report.html"):
-        screen = (out / name).read_text().split("What was audited")[0]
-        assert "WARNING, pairs that are not neighbours" in screen
-        assert "pair p0's datasets differ in 2 records" in screen and "may reach 2 epsilon" in screen
-        assert "pair p1 has d' = d" in screen and "they test nothing" in screen and "pair p2" not in screen
+    assert "not neighbours" not in capsys.readouterr().out
+    screen = (out / "report.md").read_text()
+    assert "WARNING, pairs that are not neighbours" not in screen and "d_in = 2" in screen
+    same = tmp_path / "same.toml"
+    same.write_text(head + '[[pairs]]\nd = [[0.0]]\nd_prime = [[1.0]]\n\n[[pairs]]\nd = [[0.0]]\nd_prime = [[0.0]]\n\n'
+                    + tail)
+    assert main(["run", str(same), "--out", str(tmp_path / "same"), "--quiet"]) == 2
+    assert "pairs[1]: d and d_prime are one dataset" in capsys.readouterr().err
 
 
 def test_query_answer_pairs_are_neighbours_under_the_mechanisms_own_notion():

@@ -58,7 +58,7 @@ def wider_on_d_prime(dataset, n, rng):
 POLICIES = ("best", "every")
 POLICIES_LIGHT = ("best", pytest.param("every", marks=pytest.mark.slow))
 """For whole-audit tests whose policy-specific code other default tests reach: ``every`` in the slow suite."""
-SECOND_PAIR = {"d": [[0.0], [0.0]], "d_prime": [[1.0], [1.0]]}
+SECOND_PAIR = {"d": [[0.0], [0.0]], "d_prime": [[0.0], [2.0]]}
 
 
 def _config(function="laplace_sum", claims=None, classes=("linear",), n_samples=400, policy="every", **params):
@@ -327,7 +327,7 @@ def test_mechanism_errors_become_error_rows(function, message, policy):
     """A mechanism raising on every call of both datasets of p0 (on one dataset only it would be evidence:
     test_structural_outputs_are_evidence_not_errors)."""
     config = _config(function, policy=policy)
-    config["pairs"] = [{"d": [[1.0], [0.0]], "d_prime": [[1.0], [1.0]]}, {"d": [[0.0], [0.0]], "d_prime": [[0.0], [0.0]]}]
+    config["pairs"] = [{"d": [[1.0], [0.0]], "d_prime": [[1.0], [1.0]]}, {"d": [[0.0], [0.0]], "d_prime": [[0.0], [0.0], [0.0]]}]
     result = run_audit(config, progress=False)
     table = result.table
     assert table.loc[table["pair"] == "p0", "error"].str.contains(message).all()
@@ -343,7 +343,7 @@ def test_structural_outputs_are_evidence_not_errors(function):
     value: a kl row has no spread to measure (a caveat, never a violation), a dp row has its exact count bound."""
     claims = [{"divergence": "dp", "function_class": "linear", "epsilon": 0.5}] if function.startswith("raises") else None
     config = _config(function, claims)
-    config["pairs"] = [*PAIRS, {"d": [[0.0], [0.0]], "d_prime": [[0.0], [0.0]]}]
+    config["pairs"] = [*PAIRS, {"d": [[0.0], [0.0]], "d_prime": [[0.0], [0.0], [0.0]]}]
     result = run_audit(config, progress=False)
     table = result.table.set_index("pair")
     assert table["error"].isna().all()

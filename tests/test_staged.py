@@ -222,7 +222,7 @@ def test_a_mechanism_failing_on_a_pair_gives_an_error_row_and_exit_code_2(policy
     config = {
         "mechanism": {"callable": "test_staged:laplace_unless_two"},
         # p1 fails on both datasets (on one only, the failure would be evidence: tests/test_probes.py)
-        "pairs": [{"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}, {"d": [[1.0], [1.0]], "d_prime": [[2.0], [0.0]]}],
+        "pairs": [{"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}, {"d": [[2.0], [0.0]], "d_prime": [[2.0], [0.0], [0.0]]}],
         "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 5.0}],
         "attacks": {"classes": ["threshold"], "n_samples": 2_000, "policy": policy},
     }
@@ -249,7 +249,7 @@ def test_a_mechanism_failing_only_in_the_confirm_stage_gives_error_rows(tmp_path
     audit: exit code 2, the other rows kept, the report written."""
     config = {
         "mechanism": {"callable": "test_staged:laplace_failing_on_many_outputs"},
-        "pairs": [{"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}, {"d": [[0.0], [0.0]], "d_prime": [[1.0], [1.0]]}],
+        "pairs": [{"d": [[0.0], [0.0]], "d_prime": [[0.0], [1.0]]}, {"d": [[0.0], [0.0]], "d_prime": [[0.0], [2.0]]}],
         "claims": [{"divergence": "dp", "function_class": "all", "epsilon": 5.0},
                    {"divergence": "kl", "function_class": "linear", "epsilon": 5.0}],
         "attacks": {"classes": ["linear", "threshold"], "policy": policy, **attacks},

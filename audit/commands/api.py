@@ -250,12 +250,13 @@ def run_audit(
         if out is not None:
             result.write(out)
     except KeyboardInterrupt:
-        raise AuditInterrupted(_save_failed(out, audit_config, finished, "interrupted (Ctrl-C)", start)) from None
+        saved = _save_failed(out, audit_config, "interrupted (Ctrl-C)", start, finished)
+        raise AuditInterrupted(saved) from None
     except Exception as error:  # a crash is never a verdict: save what finished and say so
         if stage == "the tasks" and isinstance(error, ValueError):  # refused before any task ran
             raise
         message = f"{stage} failed: {one_line(error)}"
-        saved = _save_failed(out, audit_config, finished, message, start)
+        saved = _save_failed(out, audit_config, message, start, finished)
         where = f"; the {len(finished)} finished tasks are saved in {saved.parent}" if saved else ""
         raise AuditError(message + where) from error
     finally:
@@ -365,18 +366,23 @@ def _lock(path: Path) -> None:
     _HELD[key] = descriptor
 
 
-def _save_failed(out: Path | None, config: AuditConfig, records: Mapping[str, dict], reason: str,
-                 start: float) -> Path | None:
-    """:func:`write_failure` with the finished tasks' rows (:func:`audit.engine.run.engine_rows`, without verdicts)."""
+def _save_failed(out: Path | None, config: AuditConfig, reason: str, start: float,
+                 records: Mapping[str, dict] | None = None) -> Path | None:
+    """:func:`write_failure` of an audit that failed after it started (None without ``out``): with the finished tasks'
+    rows (:func:`audit.engine.run.engine_rows`, without verdicts) and how to resume; a one-run audit (``records``
+    None) has no tasks to save or resume."""
     if out is None:
         return None
-    from audit.engine.run import engine_rows
+    rows: list[dict] = []
+    resume = ""
+    if records is not None:
+        from audit.engine.run import engine_rows
 
-    try:
-        rows = [row.to_record() for row in engine_rows(config, records.values()) if row.checked is None]
-    except Exception:  # rows of records the claims cannot read: keep the records as they are
-        rows = [dict(record) for record in records.values()]
-    resume = f"{len(records)} tasks finished; `capaudit run CONFIG --out {out} --resume` continues from tasks.jsonl."
+        try:
+            rows = [row.to_record() for row in engine_rows(config, records.values()) if row.checked is None]
+        except Exception:  # rows of records the claims cannot read: keep the records as they are
+            rows = [dict(record) for record in records.values()]
+        resume = f"{len(records)} tasks finished; `capaudit run CONFIG --out {out} --resume` continues from tasks.jsonl."
     return write_failure(out, reason, rows, config=config.raw, seed=config.run.seed,
                          seconds=time.perf_counter() - start, hint=resume)
 
@@ -441,7 +447,8 @@ def _one_run(config: AuditConfig, mechanism: Any, source: Any, out: Path | None,
 
     try:
         readings = one_run_audit(mechanism, config.one_run, config.raw.get("claims", []),
-                                 config.attacks.confidence, config.run.seed, config.run.sample_timeout)
+                                 config.attacks.confidence, config.run.seed, config.run.sample_timeout,
+                                 config.run.backend)
         verdict = overall(readings)
         result = AuditResult(
             verdict=verdict, rows=(), exit_code=1 if verdict == "violation" else 0, seed=config.run.seed,
@@ -456,8 +463,7 @@ def _one_run(config: AuditConfig, mechanism: Any, source: Any, out: Path | None,
     except Exception as error:  # a failing run or report is never a verdict
         cause = " ".join(str(error).split()) if isinstance(error, MechanismError) else one_line(error)  # names itself
         message = f"the one-run audit failed: {cause}"
-        saved = None if out is None else write_failure(out, message, config=config.raw, seed=config.run.seed,
-                                                       seconds=time.perf_counter() - start)
+        saved = _save_failed(out, config, message, start)
         raise AuditError(message + (f"; see {saved}" if saved else "")) from error
     finally:
         release_directory(out)
@@ -479,14 +485,14 @@ def _pairs(config: AuditConfig, mechanism: Any,
     if not config.claim_distances:
         return pairs
     placed = []
-    for pair in pairs:
-        d_in = pair_d_in(mechanism, pair.d, pair.d_prime, pair.distance)
+    for index, pair in enumerate(pairs):  # explicit pairs: at their distance under their relation (config)
+        d_in = (config.pair_d_in[index] if config.pair_d_in
+                else pair_d_in(mechanism, pair.d, pair.d_prime, pair.distance))
         if d_in not in config.claim_distances:
             raise ConfigError(f"neighbours: pair {pair.name} is at d_in = {d_in} in the input metric, the claims at "
                               f"d_in = {', '.join(map(str, config.claim_distances))}; give pairs at those distances.")
         placed.append(replace(pair, d_in=d_in))
     return PairList(placed, pairs.screening)
-    return pairs
 
 
 def _versions(mechanism: Any) -> dict[str, str | None]:

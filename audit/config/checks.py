@@ -24,8 +24,10 @@ from audit.mechanisms.compose import MAPS
 from audit.mechanisms.spec import MechanismSpec, mechanism_spec
 from audit.config.pairs import dataset
 
-PROPERTIES = ("sequential", "parallel", "post-processing", "convexity", "pinsker", "generalization")
-"""``[[checks]] property``: CBDP Thms 4, 3, 1, 2, 7 and 6 (docs/theory.md section 5, :mod:`audit.engine.checks`)."""
+PROPERTIES = ("sequential", "parallel", "post-processing", "convexity", "pinsker", "generalization",
+              "on-average-post-processing", "on-average-composition")
+"""``[[checks]] property``: CBDP Thms 4, 3, 1, 2, 7 and 6 (docs/theory.md section 5, :mod:`audit.engine.checks`) and
+OAKL Lemmas 5 and 7 on average over pairs (docs/theory.md section 8, :mod:`audit.engine.on_average_checks`)."""
 CHECK_COMMON = ("property", "mechanisms", "function_class", "n_samples")
 CHECK_FIELDS = {
     "sequential": ("divergence", "alpha", "adaptive", "d", "d_prime"),
@@ -34,6 +36,8 @@ CHECK_FIELDS = {
     "convexity": ("divergence", "weight", "d", "d_prime"),
     "pinsker": ("d", "d_prime"),
     "generalization": ("n_records",),
+    "on-average-post-processing": ("map", "n_pairs", "epsilons"),
+    "on-average-composition": ("adaptive", "n_pairs", "epsilons"),
 }
 """Fields each property takes besides :data:`CHECK_COMMON`."""
 CHECK_DIVERGENCES = {
@@ -43,9 +47,11 @@ CHECK_DIVERGENCES = {
     "convexity": (KL.name, IPM.name),
     "pinsker": (KL.name,),
     "generalization": (KL.name,),
+    "on-average-post-processing": (KL.name,),
+    "on-average-composition": (KL.name,),
 }
 """The divergences each theorem covers (Thms 3, 4: KL and Renyi; Thm 1: f-divergences and Renyi; Thm 2: f-divergences)."""
-CHECK_MECHANISMS = {"sequential": 2, "parallel": 2, "convexity": 2}
+CHECK_MECHANISMS = {"sequential": 2, "parallel": 2, "convexity": 2, "on-average-composition": 2}
 """Mechanisms a property combines (the others take one)."""
 _ATTACK_CLASS = "^(linear|poly[1-9][0-9]*|kernel|mlp|tree[1-9][0-9]*|threshold|atoms|floatbits)$"
 _DATASET = {"$ref": "#/$defs/dataset"}
@@ -70,44 +76,56 @@ def _per_property() -> list[dict]:
 
 
 CHECKS = Section("checks", (
-    Field("property", "string", REQUIRED, choices=PROPERTIES, meaning="the theorem: Thm 4, 3, 1, 2, 7, 6 (below)"),
+    Field("property", "string", REQUIRED, choices=PROPERTIES, meaning="the theorem: CBDP Thm 4, 3, 1, 2, 7, 6; OAKL Lemma 5, 7 (below)"),
     Field("mechanisms", "other", type_doc="array of tables `{ name, params }`", default_doc="`[mechanism]` (repeated)",
           schema_extra={"type": "array", "minItems": 1, "maxItems": 2, "items": {
               "type": "object", "additionalProperties": False, "required": ["name"],
               "properties": {"name": {"type": "string"}, "params": {"type": "object"}}}},
-          meaning="two for `sequential`, `parallel`, `convexity`; one otherwise; built-ins and adapters by name"),
+          meaning="two for `sequential`, `parallel`, `convexity`, `on-average-composition`; one otherwise; built-ins "
+                  "and adapters by name"),
     Field("function_class", "string", "linear", type_doc="class name", schema_extra={"pattern": _ATTACK_CLASS},
           meaning="not `all`; must estimate the divergence (`pinsker`: `ipm`)"),
     Field("divergence", "string", KL.name, choices=(KL.name, Renyi.name, IPM.name), type_doc="string",
           meaning="`sequential`, `parallel`: `kl`, `renyi`; `post-processing`: `kl`, `renyi`, `ipm`; `convexity`: "
                   "`kl`, `ipm` (f-divergences: Rényi is refused, Thm 2 does not cover it); not taken by `pinsker` (KL "
-                  "and IPM) and `generalization` (KL)"),
+                  "and IPM), `generalization` and the `on-average-` properties (KL)"),
     Field("alpha", "other", type_doc="number", default_doc="required for `renyi`", schema_extra={"$ref": "#/$defs/alpha"},
           meaning="one Rényi order in [1.1, 1000]"),
     Field("n_samples", "integer", low=MIN_SAMPLES, high=MAX_SAMPLES, default_doc="`[attacks] n_samples`",
           limits=f"must be from {MIN_SAMPLES} to {MAX_SAMPLES:,}",
-          meaning="100 to 10⁸: outputs per dataset (`generalization`: also the number of trials); the held-out split "
-                  "obeys `[attacks]`' minimum"),
+          meaning="100 to 10⁸: outputs per dataset (`generalization`: also the number of trials; `on-average-`: per "
+                  "dataset of each pair); the held-out split obeys `[attacks]`' minimum"),
     Field("d", "other", type_doc="dataset", default_doc="the first mechanism's first default pair", schema_extra=_DATASET,
-          meaning="the neighbouring pair's D (give both `d` and `d_prime`, or neither); not for `generalization`"),
+          meaning="the neighbouring pair's D (give both `d` and `d_prime`, or neither); not for `generalization` "
+                  "and the `on-average-` properties"),
     Field("d_prime", "other", type_doc="dataset", default_doc="with `d`", schema_extra=_DATASET,
           meaning="the neighbouring pair's D'"),
     Field("adaptive", "boolean", False,
-          meaning="`sequential` only: M2 sees M1's output (it queries the data only when M1's first coordinate is ≥ "
-                  "0, else the all-zeros dataset): breaks Thm 4's non-adaptive hypothesis and is flagged"),
-    Field("map", "other", type_doc='matrix, `"square"` or `"append-square"`', default_doc="required for `post-processing`",
+          meaning="`sequential` and `on-average-composition`: M2 sees M1's output (it queries the data only when M1's "
+                  "first coordinate is ≥ 0, else the all-zeros dataset): breaks Thm 4's non-adaptive hypothesis and is "
+                  "flagged; within OAKL Lemma 7 when the parts' values are closed forms"),
+    Field("map", "other", type_doc='matrix, `"square"` or `"append-square"`', default_doc="required for `post-processing` and `on-average-post-processing`",
           schema_extra={"oneOf": [{"enum": list(MAPS)}, {"type": "array", "minItems": 1, "items": {
               "type": "array", "minItems": 1, "items": {"type": "number"}}}]},
           meaning="g: a matrix A (rows of numbers, one column per output coordinate) gives y ↦ A y; `\"square\"` (y ↦ "
                   "y², elementwise) and `\"append-square\"` (y ↦ (y, y²)) are nonlinear and flagged (i ∘ g leaves the "
                   "class: the CBDP blog's caveat that post-processing widens the adversary; with `\"append-square\"` "
-                  "a linear adversary on g(y) is a poly2 adversary on y)"),
+                  "a linear adversary on g(y) is a poly2 adversary on y); `on-average-post-processing` flags them only when M's "
+                  "eps is measured (OAKL Lemma 5 covers any measurable g)"),
     Field("weight", "number", 0.5, low=0.0, high=1.0, open_low=True, open_high=True,
           limits="the mixing weight must be in (0, 1), e.g. 0.5",
           meaning="`convexity` only: λ in (0, 1), the probability of M1 in the mixture"),
     Field("n_records", "integer", 10, low=2, high=10_000,
           limits="records per dataset must be from 2 to 10000, e.g. 10",
           meaning="`generalization` only: records per dataset, 2 to 10000"),
+    Field("n_pairs", "integer", 20, low=2, high=1000,
+          limits="the number of pairs must be from 2 to 1000, e.g. 20",
+          meaning="`on-average-` properties only: iid pairs (Z, Z') the means are taken over, 2 to 1000"),
+    Field("epsilons", "numbers", low=0.0, limits="must be numbers >= 0, one per mechanism, e.g. [0.15]",
+          type_doc="array of numbers ≥ 0", default_doc="closed form, else measured",
+          meaning="`on-average-` properties only: the parts' on-average KL as claimed (one per mechanism, e.g. the "
+                  "config's on-average claims' ε): the lemma's bound is computed from them, so a contradiction "
+                  "refutes a part's claim"),
 ), array=True, schema_extra={"allOf": _per_property()})
 """``[[checks]]``' fields (docs/config.md)."""
 
@@ -133,6 +151,8 @@ class CheckSpec:
     map: str | tuple[tuple[float, ...], ...] | None = None
     weight: float = CHECKS["weight"].default
     n_records: int = CHECKS["n_records"].default
+    n_pairs: int = CHECKS["n_pairs"].default
+    epsilons: tuple[float, ...] | None = None
 
 
 def check_specs(raw: Mapping, mechanism: MechanismSpec, attacks: AttackSpec) -> tuple[CheckSpec, ...]:
@@ -184,10 +204,23 @@ def _check(table: dict, path: str, default: MechanismSpec, attacks: AttackSpec) 
         n_samples=n_samples,
         pair=pair,
         adaptive=value(table, CHECKS["adaptive"], f"{path}.adaptive"),
-        map=_map(table, path) if prop == "post-processing" else None,
+        map=_map(table, path) if "map" in CHECK_FIELDS[prop] else None,
         weight=value(table, CHECKS["weight"], f"{path}.weight"),
         n_records=value(table, CHECKS["n_records"], f"{path}.n_records"),
+        n_pairs=value(table, CHECKS["n_pairs"], f"{path}.n_pairs"),
+        epsilons=_epsilons(table, path, CHECK_MECHANISMS.get(prop, 1)),
     )
+
+
+def _epsilons(table: dict, path: str, count: int) -> tuple[float, ...] | None:
+    """``epsilons``: the parts' claimed on-average KL, one number >= 0 per mechanism; None when not given."""
+    if "epsilons" not in table:
+        return None
+    found = value(table, CHECKS["epsilons"], f"{path}.epsilons")
+    if len(found) != count:
+        raise ConfigError(f"{path}.epsilons: give one number per mechanism ({count}), e.g. "
+                          f"[{', '.join(['0.15'] * count)}]. Found {table['epsilons']!r}.")
+    return tuple(float(x) for x in found)
 
 
 def _kind(name: Any) -> type | None:

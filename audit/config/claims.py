@@ -24,6 +24,7 @@ from audit.config.families import PROFILES, Family
 from audit.config.fields import (
     REQUIRED, ConfigError, Field, Section, check_fields, choice, class_name, number, required, value,
 )
+from audit.inputs.group_pairs import MAX_DISTANCE
 from audit.inputs.neighbours import DEFAULT_COUNT
 from audit.results.on_average import DIVERGENCES as ON_AVERAGE_DIVERGENCES
 from audit.results.on_average import MIN_PAIRS
@@ -74,6 +75,12 @@ CLAIMS = Section("claims", (
     Field("on_average", "boolean", False, limits="must be true or false",
           meaning="an on-average claim (below); `kl` and `renyi` only; policy `every` only (`[attacks] policy = "
                   "\"best\"` is refused: it confirms the most distinguishable pair, a worst-case statistic)"),
+    Field("distance", "integer", low=1, high=MAX_DISTANCE, limits=f"must be a whole number from 1 to {MAX_DISTANCE}",
+          default_doc="`[neighbours] distance` when one integer, else 1",
+          meaning=f"1 to {MAX_DISTANCE}: the claim bounds every pair at most this far apart (1: neighbours; a "
+                  "user-level claim: the records one user owns); a pair farther apart is judged against the claim "
+                  "carried to it by group privacy, refused where no rule carries it (\"Pairs at several distances\"). "
+                  "Not for claims from the library (the map is read at each pair's `d_in`)"),
     Field("epsilons", "numbers", low=0.0, limits="must be in [0, inf)", type_doc="array of numbers ≥ 0",
           default_doc="see below", meaning="`gdp` and `profile` only: the ε grid of the members"),
     Field("deltas", "numbers", low=0.0, high=1.0, open_high=True, limits="must be in [0, 1)",
@@ -103,7 +110,7 @@ CLAIMS = Section("claims", (
                   "when the pairs are at one `d_in`, and reads them back only when they agree); takes `function_class` (default `\"all\"`), `alpha` "
                   "(zCDP maps), `epsilons` (smoothed maps and PLD profiles), `delta` (Opacus's accountant: ε at "
                   "that δ) and `reason`"),
-), array=True, schema_extra={"required": [], "if": {"required": ["from"]}, "then": {"not": _has("on_average", "profile", "accountant")},
+), array=True, schema_extra={"required": [], "if": {"required": ["from"]}, "then": {"not": _has("on_average", "profile", "accountant", "distance")},
                              "else": {"required": ["divergence", "function_class"], "allOf": [
     {"if": {"properties": _ORDERED}, "then": {"required": ["alpha"]},
      "else": {"if": {"properties": {"divergence": {"const": ZCDP.name}}}, "else": {"not": {"required": ["alpha"]}}}},
@@ -172,6 +179,8 @@ class Claim:
 def claims_of(table: dict, path: str) -> list[Claim]:
     """A ``[[claims]]`` entry's claims: itself, or a curve claim's members (:mod:`audit.config.families`)."""
     check_fields(table, CLAIMS.names, path)
+    if "distance" in table:
+        _value(table, "distance", path)
     divergence = choice(required(table, "divergence", path, f"one of {', '.join(_NAMES)}"), _NAMES,
                         f"{path}.divergence")
     if not issubclass(divergence_kind(divergence), Curve):
@@ -197,7 +206,7 @@ def _curve_table(table: dict, curve: Curve, path: str) -> dict:
     """A curve claim's fields checked: the table as given (gdp: mu, zcdp: rho and orders, profile: a law or a table)."""
     _check_reason(table, path)
     for key in table:
-        if key not in ("divergence", "function_class", "reason") + CURVE_FIELDS[type(curve)]:
+        if key not in ("divergence", "function_class", "reason", "distance") + CURVE_FIELDS[type(curve)]:
             takers = [kind.name for kind, fields in CURVE_FIELDS.items() if key in fields]
             hint = f"it applies to {' / '.join(takers)} claims" if takers else "curve claims have no delta or on_average"
             raise ConfigError(f"{path}.{key}: a {curve.name} claim takes no {key}; {hint}. Found {table[key]!r}.")

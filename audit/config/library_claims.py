@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from audit.inputs.dataset_distance import record_distance
+
 SOURCES = ("library",)
 """Accepted values of ``[[claims]] from``."""
 FIELDS = ("from", "function_class", "alpha", "epsilons", "reason")
@@ -42,7 +44,7 @@ def claim_distances(mechanism: Any, pairs: Sequence[tuple[np.ndarray, np.ndarray
     if neighbours is None:
         pairs = pairs or mechanism.default_pairs()
     if pairs:
-        distances = sorted({mechanism.input_distance(d, d_prime) for d, d_prime in pairs})
+        distances = sorted({pair_d_in(mechanism, d, d_prime, record_distance(d, d_prime)) for d, d_prime in pairs})
         if distances[0] == 0:
             raise ValueError("a pair has d_in = 0 (d = d'); give pairs that differ.")
         return distances

@@ -100,6 +100,10 @@ class AuditConfig:
     claim_distances: tuple[float | int, ...] = ()
     """The ``d_in`` at which claims are read (a library's map) or carried (group privacy), each pair judged against
     the claims at its own ``d_in`` (:attr:`Claim.d_in`); empty when every claim holds for every pair."""
+    pair_d_in: tuple[float | int, ...] = ()
+    """Each explicit ``[[pairs]]`` entry's ``d_in`` where :attr:`claim_distances` is set (its distance under its
+    relation, :func:`audit.config.pairs.pair_distances`, in the mechanism's input metric where it reads one);
+    empty otherwise."""
     one_run: OneRunSpec | None = None
     """``[one_run]``: audit the claims from one training run with canaries (:mod:`audit.engine.one_run`), else None."""
     averaged_pairs: frozenset[str] | None = field(init=False, repr=False)
@@ -198,7 +202,7 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
     if "claims" in raw:  # an accountant claim's epsilon computed and written into its entry (audit.config.accounting)
         raw["claims"] = [accounted_entry(entry, f"claims[{i}]", mechanism)
                          for i, entry in enumerate(array_of_tables(raw, "claims"))]
-    entries, tables, claim_distances = _claim_tables(raw, mechanism, pairs, neighbours)
+    entries, tables, claim_distances, pair_d_in = _claim_tables(raw, mechanism, pairs, neighbours)
     one_run = one_run_spec(table(raw, "one_run", "one_run"), raw, entries) if "one_run" in raw else None
     # a curve claim (gdp, zcdp, profile) is audited as its members, ordinary dp / renyi claims (audit.config.families)
     members = [(f"claims[{i}]", replace(claim, d_in=d_in))
@@ -224,6 +228,7 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
         raw=raw,
         checks=checks,
         claim_distances=claim_distances,
+        pair_d_in=pair_d_in,
         one_run=one_run,
     )
     if mechanism.callable is not None:  # user code runs last, once the rest of the config is valid
@@ -235,34 +240,47 @@ def _validate(raw: dict, base_dir: Path) -> AuditConfig:
 
 def _claim_tables(raw: dict, mechanism: MechanismSpec, pairs: Sequence[tuple[np.ndarray, np.ndarray]],
                   neighbours: Mapping[str, Any] | None
-                  ) -> tuple[list[dict], list[tuple[int, dict, float | int | None]], tuple[float | int, ...]]:
+                  ) -> tuple[list[dict], list[tuple[int, dict, float | int | None]], tuple[float | int, ...],
+                             tuple[float | int, ...]]:
     """The ``[[claims]]`` tables as audited: one per entry (a claim from the library read from the mechanism's
     privacy map, :mod:`audit.config.library_claims`, written into ``raw`` with its source as the reason); each
     entry's tables with the ``d_in`` they hold at (None: every pair): a library's map at each ``d_in`` of the pairs,
-    a claim typed by hand at each of a ``[neighbours] distance`` list by group privacy
-    (:mod:`audit.config.group_privacy`); and those ``d_in``."""
-    from audit.config.group_privacy import group_claim
-    from audit.config.library_claims import (
-        claim_distances, library_claim_table, library_reason, neighbour_distances, relation_d_in)
+    a claim typed by hand carried by group privacy to each pair farther apart than it is stated for
+    (:mod:`audit.config.group_privacy`: a ``[neighbours] distance`` list, or explicit ``[[pairs]]`` at their own
+    distances, :func:`audit.config.pairs.pair_distances`); the ``d_in`` of the pairs when they are read at
+    several; and each explicit pair's ``d_in`` (empty unless those are)."""
+    from audit.config.group_privacy import carried_tables, steps
+    from audit.config.library_claims import claim_distances, library_claim_table, library_reason, neighbour_distances
+    from audit.config.pairs import pair_distances
 
     entries = array_of_tables(raw, "claims")
-    group = isinstance((neighbours or {}).get("distance"), list)  # claims typed by hand carried to each distance
     library = any("from" in entry for entry in entries)
-    if not library and not group:
-        return entries, [(i, entry, None) for i, entry in enumerate(entries)], ()
     if library and mechanism.callable is not None:
         raise ConfigError('claims: from = "library" reads a library\'s privacy map; a callable states none. Use '
                           'name = "opendp.measurement", or give divergence and epsilon.')
-    built = mechanism.build() if mechanism.callable is None else None
+    for i, entry in enumerate(entries):
+        if "from" not in entry:
+            claims_of(entry, f"claims[{i}]")  # the claim as typed checked first: errors show the user's values
+    built = mechanism.build() if mechanism.callable is None and (library or pairs) else None
+    spec_distance = (neighbours or {}).get("distance", 1)
+    stated = {i: int(entry.get("distance", spec_distance if isinstance(spec_distance, int) else 1))
+              for i, entry in enumerate(entries) if "from" not in entry}  # an integer distance: the claims' own
+    if pairs:  # each pair at its own distance, checked
+        ks = pair_distances(array_of_tables(raw, "pairs"), pairs, built)
+    else:
+        ks = neighbour_distances(neighbours) if neighbours is not None else [1]
+    group = isinstance(spec_distance, list) or len(set(ks)) > 1  # pairs at several distances
+    carry = group or any(steps(k, s) > 1 for k in ks for s in stated.values())  # some claim carried
+    if carry and built is None and mechanism.callable is None:
+        built = mechanism.build()
     try:
         d_ins = claim_distances(built, pairs, neighbours) if library else []
+        placed = _placed(built, pairs, ks, neighbours) if carry or (library and pairs) else []
     except ValueError as error:
         raise ConfigError(f"claims: {one_line(error)}") from None
     if "one_run" in raw and (group or len(d_ins) > 1):
-        found = (neighbours or {}).get("distance") if group else d_ins
         raise ConfigError(f"one_run: a one-run audit reads its claim at one distance; give neighbours.distance as one "
-                          f"integer, or pairs at one d_in. Found {found!r}.")
-    relation = (neighbours or {}).get("relation", "replace-one")
+                          f"integer, or pairs at one d_in. Found {spec_distance if group else d_ins!r}.")
     resolved, tables, held = [], [], set(d_ins)
     for i, entry in enumerate(entries):
         path = f"claims[{i}]"
@@ -277,21 +295,30 @@ def _claim_tables(raw: dict, mechanism: MechanismSpec, pairs: Sequence[tuple[np.
                                 "reason": library_reason(entry, "; ".join(source for _, source in read))}
             resolved.append(read[0][0])
             tables += [(i, found, d_in) for (found, _), d_in in zip(read, d_ins)]
-        elif group:
-            claims_of(entry, path)  # the claim as typed checked first: errors show the user's values
-            for k in neighbour_distances(neighbours):
-                try:
-                    found = group_claim(entry, k, path)
-                except ValueError as error:
-                    raise ConfigError(one_line(error)) from None
-                d_in = k if built is None else relation_d_in(built, relation, k)
-                tables.append((i, found, d_in))
-                held.add(d_in)
-            resolved.append(entry)
-        else:
-            resolved.append(entry)
-            tables.append((i, entry, None))
-    return resolved, tables, tuple(sorted(held))
+            continue
+        try:
+            carried = carried_tables(entry, path, placed, stated[i]) if carry else [(entry, None)]
+        except ValueError as error:
+            raise ConfigError(one_line(error)) from None
+        tables += [(i, found, d_in) for found, d_in in carried]
+        resolved.append(entry)
+    if carry:  # the pairs are read at their own d_in
+        held.update(d_in for _, d_in, _ in placed)
+    explicit = tuple(d_in for _, d_in, _ in placed) if pairs and held else ()
+    return resolved, tables, tuple(sorted(held)), explicit
+
+
+def _placed(built: Any, pairs: Sequence[tuple[np.ndarray, np.ndarray]], ks: Sequence[int],
+            neighbours: Mapping[str, Any] | None) -> list[tuple[int, float | int, str]]:
+    """(records apart, ``d_in``, name) of each explicit pair (``pairs[i]``), else of each distance generated
+    (no name): ``d_in`` in the mechanism's input metric where it reads one
+    (:func:`audit.config.library_claims.pair_d_in`, :func:`~audit.config.library_claims.relation_d_in`), else k."""
+    from audit.config.library_claims import pair_d_in, relation_d_in
+
+    if pairs:
+        return [(k, pair_d_in(built, d, d_prime, k), f"pairs[{i}]") for i, (k, (d, d_prime)) in enumerate(zip(ks, pairs))]
+    relation = (neighbours or {}).get("relation", "replace-one")
+    return [(k, k if built is None else relation_d_in(built, relation, k), "") for k in ks]
 
 
 def sections() -> tuple[Section, ...]:

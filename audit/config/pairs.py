@@ -8,14 +8,18 @@ declarations describe for the docs and the schema.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from audit.config.fields import REQUIRED, ConfigError, Field, Section, check_fields, choice, one_line, required
+from audit.config.fields import (
+    REQUIRED, ConfigError, Field, Section, check_fields, choice, one_line, required, value,
+)
 from audit.config.import_path import user_import_path
-from audit.inputs.dataset_distance import RELATIONS, check_neighbours
+from audit.inputs.dataset_distance import RELATIONS, distance_under, record_distance
 from audit.inputs.group_pairs import MAX_DISTANCE
 from audit.inputs.neighbours import DEFAULT_COUNT, MAX_CANDIDATES, MAX_COUNT, MAX_SCREEN_SAMPLES, STRATEGIES, check_spec
 from audit.inputs.pair_generators import MAX_DOMAIN_SIZE, MAX_RECORD
@@ -38,10 +42,19 @@ PAIRS = Section("pairs", (
     Field("d_prime", "other", schema_extra=_DATASET, type_doc="same", default_doc="required",
           meaning="the neighbouring dataset D'"),
     Field("relation", "string", choices=RELATIONS,
-          meaning="optional: refuse the pair unless it is a neighbour under this relation (the error names the number "
-                  "of differing records); without it the pair is kept and its distance recorded, and a pair that is no "
-                  "neighbour (more than one record apart, or d' = d, which can only pass) is warned of on report.md's "
-                  "first screen and the terminal: a claim bounds neighbouring datasets"),
+          meaning="optional: the relation the pair's distance is counted under (`replace-one`: positions whose "
+                  "records differ, datasets of one size; `add-remove`: the size of the multiset symmetric difference), "
+                  "and the pair is refused unless it is `distance` apart under it (default 1: neighbours; the error "
+                  "names the distance found). Without it the distance is the mechanism's own, rounded up (a library's "
+                  "input metric; the norm of q - q' for query answers or counts), else the records added, removed or "
+                  "replaced. A pair more than "
+                  "1 apart is judged against each claim carried to its distance (\"Pairs at several distances\"); "
+                  "d' = d, which can only pass, is refused"),
+    Field("distance", "integer", low=1, high=MAX_DISTANCE, default_doc="the pair's own",
+          limits=f"must be a whole number from 1 to {MAX_DISTANCE}",
+          meaning=f"optional, 1 to {MAX_DISTANCE}: the distance the pair is declared to lie at, checked against the "
+                  "one counted (under `relation` where given); a pair at another distance is refused. For a `callable` "
+                  "without `relation`, whose inputs may be scores or answers rather than records, taken as stated"),
 ), array=True, schema_extra={"required": ["d", "d_prime"]})
 """``[[pairs]]``' fields (docs/config.md)."""
 
@@ -98,7 +111,8 @@ NEIGHBOURS = Section("neighbours", (
                   "together). Each generated pair's one-record change is repeated (the new record added `distance` "
                   "times, or `distance` records replaced by it); a `replace-one` candidate with fewer records is "
                   "dropped, and `distance` above `domain.size` is refused. `on-average`: the first `distance` records "
-                  "are redrawn. A claim from the library is read at the pairs' `d_in` (\"Claims from the library\"). A list "
+                  "are redrawn. A claim from the library is read at the pairs' `d_in` (\"Claims from the library\"); an "
+                  "integer is the default `distance` of the claims typed by hand (they hold as typed). A list "
                   "(e.g. `[1, 2, 6]`, not for `on-average`): `count` pairs at each distance, each judged against the "
                   "claims at its own (\"Pairs at several distances\")"),
     Field("default_pairs", "boolean", False, limits="must be true or false",
@@ -130,21 +144,79 @@ def dataset(found: Any, path: str) -> np.ndarray:
 
 
 def pair(table: dict, path: str) -> tuple[np.ndarray, np.ndarray]:
-    """A [[pairs]] entry; with ``relation`` the two datasets must be neighbours under it."""
+    """A [[pairs]] entry's datasets (its distance is checked by :func:`pair_distances`, which knows the mechanism)."""
     check_fields(table, PAIRS.names, path)
     hint = "each [[pairs]] entry needs d and d_prime (neighbouring datasets)"
     d = dataset(required(table, "d", path, hint), f"{path}.d")
     d_prime = dataset(required(table, "d_prime", path, hint), f"{path}.d_prime")
     if "relation" in table:
-        relation = choice(table["relation"], RELATIONS, f"{path}.relation")
-        try:
-            check_neighbours(d, d_prime, relation)
-        except ValueError as error:
-            raise ConfigError(
-                f"{path}: {one_line(error)} Give neighbouring datasets, or drop relation to audit a pair at "
-                "that distance (the report states it)."
-            ) from None
+        choice(table["relation"], RELATIONS, f"{path}.relation")
+    if "distance" in table:
+        value(table, PAIRS["distance"], f"{path}.distance")
     return d, d_prime
+
+
+def pair_distances(entries: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[np.ndarray, np.ndarray]],
+                   mechanism: Any) -> list[int]:
+    """Each explicit pair's distance: the length of the shortest chain of neighbours joining d and d'.
+
+    Under the entry's ``relation`` where it gives one
+    (:func:`audit.inputs.dataset_distance.distance_under`); else in the
+    mechanism's own notion, rounded up: a library's input metric
+    (``mechanism.input_distance``, e.g. OpenDP's symmetric distance, where a
+    replaced record is 2) or, for inputs that are query answers or counts
+    (``mechanism.input_relation``), the norm of q − q'
+    (:func:`audit.results.provenance.answer_distance`), neighbours being at most 1
+    apart in both; else the records added, removed or replaced
+    (:func:`audit.inputs.dataset_distance.record_distance`).  ``mechanism`` is
+    None for a user callable (not built before the rest of the config is
+    checked), whose inputs capaudit cannot read (records, or a vector of
+    scores or answers): its pair's declared ``distance`` is taken as stated
+    where it gives no ``relation``, else records are counted.  A ConfigError
+    names the pair when it is at distance 0 (d' = d), when no chain joins it,
+    or when its declared ``distance`` (default 1 with a ``relation``) is not
+    the one counted.
+    """
+    from audit.results.provenance import answer_distance
+
+    input_relation = getattr(mechanism, "input_relation", None)
+    metric = hasattr(mechanism, "input_distance")
+    found = []
+    for i, (entry, (d, d_prime)) in enumerate(zip(entries, pairs)):
+        path, relation = f"pairs[{i}]", entry.get("relation")
+        if mechanism is None and relation is None and "distance" in entry:  # the callable's own notion, as stated
+            found.append(int(entry["distance"]))
+            continue
+        try:
+            if relation is not None:
+                k = distance_under(d, d_prime, relation)
+            elif metric:
+                k = math.ceil(mechanism.input_distance(d, d_prime))
+            elif input_relation is not None:
+                k = math.ceil(answer_distance(d, d_prime, input_relation))
+            else:
+                k = record_distance(d, d_prime)
+        except (ValueError, OverflowError) as error:  # OverflowError: ceil(inf), answers of different lengths
+            cause = "d and d_prime have different lengths" if isinstance(error, OverflowError) else one_line(error)
+            hint = ', or relation = "add-remove"' if relation == "replace-one" else ""
+            raise ConfigError(f"{path}: {cause.rstrip('.')}, so no chain of neighbours joins them and no claim "
+                              f"carries to them; give datasets a chain of neighbours apart{hint}.") from None
+        apart = (f"{k} apart under relation = {relation!r}" if relation else
+                 f"{k} apart in the mechanism's input metric, rounded up" if metric else
+                 f"{k} apart in the mechanism's input notion (the norm of q - q', rounded up)" if input_relation else
+                 f"{k} records apart (added, removed or replaced)")
+        if k == 0:
+            under = f" under relation = {relation!r}" if relation else ""
+            raise ConfigError(f"{path}: d and d_prime are one dataset (0 apart{under}): M(d) and M(d') are one law, "
+                              "so its rows could only pass; remove the pair or give a d_prime that differs.")
+        declared = int(entry.get("distance", 1 if relation is not None else k))
+        if declared != k:
+            default = "" if "distance" in entry else " (the default with relation: neighbours)"
+            raise ConfigError(f"{path}.distance: d and d_prime are {apart}, not {declared}{default}; give "
+                              f"distance = {k} to audit the pair at that distance (each claim carried there), or "
+                              f"datasets {declared} apart. Found {declared!r}.")
+        found.append(k)
+    return found
 
 
 def neighbours_spec(table: dict) -> dict:

@@ -33,6 +33,9 @@ samples; the measurement is compared with the theorem's right-hand side
   (``threshold``, trees, ``mlp``: not convex) break the hypothesis.
 * ``generalization`` (Thm 6): the expected generalization gap of a released
   query is <= 8 sqrt(eps) (:func:`generalization_gaps` states the setting).
+* ``on-average-post-processing`` and ``on-average-composition`` (OAKL
+  Lemmas 5 and 7): the same releases, each side measured on average over
+  iid pairs from a data distribution (:mod:`audit.engine.on_average_checks`).
 
 The parts' eps ("upper") is the exact restricted divergence of the pair
 when the mechanism knows its 1-D output laws (:func:`audit.theory.exact.restricted_divergence`)
@@ -77,16 +80,18 @@ from typing import Any
 import joblib
 import numpy as np
 
-from attacks.classes import LINEAR, parse_function_class
+from attacks.classes import parse_function_class
 from attacks.evidence import Evidence, NormalEstimate
 from audit.config.load import AuditConfig, CheckSpec
 from audit.sampling.errors import one_line
 from audit.mechanisms.compose import Mixture, Parallel, PostProcessed, Sequential
 from audit.inputs.neighbours import NeighbourPair
+from audit.engine.on_average_checks import on_average_composition, on_average_post_processing
 from audit.engine.plan import task_seed
 from audit.sampling.sampler import draw_pair_isolated
+from audit.results.on_average import average_over_pairs
 from audit.results.schema import Row
-from audit.theory.composition import THEOREMS, theorem_bound
+from audit.theory.composition import THEOREMS, post_processing_hypothesis, sum_class_hypothesis, theorem_bound
 from audit.theory.exact import exact_value, known_laws
 from audit.theory.table import exact_closed_form
 
@@ -305,6 +310,17 @@ class _Context:
                 value = None
         return value
 
+    def averaged(self, mechanism: Any, pairs: Sequence[Sequence[np.ndarray]], role: str, level: float,
+                 exact: float | None = None) -> Measurement:
+        """The mean over ``pairs`` of the mechanism's per-pair held-out estimates, with the Student-t interval over
+        pairs of :func:`audit.results.on_average.average_over_pairs` (an on-average claim's statistic): the
+        on-average side of OAKL Lemmas 5 and 7.  Pair k is drawn and attacked under the role ``<role>|p<k>``."""
+        estimates = [self.measure(*self.draw(mechanism, pair, f"{role}|p{k}"), f"{role}|p{k}", level)
+                     for k, pair in enumerate(pairs)]
+        untrusted = sum(m.caveat is not None for m in estimates)
+        caveat = f"{untrusted} of {len(estimates)} pairs' estimates are not trusted" if untrusted else None
+        return Measurement(role, average_over_pairs([m.estimate for m in estimates], caveat=caveat), level, exact)
+
     def part(self, mechanism: Any, pair: Sequence[np.ndarray], role: str, level: float) -> Measurement:
         """A part of the theorem: its outputs on the pair measured, with its exact value where known."""
         return self.measure(*self.draw(mechanism, pair, role), role, level, exact=self.exact(mechanism, pair))
@@ -346,7 +362,7 @@ def _both_on_one_pair(ctx: _Context) -> tuple[Any, Any, tuple[np.ndarray, np.nda
 def _sequential(ctx: _Context) -> Row:
     spec = ctx.spec
     first, second, pair, level, parts = _both_on_one_pair(ctx)
-    broken = _sum_class_broken(spec)
+    broken = sum_class_hypothesis(spec.function_class)
     if spec.adaptive:
         broken = "adaptive: M2 sees M1's output (it queries the data only when M1's first coordinate is >= 0); " \
                  "Thm 4 is non-adaptive" + (f"; {broken}" if broken else "")
@@ -368,7 +384,7 @@ def _parallel(ctx: _Context) -> Row:
     composed = [ctx.composed(composed_mechanism, pair, f"(M1, M2): change in {block}", level)
                 for pair, block in zip(Parallel.pairs(pair1, pair2), ("D1", "D2"))]
     return _finish(ctx, level, parts, composed, theorem_bound("parallel", [m.upper() for m in parts]),
-                   _sum_class_broken(spec))
+                   sum_class_hypothesis(spec.function_class))
 
 
 def _post_processing(ctx: _Context) -> Row:
@@ -378,12 +394,7 @@ def _post_processing(ctx: _Context) -> Row:
     level = ctx.level(2)
     parts = [ctx.part(mechanism, pair, "M", level)]
     composed = ctx.composed(PostProcessed(mechanism, spec.map), pair, "g(M)", level)
-    broken = None
-    if isinstance(spec.map, str):
-        broken = (f"map {spec.map!r} is nonlinear: i o g is not in {spec.function_class!r} "
-                  "(post-processing widens the adversary's class, CBDP blog)")
-    elif not parse_function_class(spec.function_class).closed_under_linear_maps:
-        broken = f"class {spec.function_class!r} is not closed under linear maps of its input: i o g is not in it"
+    broken = post_processing_hypothesis(spec.map, spec.function_class)
     return _finish(ctx, level, parts, [composed], theorem_bound("post-processing", [parts[0].upper()]), broken)
 
 
@@ -458,14 +469,6 @@ def _mean_bounds(values: np.ndarray, level: float, role: str) -> Measurement:
     return Measurement(role, NormalEstimate(float(np.mean(values)), error), level)
 
 
-def _sum_class_broken(spec: CheckSpec) -> str | None:
-    """Why the class on the concatenation is not H1 (+) H2 (Thms 3, 4), None for linear, where it is."""
-    if parse_function_class(spec.function_class) == LINEAR:
-        return None
-    return (f"class {spec.function_class!r} on the concatenated output is not the sum class H1 (+) H2 "
-            "of the theorem (only linear is)")
-
-
 def _finish(ctx: _Context, level: float, parts: list[Measurement], composed: list[Measurement], bound: float,
             broken: str | None, two_sided: bool = False) -> Row:
     """The check's row: the decisive composed measurement (largest lower bound) against the bound."""
@@ -487,6 +490,13 @@ def _finish(ctx: _Context, level: float, parts: list[Measurement], composed: lis
         notes.insert(0, f"hypothesis broken: {broken}; the measurement {outcome}")
     return _row(ctx.spec, ctx.index, verdict=verdict, bound=bound, measured=decisive.estimate,
                 measured_low=measured_low, level=level, measurements=[*parts, *composed], note="; ".join(notes))
+
+
+def _finish_on_average(ctx: _Context, level: float, parts: list[Measurement], composed: list[Measurement],
+                       bound: float, broken: str | None, source: str) -> Row:
+    """:func:`_finish` for OAKL's lemmas (:mod:`audit.engine.on_average_checks`), the note led by where eps comes from."""
+    row = _finish(ctx, level, parts, composed, bound, broken)
+    return dataclasses.replace(row, note="; ".join(part for part in (source, row.note) if part))
 
 
 def _row(spec: CheckSpec, index: int, *, verdict: str, bound: float = math.nan, measured: float = math.nan,
@@ -519,4 +529,6 @@ _RUNNERS: dict[str, Callable[[_Context], Row]] = {
     "convexity": _convexity,
     "pinsker": _pinsker,
     "generalization": _generalization,
+    "on-average-post-processing": lambda ctx: _finish_on_average(ctx, *on_average_post_processing(ctx)),
+    "on-average-composition": lambda ctx: _finish_on_average(ctx, *on_average_composition(ctx)),
 }

@@ -1,11 +1,11 @@
 """The memory an audit needs (:func:`estimate_memory`) and the check it runs before any unit of work: refuse a plan that
-would not fit (:mod:`audit.engine.run`)."""
+would not fit (:mod:`audit.engine.run`); the units' sampler is opened after it (:func:`checked_sampler`)."""
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import joblib
@@ -13,7 +13,7 @@ import joblib
 from audit.sampling.chunks import PairSamples
 from audit.config.load import AuditConfig
 from audit.inputs.neighbours import NeighbourPair
-from audit.sampling.sampler import ChunkSampler, Raised
+from audit.sampling.sampler import ChunkSampler, Raised, draw_chunk, pair_sampler
 
 MEMORY_FRACTION = 0.8
 """Largest share of the available memory a plan may need."""
@@ -23,6 +23,19 @@ _WORDS_PER_ROW = 7.0
 """8-byte words a task holds per output row besides its features: samples, splits, witness values (measured)."""
 _WORDS_PER_FEATURE = 0.7
 """8-byte words per feature and output row: the feature matrices of the train and held-out splits (measured)."""
+
+
+def checked_sampler(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPair], held: tuple[int, int] | None,
+                    *, on_outputs: Callable[[int], Any], on_redrawn: Callable[[int, str], Any]) -> Callable:
+    """The units' sampler (:func:`audit.sampling.sampler.pair_sampler` from ``[run]``'s seed, workers, timeout and
+    backend), opened after :func:`check_memory` of ``held`` (n_samples, pairs held at once; None: no check): a pair
+    whose probe failed is not drawn again, its failure is the sampler's."""
+    run = config.run
+    probed = {} if held is None else check_memory(config, pairs, functools.partial(draw_chunk, mechanism, seed=run.seed),
+                                                  n_samples=held[0], held_pairs=held[1])
+    return pair_sampler(mechanism, pairs, run.seed, config.attacks.coupled,
+                        workers=max(joblib.effective_n_jobs(run.n_jobs), 1), timeout=run.sample_timeout,
+                        on_outputs=on_outputs, failed=probed, backend=run.backend, on_redrawn=on_redrawn)
 
 
 def check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: functools.partial, *,

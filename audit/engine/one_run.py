@@ -14,12 +14,15 @@ layer):
    is absent; where the default pairs replace a record (equal sizes), it is
    replaced by a blank record (features 0, label 1), so that each inclusion
    bit is one neighbour step of the relation the claim is stated for.
-2. **One run** of the learner on D and the canaries, in a child forked from
-   the audit's process within ``[run] sample_timeout`` seconds, as the
-   many-run sampler draws its chunks (:func:`audit.sampling.isolation.call`):
-   a learner that raises, exits, dies or hangs ends the audit with an error
-   naming the cause (:class:`audit.sampling.errors.MechanismError`; exit 2,
-   the error report written), never the audit's process.
+2. **One run** of the learner on D and the canaries, in a forked child
+   within ``[run] sample_timeout`` seconds, isolated as the many-run sampler
+   draws its chunks (:func:`audit.sampling.chunk_pools.isolated_call`):
+   forked from the audit's process with ``[run] backend`` ``threading`` and
+   ``loky``, from the worker that runs the training as one job of the cluster
+   with ``dask`` and ``ray``; a learner that raises, exits, dies or hangs
+   ends the audit with an error naming the cause
+   (:class:`audit.sampling.errors.MechanismError`; exit 2, the error report
+   written), never the audit's process.
 3. **Adversary.**  Each canary's score from the released parameters
    theta: ``linear``, the canary statistic <theta, x_i> (a member of the
    linear class on the parameters); ``loss``, minus its logistic loss at the
@@ -65,7 +68,7 @@ from attacks.vocabulary import GDP, divergence_kind
 from audit.config.fields import ConfigError
 from audit.config.one_run import OneRunSpec
 from audit.engine.plan import task_seed
-from audit.sampling import isolation
+from audit.sampling.chunk_pools import isolated_call
 from audit.sampling.errors import MechanismError, one_line
 
 GUESS_SHARES = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
@@ -128,16 +131,19 @@ def _chosen_share(scores: np.ndarray, included: np.ndarray, centre: float, confi
     return GUESS_SHARES[int(np.argmax(bounds))]
 
 
-def train_isolated(mechanism: Any, dataset: np.ndarray, rng: np.random.Generator, timeout: float | None) -> np.ndarray:
+def train_isolated(mechanism: Any, dataset: np.ndarray, rng: np.random.Generator, timeout: float | None,
+                   backend: str = "threading") -> np.ndarray:
     """The released parameters of one training run on ``dataset`` (step 2), drawn in a forked child that is killed
     after ``timeout`` seconds (None: no limit); the same numbers as a run in this process (the child draws from a
-    copy of ``rng``).
+    copy of ``rng``).  ``backend`` is ``[run] backend``, which says where the child is forked
+    (:func:`audit.sampling.chunk_pools.isolated_call`).
 
     Raises
     ------
     MechanismError
         Naming the cause in one line: the learner raised or called ``sys.exit``, its process ended without a
-        result (``os._exit``, a signal, the out-of-memory killer), or it ran past ``timeout``.
+        result (``os._exit``, a signal, the out-of-memory killer), it ran past ``timeout``, or its cluster job
+        ended without a result (the worker died).
     """
     name = getattr(mechanism, "name", "a callable")
 
@@ -148,23 +154,26 @@ def train_isolated(mechanism: Any, dataset: np.ndarray, rng: np.random.Generator
             return one_line(error)
 
     try:
-        theta = isolation.call(run, timeout)
+        theta = isolated_call(backend, run, timeout)
     except TimeoutError:
         raise MechanismError(f"the training run of {name!r} took longer than run.sample_timeout = {timeout:g} s and "
                              "was stopped; raise run.sample_timeout if the learner is merely slow") from None
     except ChildProcessError as error:
         raise MechanismError(f"the training run of {name!r} ended its process without a result (exit code "
                              f"{error.args[0]}: os._exit, a signal, a crash or the out-of-memory killer)") from None
+    except MechanismError as error:
+        raise MechanismError(f"the training run of {name!r}: {error}") from None
     if isinstance(theta, str):
         raise MechanismError(f"the training run of {name!r} failed: {theta}")
     return theta
 
 
 def one_run_audit(mechanism: Any, spec: OneRunSpec, claims: Sequence[Mapping[str, Any]], confidence: float,
-                  seed: int, timeout: float | None = None) -> dict[str, Any]:
+                  seed: int, timeout: float | None = None, backend: str = "threading") -> dict[str, Any]:
     """The one-run audit of ``claims`` (``[[claims]]`` tables) on ``mechanism``: results.json's ``one_run``.
 
-    ``timeout``: seconds the training run may take (``[run] sample_timeout``; None: no limit).
+    ``timeout``: seconds the training run may take (``[run] sample_timeout``; None: no limit); ``backend``:
+    where it runs (``[run] backend``, :func:`train_isolated`).
 
     Raises
     ------
@@ -184,7 +193,7 @@ def one_run_audit(mechanism: Any, spec: OneRunSpec, claims: Sequence[Mapping[str
     order = rng.permutation(m)
     shown, held = order[:round(spec.train_fraction * m)], order[round(spec.train_fraction * m):]
     dataset, records, k = plant_canaries(mechanism, m, included)
-    theta = train_isolated(mechanism, dataset, rng, timeout)
+    theta = train_isolated(mechanism, dataset, rng, timeout, backend)
     scores = canary_scores(theta, records, k, spec.score, release == "coefficients_intercept")
     if not np.all(np.isfinite(scores)):
         scores = np.nan_to_num(scores, nan=0.0)  # a NaN release shows nothing: ties, guessed in index order

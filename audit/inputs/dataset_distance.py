@@ -59,6 +59,27 @@ def record_distance(d: Any, d_prime: Any) -> int:
     return max(sum((rows_a - rows_b).values()), sum((rows_b - rows_a).values()))
 
 
+def distance_under(d: Any, d_prime: Any, relation: str) -> int:
+    """The records d and d' are apart under ``relation``: the length of the shortest chain of neighbours joining them.
+
+    ``replace-one``: datasets of one size, the positions whose records differ
+    (a ValueError for datasets of different sizes, which no chain of
+    replacements joins).  ``add-remove``: the size of the multiset symmetric
+    difference |D \\ D'| + |D' \\ D| (a replaced record is one removed and one
+    added: 2).  Records are compared bit for bit, as :func:`record_distance` does.
+    """
+    if relation not in RELATIONS:
+        raise ValueError(f"relation must be one of {', '.join(RELATIONS)}. Found {relation!r}.")
+    a, b = _records(d, "d"), _records(d_prime, "d_prime")
+    if relation == "replace-one":
+        if len(a) != len(b):
+            raise ValueError(f"d and d_prime have {len(a)} and {len(b)} records, and replace-one neighbours keep "
+                             "the size.")
+        return record_distance(a, b)
+    rows_a, rows_b = Counter(_row_keys(a)), Counter(_row_keys(b))
+    return sum((rows_a - rows_b).values()) + sum((rows_b - rows_a).values())
+
+
 def check_neighbours(d: Any, d_prime: Any, relation: str) -> int:
     """Raise ValueError unless d and d' are neighbours under ``relation``; return their distance (1).
 

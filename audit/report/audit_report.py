@@ -56,6 +56,7 @@ from audit.report.claims import (
     claims_table,
     layer_switch,
     layers_line,
+    information_bound,
     on_average_section,
     representation_section,
     strongest_row,
@@ -166,8 +167,11 @@ def write_audit_report(
     claims = claim_summaries(rows, config)
     strongest = [strongest_row(rows, claim) for claim in claims]
     confidence = float((config.get("attacks") or {}).get("confidence", 0.95))
+    records = (config.get("neighbours") or {}).get("size")  # n of an on-average claim's datasets
     for claim, row in zip(claims, strongest):
         claim["strongest_row"] = None if row is None else row_label(row.pair, row.direction, row.function_class)
+        information = information_bound(claim["divergence"], claim["claim"], claim.get("on_average", False), records)
+        claim.update({"mutual_information_bound": information} if information is not None else {})
         tight = tight_note(claim, row, confidence)
         claim["note"] = "; ".join(part for part in (claim["note"], tight, source_note(claim, config)) if part)
     versions = dict(versions)

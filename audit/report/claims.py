@@ -13,7 +13,7 @@ import pandas as pd
 
 from attacks.classes import LAYERS, LINEAR, REPRESENTATION, All, Thresholds, parse_function_class
 from attacks.sequential import POWER
-from attacks.vocabulary import KL, divergence_of
+from attacks.vocabulary import KL, divergence_kind
 from audit.sampling.events import BIT_EVENT
 from audit.report.figures import row_label
 from audit.report.words import bold_unless_pass, claim_label, summary_label, with_interval
@@ -165,6 +165,16 @@ def claims_table(claims: list[dict[str, Any]]) -> str:
     return markdown_table(shown)
 
 
+def information_bound(divergence: str, epsilon: Any, on_average: bool, records: int | None) -> float | None:
+    """The mutual information (nats) between a dataset of ``records`` records and the output that an on-average KL
+    claim of ``epsilon`` implies: n epsilon (OAKL Lemma 14 with Lemma 6,
+    :func:`audit.theory.oakl_information.mutual_information_bound`); None for other claims or without n.  It holds
+    when epsilon bounds the unrestricted on-average KL (a restricted claim implies it where its class attains KL)."""
+    if not (on_average and records and divergence_kind(divergence) is KL and math.isfinite(float(epsilon))):
+        return None
+    return mutual_information_bound(float(epsilon), records)
+
+
 def on_average_section(rows: Sequence[Row], confidence: float | None, records: int | None = None) -> list[str]:
     """"On-average privacy": one line per aggregate row (audit.results.on_average) and what the claim promises.
 
@@ -178,9 +188,8 @@ def on_average_section(rows: Sequence[Row], confidence: float | None, records: i
     level = f"{confidence:g}" if confidence is not None else "the audit's confidence"
     information = {}
     if records:
-        information["I(M(Z); Z) if the claim holds"] = [
-            format_number(mutual_information_bound(float(r.claim), records)) if divergence_of(r) == KL() else "-"
-            for r in averaged]
+        bounds = [information_bound(r.divergence, r.claim, True, records) for r in averaged]
+        information["I(M(Z); Z) if the claim holds"] = ["-" if b is None else format_number(b) for b in bounds]
     shown = pd.DataFrame(
         {
             "claim": [f"on average: {claim_label(r.divergence, r.claim_class, r.claim, r.alpha)}" for r in averaged],

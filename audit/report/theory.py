@@ -92,8 +92,10 @@ def checks_block(checks: Sequence[Mapping[str, Any]]) -> list[str]:
     return [
         "## Property checks", "",
         "Each row measures both sides of one of CBDP's theorems with the audit's attacks on held-out samples "
-        "(docs/theory.md section 5). The bound is the theorem's right-hand side from the parts' epsilon (their "
-        "exact value when the output laws are known, else their upper confidence bound); **contradicted**: the "
+        "(docs/theory.md section 5), or of OAKL's Lemma 5 or 7 with every side a mean over iid pairs from the data "
+        "distribution (section 8). The bound is the theorem's right-hand side from the parts' epsilon (their "
+        "exact value when the output laws are known or, on average, the closed-form on-average KL, else their "
+        "upper confidence bound); **contradicted**: the "
         "composed release's lower confidence bound exceeds it; **hypothesis broken**: a constructed case outside "
         "the theorem's hypotheses, flagged, not a contradiction. Bounds are one-sided at the level in results.json "
         "(the audit's error rate split over the checks' bounds).", "",

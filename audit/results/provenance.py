@@ -184,7 +184,8 @@ def _declared_relation(pair: NeighbourPair, declared: str) -> str | None:
 
 def not_neighbours(pairs: Sequence[Mapping[str, Any]], config: Mapping[str, Any] | None = None) -> list[str]:
     """One sentence per audited pair (:func:`pair_records`) that is no neighbouring pair: identical datasets,
-    datasets more than one record apart (explicit ``[[pairs]]`` without a ``relation``), or, for a mechanism
+    datasets more than one record apart (a mechanism's default pairs, or a results.json written before explicit
+    ``[[pairs]]`` were judged at their own distance: :func:`audit.config.pairs.pair_distances`), or, for a mechanism
     that declares its neighbour notion (``neighbours``, :data:`INPUT_RELATIONS`), inputs farther apart than it
     allows; [] when all are neighbours.
 

@@ -8,7 +8,10 @@ the cluster whose worker forks the child (:func:`_cluster_job`), the draw
 pickled by cloudpickle with the user's own modules by value.  Both give a
 chunk's samples or its pair's error message: a timeout
 (:func:`timeout_message`), a child or worker that ended without a result,
-or what the draw raised.
+or what the draw raised.  :func:`isolated_call` runs one call (a one-run
+audit's training run) isolated the same way under ``[run] backend``: in a
+child forked from this process, or as one job of the cluster
+(:func:`cluster_call`).
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from audit.sampling import parallel
 from audit.sampling.chunks import Chunk, PairSamples
-from audit.sampling.errors import one_line
+from audit.sampling.errors import MechanismError, one_line
 from audit.sampling.isolation import Child, call, fork
 from audit.inputs.neighbours import NeighbourPair
 
@@ -197,12 +201,92 @@ def _cluster_job(payload: bytes, pair: NeighbourPair, chunk: Chunk, timeout: flo
     """
     import pickle
 
-    try:
-        return call(functools.partial(_draw_one, pickle.loads(payload), pair, chunk), timeout)
-    except TimeoutError:
+    kind, value = _isolated(functools.partial(_draw_one, pickle.loads(payload), pair, chunk), timeout)
+    if kind == "timeout":
         return timeout_message(pair, timeout, chunk.size)
+    return _ended_message(pair, value) if kind == "ended" else value
+
+
+def isolated_call(backend: str, function: Callable[[], Any], timeout: float | None) -> Any:
+    """``function()`` isolated as ``[run] backend`` draws a chunk: with ``dask`` and ``ray`` one job of the cluster
+    (the caller's client / ray instance, else a local one of one worker: :func:`audit.sampling.parallel.backend`)
+    whose worker forks the child (:func:`cluster_call`), else a child forked from this process
+    (:func:`audit.sampling.isolation.call`); killed after ``timeout`` seconds (None: no limit).  Raises as
+    :func:`cluster_call`."""
+    if backend in CLUSTER_BACKENDS:
+        with parallel.backend(backend, 1):
+            return cluster_call(backend, function, timeout)
+    return call(function, timeout)
+
+
+def cluster_call(backend: str, function: Callable[[], Any], timeout: float | None) -> Any:
+    """``function()`` as one job of the dask or ray cluster this process is connected to, in a child forked by the
+    worker (:func:`audit.sampling.isolation.call`) that is killed after ``timeout`` seconds (None: no limit): the
+    contract of ``call``, on the cluster.  ``function`` is pickled as :class:`ClusterPool`'s draws are (the user's
+    modules by value); the wait is :data:`_WAIT` seconds at a time, so Ctrl-C stays prompt (it cancels the job).
+
+    Raises
+    ------
+    TimeoutError
+        When the child ran past ``timeout`` (it is killed).
+    ChildProcessError
+        When the child ended without a result; ``args[0]`` is its exit code.
+    MechanismError
+        When the job itself ended without a result (its worker died or left the cluster).
+    """
+    payload = _pickle_draw(function)
+    if backend == "dask":
+        from distributed import get_client, wait
+
+        job = get_client().submit(_isolated_job, payload, timeout, pure=False, retries=0)
+
+        def finished() -> bool:
+            try:
+                return bool(wait([job], timeout=_WAIT).done)
+            except TimeoutError:
+                return False
+
+        result, cancel = job.result, job.cancel
+    else:
+        import ray
+
+        job = ray.remote(max_retries=0)(_isolated_job).remote(payload, timeout)
+        finished, result, cancel = (lambda: ray.wait([job], timeout=_WAIT)[0], lambda: ray.get(job),
+                                    lambda: ray.cancel(job))
+    try:
+        while not finished():
+            pass
+    except BaseException:  # Ctrl-C: the job is dropped (a running dask job ends at its own timeout)
+        cancel()
+        raise
+    try:
+        kind, value = result()
+    except Exception as error:  # the worker died (killed, the out-of-memory killer) or left
+        cause = getattr(error, "cause", None) or error  # ray wraps what the job raised
+        raise MechanismError(f"the {backend} job ended without a result ({one_line(cause)})") from None
+    if kind == "timeout":
+        raise TimeoutError(f"ran past {timeout:g} s")
+    if kind == "ended":
+        raise ChildProcessError(value)
+    return value
+
+
+def _isolated_job(payload: bytes, timeout: float | None) -> tuple[str, Any]:
+    """:func:`cluster_call`'s job on a worker: :func:`_isolated` of the pickled function."""
+    import pickle
+
+    return _isolated(pickle.loads(payload), timeout)
+
+
+def _isolated(function: Callable[[], Any], timeout: float | None) -> tuple[str, Any]:
+    """:func:`audit.sampling.isolation.call` on a worker: ``("done", result)``, ``("timeout", None)`` or
+    ``("ended", exit code)``, tagged rather than raised, so that each cluster returns it alike."""
+    try:
+        return "done", call(function, timeout)
+    except TimeoutError:
+        return "timeout", None
     except ChildProcessError as error:
-        return _ended_message(pair, error.args[0])
+        return "ended", error.args[0]
 
 
 def _draw_one(draw: Callable, pair: NeighbourPair, chunk: Chunk) -> PairSamples | str:

@@ -53,19 +53,22 @@ RUN = Section("run", (
                   "process; with `dask` and `ray` every chunk of outputs is a job of the cluster (the caller's "
                   "client / ray instance, else a local one for the audit), drawn in a child its worker forks, so the "
                   "mechanism runs on the cluster's machines; it is pickled there, a config's `callable` module by "
-                  "value. `dask` and `ray` need their extras (`pip install \".[dask]\"` in a capaudit checkout); "
+                  "value; a `[one_run]` audit's training run is one job of the cluster (a local one of one worker "
+                  "when the caller has none), in a child its worker forks. `dask` and `ray` need their extras (`pip install \".[dask]\"` in a capaudit checkout); "
                   "`--backend` overrides"),
     Field("sample_timeout", "number", 600.0, low=0.0, open_low=True,
           limits="must be a positive number of seconds, e.g. 600",
           meaning="> 0: seconds to sample one chunk of a pair (10 000 outputs per dataset, fewer when `n_samples` is "
                   "smaller; in a forked child on Linux, forked by a cluster worker with `dask` and `ray`); a pair "
                   "whose chunk takes longer, exits or dies becomes error rows naming the cause; a `[one_run]` audit's one training "
-                  "run has the same limit, in a forked child too (a learner that fails, exits, dies or hangs: exit 2)"),
+                  "run has the same limit, in a forked child too (forked by a cluster worker with `dask` and `ray`; a "
+                  "learner that fails, exits, dies or hangs: exit 2)"),
     Field("max_seconds", "number", None, low=0.0, open_low=True,
           limits="must be a positive number of seconds, e.g. 600, or left out (no wall-clock limit)",
           default_doc="unset: no wall-clock limit",
           meaning="> 0: an audit without `n_samples` starts no round that it expects (4 × the last round's time) to "
-                  "end after this many seconds; each search (claim, Rényi order and layer) gets an equal share. "
+                  "end after this many seconds; each search (claim, Rényi order and layer) runs in turn on its weighted "
+                  "share of the seconds the searches before it left, as for `[attacks] max_outputs`. "
                   "Unset, the budget is counted in outputs only (`[attacks] max_outputs`), so the same config and "
                   "seed give the same numbers on any machine and under any load; set, a search it stops reads `time "
                   "limit`, and results.json (`machine_dependent`) and report.md say the numbers depend on the "
