@@ -262,11 +262,10 @@ def test_the_grouped_sum_drawn_in_batches_is_the_one_sum_release_drawn_independe
     2 e^(-1/s) / (1 - e^(-1/s))^2 at s = 30 (1 799.7), and consecutive outputs are uncorrelated (z-score bounds of 5
     at this sample size: the excess kurtosis 3 of the Laplace widens the variance's)."""
     pytest.importorskip("polars")
-    from benchmarks.bench_real_bugs import GROUP_BATCH, GROUP_PAIR, GROUP_SCALE, grouped_sum
-
-    n = 2 * GROUP_BATCH + 500
-    released = grouped_sum(np.array(GROUP_PAIR["d"]), n, np.random.default_rng(0)).ravel()
-    decay = math.exp(-1 / GROUP_SCALE)
+    bench = _real_bugs()
+    n = 2 * bench.GROUP_BATCH + 500
+    released = bench.grouped_sum(np.array(bench.GROUP_PAIR["d"]), n, np.random.default_rng(0)).ravel()
+    decay = math.exp(-1 / bench.GROUP_SCALE)
     variance = 2 * decay / (1 - decay) ** 2
     assert released.shape == (n,)
     assert abs(released.mean() - 30.0) < 5 * math.sqrt(variance / n)
