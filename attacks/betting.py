@@ -42,7 +42,8 @@ I. Waudby-Smith and A. Ramdas, "Estimating means of bounded random variables by 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -106,22 +107,23 @@ class BettingSequence:
         return cls(float(design_level), log_capital=zeros, log_peak=zeros, mirror_capital=zeros, mirror_peak=zeros,
                    means=means)
 
-    def update(self, values) -> BettingSequence:
-        """The sequence after ``values`` (1-d, in [0, 1], in drawing order) more."""
+    def update(self, values, threads: int = 1) -> BettingSequence:
+        """The sequence after ``values`` (1-d, in [0, 1], in drawing order) more; with ``threads`` > 1 the
+        capitals of x and of 1 - x are fed at once on two threads (the same numbers)."""
         x = np.asarray(values, dtype=float).ravel()
         if x.size and not (np.all(x >= 0.0) and np.all(x <= 1.0)):
             raise ValueError("values must lie in [0, 1]; rescale them by a range fixed before the data.")
         state = self
         for begin in range(0, x.size, ROWS):
-            state = state._update_block(x[begin:begin + ROWS])
+            state = state._update_block(x[begin:begin + ROWS], threads)
         return state
 
-    def _update_block(self, x: np.ndarray) -> BettingSequence:
-        capital, peak, squares = _capital(x, self.n, self.total, self.squares, self.log_capital, self.log_peak,
-                                          self.design_level, self.means)
-        mirror, mirror_peak, mirror_squares = _capital(1.0 - x, self.n, self.n - self.total, self.mirror_squares,
-                                                       self.mirror_capital, self.mirror_peak, self.design_level,
-                                                       self.means)
+    def _update_block(self, x: np.ndarray, threads: int) -> BettingSequence:
+        (capital, peak, squares), (mirror, mirror_peak, mirror_squares) = in_threads([
+            lambda: _capital(x, self.n, self.total, self.squares, self.log_capital, self.log_peak,
+                             self.design_level, self.means),
+            lambda: _capital(1.0 - x, self.n, self.n - self.total, self.mirror_squares, self.mirror_capital,
+                             self.mirror_peak, self.design_level, self.means)], threads)
         return BettingSequence(self.design_level, self.n + x.size, self.total + float(x.sum()), squares, capital,
                                peak, mirror, mirror_peak, mirror_squares, self.means)
 
@@ -212,6 +214,16 @@ class BernoulliBetting:
         """The sequence of :meth:`to_record`'s record (bounds equal the original's)."""
         return cls(BettingSequence.from_record(record["sequence"]), int(record["ones"]),
                    np.asarray(record["log_peak"], dtype=float), np.asarray(record["mirror_peak"], dtype=float))
+
+
+def in_threads(tasks: list[Callable], threads: int) -> list:
+    """The results of ``tasks`` (functions of no argument), in their order, on up to ``threads`` threads: the
+    capitals' work is numpy's, which runs outside the interpreter's lock, so independent capitals are fed at once
+    (each one's numbers are those of one thread)."""
+    if threads <= 1 or len(tasks) <= 1:
+        return [task() for task in tasks]
+    with ThreadPoolExecutor(min(threads, len(tasks))) as pool:
+        return list(pool.map(lambda task: task(), tasks))
 
 
 def mean_lower_bound(values, error: float, refinements: int = 64) -> float:

@@ -60,3 +60,34 @@ def test_bernoulli_mixture_and_refined_bound_read_the_same_capital():
     _, peak = _reference(values, 0.05, GRID, [values.size])
     grid_low = GRID[np.flatnonzero(peak >= np.log(20.0))[-1]]
     assert grid_low <= low < values.mean()
+
+
+def test_threads_give_the_same_numbers():
+    """A capital and its mirror fed on two threads, in blocks that cross a 2 048-value boundary: the same arrays,
+    to the last bit, as on one."""
+    x = np.random.default_rng(11).random(5_000)
+    one, two = (BettingSequence.start(0.0125).update(x[:1_000], threads).update(x[1_000:], threads)
+                for threads in (1, 2))
+    assert one.to_record() == two.to_record()
+
+
+def test_streamed_witness_fed_on_four_threads_equals_one():
+    """A clipped witness's sequences (attacks/clipped_witness.py), three blocks added in drawing order and fed on
+    four threads (P and Q at once, each capital and its mirror at once): the same record as on one thread, and
+    the same as feeding the blocks one by one."""
+    from attacks.candidates import Target
+    from attacks.clipped_witness import StreamedWitness, start_betting
+
+    rng = np.random.default_rng(5)
+    target = Target("kl", ("linear",), alpha=None, claim_class="all")
+    betting = start_betting(target, rng.laplace(0.0, 1.0, 500), rng.laplace(1.0, 1.0, 500), 3_000)
+    blocks = [(rng.laplace(0.0, 1.0, 1_000), rng.laplace(1.0, 1.0, 1_000)) for _ in range(3)]
+    summary = None
+    for w_p, w_q in blocks:
+        block = StreamedWitness.block(0, betting, w_p, w_q)
+        summary = block if summary is None else summary + block
+    by_hand = betting
+    for w_p, w_q in blocks:
+        by_hand = by_hand.update(*betting.rescaling.rescaled(w_p, w_q))
+    assert summary.fed(4).to_record() == summary.fed(1).to_record() == by_hand.to_record()
+    assert by_hand.n == 3_000
