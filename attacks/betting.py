@@ -297,15 +297,21 @@ def _summed_log_factors(x: np.ndarray, bets: np.ndarray, means: np.ndarray) -> t
 
     The values go by :data:`TILE` (an array of a tile's factors, values by row and means by column, stays in the
     processor's cache); each row of cumulative sums is the row before it plus the value's factors, added in the
-    values' order, as a cumulative sum over the whole block would (the same numbers to the last bit)."""
+    values' order, as a cumulative sum over the whole block would (the same numbers to the last bit).  Where no
+    bet of a tile reaches c / m of the largest mean, lambda_i(m) = bet_i on every mean (the minimum is not
+    taken)."""
     inverse = TRUNCATION / means
+    smallest = inverse.min()
     steps, gaps = np.empty((min(TILE, x.size), means.size)), np.empty((min(TILE, x.size), means.size))
     carry, highest = None, np.full(means.size, -np.inf)
     for begin in range(0, x.size, TILE):
         values = x[begin:begin + TILE]
         tile, gap = steps[:values.size], gaps[:values.size]
-        np.minimum(bets[begin:begin + TILE, None], inverse[None, :], out=tile)  # lambda_i(m)
-        tile *= np.subtract(values[:, None], means[None, :], out=gap)
+        np.subtract(values[:, None], means[None, :], out=gap)
+        stakes = bets[begin:begin + TILE, None]  # lambda_i(m) where no bet is truncated
+        if stakes.max() > smallest:
+            stakes = np.minimum(stakes, inverse[None, :], out=tile)  # lambda_i(m)
+        np.multiply(stakes, gap, out=tile)
         np.log1p(tile, out=tile)
         if carry is not None:
             tile[0] += carry

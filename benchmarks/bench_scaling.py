@@ -88,10 +88,11 @@ FIXED_REPEATS = 5
 
 def measure(command: list[str], code: Path = ROOT, **options) -> tuple[float, float, str]:
     """(wall seconds, CPU seconds of the process and its reaped descendants, stdout) of one command run with the
-    package at ``code`` (default this checkout)."""
+    package at ``code`` (default this checkout; also the working folder, which ``python -c`` puts first on the
+    path)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": str(code)}, text=True,
+    done = subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": str(code)}, cwd=code, text=True,
                           stdout=subprocess.PIPE, **options)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
