@@ -9,7 +9,9 @@ seed, it runs
 * the **sequential** audit (no ``n_samples``: rounds of 250, 1 000, 4 000, ...
   outputs per dataset of a pair until decided; :mod:`attacks.sequential`) and
   records ``outputs_drawn`` (results.json: every pair, dataset, stage and
-  round) and the verdict;
+  round) and the verdict, both of the row that gives the audit its verdict
+  (the value or the representation search: :func:`verdict_row`), and the
+  outputs of all its searches (``audit_outputs``);
 * the **fixed** design at the same power: ``n_samples`` = 4 000, 16 000,
   64 000, ... (the sequential rounds' budgets), smallest first, until the
   fixed audit reads violation, and records that audit's ``outputs_drawn`` (so
@@ -28,7 +30,8 @@ configs and tabulates.
 
 Each audit is appended as one JSON line to ``--records`` (default: the
 ``--out`` file with ``.jsonl``) as soon as it ends, and an audit already
-recorded there is not run again: a run stopped part way keeps what it did,
+recorded there is not run again (``--rerun NAME ...``: the named mechanisms'
+sequential audits run again, their new lines replacing the old): a run stopped part way keeps what it did,
 runs of a few ``--mechanisms`` each add to one file, and the tables are
 rebuilt from every record after each mechanism (``--table`` rebuilds them
 without running anything).
@@ -69,11 +72,21 @@ def config(name: str, params: dict, claim: float, seed: int, n_samples: int | No
             "claims": [{"divergence": "dp", "function_class": "all", "epsilon": claim}]}
 
 
+def verdict_row(table, verdict: str):
+    """The row that gives the audit its verdict (every layer's search is a row of the one claim), with its stop and
+    outputs: a violation's, the violating search that drew the fewest outputs (the value search runs first, so a
+    representation finding may come from fewer outputs); else the first row with the audit's verdict, else the last."""
+    rows = table[table["verdict"] == verdict]
+    if verdict == "violation" and len(rows):
+        return rows.loc[rows["outputs_drawn"].idxmin()]
+    return (rows if len(rows) else table).iloc[0 if len(rows) else -1]
+
+
 class Records:
     """The audits done so far, one JSON object a line in ``path``; :meth:`audit` runs only those not yet there."""
 
-    def __init__(self, path: Path, max_seconds: float | None = None):
-        self.path, self.max_seconds = path, max_seconds
+    def __init__(self, path: Path, max_seconds: float | None = None, rerun: tuple[str, ...] = ()):
+        self.path, self.max_seconds, self.rerun, self.ran = path, max_seconds, rerun, set()
         self.done = {self.key(record): record for record in read_records(path)}  # a later line replaces an earlier
 
     @staticmethod
@@ -84,16 +97,19 @@ class Records:
         """The record of one audit: verdict, why the claim stopped, outputs drawn, seconds (run or read back)."""
         key = (name, seed, n_samples)
         max_seconds = self.max_seconds if n_samples is None and name != CORRECT[0] else None
-        if key not in self.done or self.stopped_early(self.done[key], max_seconds):
+        again = n_samples is None and name in self.rerun and key not in self.ran  # once a run, its last line wins
+        if key not in self.done or again or self.stopped_early(self.done[key], max_seconds):
             start = time.perf_counter()
             result = run_audit(config(name, params, claim, seed, n_samples, max_seconds), progress=False)
-            row = result.table.iloc[-1]
+            row = verdict_row(result.table, result.verdict)
             record = {"mechanism": name, "seed": seed, "n_samples": n_samples, "verdict": result.verdict,
-                      "stop": row["stop"], "outputs": int(result.table["outputs_drawn"].dropna().iloc[-1]),
+                      "stop": row["stop"], "outputs": int(row["outputs_drawn"]),
+                      "audit_outputs": int(result.table["outputs_drawn"].dropna().sum()),
                       "seconds": round(time.perf_counter() - start, 1), "machine": machine(), "commit": commit(),
                       **({} if max_seconds is None else {"max_seconds": max_seconds})}
             append_record(self.path, record)
             self.done[key] = record
+            self.ran.add(key)
             print(record, flush=True)
         return self.done[key]
 
@@ -144,7 +160,9 @@ def mechanism_row(records: Records, name: str, seeds: list[int]) -> list[str]:
     former = [records.caught(name, seed, FORMER_DEFAULT) for seed in seeds]
     missed = [record["stop"] for record in sequential if record["verdict"] != "violation"]
     cells = [name, median([r["outputs"] for r in sequential if r["verdict"] == "violation"]),
-             f"{len(seeds) - len(missed)}/{len(seeds)}", median([r["seconds"] for r in sequential], ".0f"),
+             f"{len(seeds) - len(missed)}/{len(seeds)}",
+             median([r["audit_outputs"] for r in sequential if r["verdict"] == "violation" and "audit_outputs" in r]),
+             median([r["seconds"] for r in sequential], ".0f"),
              ", ".join(f"{missed.count(stop)} {stop}" for stop in sorted(set(missed))) or "-",
              median([r["outputs"] for r in earlier if r["verdict"] == "violation"]),
              f"{sum(r['verdict'] == 'violation' for r in earlier)}/{len(earlier)}"]
@@ -177,13 +195,16 @@ def write_tables(records: Records, out: Path, command: str) -> str:
         "confidence and limits (`max_outputs`, `max_seconds`: a sequential audit's time limit depends on the "
         "machine" + (f"; the buggy mechanisms' sequential audits ran with `[run] max_seconds` = "
                      f"{' / '.join(f'{limit:g}' for limit in limits)}, so that the load of the shared machine did not "
-                     "stop them" if limits else "") + "). Outputs drawn: results.json `outputs_drawn` (every pair, dataset, stage and round), median over "
-        "the seeds caught; seconds: median wall time of the sequential audits. Before the pilot rounds: the same "
+                     "stop them" if limits else "") + "). Outputs drawn: results.json `outputs_drawn` of the row that gives the verdict (its search's: every "
+        "pair, dataset, stage and round; records before the weighted shares of `max_outputs` took the last row's, "
+        "the representation search's since findings by layer), median over the seeds caught; all searches: the "
+        "sum over the rows, the value and the representation search (recorded since the weighted shares); seconds: median wall time of the sequential audits. Before the pilot rounds: the same "
         f"sequential audits before the pilot rounds (`{ROUNDS}`: rounds of 4,000 x 4^k outputs per dataset, each "
         "confirmed at its end; a seed recorded twice counts its last record). Fixed: the smallest `n_samples` of "
         f"{', '.join(f'{b:,}' for b in FIXED_BUDGETS)} whose audit reads violation, per seed (an oracle; tried "
         f"smallest first); and the fixed design at the former default n_samples = {FORMER_DEFAULT:,}.", "",
-        tabulate(rows, headers=["mechanism", "sequential: outputs to violation", "caught", "sequential: seconds",
+        tabulate(rows, headers=["mechanism", "sequential: outputs to violation", "caught",
+                                "sequential, all searches: outputs", "sequential: seconds",
                                 "sequential missed: stop", "before the pilot rounds: outputs", "caught",
                                 "fixed (oracle budget): outputs", "caught",
                                 f"fixed n_samples {FORMER_DEFAULT:,}: outputs", "caught"],
@@ -212,13 +233,15 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=None, help="[run] max_seconds of the buggy mechanisms' "
                         "sequential audits (default: the config's, 120): a shared machine's load can make the time "
                         "limit, not the outputs, stop them")
+    parser.add_argument("--rerun", nargs="+", default=(), help="mechanisms whose sequential audits run again though "
+                        "recorded (the code changed): the new records replace the old in the tables")
     parser.add_argument("--table", action="store_true", help="only rebuild the tables from the records")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/bench_sequential.md"))
     parser.add_argument("--records", type=Path, default=None, help="default: --out with suffix .jsonl")
     parser.add_argument("--command", default="PYTHONPATH=. python benchmarks/bench_sequential.py",
                         help="the command the results file names (several runs may have made it)")
     args = parser.parse_args()
-    records = Records(args.records or args.out.with_suffix(".jsonl"), args.max_seconds)
+    records = Records(args.records or args.out.with_suffix(".jsonl"), args.max_seconds, tuple(args.rerun))
     seeds = range(args.seeds or (2 if args.quick else 10))
     if not args.table:
         for name in args.mechanisms or (QUICK if args.quick else BUGGY):

@@ -104,14 +104,16 @@ def test_a_declared_direction_of_the_wrong_length_is_the_rows_error(tmp_path):
 
 
 def test_without_n_samples_the_declared_unit_takes_its_share_of_max_outputs():
-    # two units (the canary's and linear's search in rounds) share max_outputs = 4000: 1000 per dataset of the one
-    # pair for the canary; a Gaussian of sigma 1 is (4.4, 1e-5)-DP, so the claim (1, 1e-5) is false
+    # two units of equal weight share max_outputs = 4000 (audit.engine.shares): the canary, a fixed design, takes
+    # its half of the whole whatever linear's search in rounds left, 1000 per dataset of the one pair; a Gaussian of
+    # sigma 1 is (4.4, 1e-5)-DP, so the claim (1, 1e-5) is false
     config = {"mechanism": {"name": "gaussian", "params": {"sigma": 1.0}},
               "claims": [{"divergence": "dp", "function_class": "linear", "epsilon": 1.0, "delta": 1e-5}],
               "attacks": {"classes": ["canary", "linear"], "max_outputs": 4000,
                           "class_params": {"canary": {"direction": [1.0]}}}, "run": {"seed": 0}}
-    row = next(row for row in run_audit(config, progress=False).rows if row.function_class == "canary")
-    assert (row.n_confirm, row.stop, row.verdict) == (1000, "fixed", "violation")
+    rows = {row.function_class: row for row in run_audit(config, progress=False).rows}
+    assert rows["linear"].outputs_drawn < 2000  # what it left does not flow to the fixed design
+    assert (rows["canary"].n_confirm, rows["canary"].stop, rows["canary"].verdict) == (1000, "fixed", "violation")
 
 
 @pytest.mark.slow

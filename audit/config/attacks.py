@@ -108,7 +108,12 @@ ATTACKS = Section("attacks", (
     Field("max_outputs", "integer", 4_000_000, low=100, high=10**12,
           limits="must be from 100 to 10^12 outputs, e.g. 4000000",
           meaning="unset `n_samples` only; 100 to 10¹²: the most outputs the audit draws (both datasets, every pair, "
-                  "stage and round; each search, a claim at one Rényi order in one layer, gets an equal share). "
+                  "stage and round). Each search (a claim at one Rényi order in one layer) runs in turn on its share of "
+                  "what the searches before it left: a value search weighs 32, a representation search (`floatbits`) 1, "
+                  "so one claim's value search may draw 32/33 of it and its representation search what the value "
+                  "search left, at least 1/33 (only 1/33 once the value search refuted the claim); a claim's declared "
+                  "statistics (`canary`, a fixed design) weigh 32 and take their share of the whole (docs/theory.md "
+                  "section 7, \"Sequential audits\"). "
                   "Without `n_samples` the staged search runs in rounds of budgets 250, 1 000, 4 000, 16 000, 64 000, "
                   "... outputs per dataset of a pair (each round a whole search: its screen and train stages grow too; they "
                   "take the pilot rounds' outputs of their pair before fresh ones, the check and confirm samples are "

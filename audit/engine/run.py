@@ -61,6 +61,7 @@ from audit.config.load import AuditConfig
 from audit.sampling.errors import one_line
 from audit.sampling.events import EventCounter
 from audit.engine.memory import checked_sampler
+from audit.engine.shares import Shares
 from audit.inputs.neighbours import NeighbourPair
 from audit.sampling.parallel import backend
 from audit.engine.plan import DIRECTIONS, Task, task_seed
@@ -82,9 +83,6 @@ DETERMINISTIC_NOTE = (
 randomized response at epsilon = 8 repeats one output 1 000 times in a row about 70 % of the time),
 so such rows get the attacks' finite bounds like any other (CBDP Lemma 2's infinity is not claimed)."""
 
-
-
-
 NO_STATISTIC = "staged search found no statistic"
 """The start of the error row of a search that lost every candidate: its cause is the pairs' own error rows."""
 
@@ -100,7 +98,8 @@ class Unit:
     it; none for a check); ``claim_index`` (best) is the claim its rows
     answer, ``pair`` (every) the index of its pair, ``check`` the index of
     its check (:func:`audit.engine.checks.run_check`); ``declared``: a unit of declared statistics
-    (:mod:`audit.engine.declared`).
+    (:mod:`audit.engine.declared`); ``max_outputs`` and ``max_seconds``: its share of the audit's, set as it starts
+    (:mod:`audit.engine.shares`).
     """
 
     id: str
@@ -109,6 +108,8 @@ class Unit:
     pair: int | None = None
     check: int | None = None
     declared: bool = False
+    max_outputs: int | None = None
+    max_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,7 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
     config = with_directions(config, mechanism)
     units = policy.units(config, pairs)
     checks = [Unit(check_name(index), (), check=index) for index in range(len(config.checks))]
-    sizes = policy.largest_sizes(config.attacks, len(pairs), len(units))
+    sizes = policy.largest_sizes(config.attacks, len(pairs))
     plan = plan_hash(config, units + checks)
     path = None if out_dir is None else Path(out_dir) / store.TASKS_FILE
     records = {} if finished is None else finished
@@ -191,15 +192,18 @@ def run_engine(config: AuditConfig, mechanism: Any, pairs: Sequence[NeighbourPai
         sample = checked_sampler(config, mechanism, pairs, held, on_outputs=bar.update,
                                  on_redrawn=lambda pair, error: events.redrawn(pairs[pair].name, error))
         outputs = OutputWatch(sample, events, [pair.name for pair in pairs])
-        for unit in units:
+        shares = Shares.for_units(config.attacks.max_outputs, config.run.max_seconds, units)
+        for index, unit in enumerate(units):
             if unit.id not in done:
-                done[unit.id], outcomes = _run_unit(unit, policy, config, mechanism, pairs, sizes, outputs, events, bar)
+                share = dataclasses.replace(unit, **shares.of(index))  # the unit with its share of the limits
+                done[unit.id], outcomes = _run_unit(share, policy, config, mechanism, pairs, sizes, outputs, events, bar)
                 for record, outcome in zip(done[unit.id], outcomes):
                     record.update(plan=plan, resumed=False)
                     evidence[record["task"]] = outcome.evidence if outcome.error is None else None
                     if path is not None:
                         store.append(path, record, evidence[record["task"]])
             records.update((record["task"], record) for record in done[unit.id])
+            shares.spend(done[unit.id][0])
             rows += engine_rows(config, done[unit.id], evidence)  # the unit's rows, as it finishes or is read back
         for unit in checks:  # each check one unit: its row is its record (audit.results.schema.Row.to_check_record)
             if unit.id not in done:
@@ -235,8 +239,8 @@ def _run_unit(unit: Unit, policy: Any, config: AuditConfig, mechanism: Any, pair
 class _Best:
     """Policy ``best``: one staged search per claim, Renyi order and layer (:func:`attacks.staged.staged_search`), or,
     without ``n_samples``, searches in rounds until decided (:func:`attacks.sequential.sequential_search`: each
-    unit gets an equal share of ``max_outputs`` and of ``[run] max_seconds`` when set, and stops at the level of
-    Holm's first step over the units)."""
+    unit gets its weighted share of what the units before it left of ``max_outputs`` and of ``[run] max_seconds``
+    when set, :mod:`audit.engine.shares`, and stops at the level of Holm's first step over the units)."""
 
     @staticmethod
     def units(config: AuditConfig, pairs: Sequence[NeighbourPair]) -> list[Unit]:
@@ -265,18 +269,17 @@ class _Best:
         return max(sizes.screen, sizes.train), min(MAX_FINALISTS, n_pairs)
 
     @staticmethod
-    def largest_sizes(attacks: AttackSpec, n_pairs: int, n_units: int) -> StageSizes:
+    def largest_sizes(attacks: AttackSpec, n_pairs: int) -> StageSizes:
         """The stage sizes of the largest unit: ``attacks.stage_sizes``, or a search in rounds' last round
-        (:func:`attacks.sequential.schedule` of its share of ``max_outputs``)."""
+        (:func:`attacks.sequential.schedule` of all of ``max_outputs``: a unit may get what the others left)."""
         if not attacks.sequential:
             return attacks.stage_sizes
-        budgets = schedule(attacks.max_outputs // max(n_units, 1), n_pairs, attacks.stages)  # no unit: checks only
-        return StageSizes.from_budget(budgets[-1], attacks.stages)
+        return StageSizes.from_budget(schedule(attacks.max_outputs, n_pairs, attacks.stages)[-1], attacks.stages)
 
     @staticmethod
     def planned(attacks: AttackSpec, sizes: StageSizes, n_pairs: int, n_units: int) -> int:
         """Outputs per dataset a unit may draw: the screen on every pair and the later stages on the finalists',
-        or, for a search in rounds, the most it may draw (its share of ``max_outputs``)."""
+        or, for a search in rounds, an equal share of ``max_outputs`` (replanned to its share as it starts)."""
         if attacks.sequential:
             return attacks.max_outputs // max(n_units, 1) // 2
         return n_pairs * sizes.screen + later_outputs(sizes, min(n_pairs, MAX_FINALISTS))
@@ -316,11 +319,9 @@ class _Best:
 def _declared_outcomes(unit: Unit, target: Target, config: AuditConfig, pairs: Sequence[NeighbourPair],
                        sample: Callable) -> list[Outcome]:
     """A declared unit's rows (:func:`audit.engine.declared.run_declared`): every pair scored on ``n_samples``
-    outputs per dataset (without ``n_samples``: its share of ``max_outputs``, split over the pairs and the two
-    datasets), all of them in the confirm stage."""
-    attacks = config.attacks
-    n = attacks.max_outputs // len(_Best.units(config, pairs)) // 2 // len(pairs) if attacks.sequential \
-        else attacks.n_samples
+    outputs per dataset (without ``n_samples``: the unit's share of ``max_outputs``, split over the pairs and the
+    two datasets), all of them in the confirm stage."""
+    n = unit.max_outputs // 2 // len(pairs) if config.attacks.sequential else config.attacks.n_samples
     staged = _staged_fields("best", StageSizes(0, 0, 0, n), len(pairs) * len(target.classes), 0, 0)
     return [Outcome(_task(pairs[candidate.pair].name, candidate.direction, target, candidate.function_class),
                     evidence, error, staged)
@@ -339,9 +340,8 @@ def _sequential(unit: Unit, target: Target, config: AuditConfig, n_pairs: int, s
     against the most the unit may draw (a total that stays put) and shows the round and the lower bound beside
     the claim."""
     attacks, units = config.attacks, len(_Best.units(config, ()))
-    seconds = None if config.run.max_seconds is None else config.run.max_seconds / units
-    limits = Limits(attacks.max_outputs // units, seconds, attacks.tolerance,
-                    (1.0 - attacks.confidence) / units)
+    limits = Limits(unit.max_outputs, unit.max_seconds, attacks.tolerance, (1.0 - attacks.confidence) / units)
+    bar.replan(unit.max_outputs // 2)
     claim = config.claims[unit.claim_index]
     rounds = len(schedule(limits.max_outputs, n_pairs, attacks.stages))
     looks = {"round": 0, "bound": ""}
@@ -381,7 +381,7 @@ class _Every:
         return n_samples, 1
 
     @staticmethod
-    def largest_sizes(attacks: AttackSpec, n_pairs: int, n_units: int) -> StageSizes:
+    def largest_sizes(attacks: AttackSpec, n_pairs: int) -> StageSizes:
         """Every unit's stage sizes: ``attacks.stage_sizes`` (its train / held-out split)."""
         return attacks.stage_sizes
 

@@ -67,7 +67,8 @@ RUN = Section("run", (
           limits="must be a positive number of seconds, e.g. 600, or left out (no wall-clock limit)",
           default_doc="unset: no wall-clock limit",
           meaning="> 0: an audit without `n_samples` starts no round that it expects (4 × the last round's time) to "
-                  "end after this many seconds; each search (claim, Rényi order and layer) gets an equal share. "
+                  "end after this many seconds; each search (claim, Rényi order and layer) runs in turn on its weighted "
+                  "share of the seconds the searches before it left, as for `[attacks] max_outputs`. "
                   "Unset, the budget is counted in outputs only (`[attacks] max_outputs`), so the same config and "
                   "seed give the same numbers on any machine and under any load; set, a search it stops reads `time "
                   "limit`, and results.json (`machine_dependent`) and report.md say the numbers depend on the "
