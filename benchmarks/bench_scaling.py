@@ -33,7 +33,7 @@ Run by hand (about 8 minutes on a quiet 2-core machine; ``--learners`` about 12 
 
     python benchmarks/bench_scaling.py      # writes benchmarks/results/bench_scaling.md
     python benchmarks/bench_scaling.py --learners   # writes benchmarks/results/bench_scaling_learners.md
-    nice -n 10 python benchmarks/bench_scaling.py --betting 3cf113e   # bench_scaling_betting.md (about 10 minutes)
+    nice -n 10 python benchmarks/bench_scaling.py --betting 80b7eae   # bench_scaling_betting.md (about 10 minutes)
 
 The machine line gives the load at the start and at the end: on a shared
 machine (the recorded runs were made on a 2-core development machine other
