@@ -4,17 +4,25 @@ Static, on the source of ROOT's audit/ and attacks/: in a function, every call
 whose arguments mention a tracked name (``config``, ``config.attacks``,
 ``config.attacks.n_samples``, ...) is followed into the called function (a
 function of the same module, or one imported by name or through its module),
-where the parameters bound to those arguments become the tracked names (and any
-local name assigned from an expression mentioning a tracked name is tracked too).  Each
-function entered is a *stay* (each function once, depth first, in the order of
-the calls).  A *climb* is a call made from a room (module) after the walk went
-down into another room from it: the walk climbs back up to the caller's room to
-go on.
+where the parameters bound to those arguments become the tracked names.  A local
+name is tracked when it is bound to the config: to a tracked name or a part of
+one (``run = config.run``, ``for claim in config.claims``), or to a call on a
+tracked name that returns the config or one of its parts (:data:`PARTS`, read
+off the callee's return annotation: ``audit_config = load_config(config)``).
+What is computed from the config (the rows, a generator seeded from it, the
+mechanism it builds) is not the config and is not followed: the walk measures
+where the config is passed on, not every value that depends on it (followed so,
+it would walk through the attacks and the inputs as well).  Each function
+entered is a *stay* (each function once, depth first, in the order of the
+calls).  A *climb* is a call made from a room (module) after the walk went down
+into another room from it: the walk climbs back up to the caller's room to go
+on.
 
 A method or property of the config's parts used on a tracked name
 (``config.mechanism.build()``, ``config.attacks.held_out``) is a stay in it.
 A reading of issue 33's measure ("following config from run_audit ... climbs
-back into rooms above it"), static and by name.  Run by hand::
+back into rooms above it"), static: by name, and by return annotation for a call
+that returns the config.  Run by hand::
 
     python benchmarks/config_walk.py [ROOT]    # ROOT: a checkout (default this one); prints stays and climbs
 
@@ -117,26 +125,36 @@ def targets(target):
     return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
 
 
-def carried(expr, tracked):
-    """Whether ``expr`` is a tracked name or a part of one (``config.attacks``), or a config just loaded."""
+def returns_config(module, call):
+    """Whether ``call`` calls a function of ROOT annotated to return the config or one of its parts (:data:`PARTS`)."""
+    target = resolve(module, call.func)
+    node = FUNCS[target][1] if target else None
+    return node is not None and node.returns is not None and any(
+        isinstance(n, ast.Name) and n.id in PARTS or isinstance(n, ast.Constant) and n.value in PARTS
+        for n in ast.walk(node.returns))
+
+
+def carried(module, expr, tracked):
+    """Whether ``expr`` is the config: a tracked name or a part of one (``config.attacks``), or a call returning
+    the config or a part of it (``load_config(config)``) on a tracked name."""
     if isinstance(expr, ast.Call):
-        func = expr.func.attr if isinstance(expr.func, ast.Attribute) else getattr(expr.func, "id", "")
-        return "config" in func and mentions(expr, tracked)
+        return returns_config(module, expr) and mentions(expr, tracked)
     return root(expr) in tracked
 
 
-def grown(node, tracked):
-    """``tracked`` plus every local name bound to a tracked name, a part of one or a loaded config (to a fixpoint)."""
+def grown(module, node, tracked):
+    """``tracked`` plus every local name bound to the config (:func:`carried`), to a fixpoint."""
     tracked = set(tracked)
     while True:
         before = len(tracked)
         for n in ast.walk(node):
-            if isinstance(n, ast.Assign) and carried(n.value, tracked):
+            if isinstance(n, ast.Assign) and carried(module, n.value, tracked):
                 for t in n.targets:
                     tracked |= targets(t)
-            elif isinstance(n, (ast.AnnAssign, ast.NamedExpr)) and n.value is not None and carried(n.value, tracked):
+            elif isinstance(n, (ast.AnnAssign, ast.NamedExpr)) and n.value is not None and carried(module, n.value,
+                                                                                                  tracked):
                 tracked |= targets(n.target)
-            elif isinstance(n, (ast.For, ast.comprehension)) and carried(n.iter, tracked):
+            elif isinstance(n, (ast.For, ast.comprehension)) and carried(module, n.iter, tracked):
                 tracked |= targets(n.target)
         if len(tracked) == before:
             return tracked
@@ -155,7 +173,7 @@ def walk(name, tracked, path):
     entries[module] = entries.get(module, 0) + 1
     if node is None:
         return
-    tracked = grown(node, tracked)
+    tracked = grown(module, node, tracked)
     for use in (n for n in ast.walk(node) if isinstance(n, ast.Attribute) and n.attr in MEMBERS):
         if root(use.value) in tracked and MEMBERS[use.attr] not in {f for _, f in path + [(module, name)]}:
             walk(MEMBERS[use.attr], {"self"}, path + [(module, name)])

@@ -15,14 +15,14 @@ layer):
    replaced by a blank record (features 0, label 1), so that each inclusion
    bit is one neighbour step of the relation the claim is stated for.
 2. **One run** of the learner on D and the canaries, in a forked child
-   within ``[run] sample_timeout`` seconds, as the many-run sampler draws
-   its chunks: forked from the audit's process (``[run] backend``
-   ``threading``, ``loky``: :func:`audit.sampling.isolation.call`) or, with
-   ``dask`` and ``ray``, from the worker that runs the training as one job of
-   the cluster (:func:`audit.sampling.chunk_pools.cluster_call`);
-   a learner that raises, exits, dies or hangs ends the audit with an error
-   naming the cause (:class:`audit.sampling.errors.MechanismError`; exit 2,
-   the error report written), never the audit's process.
+   within ``[run] sample_timeout`` seconds, isolated as the many-run sampler
+   draws its chunks (:func:`audit.sampling.chunk_pools.isolated_call`):
+   forked from the audit's process with ``[run] backend`` ``threading`` and
+   ``loky``, from the worker that runs the training as one job of the cluster
+   with ``dask`` and ``ray``; a learner that raises, exits, dies or hangs
+   ends the audit with an error naming the cause
+   (:class:`audit.sampling.errors.MechanismError`; exit 2, the error report
+   written), never the audit's process.
 3. **Adversary.**  Each canary's score from the released parameters
    theta: ``linear``, the canary statistic <theta, x_i> (a member of the
    linear class on the parameters); ``loss``, minus its logistic loss at the
@@ -68,8 +68,7 @@ from attacks.vocabulary import GDP, divergence_kind
 from audit.config.fields import ConfigError
 from audit.config.one_run import OneRunSpec
 from audit.engine.plan import task_seed
-from audit.sampling import isolation, parallel
-from audit.sampling.chunk_pools import CLUSTER_BACKENDS, cluster_call
+from audit.sampling.chunk_pools import isolated_call
 from audit.sampling.errors import MechanismError, one_line
 
 GUESS_SHARES = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
@@ -136,10 +135,8 @@ def train_isolated(mechanism: Any, dataset: np.ndarray, rng: np.random.Generator
                    backend: str = "threading") -> np.ndarray:
     """The released parameters of one training run on ``dataset`` (step 2), drawn in a forked child that is killed
     after ``timeout`` seconds (None: no limit); the same numbers as a run in this process (the child draws from a
-    copy of ``rng``).  ``backend`` is ``[run] backend``: with ``threading`` and ``loky`` the child is forked from
-    this process; with ``dask`` and ``ray`` the run is one job of the cluster (the caller's client / ray instance,
-    else a local one of one worker), its child forked by the worker
-    (:func:`audit.sampling.chunk_pools.cluster_call`).
+    copy of ``rng``).  ``backend`` is ``[run] backend``, which says where the child is forked
+    (:func:`audit.sampling.chunk_pools.isolated_call`).
 
     Raises
     ------
@@ -157,11 +154,7 @@ def train_isolated(mechanism: Any, dataset: np.ndarray, rng: np.random.Generator
             return one_line(error)
 
     try:
-        if backend in CLUSTER_BACKENDS:
-            with parallel.backend(backend, 1):
-                theta = cluster_call(backend, run, timeout)
-        else:
-            theta = isolation.call(run, timeout)
+        theta = isolated_call(backend, run, timeout)
     except TimeoutError:
         raise MechanismError(f"the training run of {name!r} took longer than run.sample_timeout = {timeout:g} s and "
                              "was stopped; raise run.sample_timeout if the learner is merely slow") from None

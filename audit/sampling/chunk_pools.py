@@ -8,8 +8,10 @@ the cluster whose worker forks the child (:func:`_cluster_job`), the draw
 pickled by cloudpickle with the user's own modules by value.  Both give a
 chunk's samples or its pair's error message: a timeout
 (:func:`timeout_message`), a child or worker that ended without a result,
-or what the draw raised.  :func:`cluster_call` runs one call (a one-run
-audit's training run) as a job of the cluster, isolated the same way.
+or what the draw raised.  :func:`isolated_call` runs one call (a one-run
+audit's training run) isolated the same way under ``[run] backend``: in a
+child forked from this process, or as one job of the cluster
+(:func:`cluster_call`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from audit.sampling import parallel
 from audit.sampling.chunks import Chunk, PairSamples
 from audit.sampling.errors import MechanismError, one_line
 from audit.sampling.isolation import Child, call, fork
@@ -202,6 +205,18 @@ def _cluster_job(payload: bytes, pair: NeighbourPair, chunk: Chunk, timeout: flo
     if kind == "timeout":
         return timeout_message(pair, timeout, chunk.size)
     return _ended_message(pair, value) if kind == "ended" else value
+
+
+def isolated_call(backend: str, function: Callable[[], Any], timeout: float | None) -> Any:
+    """``function()`` isolated as ``[run] backend`` draws a chunk: with ``dask`` and ``ray`` one job of the cluster
+    (the caller's client / ray instance, else a local one of one worker: :func:`audit.sampling.parallel.backend`)
+    whose worker forks the child (:func:`cluster_call`), else a child forked from this process
+    (:func:`audit.sampling.isolation.call`); killed after ``timeout`` seconds (None: no limit).  Raises as
+    :func:`cluster_call`."""
+    if backend in CLUSTER_BACKENDS:
+        with parallel.backend(backend, 1):
+            return cluster_call(backend, function, timeout)
+    return call(function, timeout)
 
 
 def cluster_call(backend: str, function: Callable[[], Any], timeout: float | None) -> Any:

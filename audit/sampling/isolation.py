@@ -10,8 +10,9 @@ imported modules, so it starts in milliseconds.  Its callers:
 :mod:`audit.sampling.sampler` (each batch of chunks),
 :func:`audit.sampling.structure.fix_layout` (the structure pilot) and, through
 :func:`call`, the dataset search's screening and a one-run audit's training run
-(:func:`audit.engine.one_run.train_isolated`).  This module imports
-only the standard library, so that any module may use it without an import cycle.
+(:func:`audit.engine.one_run.train_isolated`, through
+:func:`audit.sampling.chunk_pools.isolated_call`).  This module imports only
+the standard library, so that any module may use it without an import cycle.
 """
 
 from __future__ import annotations
