@@ -274,12 +274,13 @@ def _summary(attack: Attack, p: np.ndarray, q: np.ndarray, target: Target, tail:
 
 
 def summed_estimate(total, candidate: Candidate, target: Target, coupled: bool,
-               weights: np.ndarray | None = None) -> DivergenceEstimate | PooledEstimate:
+               weights: np.ndarray | None = None, n_jobs: int = 1) -> DivergenceEstimate | PooledEstimate:
     """The evidence of a summed statistic (:func:`accumulate`): a set's, a witness's (with its clipped betting
-    bound, :class:`attacks.clipped_witness.ClippedWitnessEstimate`, where it was streamed), or a pool's."""
+    bound, :class:`attacks.clipped_witness.ClippedWitnessEstimate`, where it was streamed: its sequences fed on
+    ``n_jobs`` threads), or a pool's."""
     if isinstance(total, StreamedWitness):
         return ClippedWitnessEstimate(witness_estimate(total.moments, target, candidate.function_class, coupled),
-                                      total.fed())
+                                      total.fed(max(joblib.effective_n_jobs(n_jobs), 1)))
     if isinstance(total, WitnessMoments):
         return witness_estimate(total, target, candidate.function_class, coupled)
     if not isinstance(divergence_of(target), DP):
@@ -311,7 +312,7 @@ def confirm_statistic(draw, winner: Candidate, attack: Attack, weights: np.ndarr
     if 0 not in totals:
         return None
     total, coupled = totals[0]
-    evidence = summed_estimate(total, winner, target, coupled, weights)
+    evidence = summed_estimate(total, winner, target, coupled, weights, n_jobs)
     return with_scores(evidence, score_summary(attack, *first, weights, coupled_first[0]))
 
 
