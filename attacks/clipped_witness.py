@@ -144,30 +144,31 @@ class StreamedWitness:
     betting sequences (order-dependent, fed).
 
     A block's summary carries its rescaled values (``pending``); ``a + b``
-    appends b's values to a's, so blocks added in drawing order give, when
-    :meth:`fed`, the sequences of the whole sample in that order (each block
-    one update, on as many threads as the confirm stage's workers)."""
+    feeds a's pending values to a's sequences (on ``threads`` threads, the
+    confirm stage's workers) and keeps b's pending, so blocks added in drawing
+    order give, when :meth:`fed`, the sequences of the whole sample in that
+    order, holding one block's values at a time."""
 
     moments: Any  # attacks.witness_moments.WitnessMoments
     betting: ClippedBetting
-    pending: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
+    pending: tuple[np.ndarray, np.ndarray] | None = None
+    threads: int = 1
 
     @classmethod
-    def block(cls, moments, betting: ClippedBetting, w_p: np.ndarray, w_q: np.ndarray) -> StreamedWitness:
-        """A block's summary: ``moments`` and the witness values rescaled, waiting to be fed to ``betting``."""
-        return cls(moments, betting, (betting.rescaling.rescaled(w_p, w_q),))
+    def block(cls, moments, betting: ClippedBetting, w_p: np.ndarray, w_q: np.ndarray,
+              threads: int = 1) -> StreamedWitness:
+        """A block's summary: ``moments`` and the witness values rescaled, waiting to be fed to ``betting`` on
+        ``threads`` threads."""
+        return cls(moments, betting, betting.rescaling.rescaled(w_p, w_q), threads)
 
-    def fed(self, threads: int = 1) -> ClippedBetting:
-        """The sequences with the pending values fed, block after block, on up to ``threads`` threads."""
-        betting = self.betting
-        for x_p, x_q in self.pending:
-            betting = betting.update(x_p, x_q, threads)
-        return betting
+    def fed(self) -> ClippedBetting:
+        """The sequences with the pending values fed, on up to :attr:`threads` threads."""
+        return self.betting if self.pending is None else self.betting.update(*self.pending, self.threads)
 
     def __add__(self, other: StreamedWitness) -> StreamedWitness:
-        if len(other.pending) != 1:
+        if other.pending is None:
             raise ValueError("other must be a block's summary (StreamedWitness.block), added in drawing order.")
-        return StreamedWitness(self.moments + other.moments, self.betting, self.pending + other.pending)
+        return StreamedWitness(self.moments + other.moments, self.fed(), other.pending, self.threads)
 
 
 @dataclass(frozen=True, eq=False)

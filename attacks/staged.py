@@ -211,7 +211,7 @@ def confirm_every(sample: Sampler, pair: int, target: Target, sizes: StageSizes,
         candidate, attack = candidates[i], fitted[i]
         weights = None if attack.cuts is None else np.eye(attack.cuts.size)[attack.fitted]
         total, coupled = totals[position]
-        evidence = summed_estimate(total, candidate, target, coupled, weights, n_jobs)
+        evidence = summed_estimate(total, candidate, target, coupled, weights)
         scores = score_summary(attack, *candidate.laws(first[0]), weights, first[0].coupled)
         results.append((candidate, with_scores(evidence, scores)))
     return sorted(results, key=lambda item: candidates.index(item[0]))

@@ -82,12 +82,16 @@ def test_streamed_witness_fed_on_four_threads_equals_one():
     target = Target("kl", ("linear",), alpha=None, claim_class="all")
     betting = start_betting(target, rng.laplace(0.0, 1.0, 500), rng.laplace(1.0, 1.0, 500), 3_000)
     blocks = [(rng.laplace(0.0, 1.0, 1_000), rng.laplace(1.0, 1.0, 1_000)) for _ in range(3)]
-    summary = None
-    for w_p, w_q in blocks:
-        block = StreamedWitness.block(0, betting, w_p, w_q)
-        summary = block if summary is None else summary + block
+    fed = {}
+    for threads in (1, 4):
+        summary = None
+        for w_p, w_q in blocks:
+            block = StreamedWitness.block(0, betting, w_p, w_q, threads)
+            summary = block if summary is None else summary + block
+            assert summary.pending[0].size == w_p.size  # one block's values held at a time
+        fed[threads] = summary.fed().to_record()
     by_hand = betting
     for w_p, w_q in blocks:
         by_hand = by_hand.update(*betting.rescaling.rescaled(w_p, w_q))
-    assert summary.fed(4).to_record() == summary.fed(1).to_record() == by_hand.to_record()
+    assert fed[4] == fed[1] == by_hand.to_record()
     assert by_hand.n == 3_000
