@@ -42,7 +42,8 @@ I. Waudby-Smith and A. Ramdas, "Estimating means of bounded random variables by 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,7 +54,11 @@ GRID = expit(np.linspace(-12.0, 12.0, 481))
 TRUNCATION = 0.5
 """c: the bets are at most c / m, so the capital loses at most half of itself on one value."""
 ROWS = 2_048
-"""Values processed at once (memory ROWS x the grid)."""
+"""Values per block: the log capital after a value is the block's start plus the sum of the block's log factors up to
+it (the blocks fix the order of the additions, hence the numbers to the last bit)."""
+TILE = 64
+"""Values whose log factors are computed at once inside a block (memory TILE x the candidate means: the processor's
+cache), whatever the block's size."""
 KELLY_FRACTIONS = np.r_[0.99, 0.9, 0.5 ** np.arange(1, 13)]
 """kappa_d of the diversified Kelly bets lambda = kappa_d / m on a stream of indicators (:class:`BernoulliBetting`):
 the Kelly fraction (p - m) / (1 - m) of a set whose probability p exceeds m by 0.0002 (2^-12) to 0.5, and 0.9 and
@@ -102,22 +107,23 @@ class BettingSequence:
         return cls(float(design_level), log_capital=zeros, log_peak=zeros, mirror_capital=zeros, mirror_peak=zeros,
                    means=means)
 
-    def update(self, values) -> BettingSequence:
-        """The sequence after ``values`` (1-d, in [0, 1], in drawing order) more."""
+    def update(self, values, threads: int = 1) -> BettingSequence:
+        """The sequence after ``values`` (1-d, in [0, 1], in drawing order) more; with ``threads`` > 1 the
+        capitals of x and of 1 - x are fed at once on two threads (the same numbers)."""
         x = np.asarray(values, dtype=float).ravel()
         if x.size and not (np.all(x >= 0.0) and np.all(x <= 1.0)):
             raise ValueError("values must lie in [0, 1]; rescale them by a range fixed before the data.")
         state = self
         for begin in range(0, x.size, ROWS):
-            state = state._update_block(x[begin:begin + ROWS])
+            state = state._update_block(x[begin:begin + ROWS], threads)
         return state
 
-    def _update_block(self, x: np.ndarray) -> BettingSequence:
-        capital, peak, squares = _capital(x, self.n, self.total, self.squares, self.log_capital, self.log_peak,
-                                          self.design_level, self.means)
-        mirror, mirror_peak, mirror_squares = _capital(1.0 - x, self.n, self.n - self.total, self.mirror_squares,
-                                                       self.mirror_capital, self.mirror_peak, self.design_level,
-                                                       self.means)
+    def _update_block(self, x: np.ndarray, threads: int) -> BettingSequence:
+        (capital, peak, squares), (mirror, mirror_peak, mirror_squares) = in_threads([
+            lambda: _capital(x, self.n, self.total, self.squares, self.log_capital, self.log_peak,
+                             self.design_level, self.means),
+            lambda: _capital(1.0 - x, self.n, self.n - self.total, self.mirror_squares, self.mirror_capital,
+                             self.mirror_peak, self.design_level, self.means)], threads)
         return BettingSequence(self.design_level, self.n + x.size, self.total + float(x.sum()), squares, capital,
                                peak, mirror, mirror_peak, mirror_squares, self.means)
 
@@ -210,6 +216,16 @@ class BernoulliBetting:
                    np.asarray(record["log_peak"], dtype=float), np.asarray(record["mirror_peak"], dtype=float))
 
 
+def in_threads(tasks: list[Callable], threads: int) -> list:
+    """The results of ``tasks`` (functions of no argument), in their order, on up to ``threads`` threads: the
+    capitals' work is numpy's, which runs outside the interpreter's lock, so independent capitals are fed at once
+    (each one's numbers are those of one thread)."""
+    if threads <= 1 or len(tasks) <= 1:
+        return [task() for task in tasks]
+    with ThreadPoolExecutor(min(threads, len(tasks))) as pool:
+        return list(pool.map(lambda task: task(), tasks))
+
+
 def mean_lower_bound(values, error: float, refinements: int = 64) -> float:
     """The lower bound of :class:`BettingSequence` (design level ``error``) on the mean of ``values`` (in [0, 1],
     in drawing order), read after the last one and refined between grid means.
@@ -258,17 +274,53 @@ def _capital(x: np.ndarray, n: int, total: float, squares: float, log_capital: n
              design_level: float, means: np.ndarray = GRID) -> tuple[np.ndarray, np.ndarray, float]:
     """(log capital, running maximum of the log capital, sum of squared deviations) after the block ``x`` (Eq. 25
     and 26 of Waudby-Smith and Ramdas; the bet on value i uses the values before it only), on the candidate
-    ``means`` (:data:`GRID` unless refined)."""
+    ``means`` (:data:`GRID` unless refined).
+
+    The log capital after value i of the block is its start plus the cumulative sum of the log factors
+    (:func:`_summed_log_factors`); its running maximum is the start plus the cumulative sums' maximum (rounding
+    is monotone, so the two agree to the last bit)."""
+    if not x.size:
+        return log_capital, log_peak, squares
     i = n + np.arange(1, x.size + 1)  # the values' positions, 1-based
     running = total + np.cumsum(x)
     mean_after = (0.5 + running) / (i + 1)  # mu_i
     deviations = squares + np.cumsum((x - mean_after) ** 2)
     variance_before = (0.25 + np.r_[squares, deviations[:-1]]) / i  # sigma_{i-1}^2 = (1/4 + sum_{j<i}) / i
     bets = np.sqrt(2.0 * np.log(1.0 / design_level) / (variance_before * i * np.log1p(i)))
-    stakes = np.minimum(bets[:, None], TRUNCATION / means[None, :])  # lambda_i(m)
-    steps = np.log1p(stakes * (x[:, None] - means[None, :]))
-    path = log_capital + np.cumsum(steps, axis=0)
-    return path[-1], np.maximum(log_peak, path.max(axis=0)), float(deviations[-1]) if x.size else squares
+    last, highest = _summed_log_factors(x, bets, means)
+    return log_capital + last, np.maximum(log_peak, log_capital + highest), float(deviations[-1])
+
+
+def _summed_log_factors(x: np.ndarray, bets: np.ndarray, means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(last, largest) of the cumulative sums over the values of log(1 + lambda_i(m) (x_i - m)), lambda_i(m) =
+    min(bet_i, c / m), on every candidate mean at once.
+
+    The values go by :data:`TILE` (an array of a tile's factors, values by row and means by column, stays in the
+    processor's cache); each row of cumulative sums is the row before it plus the value's factors, added in the
+    values' order, as a cumulative sum over the whole block would (the same numbers to the last bit).  Where no
+    bet of a tile reaches c / m of the largest mean, lambda_i(m) = bet_i on every mean (the minimum is not
+    taken)."""
+    inverse = TRUNCATION / means
+    smallest = inverse.min()
+    steps, gaps = np.empty((min(TILE, x.size), means.size)), np.empty((min(TILE, x.size), means.size))
+    carry, highest = None, np.full(means.size, -np.inf)
+    for begin in range(0, x.size, TILE):
+        values = x[begin:begin + TILE]
+        tile, gap = steps[:values.size], gaps[:values.size]
+        np.subtract(values[:, None], means[None, :], out=gap)
+        stakes = bets[begin:begin + TILE, None]  # lambda_i(m) where no bet is truncated
+        if stakes.max() > smallest:
+            stakes = np.minimum(stakes, inverse[None, :], out=tile)  # lambda_i(m)
+        np.multiply(stakes, gap, out=tile)
+        np.log1p(tile, out=tile)
+        if carry is not None:
+            tile[0] += carry
+        rows = list(tile)
+        for before, row in zip(rows, rows[1:]):
+            np.add(before, row, out=row)
+        carry = tile[-1].copy()
+        np.maximum(highest, tile.max(axis=0), out=highest)
+    return carry, highest
 
 
 def _excluded_below(log_peak: np.ndarray, error: float, means: np.ndarray = GRID) -> float:

@@ -24,6 +24,9 @@ summarises the witness with :class:`StreamedWitness`: its blocks are
 computed in parallel (the witness, the clip, the rescaling) but fed to the
 capital in block order, the drawing order fixed by the seed (chunk, then
 position), so the numbers do not depend on ``n_jobs`` or the joblib backend.
+The feed itself runs on up to four threads (P's and Q's sequences, each
+capital and its mirror: independent processes, each fed in that order by one
+thread).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from typing import Any
 import numpy as np
 from scipy.special import expit, logit
 
-from attacks.betting import BettingSequence
+from attacks.betting import BettingSequence, in_threads
 from attacks.bounded_witness import Rescaling, chosen_rescaling, clipped_bound_applies
 from attacks.candidates import Candidate, Target
 from attacks.estimate import DivergenceEstimate
@@ -85,9 +88,14 @@ class ClippedBetting:
     def n(self) -> int:
         return self.on_p.n
 
-    def update(self, x_p: np.ndarray, x_q: np.ndarray) -> ClippedBetting:
-        """The sequences after more rescaled values (:meth:`Rescaling.rescaled`), in drawing order."""
-        return replace(self, on_p=self.on_p.update(x_p), on_q=self.on_q.update(x_q))
+    def update(self, x_p: np.ndarray, x_q: np.ndarray, threads: int = 1) -> ClippedBetting:
+        """The sequences after more rescaled values (:meth:`Rescaling.rescaled`), in drawing order; on up to
+        ``threads`` threads (P's and Q's sequences at once, each capital and its mirror at once: the same
+        numbers)."""
+        inner = max(threads // 2, 1)
+        on_p, on_q = in_threads([lambda: self.on_p.update(x_p, inner), lambda: self.on_q.update(x_q, inner)],
+                                threads)
+        return replace(self, on_p=on_p, on_q=on_q)
 
     def bounds(self, error: float) -> tuple[float, float]:
         """(lower, upper) bound of the clipped objective, each at confidence 1 - ``error`` (``error`` / 2 on each
@@ -136,26 +144,31 @@ class StreamedWitness:
     betting sequences (order-dependent, fed).
 
     A block's summary carries its rescaled values (``pending``); ``a + b``
-    feeds b's values to a's sequences, so blocks added in drawing order give
-    the sequences of the whole sample in that order."""
+    feeds a's pending values to a's sequences (on ``threads`` threads, the
+    confirm stage's workers) and keeps b's pending, so blocks added in drawing
+    order give, when :meth:`fed`, the sequences of the whole sample in that
+    order, holding one block's values at a time."""
 
     moments: Any  # attacks.witness_moments.WitnessMoments
     betting: ClippedBetting
     pending: tuple[np.ndarray, np.ndarray] | None = None
+    threads: int = 1
 
     @classmethod
-    def block(cls, moments, betting: ClippedBetting, w_p: np.ndarray, w_q: np.ndarray) -> StreamedWitness:
-        """A block's summary: ``moments`` and the witness values rescaled, waiting to be fed to ``betting``."""
-        return cls(moments, betting, betting.rescaling.rescaled(w_p, w_q))
+    def block(cls, moments, betting: ClippedBetting, w_p: np.ndarray, w_q: np.ndarray,
+              threads: int = 1) -> StreamedWitness:
+        """A block's summary: ``moments`` and the witness values rescaled, waiting to be fed to ``betting`` on
+        ``threads`` threads."""
+        return cls(moments, betting, betting.rescaling.rescaled(w_p, w_q), threads)
 
     def fed(self) -> ClippedBetting:
-        """The sequences with the pending values fed."""
-        return self.betting if self.pending is None else self.betting.update(*self.pending)
+        """The sequences with the pending values fed, on up to :attr:`threads` threads."""
+        return self.betting if self.pending is None else self.betting.update(*self.pending, self.threads)
 
     def __add__(self, other: StreamedWitness) -> StreamedWitness:
         if other.pending is None:
             raise ValueError("other must be a block's summary (StreamedWitness.block), added in drawing order.")
-        return StreamedWitness(self.moments + other.moments, self.fed().update(*other.pending))
+        return StreamedWitness(self.moments + other.moments, self.fed(), other.pending, self.threads)
 
 
 @dataclass(frozen=True, eq=False)

@@ -237,7 +237,7 @@ def accumulate(draw, candidates: list[Candidate], attacks: list[Attack], n: int,
     was coupled.  Each chunk is summarised in blocks of SUMMARY_BLOCK outputs on ``n_jobs`` workers, added in
     block order (the blocks do not depend on n_jobs, so neither do the sums, rounding included).  Candidates
     whose pair failed are left out."""
-    tail = tail_count(n) + 1
+    tail, threads = tail_count(n) + 1, max(joblib.effective_n_jobs(n_jobs), 1)
     totals: dict[int, tuple[object, bool]] = {}
     failed = set()
     for index, size in enumerate(_chunks(n, chunk)):
@@ -249,7 +249,7 @@ def accumulate(draw, candidates: list[Candidate], attacks: list[Attack], n: int,
         parts = joblib.Parallel(n_jobs=n_jobs)(
             joblib.delayed(_summary)(attacks[i], *(x[begin:begin + SUMMARY_BLOCK]
                                                    for x in candidates[i].laws(draws[candidates[i].pair])),
-                                     target, tail, stage)
+                                     target, tail, stage, threads)
             for i, begin in blocks)
         for (i, _), part in zip(blocks, parts):
             coupled = draws[candidates[i].pair].coupled
@@ -257,11 +257,12 @@ def accumulate(draw, candidates: list[Candidate], attacks: list[Attack], n: int,
     return {i: value for i, value in totals.items() if i not in failed}
 
 
-def _summary(attack: Attack, p: np.ndarray, q: np.ndarray, target: Target, tail: int, stage: str):
+def _summary(attack: Attack, p: np.ndarray, q: np.ndarray, target: Target, tail: int, stage: str, threads: int = 1):
     """What the statistic keeps of one block, summed with ``+``: nested-set moments (``dp``), one set's cells
     (``ipm``, and ``kl`` or ``renyi`` counted on an event), or the witness moments with the ``tail`` largest log
     weights of Q (``kl``, ``renyi``), in the confirm stage with the clipped witness's rescaled values for its
-    betting sequences where the attack has them (:class:`attacks.clipped_witness.StreamedWitness`)."""
+    betting sequences where the attack has them (:class:`attacks.clipped_witness.StreamedWitness`, fed on
+    ``threads`` threads)."""
     if isinstance(divergence_of(target), DP):
         return attack.moments(p, q)
     if attack.counted:
@@ -270,7 +271,7 @@ def _summary(attack: Attack, p: np.ndarray, q: np.ndarray, target: Target, tail:
     moments = WitnessMoments.from_values(w_p, w_q, target.divergence, target.alpha, tail, attack.adversary.supremum_)
     if attack.betting is None or stage != "confirm":
         return moments
-    return StreamedWitness.block(moments, attack.betting, w_p, w_q)
+    return StreamedWitness.block(moments, attack.betting, w_p, w_q, threads)
 
 
 def summed_estimate(total, candidate: Candidate, target: Target, coupled: bool,

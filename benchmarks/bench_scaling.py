@@ -19,7 +19,11 @@ or ``python -m audit.commands.cli run``) and reads its wall time and its CPU tim
   audit whose work is its training runs (:func:`learner_config`: the built-in
   ``dp_gd_logistic``, 100 steps, its three default pairs, many runs, fixed
   ``n_samples``) on 1 and 2 threads and 2 dask workers, each row with the
-  median 1-minute load average at its runs' starts.
+  median 1-minute load average at its runs' starts;
+- ``--betting REF`` (only this, into ``bench_scaling_betting.md``): the audits whose confirm stage feeds betting
+  confidence sequences (:data:`BETTING_AUDITS`: a Laplace ``(all, kl)`` audit at 200 000 and 1 000 000 outputs, a
+  default, sequential ``dp`` audit) at the git revision REF (extracted to a temporary folder) and at this
+  checkout, one worker: CPU seconds before and after a change of :mod:`attacks.betting`, same rows asserted.
 
 Every audit of a table must give the same rows on every worker count and
 backend (a digest of ``run_audit``'s table, asserted): the numbers do not
@@ -29,6 +33,7 @@ Run by hand (about 8 minutes on a quiet 2-core machine; ``--learners`` about 12 
 
     python benchmarks/bench_scaling.py      # writes benchmarks/results/bench_scaling.md
     python benchmarks/bench_scaling.py --learners   # writes benchmarks/results/bench_scaling_learners.md
+    nice -n 10 python benchmarks/bench_scaling.py --betting 80b7eae   # bench_scaling_betting.md (about 10 minutes)
 
 The machine line gives the load at the start and at the end: on a shared
 machine (the recorded runs were made on a 2-core development machine other
@@ -54,6 +59,7 @@ from results_file import commit, machine
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "bench_scaling.md"
 LEARNER_RESULTS = RESULTS.with_name("bench_scaling_learners.md")
+BETTING_RESULTS = RESULTS.with_name("bench_scaling_betting.md")
 SLEEP_PER_OUTPUT = 50e-6
 """Seconds the sleep-bound mechanism sleeps per output."""
 
@@ -80,24 +86,26 @@ FIXED_REPEATS = 5
 """Runs of each fixed-cost command (a second or less each: on a shared machine one run reads the load of the moment)."""
 
 
-def measure(command: list[str], **options) -> tuple[float, float, str]:
-    """(wall seconds, CPU seconds of the process and its reaped descendants, stdout) of one command."""
+def measure(command: list[str], code: Path = ROOT, **options) -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds of the process and its reaped descendants, stdout) of one command run with the
+    package at ``code`` (default this checkout; also the working folder, which ``python -c`` puts first on the
+    path)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True,
+    done = subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": str(code)}, cwd=code, text=True,
                           stdout=subprocess.PIPE, **options)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.stdout
 
 
-def audit(config: dict) -> tuple[tuple[float, float, float, float], set[str]]:
+def audit(config: dict, code: Path = ROOT) -> tuple[tuple[float, float, float, float], set[str]]:
     """Medians over :data:`REPEATS` fresh processes of (process wall, its CPU, ``run_audit``'s own wall time, the
-    1-minute load average at the start), and the digests of the tables they gave."""
+    1-minute load average at the start), and the digests of the tables they gave (the package at ``code``)."""
     runs, digests = [], set()
     for _ in range(REPEATS):
         loaded = os.getloadavg()[0]
-        wall, cpu, out = measure([sys.executable, "-c", CHILD, json.dumps(config), str(Path(__file__).parent)])
+        wall, cpu, out = measure([sys.executable, "-c", CHILD, json.dumps(config), str(Path(__file__).parent)], code)
         inside, digest = out.split()[-2:]
         runs.append((wall, cpu, float(inside), loaded))
         digests.add(digest)
@@ -160,6 +168,50 @@ def learner_config(n_jobs: int, backend: str) -> dict:
     }
 
 
+BETTING_AUDITS = {
+    "Laplace (all, kl), n_samples = 200 000": ("kl", 0.3679, {"n_samples": 200_000}),
+    "Laplace (all, kl), n_samples = 1 000 000": ("kl", 0.3679, {"n_samples": 1_000_000}),
+    "Laplace (all, dp), sequential (default)": ("dp", 1.0, {}),
+}
+"""The ``--betting`` audits of the built-in Laplace mechanism (epsilon 1, its default pair, default classes and
+policy, seed 0, one worker): a true KL claim whose clipped witnesses' betting sequences are fed the whole confirm
+sample, and a dp claim whose confirm stages are read after every batch (anytime sets)."""
+
+
+def betting_config(divergence: str, epsilon: float, attacks: dict) -> dict:
+    """One of :data:`BETTING_AUDITS` as a configuration."""
+    return {"mechanism": {"name": "laplace", "params": {"epsilon": 1.0}},
+            "claims": [{"divergence": divergence, "function_class": "all", "epsilon": epsilon}],
+            "attacks": attacks, "run": {"seed": 0, "n_jobs": 1}}
+
+
+def betting(before: str) -> None:
+    """``--betting REF``: :data:`BETTING_AUDITS` at revision ``before`` and at this checkout, into
+    :data:`BETTING_RESULTS`.  Raises AssertionError unless both gave the same rows."""
+    lines = ["# CPU of the betting confidence sequences' feed, before and after", "",
+             f"Machine: {machine()}, load average (1, 5, 15 min) {load()} at the start.", "",
+             f"Code: before {before}, after {commit()}.", "",
+             f"Produced by `nice -n 10 python benchmarks/bench_scaling.py --betting {before}`. Each audit ran in "
+             f"{REPEATS} fresh processes at each code; a row gives the medians of the process's CPU time (user + "
+             "sys) and of the wall time of `run_audit` itself. Both codes gave the same rows (asserted).", "",
+             "| audit | CPU before (s) | CPU after (s) | CPU ratio | run_audit wall before (s) | after (s) |",
+             "|---|---|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as folder:
+        archive = subprocess.run(["git", "archive", before, "attacks", "audit"], cwd=ROOT, check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+        for label, spec in BETTING_AUDITS.items():
+            (_, cpu_before, inside_before, _), old = audit(betting_config(*spec), Path(folder))
+            (_, cpu_after, inside_after, _), new = audit(betting_config(*spec))
+            assert len(old | new) == 1, f"{label}: the rows differ before and after"
+            lines.append(f"| {label} | {cpu_before:.1f} | {cpu_after:.1f} | {cpu_before / cpu_after:.2f}x "
+                         f"| {inside_before:.1f} | {inside_after:.1f} |")
+            print(lines[-1], flush=True)
+    lines[2] = lines[2].rstrip(".") + f", {load()} at the end."
+    BETTING_RESULTS.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 FIXED_CONFIG = """[mechanism]
 name = "laplace"
 params = { epsilon = 1.0 }
@@ -200,8 +252,14 @@ def learners() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--learners", action="store_true", help="only the learner audit (bench_scaling_learners.md)")
-    if parser.parse_args().learners:
+    parser.add_argument("--betting", metavar="REF", help="only the betting audits, before (git revision REF) and "
+                        "after (bench_scaling_betting.md)")
+    arguments = parser.parse_args()
+    if arguments.learners:
         learners()
+        return
+    if arguments.betting:
+        betting(arguments.betting)
         return
     lines = ["# Scaling and fixed cost", "",
              f"Machine: {machine()}, load average (1, 5, 15 min) {load()} at the start.", "", f"Code: {commit()}.", "",
