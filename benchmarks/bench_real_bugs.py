@@ -25,15 +25,21 @@ at default settings from the library's own claim (dp_accounting's
 ``RdpAccountant`` at each order; OpenDP's privacy map through
 ``[[claims]] from = "library"``) beside its correct counterpart
 (``CLAIM_CASES``; not reproduced: ``NOT_REPRODUCED_CLAIMS``).  Run it in an
-environment with the library versions named (docs/benchmarks.md).
+environment with the library versions named (docs/benchmarks.md); each audit is
+a line of ``CLAIMS_RECORDS`` (a seed already there is not run again), and the
+table counts the verdicts over all of them, so that seeds and environments add
+up across runs:
+
+    PYTHONPATH=. ENV/bin/python benchmarks/bench_real_bugs.py --claims --seed 0 --seeds 20 [--only "opendp #2911"]
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import functools
 import json
 import os
+import sys
 import tempfile
 import warnings
 from collections import Counter
@@ -44,7 +50,10 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
-from audit import run_audit
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from audit import run_audit  # noqa: E402
+from results_file import RESULTS, append_record, commit, machine, read_records  # noqa: E402
 
 BUDGET = {"n_samples": 1000, "screen_samples": 200, "candidates": 5, "count": 2}
 """Samples per dataset, screening samples per candidate, random candidates and pairs kept (module docstring)."""
@@ -255,14 +264,24 @@ GROUP_SCALE = 30.0
 """The discrete Laplace scale of the grouped sum of B in [-10, 10]: the true epsilon at d_in = 6 is 60 / 30 = 2."""
 
 
-def _grouped_sum(max_length: int):
-    """OpenDP's grouped sum of #2945 (make_private_lazyframe, one group "a", margin max_length, keys public)."""
+GROUP_BATCH = 1000
+"""Releases per library call of the grouped sum (:func:`grouped_sum`): ~0.1 ms an output, against ~0.8 ms for one
+call per output, whose cost is OpenDP's per-call conversion of the frame and the plan, not the noise."""
+
+
+@functools.lru_cache(maxsize=8)
+def _grouped_sum(max_length: int, copies: int = 1):
+    """OpenDP's grouped sum of #2945 (make_private_lazyframe, one group "a", margin max_length, keys public); with
+    ``copies`` > 1 the query aggregates that many copies of the same noisy sum, columns B0, B1, ...: each a draw of
+    the one-sum measurement (same domain, margin, bounds and scale; OpenDP samples each expression's noise apart),
+    whose map, not the copies', is the claim audited."""
     import opendp.prelude as dp
     import polars as pl
 
     dp.enable_features("contrib")
     schema = {"A": pl.String, "B": pl.Int32}
-    query = pl.LazyFrame(schema=schema).group_by("A").agg(pl.col("B").dp.sum((-10, 10), scale=GROUP_SCALE))
+    query = pl.LazyFrame(schema=schema).group_by("A").agg(
+        [pl.col("B").dp.sum((-10, 10), scale=GROUP_SCALE).alias(f"B{i}") for i in range(copies)])
     domain = dp.with_margin(dp.lazyframe_domain([dp.series_domain("A", dp.atom_domain(T=str)),
                                                  dp.series_domain("B", dp.atom_domain(T=int))]),
                             dp.polars.Margin(by=["A"], max_length=max_length, max_groups=1, invariant="keys"))
@@ -270,13 +289,17 @@ def _grouped_sum(max_length: int):
 
 
 def grouped_sum(dataset, n, rng, max_length=GROUP_ROWS):
-    """The grouped sum's noisy B of group "a" on the records B = ``dataset``: one library call per output."""
+    """The grouped sum's noisy B of group "a" on the records B = ``dataset``: GROUP_BATCH outputs a library call,
+    each one column of :func:`_grouped_sum`'s copies."""
     import polars as pl
 
-    measurement, schema = _grouped_sum(max_length)
     values = [int(x) for x in np.ravel(dataset)]
-    frame = pl.LazyFrame({"A": ["a"] * len(values), "B": values}, schema=schema)
-    return np.array([[measurement(frame).collect()["B"].item()] for _ in range(n)], dtype=float)
+    frame = pl.LazyFrame({"A": ["a"] * len(values), "B": values}, schema=_grouped_sum(max_length)[1])
+    draws = []
+    for start in range(0, n, GROUP_BATCH):
+        measurement = _grouped_sum(max_length, min(GROUP_BATCH, n - start))[0]
+        draws.extend(measurement(frame).collect().drop("A").row(0))
+    return np.array(draws, dtype=float)[:, None]
 
 
 def grouped_sum_fixed_map(dataset, n, rng):
@@ -350,77 +373,97 @@ CLAIM_CASES = [  # (case, release, library, config builder, true values at the c
 ]
 
 
-def _claim_audit(config: dict) -> tuple[Any, int, float]:
-    """One audit of a claims case: its result, the outputs drawn (results.json) and the CPU seconds."""
-    start = sum(os.times()[:4])  # this process and its forked samplers
-    with tempfile.TemporaryDirectory() as out:
-        result = run_audit(config, out_dir=out, progress=False)
-        drawn = json.loads((Path(out) / "results.json").read_text())["outputs_drawn"]
-    return result, drawn, sum(os.times()[:4]) - start
+CLAIMS_RECORDS = RESULTS / "bench_real_bugs_claims.jsonl"
+"""The claims edition's records, one JSON line per case, release, library version and seed (:func:`claims_edition`)."""
 
 
-def included_rows(path: str | Path) -> tuple[list[dict[str, str]], str]:
-    """The rows of a claims-edition results file this benchmark wrote (its first table) and the command that wrote
-    it: cases that need another environment (another release, another extra) join the edition's table as run."""
-    lines = Path(path).read_text().splitlines()
-    command = next(line.split("`")[1] for line in lines if line.startswith("`PYTHONPATH"))
-    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
-    table = list(itertools.takewhile(lambda line: line.startswith("|"), lines[start:]))
-    header = [cell.strip() for cell in table[0].strip("|").split("|")]
-    return [dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")))) for line in table[2:]], command
-
-
-def claims_edition(seed: int, seeds: int = 1, only: str | None = None, include: tuple[str, ...] = ()) -> str:
-    """The second edition: each case audited from the library's own claim at default settings (module docstring);
-    ``seeds`` > 1 audits each case at seeds ``seed`` to ``seed + seeds - 1`` and counts the verdicts; ``only``
-    keeps the cases whose name contains it; ``include``: results files of this edition (:func:`included_rows`)
-    whose cases are taken as they ran there, not run again."""
+def claim_record(case: str, release: str, library: str, true: list[float], config: dict, seed: int,
+                 code: str) -> dict:
+    """One audit of a claims case at ``seed``: verdict, claims, lower bounds per order, the outputs drawn
+    (results.json), the CPU seconds of this process and its samplers, and the library and ``code`` (the commit
+    this process started at) it ran."""
     import importlib.metadata
 
-    rows, skipped, taken, sources = [], [], {}, []
-    for path in include:
-        found, command = included_rows(path)
-        taken.update(((row["case"], row["release"]), row) for row in found)
-        sources.append(f"{', '.join(sorted({row['case'] for row in found}))} from {path} (`{command}`)")
-    for case, release, library, build, true in CLAIM_CASES:
-        if only and only not in case:
-            continue
-        if (case, release) in taken:
-            rows.append(taken[(case, release)])
+    start = sum(os.times()[:4])
+    with tempfile.TemporaryDirectory() as out:
+        result = run_audit({**config, "run": {"seed": seed}}, out_dir=out, progress=False)
+        drawn = json.loads((Path(out) / "results.json").read_text())["outputs_drawn"]
+    return {"case": case, "release": release, "library": f"{library} {importlib.metadata.version(library)}",
+            "seed": seed, "verdict": result.verdict,
+            "claims": ", ".join(str(c.get("label", c.get("claim"))) for c in result.claims),
+            "true": [round(t, 4) for t in true],
+            "lower bounds": [round(float(low), 4) for low in result.table.groupby("alpha", dropna=False)["ci_low"].max()],
+            "outputs": int(drawn), "cpu s": round(sum(os.times()[:4]) - start, 1), "commit": code,
+            "machine": machine()}
+
+
+def claims_table(records: list[dict]) -> list[dict]:
+    """One row per case, release and library version over every record of it (a later record of the same seed
+    replaces an earlier): the verdicts counted, the first seed's lower bounds, medians of outputs and CPU s."""
+    latest = {(r["case"], r["release"], r["library"], r["seed"]): r for r in records}
+    groups: dict[tuple, list[dict]] = {}
+    for (case, release, library, _), record in sorted(latest.items(), key=lambda item: item[0][3]):
+        groups.setdefault((case, release, library), []).append(record)
+    order = {(case, release): i for i, (case, release, *_) in enumerate(CLAIM_CASES)}
+    rows = []
+    for (case, release, library), runs in sorted(groups.items(), key=lambda item: (order.get(item[0][:2], 99), item[0][2])):
+        seeds = [r["seed"] for r in runs]
+        verdicts = Counter(r["verdict"] for r in runs)
+        rows.append({"case": case, "release": release, "library": library, "claims": runs[0]["claims"],
+                     "true (same orders)": ", ".join(f"{t:.3g}" for t in runs[0]["true"]),
+                     "seeds": f"{len(seeds)} ({min(seeds)}-{max(seeds)})" if len(seeds) > 1 else str(seeds[0]),
+                     "verdicts": ", ".join(f"{v} {n}" for v, n in sorted(verdicts.items())),
+                     f"lower bounds (seed {seeds[0]})": ", ".join(f"{low:.3g}" for low in runs[0]["lower bounds"]),
+                     "outputs drawn (median)": f"{round(np.median([r['outputs'] for r in runs])):,}".replace(",", " "),
+                     "cpu s a seed (median)": f"{np.median([r['cpu s'] for r in runs]):.0f}"})
+    return rows
+
+
+def claims_edition(seeds: range, only: str | None = None, path: Path = CLAIMS_RECORDS, run: bool = True) -> str:
+    """The second edition: each case audited from the library's own claim at default settings (module docstring)
+    at each of ``seeds`` not yet in ``path`` (one JSON line per case, release, library version and seed, appended
+    as each audit ends), for the cases whose library imports here and whose "case, release" contains ``only``; the table is
+    rebuilt from every record of ``path``, so that runs in several environments and sessions add to one table."""
+    import importlib.metadata
+
+    skipped, code = [], commit()
+    done = {(r["case"], r["release"], r["library"], r["seed"]) for r in read_records(path)}
+    for case, release, library, build, true in CLAIM_CASES if run else ():
+        if only and only not in f"{case}, {release}":
             continue
         try:
-            version = importlib.metadata.version(library)
-            configs = [{**build(), "run": {"seed": s}} for s in range(seed, seed + seeds)]
+            version = f"{library} {importlib.metadata.version(library)}"
+            config = build()
         except Exception as error:  # a missing library: skip with the reason
             skipped.append({"case": f"{case}, {release}", "why": f"skipped: {type(error).__name__}: {error}"})
             continue
-        audits = [_claim_audit(config) for config in configs]
-        verdicts = Counter(result.verdict for result, _, _ in audits)
-        result = audits[0][0]
-        rows.append({"case": case, "release": release, "library": f"{library} {version}",
-                     "claims": ", ".join(str(c.get("label", c.get("claim"))) for c in result.claims),
-                     "true (same orders)": ", ".join(f"{t:.3g}" for t in true),
-                     "verdict": result.verdict if seeds == 1 else ", ".join(f"{v} {n}" for v, n in verdicts.items()),
-                     "lower bounds": ", ".join(f"{low:.3g}" for low in
-                                               result.table.groupby("alpha", dropna=False)["ci_low"].max()),
-                     "outputs drawn": f"{round(np.mean([drawn for _, drawn, _ in audits])):,}".replace(",", " "),
-                     "cpu s": f"{sum(seconds for _, _, seconds in audits):.0f}"})
-        print(rows[-1], flush=True)
-    command = (f"--claims --seed {seed}" + (f" --seeds {seeds}" if seeds > 1 else "") + (f' --only "{only}"' if only else "")
-               + "".join(f" --include {path}" for path in include))
-    joined = f" Rows taken from another environment's run: {'; '.join(sources)}." if sources else ""
+        for seed in seeds:
+            if (case, release, version, seed) not in done:
+                record = claim_record(case, release, library, true, config, seed, code)
+                append_record(path, record)
+                print(record, flush=True)
+    records = read_records(path)
+    commits: dict[str, set[str]] = {}
+    for record in records:
+        commits.setdefault(record["commit"], set()).add(f"{record['case']} ({record['library']})")
     return "\n".join([
         "# Claims from the library (benchmarks/bench_real_bugs.py --claims)", "",
-        f"`PYTHONPATH=. python benchmarks/bench_real_bugs.py {command}`, in an environment with the "
-        "library versions named. Default audit settings (the dp_accounting cases: `representation = false`: the "
-        "accountant bounds the released values, and the sum adds numpy's float Gaussian, which the representation "
-        "layer refutes whatever the accounting, Mironov 2012); claims over `all` as the library states them "
-        "(RdpAccountant's Renyi DP at each order; OpenDP's map rho = 0.5 read as Renyi claims 0.5 alpha at orders "
-        "1.5, 2, 4; OpenDP #2945: the grouped sum's map at the pair's symmetric distance, d_in = 6, epsilon over "
-        "all); `lower bounds` per order; `outputs drawn` every output of the audit (both datasets, every "
-        "stage and round; the mean over seeds); `cpu s` this process and its samplers (the total over seeds); "
-        f"over several seeds, `verdict` counts them and `lower bounds` are the first seed's.{joined}", "",
-        tabulate(rows, headers="keys", tablefmt="github") if rows else "(no case ran)", "",
+        f"`PYTHONPATH=. python benchmarks/bench_real_bugs.py --claims --seed S --seeds N [--only CASE]`, in an "
+        "environment with the library versions named (docs/benchmarks.md), each run adding one line per case, "
+        f"library version and seed to `{path.name}`; the table counts every line. Default audit settings (the "
+        "dp_accounting cases: `representation = false`: the accountant bounds the released values, and the sum adds "
+        "numpy's float Gaussian, which the representation layer refutes whatever the accounting, Mironov 2012); "
+        "claims over `all` as the library states them (RdpAccountant's Renyi DP at each order; OpenDP's map "
+        "rho = 0.5 read as Renyi claims 0.5 alpha at orders 1.5, 2, 4; OpenDP #2945: the grouped sum's map at the "
+        "pair's symmetric distance, d_in = 6, epsilon over all); `lower bounds` per order, of the first seed; "
+        "`outputs drawn` every output of an audit (both datasets, every stage and round); `cpu s` this process and "
+        "its samplers. OpenDP cannot be seeded: its rows' seeds seed the audit, each a fresh draw of the library's "
+        "noise.", "",
+        tabulate(claims_table(records), headers="keys", tablefmt="github", disable_numparse=True)
+        if records else "(no case ran)", "",
+        "Code each record ran (`commit`: the commit its run started at, + when the code differed from it): "
+        + "; ".join(f"{c}: {', '.join(sorted(cases))}" for c, cases in sorted(commits.items())) + ".", "",
+        f"Machine: {'; '.join(sorted({r['machine'] for r in records}))} (shared; `nice -n 10`).", "",
         "## Not reproduced here", "",
         tabulate([{"case": case, "why": why} for case, why in NOT_REPRODUCED_CLAIMS] + skipped, headers="keys",
                  tablefmt="github"),
@@ -432,14 +475,16 @@ def main() -> None:
     parser.add_argument("--out", default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--claims", action="store_true", help="the second edition: claims from the library")
-    parser.add_argument("--seeds", type=int, default=1, help="--claims: audit each case at this many seeds")
-    parser.add_argument("--only", default=None, help="--claims: only the cases whose name contains this")
-    parser.add_argument("--include", action="append", default=[],
-                        help="--claims: a results file of this edition whose cases are taken as run there")
+    parser.add_argument("--seeds", type=int, default=1, help="--claims: audit each case at seeds --seed to "
+                        "--seed + N - 1 (those not yet in --records)")
+    parser.add_argument("--only", default=None, help="--claims: only the cases whose \"case, release\" contains this")
+    parser.add_argument("--records", type=Path, default=CLAIMS_RECORDS, help="--claims: the JSON-lines records "
+                        "(default benchmarks/results/bench_real_bugs_claims.jsonl); the table counts all of them")
+    parser.add_argument("--table", action="store_true", help="--claims: only rebuild the table from --records")
     args = parser.parse_args()
     if args.claims:
-        text = claims_edition(args.seed, args.seeds, args.only, tuple(args.include))
-        Path(args.out or "benchmarks/results/bench_real_bugs_claims.md").write_text(text)
+        text = claims_edition(range(args.seed, args.seed + args.seeds), args.only, args.records, not args.table)
+        Path(args.out or args.records.with_suffix(".md")).write_text(text)
         print(text)
         return
     args.out = args.out or "benchmarks/results/bench_real_bugs.md"

@@ -187,6 +187,26 @@ def test_the_sum_adapters_claim_is_their_map_at_one_record(name, params, expecte
         load_config({"mechanism": {"name": name, "params": params}, "pairs": [far], "claims": [{"from": "library"}]})
 
 
+def test_the_measurement_is_drawn_in_batches_of_independent_releases():
+    """opendp.measurement draws BATCH releases a call through OpenDP's composition of copies of the measurement:
+    2 500 noisy-max indices on [1, -1] (3 calls, the last a partial batch) give index 1 with the exponential
+    mechanism's 1 / (1 + e^2) (scale 1) and no lag-1 correlation, within 5 standard errors; a measure OpenDP does
+    not compose (zCDP to (epsilon, delta)) is called once per output: its Gaussian has mean 0 and sd 1."""
+    from audit.mechanisms.adapters.opendp_measurement import BATCH
+
+    n = 2 * BATCH + 500
+    index = make_mechanism("opendp.measurement", NOISY_MAX)._sample(np.array([[1], [-1]]), n, np.random.default_rng(0))
+    p = 1 / (1 + math.e**2)
+    assert index.shape == (n, 1) and set(np.unique(index)) <= {0.0, 1.0}
+    assert abs(index.mean() - p) < 5 * math.sqrt(p * (1 - p) / n)
+    assert abs(np.corrcoef(index[:-1, 0], index[1:, 0])[0, 1]) < 5 / math.sqrt(n)
+    profile = {"input_domain": "atom_domain(T=f64, nan=False)", "input_metric": "absolute_distance(T=f64)",
+               "chain": [{"constructor": "make_gaussian", "scale": 1.0}, {"combinator": "make_zCDP_to_approxDP"}]}
+    gaussian = make_mechanism("opendp.measurement", profile)._sample(np.array([[0.0]]), 1100, np.random.default_rng(0))
+    assert gaussian.shape == (1100, 1)
+    assert abs(gaussian.mean()) < 5 / math.sqrt(1100) and abs(gaussian.std() - 1) < 5 / math.sqrt(2 * 1100)
+
+
 @pytest.mark.slow
 def test_permute_and_flip_under_the_zcdp_map_is_refuted_on_the_index():
     """OpenDP #2911's scenario (benchmarks/bench_real_bugs.py --claims): Renyi 1.091, 1.377 against 0.75, 1.0."""
@@ -234,3 +254,20 @@ def test_the_group_by_map_of_opendp_2945_states_half_the_true_epsilon_at_d_in_6(
     assert [buggy["claims"][0]["epsilon"], fixed["claims"][0]["epsilon"]] == pytest.approx([1.0, 2.0])
     released = bench.grouped_sum(np.array(bench.GROUP_PAIR["d"]), 400, np.random.default_rng(0))
     assert abs(released.mean() - 30.0) < 5 * 30.0 * math.sqrt(2) / math.sqrt(400)  # discrete Laplace sd ~ 30 sqrt 2
+
+
+def test_the_grouped_sum_drawn_in_batches_is_the_one_sum_release_drawn_independently():
+    """grouped_sum draws GROUP_BATCH outputs a library call, each a column of copies of the one noisy sum: over
+    2 500 outputs (3 calls, the last a partial batch) their mean is the sum 30, their variance the discrete Laplace's
+    2 e^(-1/s) / (1 - e^(-1/s))^2 at s = 30 (1 799.7), and consecutive outputs are uncorrelated (z-score bounds of 5
+    at this sample size: the excess kurtosis 3 of the Laplace widens the variance's)."""
+    pytest.importorskip("polars")
+    bench = _real_bugs()
+    n = 2 * bench.GROUP_BATCH + 500
+    released = bench.grouped_sum(np.array(bench.GROUP_PAIR["d"]), n, np.random.default_rng(0)).ravel()
+    decay = math.exp(-1 / bench.GROUP_SCALE)
+    variance = 2 * decay / (1 - decay) ** 2
+    assert released.shape == (n,)
+    assert abs(released.mean() - 30.0) < 5 * math.sqrt(variance / n)
+    assert abs(released.var() / variance - 1) < 5 * math.sqrt((2 + 3) / n)  # var of s^2 / sigma^2: (2 + kurtosis) / n
+    assert abs(np.corrcoef(released[:-1], released[1:])[0, 1]) < 5 / math.sqrt(n)
