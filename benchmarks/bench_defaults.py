@@ -173,7 +173,7 @@ def main() -> None:
                  tablefmt="github", disable_numparse=True), "",
         "Code each case ran (`commit` of its records; records without one predate the field): "
         + "; ".join(f"{c}: {', '.join(sorted(cases))}" for c, cases in sorted(commits.items())) + ".", "",
-        f"Machine: {'; '.join(machines)} (shared with other jobs; run with `nice -n 5`, run.n_jobs 1).", "",
+        f"Machine: {'; '.join(machines)} (shared with other jobs; run with `nice -n 10`, run.n_jobs 1).", "",
     ])
     args.out.write_text(text)
     print(text)
