@@ -191,7 +191,7 @@ def betting(before: str) -> None:
     lines = ["# CPU of the betting confidence sequences' feed, before and after", "",
              f"Machine: {machine()}, load average (1, 5, 15 min) {load()} at the start.", "",
              f"Code: before {before}, after {commit()}.", "",
-             f"Produced by `nice -n 10 python benchmarks/bench_scaling.py --betting {before}`. Each audit ran in "
+             f"Produced by `python benchmarks/bench_scaling.py --betting {before}`. Each audit ran in "
              f"{REPEATS} fresh processes at each code; a row gives the medians of the process's CPU time (user + "
              "sys) and of the wall time of `run_audit` itself. Both codes gave the same rows (asserted).", "",
              "| audit | CPU before (s) | CPU after (s) | CPU ratio | run_audit wall before (s) | after (s) |",
@@ -235,7 +235,7 @@ def learners() -> None:
     """``--learners``: the learner audit on 1 and 2 workers (module docstring), into :data:`LEARNER_RESULTS`."""
     lines = ["# Scaling of a learner audit", "",
              f"Machine: {machine()}, load average (1, 5, 15 min) {load()} at the start.", "", f"Code: {commit()}.", "",
-             "Produced by `nice -n 10 python benchmarks/bench_scaling.py --learners`. Each audit ran in "
+             "Produced by `python benchmarks/bench_scaling.py --learners`. Each audit ran in "
              f"{REPEATS} fresh processes; a row gives the medians of the process's wall time, its CPU time (user + "
              "sys of the process and the processes it reaped: forked samplers, dask workers), the wall time of "
              "`run_audit` itself and the 1-minute load average when a run started. Every run gave the same rows "
