@@ -12,7 +12,8 @@ train stages take the pilot rounds' outputs of their pair first
 
 * a **violation** when the round's confirm p-value, spent at the round's
   level, is at most the stopping level (:func:`decide`);
-* **decided** (a pass) when the round would have detected an excess of
+* **decided** (a pass) when the round's estimate is at or below the claim and
+  the round would have detected an excess of
   ``tolerance`` over the claim with probability :data:`POWER`
   (:func:`detectable_excess` at the round's level), from a round of at
   least :data:`PASS_BUDGET` outputs (a smaller search may miss a rare
@@ -283,18 +284,22 @@ class SequentialEstimate:
 
 def decide(evidence: SequentialEstimate, claim: float, level: float, tolerance: float,
            budget: int = PASS_BUDGET) -> str | None:
-    """``"violation"`` when the spent p-value is at most ``level``; ``"decided"`` when an excess of ``tolerance``
-    would have been detected at ``level`` with probability :data:`POWER` by a round of at least
-    :data:`PASS_BUDGET` outputs (``budget``: the round's) and the claim is below the look's ceiling at ``level``
-    (:mod:`attacks.ceilings`: a claim at or above it no data of the look's sizes refute, so no excess over it is
-    detectable); else None (look again).  A look whose interval is not trusted (a ``caveat``) decides nothing: the
+    """``"violation"`` when the spent p-value is at most ``level``; ``"decided"`` (a pass) when the look's estimate is
+    at or below the claim, an excess of ``tolerance`` would have been detected at ``level`` with probability
+    :data:`POWER` by a round of at least :data:`PASS_BUDGET` outputs (``budget``: the round's) and the claim is below
+    the look's ceiling at ``level`` (:mod:`attacks.ceilings`: a claim at or above it no data of the look's sizes
+    refute, so no excess over it is detectable); else None (look again).  An estimate above the claim by less than
+    the tolerance is evidence of an excess the round could not confirm, not of its absence: the next round, whose
+    confirm sample is four times larger, may confirm it, so such a look stops only at a limit (and its row reads
+    inconclusive, as it would have decided): "decided" always means a pass.  A look whose interval is not trusted (a ``caveat``) decides nothing: the
     verdicts read its row inconclusive whatever its p-value."""
     if evidence.caveat:
         return None
     if evidence.p_value(claim) <= level:
         return VIOLATION
     below_ceiling = not claim >= evidence.ceiling(1.0 - level)  # NaN: no ceiling known
-    if budget >= PASS_BUDGET and below_ceiling and detectable_excess(evidence, level) <= tolerance:
+    if (budget >= PASS_BUDGET and float(evidence.estimate) <= claim and below_ceiling
+            and detectable_excess(evidence, level) <= tolerance):
         return DECIDED
     return None
 

@@ -106,6 +106,20 @@ def test_decide_needs_a_pass_budget_for_a_pass_and_the_spent_level_for_a_violati
     assert decide(tight, 1.0, LEVEL, 1e-6, budget=PASS_BUDGET) is None
 
 
+def test_a_look_whose_estimate_exceeds_the_claim_is_never_decided():
+    """Issue 34: a look whose estimate is above the claim by less than the tolerance stopped "decided" and read
+    inconclusive (svt_4 seeds 3 and 7 of bench_sequential, where a fixed audit catches the bug): it looks again,
+    so "decided" is always a pass.  Counts of 272 000 and 100 000 in 10^6 per law: the log-ratio 1.0006, its
+    detectable excess about 0.011, within the tolerance 0.1 either side of the claim."""
+    target = Target("dp", ("threshold",))
+    look = SequentialEstimate(count_estimate(np.array([0, 272_000, 100_000, 628_000]), target, "threshold", False),
+                              0.2)
+    assert 1.0 < look.estimate < 1.001 and detectable_excess(look, LEVEL) < 0.1 and look.p_value(1.0) > LEVEL
+    assert decide(look, 1.0, LEVEL, 0.1) is None
+    assert decide(look, 1.001, LEVEL, 0.1) == DECIDED
+    assert decide(look, float(look.estimate), LEVEL, 0.1) == DECIDED  # at the claim
+
+
 def test_a_claim_at_or_above_the_looks_ceiling_is_never_decided_pass():
     """Issue 34: a look of 10^6 outputs per law that measures the log-ratio 0 within about 0.01 decided a pass on
     any claim, even one above the largest bound its counts can give (the ceiling at the spent level, about 12.9):
