@@ -35,8 +35,9 @@ the union bound, P(p_r <= a w_r for some r) <= sum_r a w_r <= a for every
 a, so ``p_r / w_r`` at the look where the audit stopped is a p-value and the
 bounds of E_r at confidence 1 - (1 - c) w_r hold at confidence c, for any
 data-dependent stopping rule: this is error spending (Lan and DeMets 1983)
-with a flat spending function over at most R looks, i.e. Bonferroni over
-the looks.  The looks need not be independent.  Confidence sequences
+with a spending function fixed in advance over at most R looks, i.e.
+Bonferroni over the looks (the last round, where a subtle bug is caught,
+spends half of what the pilots leave: :data:`LAST_SHARE`).  The looks need not be independent.  Confidence sequences
 (Howard et al. 2021; Waudby-Smith and Ramdas 2024) would spend less per
 look, but need bounds of their own for every statistic; spending reuses
 the exact count bounds and the witness bounds unchanged.

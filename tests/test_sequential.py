@@ -77,6 +77,16 @@ def test_spending_weights_sum_to_one(looks):
     assert len(weights) == looks and math.isclose(sum(weights), 1.0)
 
 
+def test_the_last_round_spends_half_of_what_the_pilots_leave():
+    """Issue 34: the default value search's six rounds (two pilots, then 4 000 ... 256 000) spend 0.05, 0.05, then
+    0.15 thrice and 0.45 on the 256 000 round, where svt_4 and svt_6 are caught; with one or two rounds after the
+    pilots, equal shares; without pilots, the same rule on the whole."""
+    assert spending_weights(6, 2) == pytest.approx((0.05, 0.05, 0.15, 0.15, 0.15, 0.45))
+    assert spending_weights(4, 2) == pytest.approx((0.05, 0.05, 0.45, 0.45))
+    assert spending_weights(3, 2) == pytest.approx((0.05, 0.05, 0.9))
+    assert spending_weights(3) == pytest.approx((0.25, 0.25, 0.5)) and spending_weights(2) == (0.5, 0.5)
+
+
 @pytest.mark.parametrize("coupled", [False, True])
 def test_a_spent_estimate_is_its_looks_at_the_spent_level_and_round_trips(coupled):
     target = Target("dp", ("threshold",))
