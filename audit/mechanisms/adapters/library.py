@@ -21,7 +21,6 @@ from joblib import Parallel, delayed
 from audit.inputs.dataset_distance import RecordNeighbours
 from audit.mechanisms.base import BaseMechanism
 from audit.config.validation import install_hint
-from audit.theory.laws import Laplace, Normal
 from audit.theory.table import GaussianShift, LaplaceShift
 
 CHUNK_SIZE = 16384
@@ -189,7 +188,9 @@ class LaplaceNoise(LibraryAdapter):
 
     def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any]:
         """Continuous Laplace laws at the library's scale."""
-        return self._laws(d, d_prime, partial(Laplace, scale=self.scale))
+        from scipy import stats  # the exact laws only: not on a mechanism's import
+
+        return self._laws(d, d_prime, partial(stats.laplace, scale=self.scale))
 
     @property
     def theory_law(self) -> LaplaceShift:
@@ -208,7 +209,9 @@ class GaussianNoise(LibraryAdapter):
 
     def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any]:
         """Normal laws at the library's sigma."""
-        return self._laws(d, d_prime, partial(Normal, scale=self.sigma))
+        from scipy import stats  # the exact laws only: not on a mechanism's import
+
+        return self._laws(d, d_prime, partial(stats.norm, scale=self.sigma))
 
     @property
     def theory_law(self) -> GaussianShift:
