@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import integrate, special
+from scipy import special
 
 from attacks.classes import ALL, LINEAR, parse_function_class
 from audit.theory import bounds
@@ -198,6 +198,8 @@ def laplace_of_means_on_average_kl(temperature: float, mean_of: int, truncation:
         one_minus = -np.expm1(2 * m * log_phi)
         return one_minus * gamma**3 / (s * s * (gamma * gamma + s * s))
 
+    from scipy import integrate  # loaded where a quadrature runs: not on an audit's import (docs/speed.md)
+
     inner, _ = integrate.quad(integrand, 0.0, edge, points=sorted({min(gamma, edge / 2), edge / 40}), limit=400,
                               epsabs=0.0, epsrel=1e-8)
     tail = gamma / edge - np.pi / 2 + np.arctan(edge / gamma)  # int_edge^inf gamma^3 / (s^2 (gamma^2 + s^2)) ds
@@ -250,6 +252,8 @@ def truncated_normal_difference_density(u: ArrayLike, truncation: float) -> np.n
 
 def truncated_normal_difference_mean(function: Callable[[float], float], truncation: float) -> float:
     """E f(|z_1 - z|) for two independent N(0, 1) records truncated to [-c, c], by adaptive quadrature."""
+    from scipy import integrate  # loaded where a quadrature runs: not on an audit's import (docs/speed.md)
+
     c = check_positive(truncation, "truncation")
     value, _ = integrate.quad(
         lambda u: function(u) * float(truncated_normal_difference_density(u, c)), 0.0, 2 * c, epsabs=1e-13, epsrel=1e-10
