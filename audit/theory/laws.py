@@ -42,6 +42,8 @@ class LocationScaleLaw:
     scale: float = 1.0
     name = ""
     """The family's name in scipy.stats."""
+    _standard_variance = 1.0
+    """Var Z."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "loc", float(self.loc))
@@ -55,22 +57,28 @@ class LocationScaleLaw:
     def _standard(self, x: ArrayLike) -> np.ndarray:
         return (np.asarray(x, dtype=float) - self.loc) / self.scale
 
-    def logpdf(self, x: ArrayLike):
+    def logpdf(self, x: ArrayLike) -> np.ndarray | float:
+        """The log density at x, elementwise (a float for a scalar x)."""
         return (self._standard_logpdf(self._standard(x)) - np.log(self.scale))[()]
 
-    def pdf(self, x: ArrayLike):
+    def pdf(self, x: ArrayLike) -> np.ndarray | float:
+        """The density at x, elementwise (a float for a scalar x)."""
         return (self._standard_pdf(self._standard(x)) / self.scale)[()]
 
-    def cdf(self, x: ArrayLike):
+    def cdf(self, x: ArrayLike) -> np.ndarray | float:
+        """P(X <= x), elementwise (a float for a scalar x)."""
         return self._standard_cdf(self._standard(x))[()]
 
-    def sf(self, x: ArrayLike):
+    def sf(self, x: ArrayLike) -> np.ndarray | float:
+        """P(X > x), elementwise (a float for a scalar x)."""
         return self._standard_cdf(-self._standard(x))[()]
 
-    def ppf(self, u: ArrayLike):
+    def ppf(self, u: ArrayLike) -> np.ndarray | float:
+        """The quantile F^-1(u): -inf at u = 0, inf at u = 1, nan outside [0, 1]."""
         return (self._standard_ppf(np.asarray(u, dtype=float)) * self.scale + self.loc)[()]
 
-    def isf(self, u: ArrayLike):
+    def isf(self, u: ArrayLike) -> np.ndarray | float:
+        """The upper quantile F^-1(1 - u), as loc - scale F_Z^-1(u) (Z is symmetric): accurate for a small u."""
         return (-self._standard_ppf(np.asarray(u, dtype=float)) * self.scale + self.loc)[()]
 
     def support(self) -> tuple[float, float]:
@@ -84,8 +92,6 @@ class LocationScaleLaw:
 
     def std(self) -> float:
         return math.sqrt(self._standard_variance * self.scale * self.scale)
-
-    _standard_variance = 1.0
 
     def _standard_logpdf(self, z: np.ndarray) -> np.ndarray:
         raise NotImplementedError
