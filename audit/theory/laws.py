@@ -36,7 +36,8 @@ _LOG_SQRT_2PI = float(np.log(_SQRT_2PI))
 
 @dataclass(frozen=True, repr=False)
 class LocationScaleLaw:
-    """The law of loc + scale Z for a standard law Z on the real line (subclasses define Z)."""
+    """The law of loc + scale Z for a standard law Z on the real line, symmetric about 0 (the survival function
+    and upper quantile use it: P(Z > z) = P(Z <= -z)); subclasses define Z."""
 
     loc: float = 0.0
     scale: float = 1.0
