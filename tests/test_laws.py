@@ -32,6 +32,8 @@ def test_the_laws_compute_what_scipy_computes(ours, scipy_law):
     assert (ours.median(), ours.mean(), ours.std(), ours.support()) == (
         scipy_law.median(), scipy_law.mean(), scipy_law.std(), scipy_law.support())
     assert isinstance(ours.cdf(0.1), np.float64) and family_name(ours) == family_name(scipy_law)
+    assert_array_equal(ours.rvs(5, random_state=np.random.default_rng(4)),
+                       scipy_law.rvs(5, random_state=np.random.default_rng(4)))
 
 
 @pytest.mark.parametrize(("function_class", "divergence", "alpha"), [

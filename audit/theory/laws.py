@@ -5,7 +5,7 @@ and N(loc, sigma^2) with the part of the interface of a frozen
 ``scipy.stats`` law that the exact values (:mod:`audit.theory.exact`) and the
 trade-off curves (:mod:`audit.theory.tradeoff`) read: density and log
 density, CDF, survival function, their inverses, support, median, mean and
-standard deviation.  With X = loc + scale Z, every function is the standard
+standard deviation, and draws (for the benchmarks that sample the laws).  With X = loc + scale Z, every function is the standard
 law's at z = (x - loc) / scale, as scipy computes it:
 
 * Laplace: f(z) = exp(-|z|) / 2, F(z) = exp(z) / 2 for z <= 0 and
@@ -82,6 +82,10 @@ class LocationScaleLaw:
         """The upper quantile F^-1(1 - u), as loc - scale F_Z^-1(u) (Z is symmetric): accurate for a small u."""
         return (-self._standard_ppf(np.asarray(u, dtype=float)) * self.scale + self.loc)[()]
 
+    def rvs(self, size: int | tuple[int, ...], random_state: np.random.Generator | np.random.RandomState) -> np.ndarray:
+        """``size`` draws loc + scale Z, Z from ``random_state`` as scipy.stats draws it (the same numbers)."""
+        return self._standard_rvs(size, random_state) * self.scale + self.loc
+
     def support(self) -> tuple[float, float]:
         return -np.inf, np.inf
 
@@ -106,6 +110,9 @@ class LocationScaleLaw:
     def _standard_ppf(self, u: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def _standard_rvs(self, size, random_state) -> np.ndarray:
+        raise NotImplementedError
+
 
 class Laplace(LocationScaleLaw):
     """Lap(loc, scale): density exp(-|x - loc| / scale) / (2 scale); variance 2 scale^2 (``scipy.stats.laplace``)."""
@@ -127,6 +134,9 @@ class Laplace(LocationScaleLaw):
         with np.errstate(divide="ignore", invalid="ignore"):  # u = 0 or 1: -inf or inf; outside [0, 1]: nan
             return np.where(u > 0.5, -np.log(2 * (1 - u)), np.log(2 * u))
 
+    def _standard_rvs(self, size, random_state) -> np.ndarray:
+        return random_state.laplace(0.0, 1.0, size=size)
+
 
 class Normal(LocationScaleLaw):
     """N(loc, scale^2): density exp(-(x - loc)^2 / (2 scale^2)) / (sqrt(2 pi) scale) (``scipy.stats.norm``)."""
@@ -144,6 +154,9 @@ class Normal(LocationScaleLaw):
 
     def _standard_ppf(self, u: np.ndarray) -> np.ndarray:
         return ndtri(u)
+
+    def _standard_rvs(self, size, random_state) -> np.ndarray:
+        return random_state.standard_normal(size)
 
 
 def family_name(law: object) -> str | None:
