@@ -329,7 +329,9 @@ def bernoulli_closed_forms(a, b, alpha):
     return {"kl": kl, "renyi": renyi, "ipm": 2 * abs(a - b)}
 
 
-RANDOMIZED_RESPONSE = np.e / (1 + np.e)  # reports the true bit with probability e^eps / (1 + e^eps), eps = 1
+def randomized_response(epsilon):
+    """The probability e^eps / (1 + e^eps) with which randomized response reports the true bit."""
+    return 1 / (1 + np.exp(-epsilon))
 
 
 def two_point_laws(kind, a, b):
@@ -341,8 +343,9 @@ def two_point_laws(kind, a, b):
 
 @pytest.mark.parametrize(
     ("kind", "a", "b"),
-    [("bernoulli", 0.7, 0.3), ("bernoulli", 0.05, 0.6), ("listed", 1 - RANDOMIZED_RESPONSE, RANDOMIZED_RESPONSE)],
-    ids=["ber-0.7-0.3", "ber-0.05-0.6", "randomized-response-eps-1"],
+    [("bernoulli", 0.7, 0.3), ("bernoulli", 0.05, 0.6)]
+    + [("listed", 1 - randomized_response(eps), randomized_response(eps)) for eps in (1, 4, 8, 20)],
+    ids=["ber-0.7-0.3", "ber-0.05-0.6"] + [f"randomized-response-eps-{eps}" for eps in (1, 4, 8, 20)],
 )
 @pytest.mark.parametrize(("divergence", "alpha"), [("kl", None), ("renyi", 1.5), ("renyi", 2.0), ("renyi", 10.0)])
 @pytest.mark.parametrize("function_class", ["linear", "poly2", "poly5", "all"])
