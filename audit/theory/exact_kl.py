@@ -156,10 +156,10 @@ def _newton_maximize(objective, a: np.ndarray) -> np.ndarray:
     features are standardised, so in units of the exponent): a doubling
     radius, starting at 1.  Without it a step from a flat start overshoots
     into a region where the objective is nearly linear (its Hessian
-    underflows to 0), where Armijo's test still accepts it and no Newton
-    step leads back: randomized response at epsilon 8 stopped at a slope of
-    1490, at DV 7.0007 in place of 7.9946.  Where the Newton step vanishes
-    but the gradient does not, the step is the gradient's direction.
+    underflows to 0), which Armijo's test still accepts and from which no
+    Newton step leads back (two-point laws far apart, e.g. randomized
+    response at a large epsilon).  Where the Newton step vanishes but the
+    gradient does not, the step is the gradient's direction.
     """
     value, gradient, hessian = objective(a)
     radius = 1.0
