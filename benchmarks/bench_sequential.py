@@ -49,7 +49,7 @@ from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from attacks.sequential import PILOT_BELOW, RATIO, TIME_LIMIT  # noqa: E402
+from attacks.sequential import PILOT_BELOW, RATIO, TIME_LIMIT, SequentialEstimate  # noqa: E402
 from audit import run_audit  # noqa: E402
 from results_file import append_record, commit, machine, read_records  # noqa: E402
 
@@ -82,6 +82,20 @@ def verdict_row(table, verdict: str):
     return (rows if len(rows) else table).iloc[0 if len(rows) else -1]
 
 
+def value_look(rows) -> dict:
+    """The value search's last look (rows of layer ``value`` whose evidence is a :class:`SequentialEstimate`; the
+    smallest p-value where there are several): its round count, estimate, its own p-value at the claim before
+    spending (``p_value``: the look is a violation when it is at most the stopping level times ``weight``) and its
+    weight; empty for a fixed design.  What another spending schedule would have made of the same look."""
+    looks = [(float(row.evidence.evidence.p_value(row.claim)), row) for row in rows
+             if row.layer == "value" and isinstance(row.evidence, SequentialEstimate)]
+    if not looks:
+        return {}
+    p_value, row = min(looks, key=lambda look: look[0])
+    return {"value_look": {"rounds": int(row.rounds), "estimate": round(float(row.estimate), 6),
+                           "p_value": float(f"{p_value:.6g}"), "weight": float(row.evidence.weight)}}
+
+
 class Records:
     """The audits done so far, one JSON object a line in ``path``; :meth:`audit` runs only those not yet there."""
 
@@ -105,6 +119,7 @@ class Records:
             record = {"mechanism": name, "seed": seed, "n_samples": n_samples, "verdict": result.verdict,
                       "stop": row["stop"], "outputs": int(row["outputs_drawn"]),
                       "audit_outputs": int(result.table["outputs_drawn"].dropna().sum()),
+                      **value_look(result.rows),
                       "seconds": round(time.perf_counter() - start, 1), "machine": machine(), "commit": commit(),
                       **({} if max_seconds is None else {"max_seconds": max_seconds})}
             append_record(self.path, record)

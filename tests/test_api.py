@@ -78,3 +78,22 @@ def test_importing_the_api_loads_neither_scikit_learn_nor_scipy_stats():
             "heavy = [m for m in ('sklearn', 'scipy.stats') if m in sys.modules]\n"
             "assert not heavy, heavy\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_kl_audit_of_the_built_in_laws_loads_neither_scikit_learn_nor_scipy_stats():
+    """Issue 33: a kl audit of the built-in Laplace and Gaussian mechanisms (default classes) computes its exact
+    values from :mod:`audit.theory.laws` (the closed forms, ``theory_bound``, to 1e-9) without loading scipy.stats
+    or scikit-learn."""
+    import subprocess
+    import sys
+
+    code = ("import math, sys\n"
+            "from audit import run_audit\n"
+            "for name, params in (('laplace', {'epsilon': 1.0}), ('gaussian', {'sigma': 1.0})):\n"
+            "    config = {'mechanism': {'name': name, 'params': params}, 'attacks': {'n_samples': 1000},\n"
+            "              'claims': [{'divergence': 'kl', 'function_class': 'linear', 'epsilon': 0.5}]}\n"
+            "    row = run_audit(config, progress=False).table.iloc[0]\n"
+            "    assert math.isclose(row['exact'], row['theory_bound'], rel_tol=1e-9), (name, row['exact'])\n"
+            "heavy = [m for m in ('sklearn', 'scipy.stats') if m in sys.modules]\n"
+            "assert not heavy, heavy\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -10,8 +10,10 @@ The mechanism records where it ran in the file named by ``$CAPAUDIT_TEST_PIDS``
 
 import os
 import re
+import signal
 import sys
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -21,8 +23,12 @@ from audit import run_audit
 from audit.config.load import ConfigError, load_config
 from audit.config.one_run import OneRunSpec
 from audit.engine.one_run import one_run_audit, train_isolated
+from audit.inputs.neighbours import NeighbourPair
 from audit.mechanisms.learners import DPGradientDescent
 from audit.results.provenance import PROBE_OUTPUTS
+from audit.sampling.chunk_pools import ClusterPool, cluster_call
+from audit.sampling.chunks import plan_chunks
+from audit.sampling.errors import MechanismError
 from audit.sampling.structure import PILOT_OUTPUTS
 from test_faults import hangs, kills_its_process  # noqa: F401 - the configs below name them as test_backends:<name>
 from test_runner import _config, laplace_sum
@@ -193,6 +199,47 @@ def test_a_one_run_learner_that_dies_or_hangs_on_a_dask_worker_raises_naming_it(
     assert set(dask_client.run(os.getpid)) == set(dask_client.scheduler_info()["workers"])
 
 
+def _kills_its_worker(*args):
+    """A draw or a training run that kills the process that forked it: on a cluster, the worker running its job."""
+    os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(60)
+
+
+def _lost_worker_error(backend, path):
+    """What a job whose worker dies gives: its pair's error message for a chunk (``ClusterPool``), the
+    ``MechanismError``'s message for one call (``cluster_call``, a one-run audit's training run)."""
+    if path == "call":
+        with pytest.raises(MechanismError) as raised:
+            cluster_call(backend, _kills_its_worker, 60.0)
+        return str(raised.value)
+    pair, [chunk] = NeighbourPair("p0", np.array([[0.0]]), np.array([[1.0]])), plan_chunks(10, False)
+    pool = ClusterPool(backend, _kills_its_worker, 60.0)
+    job = pool.start(pair, [chunk])
+    running = {job: (SimpleNamespace(pair=pair), [chunk], time.monotonic())}
+    results = []
+    while not results:
+        results = list(pool.collect(running, block=True))
+    pool.stop(job)
+    [(_, message)] = results
+    return message
+
+
+LOST = {"chunk": "sampling pair p0: the {} job ended without a result ({}: ",
+        "call": "the {} job ended without a result ({}: "}
+"""The start of each path's message for a job whose worker died, given the backend and the cluster's error."""
+
+
+@pytest.mark.parametrize("path", ["chunk", "call"])
+def test_a_dask_worker_dying_mid_job_reads_as_a_job_without_a_result(dask_client, monkeypatch, path):
+    """A chunk's job costs its pair, a one-run training job raises MechanismError (exit 2); both name the cluster's
+    error (``KilledWorker``) in one line.  The scheduler runs the job on no other worker (``allowed_failures``: 0);
+    the nanny restarts the killed one."""
+    monkeypatch.setattr(dask_client.cluster.scheduler, "allowed_failures", 0)
+    message = _lost_worker_error("dask", path)
+    assert message.startswith(LOST[path].format("dask", "KilledWorker")) and "\n" not in message, message
+    dask_client.wait_for_workers(2, timeout=60)
+
+
 @pytest.mark.slow  # a ray start: ~8 s
 def test_a_one_run_audit_trains_on_ray_with_the_numbers_of_threading(pid_file):
     ray = pytest.importorskip("ray", reason="the ray backend needs capaudit[ray]")
@@ -201,6 +248,19 @@ def test_a_one_run_audit_trains_on_ray_with_the_numbers_of_threading(pid_file):
     assert _one_run("ray") == threading
     [(child, parent)] = _drawn_by(pid_file)
     assert os.getpid() not in (child, parent) and not ray.is_initialized()  # a local instance, shut down after
+
+
+@pytest.mark.slow  # a ray start: ~8 s
+def test_a_ray_worker_dying_mid_job_reads_as_a_job_without_a_result():
+    """As on dask: ray runs the job on no other worker (``max_retries=0``) and names ``WorkerCrashedError``."""
+    ray = pytest.importorskip("ray", reason="the ray backend needs capaudit[ray]")
+    ray.init(num_cpus=1, include_dashboard=False)
+    try:
+        for path in ("chunk", "call"):
+            message = _lost_worker_error("ray", path)
+            assert message.startswith(LOST[path].format("ray", "WorkerCrashedError")) and "\n" not in message, message
+    finally:
+        ray.shutdown()
 
 
 @pytest.mark.parametrize(("backend", "module"), [("dask", "distributed"), ("ray", "ray")])

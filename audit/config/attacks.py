@@ -125,12 +125,12 @@ ATTACKS = Section("attacks", (
                   "(50 outputs per dataset, then half as many more as drawn so far), so a gross violation stops within "
                   "a few hundred outputs, and so is a `kl` or `renyi` witness with a clipped bound (its betting half, "
                   "valid at every look); the larger rounds confirm at their end. The pilot rounds spend 5 % of the error "
-                  "each, the others "
-                  "share the rest, so the verdict holds at the audit's confidence whatever round and look it stopped "
+                  "each, the last round of the schedule half the rest and the others share the other half, so the verdict holds at the audit's confidence whatever round and look it stopped "
                   "at (docs/theory.md section 7, \"Sequential audits\")"),
     Field("tolerance", "number", 0.1, low=0.0, open_low=True,
           limits="must be a positive number (in the claim's units), e.g. 0.1",
-          meaning="unset `n_samples` only; > 0, in the claim's units: a search is *decided* (a pass) when it would "
+          meaning="unset `n_samples` only; > 0, in the claim's units: a search is *decided* (a pass) when its "
+                  "estimate is at or below the claim (one above it by less looks again while a round fits) and it would "
                   "have detected an excess of `tolerance` over the claim with 80 % probability (the detectable excess "
                   "at its spent level), from a round of at least 256 000 outputs per dataset (a smaller one may miss a "
                   "rare event), on a claim below the look's ceiling (no excess over a claim at or above it is "

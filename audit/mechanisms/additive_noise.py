@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from audit.mechanisms.base import BaseMechanism, Pair
+from audit.theory.laws import Laplace, LocationScaleLaw, Normal
 from audit.theory.table import GaussianShift, LaplaceShift, PointMasses
 from audit.config.validation import as_numbers, check_positive
 
@@ -58,13 +59,13 @@ class AdditiveNoiseMechanism(BaseMechanism):
     def _noise(self, rng: np.random.Generator, n: int) -> np.ndarray:
         raise NotImplementedError
 
-    def _law(self, location: float) -> Any:
+    def _law(self, location: float) -> LocationScaleLaw:
         raise NotImplementedError
 
     def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         return sum_query(dataset, self.v.size) + self._noise(rng, n)
 
-    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any] | None:
+    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[LocationScaleLaw, LocationScaleLaw] | None:
         if self.v.size != 1:
             return None
         f, f_prime = (sum_query(np.asarray(x, dtype=float), 1)[0] for x in (d, d_prime))
@@ -113,10 +114,8 @@ class LaplaceMechanism(AdditiveNoiseMechanism):
     def _noise(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return rng.laplace(0.0, self.scale, size=(n, self.v.size))
 
-    def _law(self, location: float) -> Any:
-        from scipy import stats  # the exact laws only: not on a mechanism's import
-
-        return stats.laplace(loc=location, scale=self.scale)
+    def _law(self, location: float) -> Laplace:
+        return Laplace(location, self.scale)
 
     @property
     def theory_law(self) -> LaplaceShift:
@@ -159,10 +158,8 @@ class GaussianMechanism(AdditiveNoiseMechanism):
     def _noise(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return rng.normal(0.0, self.sigma, size=(n, self.v.size))
 
-    def _law(self, location: float) -> Any:
-        from scipy import stats  # the exact laws only: not on a mechanism's import
-
-        return stats.norm(loc=location, scale=self.sigma)
+    def _law(self, location: float) -> Normal:
+        return Normal(location, self.sigma)
 
     @property
     def theory_law(self) -> GaussianShift:

@@ -194,7 +194,8 @@ class BaseMechanism:
         raise NotImplementedError
 
     def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any] | None:
-        """Frozen 1-D ``scipy.stats`` laws of the outputs on d and d', or None when not 1-D or unknown."""
+        """The 1-D laws of the outputs on d and d' (frozen ``scipy.stats`` laws or :mod:`audit.theory.laws`' laws), or
+        None when not 1-D or unknown."""
         return None
 
     @property

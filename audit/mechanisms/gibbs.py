@@ -15,14 +15,14 @@ statements (``true_epsilon``, ``theory_law``) hold for any input.
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from audit.mechanisms.base import BaseMechanism
 from audit.theory import bounds
 from audit.theory import gibbs as gibbs_theory
+from audit.theory.laws import Laplace, LocationScaleLaw, Normal
 from audit.theory.table import GaussianShift, LaplaceShift
 from audit.config.validation import check_positive, is_number, positive_int
 
@@ -62,10 +62,10 @@ class TruncatedNormalData(BaseMechanism):
     def _location_scale(self, dataset: np.ndarray) -> tuple[float, float]:
         raise NotImplementedError
 
-    def _law(self, location: float, scale: float) -> Any:
+    def _law(self, location: float, scale: float) -> LocationScaleLaw:
         raise NotImplementedError
 
-    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any]:
+    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[LocationScaleLaw, LocationScaleLaw]:
         return self._law(*self._location_scale(d)), self._law(*self._location_scale(d_prime))
 
     def default_pairs(self) -> list[Pair]:
@@ -135,8 +135,8 @@ class GaussianPosteriorMean(TruncatedNormalData):
         )
         return float(mean), float(np.sqrt(variance))
 
-    def _law(self, location: float, scale: float) -> Any:
-        return stats.norm(loc=location, scale=scale)
+    def _law(self, location: float, scale: float) -> Normal:
+        return Normal(location, scale)
 
     def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         location, scale = self._location_scale(dataset)
@@ -209,8 +209,8 @@ class LaplaceTruncatedMean(TruncatedNormalData):
     def _location_scale(self, dataset: np.ndarray) -> tuple[float, float]:
         return float(np.mean(self.clipped(dataset))), 1.0 / self.temperature
 
-    def _law(self, location: float, scale: float) -> Any:
-        return stats.laplace(loc=location, scale=scale)
+    def _law(self, location: float, scale: float) -> Laplace:
+        return Laplace(location, scale)
 
     def _sample(self, dataset: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         location, scale = self._location_scale(dataset)
@@ -295,8 +295,8 @@ class LinearRegressionPosterior(BaseMechanism):
         location, scale = self._location_scale(dataset)
         return (location + scale * rng.standard_normal(n))[:, None]
 
-    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any]:
-        return tuple(stats.norm(*self._location_scale(x)) for x in (d, d_prime))
+    def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Normal, Normal]:
+        return tuple(Normal(*self._location_scale(x)) for x in (d, d_prime))
 
     def loss(self, h: np.ndarray, records: np.ndarray) -> np.ndarray:
         """l(z, h) = (y - x h)^2 for every output (rows) and record (columns)."""

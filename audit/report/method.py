@@ -79,8 +79,9 @@ def in_rounds(rows: Sequence[Row]) -> bool:
 
 def _stop_words(row: Row, tolerance: float) -> str:
     """Why a row's search stopped, never contradicting its verdict: a search that stopped ``decided`` but whose
-    row is not a pass (its estimate above the claim by less than the tolerance) is said to have stopped at the
-    tolerance, with the verdict."""
+    row is not a pass (its estimate above the claim by less than the tolerance: results written before
+    :func:`attacks.sequential.decide` required the estimate at or below the claim, read back by ``capaudit
+    report``) is said to have stopped at the tolerance, with the verdict."""
     if row.stop == "decided" and row.verdict != "pass":
         return (f"stopped at the tolerance (an excess of {tolerance} over the claim would have been detected with "
                 f"{POWER:.0%} probability), but the row reads {row.verdict}, not pass")

@@ -11,7 +11,9 @@ chunk's samples or its pair's error message: a timeout
 or what the draw raised.  :func:`isolated_call` runs one call (a one-run
 audit's training run) isolated the same way under ``[run] backend``: in a
 child forked from this process, or as one job of the cluster
-(:func:`cluster_call`).
+(:func:`cluster_call`).  Both submit, wait for, fetch and cancel their
+cluster jobs through :class:`ClusterJobs`, which reads a lost worker as a
+job that ended without a result.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import multiprocessing.connection
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 from audit.sampling import parallel
@@ -81,6 +83,65 @@ class ForkPool:
         receiver.close()
 
 
+class ClusterJobs:
+    """Jobs of the dask or ray cluster this process is connected to (the dask client, else the ray instance):
+    submit, wait, fetch a result, cancel.  What :class:`ClusterPool` and :func:`cluster_call` both do with a job."""
+
+    def __init__(self, backend: str):
+        self.backend = backend
+        self.remotes: dict[Callable, Any] = {}
+        """A function -> its ray remote (ray only)."""
+        if backend == "dask":
+            from distributed import get_client
+
+            self.client = get_client()
+        else:
+            import ray
+
+            self.ray = ray
+
+    def submit(self, function: Callable, *args: Any) -> Any:
+        """``function(*args)`` as a job, never retried (a job that killed its worker must not kill another)."""
+        if self.backend == "dask":
+            return self.client.submit(function, *args, pure=False, retries=0)
+        if function not in self.remotes:
+            self.remotes[function] = self.ray.remote(max_retries=0)(function)
+        return self.remotes[function].remote(*args)
+
+    def done(self, jobs: list, wait: float) -> Collection:
+        """The jobs of ``jobs`` that finished, after waiting up to ``wait`` seconds for the first."""
+        if self.backend == "dask":
+            from distributed import wait as wait_for
+
+            try:
+                return wait_for(jobs, timeout=wait, return_when="FIRST_COMPLETED").done
+            except TimeoutError:
+                return ()
+        return self.ray.wait(jobs, num_returns=1, timeout=wait)[0]
+
+    def result(self, job: Any) -> Any:
+        """A finished job's result.
+
+        Raises
+        ------
+        MechanismError
+            When the job ended without a result (its worker died, was killed by the out-of-memory killer, or
+            left the cluster).
+        """
+        try:
+            return job.result() if self.backend == "dask" else self.ray.get(job)
+        except Exception as error:
+            cause = getattr(error, "cause", None) or error  # ray wraps what the job raised, with a coloured traceback
+            raise MechanismError(f"the {self.backend} job ended without a result ({one_line(cause)})") from None
+
+    def cancel(self, job: Any) -> None:
+        """Drop a job: a running ray task is interrupted, a running dask task runs on (dask cannot interrupt it)."""
+        if self.backend == "dask":
+            job.cancel()
+        else:
+            self.ray.cancel(job)  # not force=True: killing the worker would leave its child running
+
+
 class ClusterPool:
     """Each job a task of the dask or ray cluster this process is connected to (:func:`_cluster_job`).
 
@@ -91,18 +152,11 @@ class ClusterPool:
     """
 
     def __init__(self, backend: str, draw: Callable, timeout: float):
-        self.backend, self.timeout = backend, timeout
+        self.timeout = timeout
         self.payload = _pickle_draw(draw)
+        self.cluster = ClusterJobs(backend)
         self.collected: set[Any] = set()
         """Jobs whose result came back and which the sampler has not released yet."""
-        if backend == "dask":
-            from distributed import get_client
-
-            self.client = get_client()
-        else:
-            import ray
-
-            self.ray, self.remote = ray, ray.remote(max_retries=0)(_cluster_job)
 
     @staticmethod
     def batch_size(chunks: int, workers: int) -> int:
@@ -110,22 +164,12 @@ class ClusterPool:
 
     def start(self, pair: NeighbourPair, batch: list[Chunk]) -> Any:
         [chunk] = batch
-        if self.backend == "dask":
-            return self.client.submit(_cluster_job, self.payload, pair, chunk, self.timeout, pure=False, retries=0)
-        return self.remote.remote(self.payload, pair, chunk, self.timeout)
+        return self.cluster.submit(_cluster_job, self.payload, pair, chunk, self.timeout)
 
     def collect(self, running: dict, block: bool) -> Iterator[tuple[Any, PairSamples | str]]:
         """(job, result) of each finished job; ``block``: wait up to :data:`_WAIT` seconds for one."""
         jobs = list(running)
-        if self.backend == "dask":
-            from distributed import wait
-
-            try:
-                done = wait(jobs, timeout=_WAIT if block else 0, return_when="FIRST_COMPLETED").done
-            except TimeoutError:
-                return
-        else:
-            done, _ = self.ray.wait(jobs, num_returns=1, timeout=_WAIT if block else 0)
+        done = self.cluster.done(jobs, _WAIT if block else 0)
         for job in jobs:
             if job in done:
                 self.collected.add(job)
@@ -133,10 +177,9 @@ class ClusterPool:
 
     def _result(self, job: Any, pair: NeighbourPair) -> PairSamples | str:
         try:
-            return job.result() if self.backend == "dask" else self.ray.get(job)
-        except Exception as error:  # the worker died (its process killed, the out-of-memory killer) or left
-            cause = getattr(error, "cause", None) or error  # ray wraps what the job raised, with a coloured traceback
-            return f"sampling pair {pair.name}: the {self.backend} job ended without a result ({one_line(cause)})"
+            return self.cluster.result(job)
+        except MechanismError as error:
+            return f"sampling pair {pair.name}: {error}"
 
     def stop(self, job: Any) -> None:
         """Drop a job's result.  A running ray task is interrupted (and kills its child); a running dask task
@@ -145,10 +188,8 @@ class ClusterPool:
         (``Check failed: ... Tried to complete task that was not pending``, exit code 1)."""
         if job in self.collected:
             self.collected.remove(job)
-        elif self.backend == "dask":
-            job.cancel()
         else:
-            self.ray.cancel(job)  # not force=True: killing the worker would leave its child running
+            self.cluster.cancel(job)
 
 
 def pool_for(backend: str, draw: Callable, timeout: float) -> ForkPool | ClusterPool:
@@ -235,35 +276,15 @@ def cluster_call(backend: str, function: Callable[[], Any], timeout: float | Non
         When the job itself ended without a result (its worker died or left the cluster).
     """
     payload = _pickle_draw(function)
-    if backend == "dask":
-        from distributed import get_client, wait
-
-        job = get_client().submit(_isolated_job, payload, timeout, pure=False, retries=0)
-
-        def finished() -> bool:
-            try:
-                return bool(wait([job], timeout=_WAIT).done)
-            except TimeoutError:
-                return False
-
-        result, cancel = job.result, job.cancel
-    else:
-        import ray
-
-        job = ray.remote(max_retries=0)(_isolated_job).remote(payload, timeout)
-        finished, result, cancel = (lambda: ray.wait([job], timeout=_WAIT)[0], lambda: ray.get(job),
-                                    lambda: ray.cancel(job))
+    cluster = ClusterJobs(backend)
+    job = cluster.submit(_isolated_job, payload, timeout)
     try:
-        while not finished():
+        while not cluster.done([job], _WAIT):
             pass
     except BaseException:  # Ctrl-C: the job is dropped (a running dask job ends at its own timeout)
-        cancel()
+        cluster.cancel(job)
         raise
-    try:
-        kind, value = result()
-    except Exception as error:  # the worker died (killed, the out-of-memory killer) or left
-        cause = getattr(error, "cause", None) or error  # ray wraps what the job raised
-        raise MechanismError(f"the {backend} job ended without a result ({one_line(cause)})") from None
+    kind, value = cluster.result(job)
     if kind == "timeout":
         raise TimeoutError(f"ran past {timeout:g} s")
     if kind == "ended":

@@ -1,8 +1,9 @@
 """Exact restricted divergences of two 1-D laws, by quadrature or sums and convex optimisation.
 
-For laws P, Q with densities (frozen ``scipy.stats`` continuous laws), or two
-discrete laws (frozen ``scipy.stats`` discrete laws, e.g. randomized response
-or the two-sided geometric / discrete Laplace), this module computes the
+For laws P, Q with densities (frozen ``scipy.stats`` continuous laws, or the
+Laplace and Gaussian laws of :mod:`audit.theory.laws`), or two discrete laws
+(frozen ``scipy.stats`` discrete laws, e.g. randomized response or the
+two-sided geometric / discrete Laplace), this module computes the
 H-restricted divergences of CBDP eq. 2 / eq. 3 and Def. 4 with the
 conventions of docs/theory.md section 2 (CBDP's |t| convention for the
 alpha-divergence), through the reductions of docs/theory.md section 4:
@@ -67,8 +68,9 @@ each divergence's solver its own module: :mod:`audit.theory.exact_kl`,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from scipy import stats
 
 from attacks.classes import All, FunctionClass, Polynomials, Thresholds, parse_function_class
 from attacks.vocabulary import IPM, KL, Divergence, Renyi, parse_divergence
@@ -76,6 +78,10 @@ from audit.theory.exact_ipm import threshold_ipm, total_variation_ipm
 from audit.theory.exact_kl import polynomial_kl, unrestricted_kl
 from audit.theory.exact_renyi import polynomial_renyi, unrestricted_renyi
 from audit.theory.exact_rule import in_support, is_discrete, law_kind, law_name
+from audit.theory.laws import LocationScaleLaw
+
+if TYPE_CHECKING:
+    from scipy import stats
 
 DIVERGENCES = (KL.name, Renyi.name, IPM.name)
 MAX_DEGREE = 10
@@ -93,8 +99,8 @@ with the closed forms; at epsilon = 50 the unrestricted KL came out inf and poly
 
 
 def restricted_divergence(
-    p: stats.rv_continuous | stats.rv_discrete,
-    q: stats.rv_continuous | stats.rv_discrete,
+    p: stats.rv_continuous | stats.rv_discrete | LocationScaleLaw,
+    q: stats.rv_continuous | stats.rv_discrete | LocationScaleLaw,
     function_class: str,
     divergence: str,
     alpha: float | None = None,
@@ -104,7 +110,8 @@ def restricted_divergence(
     Parameters
     ----------
     p, q : frozen 1-D scipy.stats laws, both continuous or both discrete
-        Laws with a density, e.g. ``scipy.stats.laplace(0, 1)``, or with a
+        Laws with a density, e.g. ``scipy.stats.laplace(0, 1)`` or
+        ``audit.theory.laws.Laplace(0, 1)``, or with a
         pmf, e.g. ``scipy.stats.bernoulli(0.7)``, ``scipy.stats.dlaplace(1.0)``
         or ``scipy.stats.rv_discrete(values=(xk, pk))`` (frozen or not: it has
         no parameters). Discrete supports that are infinite are cut where the
@@ -210,6 +217,10 @@ def _check_class(function_class: str, divergence: Divergence) -> FunctionClass:
 
 def _check_law(law: object, name: str):
     """The law, frozen: a parameter-free ``rv_discrete(values=...)`` is accepted unfrozen."""
+    if isinstance(law, LocationScaleLaw):
+        return law
+    from scipy import stats  # for laws other than audit.theory.laws': an audit of the built-ins never loads it
+
     if isinstance(law, stats.rv_discrete) and law.numargs == 0:
         law = law()
     if not isinstance(getattr(law, "dist", None), (stats.rv_continuous, stats.rv_discrete)):

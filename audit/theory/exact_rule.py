@@ -1,6 +1,9 @@
 """The laws, their tails and supports, and the one quadrature rule of :mod:`audit.theory.exact`.
 
-A frozen 1-D ``scipy.stats`` law, continuous or discrete; the shape of each
+A 1-D law, continuous or discrete: a frozen ``scipy.stats`` law, or one of
+:mod:`audit.theory.laws` (the built-in mechanisms' Laplace and Gaussian laws,
+which need no ``scipy.stats``, so this module imports it only when a scipy
+law comes in); the shape of each
 tail of its log density (:func:`law_tails`: which witnesses have a finite
 E_Q[exp h] or moment); the support (a discrete law's atoms, cut where the pmf
 falls below exp(-600)); and the rule every objective is a weighted sum over
@@ -17,7 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.polynomial import polynomial
-from scipy import integrate, linalg, stats
+from scipy import linalg
+
+from audit.theory.laws import LocationScaleLaw, family_name
 
 # Panels: decades of tail probability of each law, then its bulk.
 _TAIL_LEVELS = 10.0 ** -np.arange(12, 1, -1)
@@ -31,6 +36,10 @@ _MAX_REACH = 2.0**18
 
 
 def is_discrete(law) -> bool:
+    if isinstance(law, LocationScaleLaw):
+        return False
+    from scipy import stats  # loaded already: the law is a scipy.stats one
+
     return isinstance(law.dist, stats.rv_discrete)
 
 
@@ -39,9 +48,11 @@ def law_kind(law) -> str:
 
 
 def law_name(law) -> str:
-    """A frozen law as it would be written, e.g. ``dlaplace(1.0, loc=1)``, for error messages."""
+    """A law as it would be written, e.g. ``dlaplace(1.0, loc=1)``, for error messages."""
+    if isinstance(law, LocationScaleLaw):
+        return repr(law)
     arguments = [repr(arg) for arg in law.args] + [f"{key}={value!r}" for key, value in law.kwds.items()]
-    return f"{law.dist.name}({', '.join(arguments)})"
+    return f"{family_name(law)}({', '.join(arguments)})"
 
 
 def _log_density(law, x: np.ndarray) -> np.ndarray:
@@ -142,7 +153,7 @@ def _atoms(law) -> np.ndarray:
 
 def in_support(law, x: np.ndarray) -> np.ndarray:
     """Whether the points x are atoms of a discrete law, read off its support (its pmf can underflow)."""
-    if getattr(law.dist, "xk", None) is not None:
+    if is_discrete(law) and getattr(law.dist, "xk", None) is not None:
         return law.pmf(x) > 0
     low, high = law.support()
     return (low <= x) & (x <= high) & (np.mod(x - law.median(), 1.0) == 0)
@@ -275,6 +286,8 @@ def polynomial_basis(p, q, rule: Rule, degree: int) -> _Basis:
 
 def adaptive_integral(integrand, p, q, extra_points: list[float]) -> float:
     """scipy.integrate.quad over P's support, split at medians, Q's support ends and ``extra_points``."""
+    from scipy import integrate  # the unrestricted values only: a restricted class's audit never loads it
+
     low, high = p.support()
     inner = [x for x in [p.median(), q.median(), *extra_points, *q.support()] if low < x < high]
     edges = np.unique(np.concatenate([[low], inner, [high]]))

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import integrate, special, stats
+from scipy import special
 
 from attacks.classes import ALL, LINEAR, parse_function_class
 from audit.theory import bounds
@@ -105,8 +105,8 @@ def shared_covariance_normal_kl(mean_p: ArrayLike, mean_q: ArrayLike, covariance
 def thresholded_normal_kl(mean_p: ArrayLike, mean_q: ArrayLike, scale: float, threshold: float = 0.0) -> np.ndarray:
     """KL of the releases 1{h > t} of h ~ N(m_p, s^2) and N(m_q, s^2): the binary KL of their tail
     probabilities, a post-processing of the Gaussian release (OAKL Lemma 5: never above its KL)."""
-    above_p, above_q = (stats.norm.sf(threshold, loc=mean, scale=scale) for mean in (mean_p, mean_q))
-    below_p, below_q = (stats.norm.cdf(threshold, loc=mean, scale=scale) for mean in (mean_p, mean_q))
+    z_p, z_q = ((threshold - np.asarray(mean, dtype=float)) / scale for mean in (mean_p, mean_q))
+    above_p, above_q, below_p, below_q = special.ndtr(-z_p), special.ndtr(-z_q), special.ndtr(z_p), special.ndtr(z_q)
     return special.rel_entr(above_p, above_q) + special.rel_entr(below_p, below_q)
 
 
@@ -198,6 +198,8 @@ def laplace_of_means_on_average_kl(temperature: float, mean_of: int, truncation:
         one_minus = -np.expm1(2 * m * log_phi)
         return one_minus * gamma**3 / (s * s * (gamma * gamma + s * s))
 
+    from scipy import integrate  # loaded where a quadrature runs: not on an audit's import (docs/speed.md)
+
     inner, _ = integrate.quad(integrand, 0.0, edge, points=sorted({min(gamma, edge / 2), edge / 40}), limit=400,
                               epsabs=0.0, epsrel=1e-8)
     tail = gamma / edge - np.pi / 2 + np.arctan(edge / gamma)  # int_edge^inf gamma^3 / (s^2 (gamma^2 + s^2)) ds
@@ -229,6 +231,8 @@ def _truncated_normal_one_minus_characteristic(v: float, c: float) -> float:
 @functools.cache
 def _truncated_normal_even_moments(c: float) -> tuple[float, float, float]:
     """E[T^2], E[T^4], E[T^6] of N(0, 1) truncated to [-c, c]."""
+    from scipy import stats  # here, not at the top: an audit's import never loads scipy.stats (docs/speed.md)
+
     return tuple(float(stats.truncnorm.moment(k, -c, c)) for k in (2, 4, 6))
 
 
@@ -241,13 +245,15 @@ def truncated_normal_difference_density(u: ArrayLike, truncation: float) -> np.n
     """
     c = check_positive(truncation, "truncation")
     u = np.abs(np.asarray(u, dtype=float))
-    mass = stats.norm.cdf(c) - stats.norm.cdf(-c)
-    inner = stats.norm.cdf(np.sqrt(2) * (c - u / 2)) - stats.norm.cdf(np.sqrt(2) * (u / 2 - c))
+    mass = special.ndtr(c) - special.ndtr(-c)
+    inner = special.ndtr(np.sqrt(2) * (c - u / 2)) - special.ndtr(np.sqrt(2) * (u / 2 - c))
     return np.where(u <= 2 * c, np.exp(-(u**2) / 4) * inner / (2 * np.sqrt(np.pi) * mass**2), 0.0)
 
 
 def truncated_normal_difference_mean(function: Callable[[float], float], truncation: float) -> float:
     """E f(|z_1 - z|) for two independent N(0, 1) records truncated to [-c, c], by adaptive quadrature."""
+    from scipy import integrate  # loaded where a quadrature runs: not on an audit's import (docs/speed.md)
+
     c = check_positive(truncation, "truncation")
     value, _ = integrate.quad(
         lambda u: function(u) * float(truncated_normal_difference_density(u, c)), 0.0, 2 * c, epsabs=1e-13, epsrel=1e-10
@@ -258,7 +264,8 @@ def truncated_normal_difference_mean(function: Callable[[float], float], truncat
 def truncated_normal_variance(truncation: float) -> float:
     """Variance of N(0, 1) truncated to [-c, c]: 1 - 2 c phi(c) / (Phi(c) - Phi(-c))."""
     c = check_positive(truncation, "truncation")
-    return float(1.0 - 2.0 * c * stats.norm.pdf(c) / (stats.norm.cdf(c) - stats.norm.cdf(-c)))
+    density = np.exp(-(c**2) / 2.0) / np.sqrt(2 * np.pi)
+    return float(1.0 - 2.0 * c * density / (special.ndtr(c) - special.ndtr(-c)))
 
 
 def regression_posterior(

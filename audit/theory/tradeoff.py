@@ -34,6 +34,7 @@ from numpy.typing import ArrayLike
 from scipy.special import log_ndtr, logsumexp, ndtr, ndtri
 
 from audit.config.validation import check_positive
+from audit.theory.laws import family_name
 
 
 def gaussian_tradeoff(a: ArrayLike, mu: float) -> np.ndarray:
@@ -237,7 +238,7 @@ def linear_tradeoff(a: ArrayLike, p, q) -> np.ndarray:
     The tests reject P on {x > t} or on {x < t}: at type-I error a the first
     has type-II error Q(X <= P.isf(a)), the second Q(X >= P.ppf(a)); the curve
     is the smaller of the two (no randomisation between tests).  ``p``, ``q``:
-    frozen continuous ``scipy.stats`` laws.  Equal to T(P, Q) when the
+    frozen continuous ``scipy.stats`` laws or :mod:`audit.theory.laws`' laws.  Equal to T(P, Q) when the
     likelihood ratio is monotone (Gaussian, Laplace: Neyman-Pearson).
     """
     a = _levels(a)
@@ -247,8 +248,9 @@ def linear_tradeoff(a: ArrayLike, p, q) -> np.ndarray:
 def exact_tradeoff(a: ArrayLike, p, q) -> np.ndarray | None:
     """T(P, Q)(a) for two Gaussian laws of one scale (:func:`gaussian_tradeoff`) or two Laplace laws of one scale
     (:func:`laplace_tradeoff`), None for other laws and for a shift that is not finite (a law centred at an
-    infinite record has no finite closed form).  ``p``, ``q``: frozen 1-D ``scipy.stats`` laws."""
-    names = {getattr(law.dist, "name", None) for law in (p, q)}
+    infinite record has no finite closed form).  ``p``, ``q``: frozen 1-D ``scipy.stats`` laws or
+    :mod:`audit.theory.laws`' laws."""
+    names = {family_name(law) for law in (p, q)}
     if len(names) != 1 or names - {"norm", "laplace"}:
         return None
     if not math.isclose(float(p.std()), float(q.std())):

@@ -17,7 +17,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 from joblib import Parallel, delayed
-from scipy import stats
 
 from audit.inputs.dataset_distance import RecordNeighbours
 from audit.mechanisms.base import BaseMechanism
@@ -189,6 +188,8 @@ class LaplaceNoise(LibraryAdapter):
 
     def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any]:
         """Continuous Laplace laws at the library's scale."""
+        from scipy import stats  # the exact laws only: not on a mechanism's import
+
         return self._laws(d, d_prime, partial(stats.laplace, scale=self.scale))
 
     @property
@@ -208,6 +209,8 @@ class GaussianNoise(LibraryAdapter):
 
     def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any]:
         """Normal laws at the library's sigma."""
+        from scipy import stats  # the exact laws only: not on a mechanism's import
+
         return self._laws(d, d_prime, partial(stats.norm, scale=self.sigma))
 
     @property
@@ -232,6 +235,8 @@ class DiscreteLaplaceNoise(LibraryAdapter):
 
     def output_laws(self, d: np.ndarray, d_prime: np.ndarray) -> tuple[Any, Any]:
         """The exact laws, ``scipy.stats.dlaplace(a)`` centred at the integer sums."""
+        from scipy import stats  # the exact laws only: not on a mechanism's import
+
         return self._laws(d, d_prime, partial(stats.dlaplace, self.a))
 
 
