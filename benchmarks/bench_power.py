@@ -35,6 +35,7 @@ from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_suite import config  # noqa: E402
+from results_file import commit, machine, write  # noqa: E402
 
 from audit import run_audit  # noqa: E402
 
@@ -123,6 +124,7 @@ def main(argv: list[str] | None = None) -> None:
                         metavar="NAME")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "bench_power.md")
     args = parser.parse_args(argv)
+    code, start = commit(), time.process_time()  # the code at the start (docs may change while it runs)
     buggy = [ladder(name, args.seeds, args.large_seeds) for name in args.mechanisms if name in BUGGY]
     correct = []
     for name in (name for name in args.mechanisms if name in CORRECT):
@@ -131,8 +133,8 @@ def main(argv: list[str] | None = None) -> None:
         correct.append((name, violations, runs, errors, seconds))
     text = tables(buggy, correct)
     print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text + "\n")
+    write(args.out, f"Code: {code}. CPU time, all audits: {time.process_time() - start:.0f} s. Machine: {machine()}.\n\n"
+          + text)
 
 
 if __name__ == "__main__":

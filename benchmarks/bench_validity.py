@@ -60,6 +60,9 @@ from joblib import Parallel, delayed
 from scipy import optimize, stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from results_file import commit  # noqa: E402
 
 from attacks.sequential import schedule  # noqa: E402
 from audit import run_audit  # noqa: E402
@@ -338,16 +341,18 @@ def main(argv: list[str] | None = None) -> None:
     if args.list:
         print("\n".join(cell.name for cell in cells), f"\n{len(cells)} cells", sep="")
         return
-    start, outcomes = time.perf_counter(), []
+    start, outcomes, code = time.perf_counter(), [], commit()  # the code at the start (docs may change meanwhile)
     for seed in range(seeds):  # seed by seed, the file rewritten after each: a run stopped part way keeps its seeds
         outcomes += Parallel(n_jobs=args.n_jobs, verbose=5)(delayed(audit_once)(cell, seed) for cell in cells)
-        text = write_results(args, argv, cells, seed + 1, seeds, pd.DataFrame(outcomes), time.perf_counter() - start)
+        text = write_results(args, argv, cells, seed + 1, seeds, pd.DataFrame(outcomes), time.perf_counter() - start,
+                             code)
     print(text)
 
 
 def write_results(args: argparse.Namespace, argv: list[str] | None, cells: list[Cell], done: int, seeds: int,
-                  outcomes: pd.DataFrame, seconds: float) -> str:
-    """The results file of the ``done`` seeds of ``seeds`` run so far (every cell has them); its text."""
+                  outcomes: pd.DataFrame, seconds: float, code: str) -> str:
+    """The results file of the ``done`` seeds of ``seeds`` run so far (every cell has them), from the code at
+    commit ``code`` (:func:`results_file.commit`); its text."""
     table = summarize(cells, outcomes)
     validity, power = (table[table["buggy"] == flag].drop(columns="buggy") for flag in (False, True))
     text = [
@@ -355,7 +360,7 @@ def write_results(args: argparse.Namespace, argv: list[str] | None, cells: list[
         "",
         f"Command: `python benchmarks/bench_validity.py {shlex.join(argv if argv is not None else sys.argv[1:])}` "
         f"({len(cells)} cells x {done} seeds{'' if done == seeds else f' of {seeds} (a run stopped there)'}, "
-        f"{seconds:.0f} s with --n-jobs {args.n_jobs}). Claims at their true "
+        f"{seconds:.0f} s with --n-jobs {args.n_jobs}; code {code}). Claims at their true "
         f"value, confidence {CONFIDENCE}; `**`: false-violation rate significantly above {FALSE_RATE:.0%} "
         "(one-sided binomial p < 0.05). pass / inconclusive: the claim's verdict; errors: exit 2 or a crash.",
         "",

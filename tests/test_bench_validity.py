@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -100,6 +101,14 @@ FAST_CELLS = [
     "laplace eps=1|n=1000|threshold|dp|all",
     "laplace eps=1|n=1000|linear|kl|linear",
 ]
+
+
+def test_the_results_file_names_the_command_and_the_commit_it_ran_at(tmp_path):
+    out = tmp_path / "validity.md"
+    bench.main(["--seeds", "1", "--cells", "laplace eps=1|n=1000|threshold|dp|all", "--out", str(out)])
+    header = out.read_text().splitlines()[2]
+    assert header.startswith("Command: `python benchmarks/bench_validity.py --seeds 1 --cells")
+    assert re.search(r"; code [0-9a-f]{7,}\+?\)", header), header
 
 
 def test_true_claims_rarely_read_violation_in_risky_cells():
