@@ -158,14 +158,14 @@ def _newton_maximize(objective, a: np.ndarray) -> np.ndarray:
     into a region where the objective is nearly linear (its Hessian
     underflows to 0), which Armijo's test still accepts and from which no
     Newton step leads back (two-point laws far apart, e.g. randomized
-    response at a large epsilon).  Where the Newton step vanishes but the
+    response at a large epsilon).  Where the Hessian underflows but the
     gradient does not, the step is the gradient's direction.
     """
     value, gradient, hessian = objective(a)
     radius = 1.0
     for _ in range(400):
         step = linalg.lstsq(-hessian, gradient, cond=1e-13)[0]
-        if not gradient @ step > 1e-15 * max(1.0, abs(value)) and np.max(np.abs(gradient)) > 1e-12:
+        if not np.max(np.abs(hessian)) > 1e-200 and np.max(np.abs(gradient)) > 0:
             step = gradient / np.max(np.abs(gradient)) * radius  # a Hessian that underflowed: climb its slope
         if np.max(np.abs(step)) > radius:
             step = step * (radius / np.max(np.abs(step)))
