@@ -99,8 +99,8 @@ PILOT_WEIGHT = 0.05
 LAST_SHARE = 0.5
 """The share of the non-pilot rounds' error that the last round of the schedule spends, when two or more share it
 (:func:`spending_weights`): a subtle bug is caught only in the largest round that fits, a gross or mid one in an
-earlier round at a level to spare.  With the rest shared flat (the versions before), svt_4's 256 000 round
-confirmed at z 2.54 where a fixed audit of the same budget confirms at z 1.96."""
+earlier round at a level to spare.  Shared flat over four non-pilot rounds, the largest would spend 0.225 of the
+error where a fixed audit of its budget spends all of it."""
 ANYTIME_SHARE = 0.5
 """The share of a round's error spent by the looks of its confirm confidence sequence; the rest is spent by the
 exact count bound of its whole confirm sample (:func:`anytime_confirm`)."""

@@ -15,7 +15,6 @@ statements (``true_epsilon``, ``theory_law``) hold for any input.
 
 from __future__ import annotations
 
-
 import numpy as np
 from scipy import special
 

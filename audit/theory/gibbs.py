@@ -22,6 +22,7 @@ from scipy import special
 
 from attacks.classes import ALL, LINEAR, parse_function_class
 from audit.theory import bounds
+from audit.theory.laws import Normal
 from audit.config.validation import check_positive
 
 
@@ -264,8 +265,7 @@ def truncated_normal_difference_mean(function: Callable[[float], float], truncat
 def truncated_normal_variance(truncation: float) -> float:
     """Variance of N(0, 1) truncated to [-c, c]: 1 - 2 c phi(c) / (Phi(c) - Phi(-c))."""
     c = check_positive(truncation, "truncation")
-    density = np.exp(-(c**2) / 2.0) / np.sqrt(2 * np.pi)
-    return float(1.0 - 2.0 * c * density / (special.ndtr(c) - special.ndtr(-c)))
+    return float(1.0 - 2.0 * c * Normal().pdf(c) / (special.ndtr(c) - special.ndtr(-c)))
 
 
 def regression_posterior(
