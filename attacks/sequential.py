@@ -6,9 +6,11 @@ check, confirm) with a budget of ``first * RATIO ** r`` outputs per dataset
 of a pair, so the confirm sample *and* the search stages grow by RATIO from
 one round to the next (a rare event the first screen could not see is found
 by a later one).  Its check and confirm samples are fresh; its screen and
-train stages take the pilot rounds' outputs of their pair first
-(:class:`PilotOutputs`), so the pilots cost a bug they miss no outputs.  After each round (a
-*look*) the claim is
+train stages take the earlier rounds' outputs of their pair first
+(:class:`EarlierOutputs`), so the rounds before the last cost a bug they miss
+few outputs: with one pair, a search whose last round has budget B draws B
+outputs per dataset in all, as a fixed design of ``n_samples`` B would.  After
+each round (a *look*) the claim is
 
 * a **violation** when the round's confirm p-value, spent at the round's
   level, is at most the stopping level (:func:`decide`);
@@ -107,11 +109,11 @@ exact count bound of its whole confirm sample (:func:`anytime_confirm`)."""
 ROUND_STRIDE = 1_000_000
 """Round r's chunk k of a stage is drawn as chunk ``r * ROUND_STRIDE + k`` (fresh outputs every round)."""
 REUSED_STAGES = ("screen", "train")
-"""The stages of a round that take the pilot rounds' outputs of their pair before fresh ones (:class:`PilotOutputs`):
-the pilots' outputs are not lost to a bug they miss: with one pair, the rounds up to 4 000 draw 4 000 outputs per
-dataset in all, and each larger round 1 000 fewer than its budget, so that no bug costs more outputs than in the
-versions before the pilots, whose first round was of 4 000 (with fresh outputs only, numpy's textbook Laplace at
-epsilon 0.1 drew 8 770 outputs in place of 8 000 and svt_5 35 764 in place of 29 600, benchmarks/bench_anytime.py)."""
+"""The stages of a round that take the earlier rounds' outputs of their pair before fresh ones
+(:class:`EarlierOutputs`): an earlier round's outputs are not lost to a bug it missed.  The earlier rounds of a
+schedule hold a third of the last one's budget (RATIO 4), less than its screen and train stages (two fifths), so
+with one pair every output is served again and a search that stops at a round of budget B has drawn B outputs per
+dataset in all (a pair screened only, its screen's fifth of B)."""
 POWER = 0.8
 """The probability with which a decided pass would have detected an excess of the tolerance."""
 PASS_BUDGET = 256_000
@@ -119,10 +121,9 @@ PASS_BUDGET = 256_000
 stage on 51 200, so an event on 1 output in 4 000 of one dataset is seen about 6 and 13 times, enough for the
 ``atoms`` class (10 repeats) to be found by the train stage; smaller rounds may find a violation but not rule one
 out.  A decided pass speaks for the witness the round's search kept, not for every witness, so the search must be
-large enough to find what it rules out: at 64 000 (the value up to this version) report_noisy_max_4, not DP for any
-epsilon, stopped "decided" in 4 of 10 seeds and an exact-answer leak of 0.2 % on grid-rounded noise in 1 of 20
-(benchmarks/bench_sequential.py, bench_defaults.py); from 256 000, report_noisy_max_4 is caught in 9 of 10 seeds
-and the leak in 20 of 20, and a correct Laplace passes after 680 000 outputs (4 rounds, about 3 s)."""
+large enough to find what it rules out: at 64 000, report_noisy_max_4 (not DP for any epsilon) and an
+exact-answer leak of 0.2 % on grid-rounded noise were decided passes in some seeds (benchmarks/bench_sequential.py
+and bench_defaults.py record both budgets)."""
 SEQUENTIAL = "sequential"
 """The ``kind`` of a :class:`SequentialEstimate`'s plain record."""
 VIOLATION, DECIDED, OUTPUT_LIMIT, TIME_LIMIT, FIXED = "violation", "decided", "output limit", "time limit", "fixed"
@@ -385,23 +386,23 @@ def sequential_search(sample: Sampler, n_pairs: int, target: Target, claim: floa
     budgets = round_budgets(first_budget(limits.max_outputs, cost, shares) if first is None else first,
                             limits.max_outputs, cost)
     weights = spending_weights(len(budgets), sum(budget < PILOT_BELOW for budget in budgets))
-    drawn, looks, result, pilots = 0, [], None, PilotOutputs()
+    drawn, looks, result, earlier = 0, [], None, EarlierOutputs()
     for r, budget in enumerate(budgets):
         sizes = StageSizes.from_budget(budget, shares)
         on_round(sizes)
         round_start, before = time.perf_counter(), drawn
-        pilots.next_round()
+        earlier.next_round()
 
-        def round_sample(pair: int, n: int, stage: str, index: int, r=r, pilot=budget < PILOT_BELOW) -> Draw:
+        def round_sample(pair: int, n: int, stage: str, index: int, r=r, later=r + 1 < len(budgets)) -> Draw:
             nonlocal drawn
-            kept = pilots.take(pair, n) if stage in REUSED_STAGES else None
+            kept = earlier.take(pair, n) if stage in REUSED_STAGES else None
             fresh = n - (0 if kept is None else len(kept.d))
             if fresh == 0:
                 return kept
             drawn += 2 * fresh  # a failed pair's outputs count as drawn
             samples = sample(pair, fresh, stage, r * ROUND_STRIDE + index)
-            if pilot:
-                pilots.keep(pair, samples)
+            if later:  # the last round's outputs serve no round
+                earlier.keep(pair, samples)
             return samples if kept is None else joined(kept, samples)
 
         def decides(evidence: Evidence, weight: float, budget=budget) -> bool:
@@ -435,14 +436,16 @@ def sequential_search(sample: Sampler, n_pairs: int, target: Target, claim: floa
     return result
 
 
-class PilotOutputs:
-    """The outputs the pilot rounds (budgets below :data:`PILOT_BELOW`) drew, per pair, served again to the screen
-    and train stages (:data:`REUSED_STAGES`) of every later round, from the first kept output of its pair each round.
+class EarlierOutputs:
+    """The outputs the earlier rounds drew fresh, per pair, every stage, served again to the screen and train stages
+    (:data:`REUSED_STAGES`) of every later round, from the first kept output of its pair each round.
 
     A round's search stages choose its witness and may use any outputs independent of its confirm sample, which is
     always fresh; an earlier round's outputs, its confirm sample included, are.  So each round's confirm p-value is
     valid at a fixed level as before, and the union bound over the rounds (module docstring) needs no independence
-    between them.  A pilot round takes the earlier pilots' outputs too, and keeps its own fresh ones.  Thread-safe:
+    between them.  A round takes the earlier rounds' outputs, and keeps its own fresh ones for the rounds after it.
+They are held until the search stops: at most a third of the last round's budget per dataset of a pair, within the
+memory check's room for that round's samples (:mod:`audit.engine.memory`).  Thread-safe:
     the screen and train stages draw their pairs in threads (each pair's outputs are in the order its stages drew
     them, so the numbers do not depend on the threads).
     """
@@ -460,7 +463,7 @@ class PilotOutputs:
         self.new, self.served = {}, {}
 
     def keep(self, pair: int, samples: Draw) -> None:
-        """Keep a pilot round's fresh outputs for the rounds after it (never served in their own round)."""
+        """Keep a round's fresh outputs for the rounds after it (never served in their own round)."""
         with self.lock:
             self.new.setdefault(pair, []).append(samples)
 

@@ -211,25 +211,28 @@ def test_continuous_monitoring_keeps_false_violations_at_the_level_over_many_see
     assert violations <= binom.ppf(0.999, runs, LEVEL)
 
 
-def test_the_pilot_rounds_outputs_feed_the_later_search_stages_never_a_confirm_sample():
-    """One pair, a true claim, three rounds (250, 1 000, 4 000): the pilots' outputs are served again to the later
-    rounds' screen and train stages (the second pilot draws 750 fresh outputs per dataset, the 4 000 round 3 000),
-    so the three rounds draw 4 000 in all, the budget of the single round before the pilots; every check and
-    confirm sample is drawn fresh, whole (no look decides)."""
+def test_the_earlier_rounds_outputs_feed_the_later_search_stages_never_a_confirm_sample():
+    """One pair, a true claim, four rounds (250, 1 000, 4 000, 16 000): every earlier round's outputs (all four
+    stages') are served again to the later rounds' screen and train stages (the second round draws 750 fresh
+    outputs per dataset, the third 3 000, the last 12 000), so a search stopped after a round of budget B has drawn
+    B outputs per dataset in all, as a fixed design of ``n_samples`` B; every check and confirm sample is drawn
+    fresh, whole (no look decides)."""
     log = []
-    limits = Limits(10_500, math.inf, 1e-9, LEVEL)
+    limits = Limits(42_500, math.inf, 1e-9, LEVEL)
     result = sequential_search(laplace_sampler(1.0, log=log), 1, Target("dp", ("threshold",)), 1.0, limits)
-    assert (result.stop, result.rounds) == (OUTPUT_LIMIT, 3)
-    assert sum(n for _, n, _, _ in log) == 4_000 and result.evidence.looks[-1]["outputs"] == 2 * 4_000
-    fresh = {(chunk // ROUND_STRIDE, stage): 0 for chunk in (0, ROUND_STRIDE, 2 * ROUND_STRIDE) for stage in STAGES}
+    assert (result.stop, result.rounds) == (OUTPUT_LIMIT, 4)
+    assert sum(n for _, n, _, _ in log) == 16_000
+    assert [look["outputs"] for look in result.evidence.looks] == [2 * 250, 2 * 1_000, 2 * 4_000, 2 * 16_000]
+    fresh = {(r, stage): 0 for r in range(4) for stage in STAGES}
     for _, n, stage, chunk in log:
         fresh[chunk // ROUND_STRIDE, stage] += n
-    for r, budget in enumerate((250, 1_000, 4_000)):
+    for r, budget in enumerate((250, 1_000, 4_000, 16_000)):
         sizes = StageSizes.from_budget(budget)
         assert (fresh[r, "check"], fresh[r, "confirm"]) == (sizes.check, sizes.confirm)
     assert (fresh[0, "screen"], fresh[0, "train"]) == (50, 50)  # nothing served in the first round
-    assert (fresh[1, "screen"], fresh[1, "train"]) == (0, 400 - 250)  # the first pilot's 250 served again
-    assert (fresh[2, "screen"], fresh[2, "train"]) == (0, 1_600 - 1_000)  # the pilots' 250 + 750 fresh ones
+    assert (fresh[1, "screen"], fresh[1, "train"]) == (0, 400 - 250)  # the first round's 250 served again
+    assert (fresh[2, "screen"], fresh[2, "train"]) == (0, 1_600 - 1_000)  # the 1 000 of the rounds before
+    assert (fresh[3, "screen"], fresh[3, "train"]) == (0, 6_400 - 4_000)  # the 4 000 of the rounds before
 
 
 def test_a_sequential_audit_stops_at_a_gross_violation_and_says_so(tmp_path):
