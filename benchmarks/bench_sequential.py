@@ -49,7 +49,7 @@ from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from attacks.sequential import PILOT_BELOW, RATIO, TIME_LIMIT, SequentialEstimate  # noqa: E402
+from attacks.sequential import DECIDED, PILOT_BELOW, RATIO, TIME_LIMIT, SequentialEstimate  # noqa: E402
 from audit import run_audit  # noqa: E402
 from results_file import append_record, commit, machine, read_records  # noqa: E402
 
@@ -174,11 +174,14 @@ def mechanism_row(records: Records, name: str, seeds: list[int]) -> list[str]:
     fixed = [records.fixed_to_violation(name, seed) for seed in seeds]
     former = [records.caught(name, seed, FORMER_DEFAULT) for seed in seeds]
     missed = [record["stop"] for record in sequential if record["verdict"] != "violation"]
+    # issue 34: a decided pass where a fixed audit of fewer outputs (the oracle's smallest catching budget) caught
+    decided_caught = sum(record["stop"] == DECIDED and caught and outputs < record["outputs"]
+                         for record, (caught, outputs) in zip(sequential, fixed))
     cells = [name, median([r["outputs"] for r in sequential if r["verdict"] == "violation"]),
              f"{len(seeds) - len(missed)}/{len(seeds)}",
              median([r["audit_outputs"] for r in sequential if r["verdict"] == "violation" and "audit_outputs" in r]),
              median([r["seconds"] for r in sequential], ".0f"),
-             ", ".join(f"{missed.count(stop)} {stop}" for stop in sorted(set(missed))) or "-",
+             ", ".join(f"{missed.count(stop)} {stop}" for stop in sorted(set(missed))) or "-", str(decided_caught),
              median([r["outputs"] for r in earlier if r["verdict"] == "violation"]),
              f"{sum(r['verdict'] == 'violation' for r in earlier)}/{len(earlier)}"]
     for runs in (fixed, former):
@@ -217,10 +220,14 @@ def write_tables(records: Records, out: Path, command: str) -> str:
         f"sequential audits before the pilot rounds (`{ROUNDS}`: rounds of 4,000 x 4^k outputs per dataset, each "
         "confirmed at its end; a seed recorded twice counts its last record). Fixed: the smallest `n_samples` of "
         f"{', '.join(f'{b:,}' for b in FIXED_BUDGETS)} whose audit reads violation, per seed (an oracle; tried "
-        f"smallest first); and the fixed design at the former default n_samples = {FORMER_DEFAULT:,}.", "",
+        f"smallest first); and the fixed design at the former default n_samples = {FORMER_DEFAULT:,}. Decided, a fixed audit "
+        "of fewer outputs caught: the seeds whose sequential audit stopped at a decided pass although the oracle's "
+        "fixed audit caught the bug with fewer outputs than it drew (issue 34's \"none stopped decided where a fixed "
+        "audit at a smaller budget catches it\").", "",
         tabulate(rows, headers=["mechanism", "sequential: outputs to violation", "caught",
                                 "sequential, all searches: outputs", "sequential: seconds",
-                                "sequential missed: stop", "before the pilot rounds: outputs", "caught",
+                                "sequential missed: stop", "decided, a fixed audit of fewer outputs caught",
+                                "before the pilot rounds: outputs", "caught",
                                 "fixed (oracle budget): outputs", "caught",
                                 f"fixed n_samples {FORMER_DEFAULT:,}: outputs", "caught"],
                  tablefmt="github", disable_numparse=True), "",
