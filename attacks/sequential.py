@@ -114,6 +114,11 @@ REUSED_STAGES = ("screen", "train")
 schedule hold a third of the last one's budget (RATIO 4), less than its screen and train stages (two fifths), so
 with one pair every output is served again and a search that stops at a round of budget B has drawn B outputs per
 dataset in all (a pair screened only, its screen's fifth of B)."""
+EARLIER_BYTES = 2**28
+"""The most bytes of earlier rounds' outputs a search holds for its later rounds (:class:`EarlierOutputs`), shared
+evenly by its pairs: one-dimensional outputs are all kept up to 2^24 (16.8 M) outputs per dataset over the
+pairs, wide ones (a model's parameters) fewer, the rest drawn fresh as the stage needs them; the
+memory check counts it (:mod:`audit.engine.memory`)."""
 POWER = 0.8
 """The probability with which a decided pass would have detected an excess of the tolerance."""
 PASS_BUDGET = 256_000
@@ -386,7 +391,7 @@ def sequential_search(sample: Sampler, n_pairs: int, target: Target, claim: floa
     budgets = round_budgets(first_budget(limits.max_outputs, cost, shares) if first is None else first,
                             limits.max_outputs, cost)
     weights = spending_weights(len(budgets), sum(budget < PILOT_BELOW for budget in budgets))
-    drawn, looks, result, earlier = 0, [], None, EarlierOutputs()
+    drawn, looks, result, earlier = 0, [], None, EarlierOutputs(EARLIER_BYTES // n_pairs)
     for r, budget in enumerate(budgets):
         sizes = StageSizes.from_budget(budget, shares)
         on_round(sizes)
@@ -444,16 +449,20 @@ class EarlierOutputs:
     always fresh; an earlier round's outputs, its confirm sample included, are.  So each round's confirm p-value is
     valid at a fixed level as before, and the union bound over the rounds (module docstring) needs no independence
     between them.  A round takes the earlier rounds' outputs, and keeps its own fresh ones for the rounds after it.
-They are held until the search stops: at most a third of the last round's budget per dataset of a pair, within the
-memory check's room for that round's samples (:mod:`audit.engine.memory`).  Thread-safe:
-    the screen and train stages draw their pairs in threads (each pair's outputs are in the order its stages drew
-    them, so the numbers do not depend on the threads).
+
+    They are held until the search stops, at most ``pair_bytes`` a pair (:data:`EARLIER_BYTES` over the search's
+    pairs): a pair keeps its draws while they fit and none after the first that does not, so wide outputs fall back
+    to fresh draws, and what is kept depends on the config only.  Thread-safe: the screen and train stages draw
+    their pairs in threads (each pair's outputs are in the order its stages drew them, so the numbers do not depend
+    on the threads).
     """
 
-    def __init__(self):
+    def __init__(self, pair_bytes: int):
+        self.pair_bytes = pair_bytes
         self.kept: dict[int, list[Draw]] = {}
         self.new: dict[int, list[Draw]] = {}
         self.served: dict[int, int] = {}
+        self.held: dict[int, int] = {}  # bytes kept per pair; -1 once a draw did not fit
         self.lock = threading.Lock()
 
     def next_round(self) -> None:
@@ -463,8 +472,15 @@ memory check's room for that round's samples (:mod:`audit.engine.memory`).  Thre
         self.new, self.served = {}, {}
 
     def keep(self, pair: int, samples: Draw) -> None:
-        """Keep a round's fresh outputs for the rounds after it (never served in their own round)."""
+        """Keep a round's fresh outputs for the rounds after it (never served in their own round), while the pair's
+        kept outputs fit ``pair_bytes``."""
         with self.lock:
+            held = self.held.get(pair, 0)
+            size = samples.d.nbytes + samples.d_prime.nbytes
+            if held < 0 or held + size > self.pair_bytes:
+                self.held[pair] = -1
+                return
+            self.held[pair] = held + size
             self.new.setdefault(pair, []).append(samples)
 
     def take(self, pair: int, n: int) -> Draw | None:

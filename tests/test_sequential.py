@@ -25,6 +25,7 @@ from attacks.sequential import (
     RATIO,
     ROUND_STRIDE,
     VIOLATION,
+    EarlierOutputs,
     Limits,
     SequentialEstimate,
     decide,
@@ -38,7 +39,7 @@ from attacks.sequential import (
     spending_weights,
 )
 from attacks.budget import STAGES, StageSizes
-from attacks.candidates import Target
+from attacks.candidates import Draw, Target
 from attacks.held_out import count_estimate, witness_estimate
 from attacks.staged import later_outputs
 from attacks.witness_moments import WitnessMoments
@@ -233,6 +234,21 @@ def test_the_earlier_rounds_outputs_feed_the_later_search_stages_never_a_confirm
     assert (fresh[1, "screen"], fresh[1, "train"]) == (0, 400 - 250)  # the first round's 250 served again
     assert (fresh[2, "screen"], fresh[2, "train"]) == (0, 1_600 - 1_000)  # the 1 000 of the rounds before
     assert (fresh[3, "screen"], fresh[3, "train"]) == (0, 6_400 - 4_000)  # the 4 000 of the rounds before
+
+
+def test_a_pair_keeps_its_earlier_outputs_while_they_fit_its_share_and_none_after_the_first_that_does_not():
+    """``EarlierOutputs``: 100 one-dimensional outputs a dataset are 1 600 bytes; a pair with 4 000 bytes keeps two
+    such draws, refuses the third and keeps nothing after it, not even a smaller draw; another pair is not
+    concerned."""
+    earlier = EarlierOutputs(4_000)
+    draw = lambda n, value: Draw(np.full((n, 1), value), np.full((n, 1), value), False)  # noqa: E731
+    for pair, n, value in ((0, 100, 1.0), (0, 100, 2.0), (0, 100, 3.0), (0, 10, 4.0), (1, 200, 5.0)):
+        earlier.keep(pair, draw(n, value))
+    earlier.next_round()
+    kept = earlier.take(0, 1_000)
+    assert len(kept.d) == 200 and set(kept.d.ravel()) == {1.0, 2.0}
+    assert earlier.take(0, 1) is None  # all served this round
+    assert len(earlier.take(1, 1_000).d) == 200
 
 
 def test_a_sequential_audit_stops_at_a_gross_violation_and_says_so(tmp_path):

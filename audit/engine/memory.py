@@ -10,6 +10,7 @@ from typing import Any
 
 import joblib
 
+from attacks.sequential import EARLIER_BYTES
 from audit.sampling.chunks import PairSamples
 from audit.config.load import AuditConfig
 from audit.inputs.neighbours import NeighbourPair
@@ -44,7 +45,8 @@ def check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: func
 
     ``n_samples`` outputs per dataset of ``held_pairs`` pairs are held at once
     (the policy's, ``held``), and each worker fits on 2 ``n_samples`` rows
-    (:func:`estimate_memory`).  The two outputs are drawn like every
+    (:func:`estimate_memory`); a search in rounds holds its earlier rounds' outputs too, at most
+    :data:`attacks.sequential.EARLIER_BYTES`.  The two outputs are drawn like every
     chunk (:class:`audit.sampling.sampler.ChunkSampler`); when that fails, the failure
     is returned as the first pair's (pair name -> message), so that a hung
     mechanism costs one timeout, not two, and the check is skipped.
@@ -61,6 +63,7 @@ def check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: func
     workers = joblib.effective_n_jobs(config.run.n_jobs)
     need = estimate_memory(n_samples, dim, held_pairs, config.attacks.classes, workers,
                            class_params=config.attacks.class_params, backend=config.run.backend)
+    need += EARLIER_BYTES if config.attacks.sequential else 0  # a search in rounds holds its earlier outputs
     have = available_memory()
     if have is not None and need > MEMORY_FRACTION * have:
         raise ValueError(
