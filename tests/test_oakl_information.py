@@ -284,8 +284,8 @@ def test_default_pairs_follow_the_iid_pairs_and_only_worst_case_claims_read_them
     record = {"pair": "p0", "direction": "P|Q", "function_class": "linear", "divergence": "kl", "delta": 0.0,
               "alpha": None, "estimate": 0.1, "theory_bound": None, "exact": None, "note": "", "task": "t",
               "error": None}
-    assert [row.on_average for row in claim_rows(config, record)] == [True, False]
-    assert [row.on_average for row in claim_rows(config, {**record, "pair": "p4"})] == [False]
+    assert [row.on_average for row in claim_rows(config.claims, record, averaged=config.averaged_pairs)] == [True, False]
+    assert [row.on_average for row in claim_rows(config.claims, {**record, "pair": "p4"}, averaged=config.averaged_pairs)] == [False]
     for wrong, message in [({**spec, "default_pairs": "yes"}, "true or false"),
                            ({"strategy": "random", "default_pairs": True}, "on-average")]:
         with pytest.raises(ValueError, match=message):

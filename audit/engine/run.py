@@ -57,6 +57,7 @@ from audit.engine import store
 from audit.engine.checks import check_name, run_check
 from audit.engine.declared import run_declared, split_declared, with_directions
 from audit.config.attacks import AttackSpec
+from audit.config.claims import Claim
 from audit.config.load import AuditConfig
 from audit.sampling.errors import one_line
 from audit.sampling.events import EventCounter
@@ -513,31 +514,32 @@ def engine_rows(config: AuditConfig, records: Iterable[dict], evidence: Mapping[
     evidence (``evidence``: task id -> confirm statistic; a failed task's rows carry None, and so do all rows
     without ``evidence``, e.g. those a failed audit saves without verdicts); a check's record is its row
     (:meth:`audit.results.schema.Row.from_check_record`, ``property`` set)."""
-    rows = []
+    rows, claims, averaged, n_samples = [], config.claims, config.averaged_pairs, config.attacks.n_samples
     for record in records:
         if "property" in record:  # a check's record (audit.engine.checks)
             rows.append(Row.from_check_record(record))
             continue
-        one = config
-        if record.get("claim_index") is not None:
-            claim = config.claims[record["claim_index"]]
-            one = dataclasses.replace(config, claims=(dataclasses.replace(claim, alpha=(record["alpha"],)),))
+        own = claims
+        if record.get("claim_index") is not None:  # its search's claim, at its order
+            own = (dataclasses.replace(claims[record["claim_index"]], alpha=(record["alpha"],)),)
         found = None if evidence is None or record["error"] is not None else evidence.get(record["task"])
-        rows += claim_rows(one, record, found)
+        rows += claim_rows(own, record, found, averaged=averaged, n_samples=n_samples)
     return rows
 
 
-def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = None) -> list[Row]:
-    """One results row per claim on the record's divergence, alpha and delta, carrying ``evidence``.
+def claim_rows(claims: Sequence[Claim], record: Mapping[str, Any], evidence: Any = None, *,
+               averaged: frozenset[str] | None = None, n_samples: int | None = None) -> list[Row]:
+    """One results row per claim of ``claims`` on the record's divergence, alpha and delta, carrying ``evidence``.
 
     ``refutes_claim`` is True when the attack's class is contained in the
     claim's class (docs/theory.md section 3); verdicts and intervals are filled
-    later by :func:`audit.results.verdicts.assign_verdicts`.  The record's stage fields
+    later by :func:`audit.results.verdicts.assign_verdicts`.  ``averaged``: the pairs
+    of the on-average claims (``AuditConfig.averaged_pairs``; None: every pair); ``n_samples``: the
+    fixed design's (None: a search in rounds).  The record's stage fields
     (``staged``: :data:`audit.results.schema.STAGED_COLUMNS`, and a sequential search's
     ``n_samples``) are the rows'.
     """
     attack_class = parse_function_class(record["function_class"])
-    averaged = config.averaged_pairs  # None: every pair is an on-average claim's
     task = {
         "pair": record["pair"],
         "direction": record["direction"],
@@ -546,7 +548,7 @@ def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = N
         "delta": float(record["delta"]),
         "alpha": math.nan if record["alpha"] is None else float(record["alpha"]),
         "estimate": float(record["estimate"]),
-        "n_samples": math.nan if config.attacks.n_samples is None else config.attacks.n_samples,
+        "n_samples": math.nan if n_samples is None else n_samples,
         "theory_bound": _number(record["theory_bound"]),
         "exact": _number(record["exact"]),
         "note": record["note"],
@@ -563,7 +565,7 @@ def claim_rows(config: AuditConfig, record: Mapping[str, Any], evidence: Any = N
             # a pair of an on-average claim is judged by the mean over pairs (audit.results.on_average), not alone
             refutes_claim=not claim.on_average
             and attack_class.is_contained_in(claim.class_type))
-        for claim in config.claims
+        for claim in claims
         if (claim.divergence, claim.delta) == (record["divergence"], record["delta"]) and record["alpha"] in claim.alpha
         and claim.holds_at(record.get("d_in"))
         and not (claim.on_average and averaged is not None and record["pair"] not in averaged)
