@@ -533,6 +533,17 @@ def test_stages_that_do_not_fit_in_memory_are_refused(monkeypatch):
         run_audit(staged_config(1.0, 0), progress=False)
 
 
+def test_a_search_in_rounds_that_does_not_fit_in_memory_is_refused_naming_max_outputs(monkeypatch):
+    """Without ``n_samples`` the largest round's sizes come from ``max_outputs``, and the search holds its earlier
+    rounds' outputs too (``EARLIER_BYTES``): the refusal names ``attacks.max_outputs`` and its value."""
+    monkeypatch.setattr(audit.engine.memory, "available_memory", lambda: 2**28)
+    config = staged_config(1.0, 0)
+    del config["attacks"]["n_samples"]
+    with pytest.raises(ValueError, match=r"lower attacks.max_outputs or run.n_jobs. Found attacks.max_outputs = "
+                                         r"4000000"):
+        run_audit(config, progress=False)
+
+
 def test_the_confirm_stage_bins_the_winners_scores_for_the_figures(tmp_path):
     """Each row's held_out_scores bin the winner's scores on the confirm sample (n_confirm = 3 000 outputs per
     dataset here, all in the first block); the dp row's threshold is one of its attack's cuts, the kl row has none;

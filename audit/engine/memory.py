@@ -66,11 +66,12 @@ def check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: func
     need += EARLIER_BYTES if config.attacks.sequential else 0  # a search in rounds holds its earlier outputs
     have = available_memory()
     if have is not None and need > MEMORY_FRACTION * have:
+        field = "attacks.max_outputs" if config.attacks.sequential else "attacks.n_samples"  # what sets the sizes
         raise ValueError(
             f"the audit would need about {need / 2**30:.1f} GiB of memory ({held_pairs} pairs x 2 datasets x "
             f"{n_samples} samples x d = {dim}, plus {workers} workers' processes and features) but only "
-            f"{have / 2**30:.1f} GiB are available; lower attacks.n_samples or run.n_jobs. "
-            f"Found n_samples = {config.attacks.n_samples}."
+            f"{have / 2**30:.1f} GiB are available; lower {field} or run.n_jobs. "
+            f"Found {field} = {getattr(config.attacks, field.split('.')[1])}."
         )
     return {}
 
