@@ -462,7 +462,10 @@ class EarlierOutputs:
         self.kept: dict[int, list[Draw]] = {}
         self.new: dict[int, list[Draw]] = {}
         self.served: dict[int, int] = {}
-        self.held: dict[int, int] = {}  # bytes kept per pair; -1 once a draw did not fit
+        self.held: dict[int, int] = {}
+        """Bytes kept per pair."""
+        self.full: set[int] = set()
+        """Pairs one of whose draws did not fit: they keep nothing more."""
         self.lock = threading.Lock()
 
     def next_round(self) -> None:
@@ -475,12 +478,11 @@ class EarlierOutputs:
         """Keep a round's fresh outputs for the rounds after it (never served in their own round), while the pair's
         kept outputs fit ``pair_bytes``."""
         with self.lock:
-            held = self.held.get(pair, 0)
-            size = samples.d.nbytes + samples.d_prime.nbytes
-            if held < 0 or held + size > self.pair_bytes:
-                self.held[pair] = -1
+            held = self.held.get(pair, 0) + samples.d.nbytes + samples.d_prime.nbytes
+            if pair in self.full or held > self.pair_bytes:
+                self.full.add(pair)
                 return
-            self.held[pair] = held + size
+            self.held[pair] = held
             self.new.setdefault(pair, []).append(samples)
 
     def take(self, pair: int, n: int) -> Draw | None:

@@ -60,18 +60,19 @@ def check_memory(config: AuditConfig, pairs: Sequence[NeighbourPair], draw: func
     if not isinstance(samples, PairSamples):
         return {pair.name: samples}
     dim = samples.d.shape[1]
-    workers = joblib.effective_n_jobs(config.run.n_jobs)
-    need = estimate_memory(n_samples, dim, held_pairs, config.attacks.classes, workers,
-                           class_params=config.attacks.class_params, backend=config.run.backend)
-    need += EARLIER_BYTES if config.attacks.sequential else 0  # a search in rounds holds its earlier outputs
+    workers, attacks = joblib.effective_n_jobs(config.run.n_jobs), config.attacks
+    need = estimate_memory(n_samples, dim, held_pairs, attacks.classes, workers,
+                           class_params=attacks.class_params, backend=config.run.backend)
+    # a search in rounds holds its earlier outputs too, and max_outputs sets its sizes
+    field, value = ("max_outputs", attacks.max_outputs) if attacks.sequential else ("n_samples", attacks.n_samples)
+    need += EARLIER_BYTES if attacks.sequential else 0
     have = available_memory()
     if have is not None and need > MEMORY_FRACTION * have:
-        field = "attacks.max_outputs" if config.attacks.sequential else "attacks.n_samples"  # what sets the sizes
         raise ValueError(
             f"the audit would need about {need / 2**30:.1f} GiB of memory ({held_pairs} pairs x 2 datasets x "
             f"{n_samples} samples x d = {dim}, plus {workers} workers' processes and features) but only "
-            f"{have / 2**30:.1f} GiB are available; lower {field} or run.n_jobs. "
-            f"Found {field} = {getattr(config.attacks, field.split('.')[1])}."
+            f"{have / 2**30:.1f} GiB are available; lower attacks.{field} or run.n_jobs. "
+            f"Found attacks.{field} = {value}."
         )
     return {}
 
